@@ -1,0 +1,43 @@
+"""The ``emery`` command line: errors are one line and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+import typer
+
+from emery.cli import eval_cmd, models_cmd
+from emery.cli.console import err
+from emery.core.errors import EmeryError
+
+app = typer.Typer(
+    name="emery",
+    help="emery: optimize prompts, agents and workflows on local or remote models.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("eval")(eval_cmd.evaluate)
+app.add_typer(models_cmd.app, name="models")
+
+USAGE_ERROR = 2
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the console script."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=argv, prog_name="emery", standalone_mode=False)
+    except EmeryError as exc:
+        err.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        sys.exit(USAGE_ERROR)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (click.Abort, KeyboardInterrupt):
+        err.print("interrupted")
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,39 @@
+"""Read a config file (TOML or JSON) into a validated ``JobConfig``."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from emery.config.errors import describe
+from emery.config.schema import JobConfig
+from emery.core.errors import ConfigError
+
+
+def parse_config(data: dict[str, Any], source: str = "config") -> JobConfig:
+    """Validate a config dict; errors name the key and suggest the nearest valid one."""
+    try:
+        return JobConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {describe(exc, JobConfig)}") from None
+
+
+def load_config(path: str | Path) -> JobConfig:
+    """Read and validate ``path`` (``.toml`` or ``.json``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a table/object")
+    return parse_config(data, str(path))

@@ -1,0 +1,98 @@
+"""Build the dataset, system, verifier and models a validated config describes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from emery.config.schema import JobConfig
+from emery.core.errors import ConfigError
+from emery.core.models import Dataset
+from emery.data.loaders import load_dataset
+from emery.data.tasks import builtin_task
+from emery.lm.cache import ResponseCache
+from emery.lm.config import build_lm
+from emery.lm.usage import ROLES, MeteredLM, UsageMeter
+from emery.systems.prompt_program import PromptProgram
+from emery.verifiers.base import Verifier
+from emery.verifiers.config import VerifierConfig, build_verifier
+
+
+def resolve_dataset(config: JobConfig, base_dir: Path | None = None) -> Dataset:
+    """The configured dataset: a built-in task's generated splits or a loaded file."""
+    spec = config.dataset
+    if spec.task is not None:
+        dataset = builtin_task(spec.task).dataset(
+            seed=spec.seed, n_train=spec.n_train, n_val=spec.n_val, n_test=spec.n_test
+        )
+    else:
+        assert spec.path is not None
+        path = Path(spec.path)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        dataset = load_dataset(path, fields=spec.fields, fractions=spec.split, seed=spec.seed)
+    return dataset.limited(spec.limit)
+
+
+def resolve_system(config: JobConfig) -> PromptProgram:
+    """The configured system, or the built-in task's starting program when none is given."""
+    if config.system is not None:
+        return PromptProgram(config.system)
+    if config.dataset.task is not None:
+        return PromptProgram(builtin_task(config.dataset.task).program)
+    raise ConfigError("no [system] given: a file dataset needs a [system] section")
+
+
+def resolve_verifier(config: JobConfig, dataset: Dataset) -> Verifier:
+    """``[verifier]``, else the dataset's own suggestion, else exact match."""
+    if config.verifier is not None:
+        return build_verifier(config.verifier)
+    if dataset.verifier is not None:
+        return build_verifier(VerifierConfig.model_validate(dataset.verifier))
+    return build_verifier(VerifierConfig())
+
+
+def check_system_inputs(system: PromptProgram, dataset: Dataset) -> None:
+    """Fail before any model call if a placeholder names a field some example lacks."""
+    examples = list(dataset)
+    if not examples:
+        raise ConfigError("the dataset is empty")
+    common = set.intersection(*(set(example.input) for example in examples))
+    system.check_inputs(common)
+
+
+@dataclass
+class Models:
+    """One metered (and cached) LM per role, sharing a usage meter and response cache."""
+
+    meter: UsageMeter
+    by_role: dict[str, MeteredLM] = field(default_factory=dict)
+
+    def __getitem__(self, role: str) -> MeteredLM:
+        return self.by_role[role]
+
+
+def build_models(
+    config: JobConfig,
+    *,
+    roles: tuple[str, ...] = ROLES,
+    cache: ResponseCache | None = None,
+    meter: UsageMeter | None = None,
+) -> Models:
+    """Build the LMs for ``roles``; models are loaded lazily on first call."""
+    models = Models(meter=meter or UsageMeter())
+    for role in roles:
+        models.by_role[role] = build_lm(
+            config.lm.for_role(role), role=role, meter=models.meter, cache=cache
+        )
+    return models
+
+
+def open_cache(config: JobConfig, base_dir: Path | None = None) -> ResponseCache | None:
+    """The response cache under the runtime workdir, unless caching is off."""
+    if not config.runtime.cache:
+        return None
+    workdir = Path(config.runtime.workdir)
+    if not workdir.is_absolute() and base_dir is not None:
+        workdir = base_dir / workdir
+    return ResponseCache(workdir / "lm_cache.db")

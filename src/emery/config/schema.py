@@ -1,0 +1,81 @@
+"""The job configuration: every section a TOML/JSON config or ``emery.optimize`` kwargs can set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from emery.data.loaders import FieldMap, SplitFractions
+from emery.lm.config import LMConfig
+from emery.systems.prompt_program import PromptProgramConfig
+from emery.verifiers.config import VerifierConfig
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class DatasetConfig(Section):
+    """``[dataset]``: a built-in ``task`` or a file ``path``, and how to split it."""
+
+    task: str | None = None
+    path: str | None = None
+    seed: int = 0
+    n_train: int | None = Field(default=None, ge=0)
+    n_val: int | None = Field(default=None, ge=0)
+    n_test: int | None = Field(default=None, ge=0)
+    limit: int | None = Field(default=None, ge=1)
+    fields: FieldMap = FieldMap()
+    split: SplitFractions = SplitFractions()
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DatasetConfig:
+        if (self.task is None) == (self.path is None):
+            raise ValueError("set exactly one of dataset.task (a built-in task) or dataset.path")
+        return self
+
+
+class LMSection(Section):
+    """``[lm.task]``, ``[lm.reflection]``, ``[lm.proposer]``, ``[lm.judge]``: unset roles = task."""
+
+    task: LMConfig = LMConfig()
+    reflection: LMConfig | None = None
+    proposer: LMConfig | None = None
+    judge: LMConfig | None = None
+
+    def for_role(self, role: str) -> LMConfig:
+        config: LMConfig | None = getattr(self, role)
+        return config if config is not None else self.task
+
+
+class RuntimeConfig(Section):
+    """``[runtime]``: concurrency, timeouts, retries and where files go."""
+
+    concurrency: int = Field(default=8, ge=1)
+    timeout_s: float = Field(default=300.0, gt=0)
+    max_attempts: int = Field(default=1, ge=1)
+    workdir: str = ".emery"
+    cache: bool = True
+
+
+class JobSection(Section):
+    """``[job]``: name, algorithm and seed."""
+
+    name: str | None = None
+    algorithm: str = "baseline"
+    seed: int = 0
+
+
+class JobConfig(Section):
+    """A whole job: what to optimize, on which data, with which models and how."""
+
+    job: JobSection = JobSection()
+    system: PromptProgramConfig | None = None
+    dataset: DatasetConfig
+    lm: LMSection = LMSection()
+    verifier: VerifierConfig | None = None
+    runtime: RuntimeConfig = RuntimeConfig()
+    algorithm: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -1,0 +1,23 @@
+"""Resolve ``module:attribute`` references in configs."""
+
+import importlib
+from typing import Any
+
+from emery.core.errors import ConfigError
+
+
+def import_object(ref: str) -> Any:
+    """Resolve ``"package.module:attribute"`` to the object it names."""
+    module_name, sep, attribute = ref.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigError(f"{ref!r} must look like 'module:attribute'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import module {module_name!r}: {exc}") from exc
+    for part in attribute.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigError(f"module {module_name!r} has no attribute {attribute!r}") from None
+    return obj

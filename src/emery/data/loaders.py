@@ -1,0 +1,257 @@
+"""Load datasets from JSONL, JSON, CSV and task-set files.
+
+A row is either ``{"id", "input": {...}, "expected", "meta", "split"}`` or flat
+(``{"question": ..., "answer": ...}``), in which case ``input_fields`` (default: every
+column but the id, expected, split and meta columns) become the input. Rows without a
+split column are divided by a seeded shuffle.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from emery.core.errors import DataError
+from emery.core.models import SPLITS, Dataset, Example, Split
+
+
+class FieldMap(BaseModel):
+    """Which columns hold the id, input, gold output and split of a row."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id_field: str = "id"
+    input_fields: list[str] | None = None
+    expected_field: str = "expected"
+    split_field: str = "split"
+
+
+class SplitFractions(BaseModel):
+    """Shares of train/val/test for a seeded split."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    train: float = Field(default=0.5, ge=0.0)
+    val: float = Field(default=0.25, ge=0.0)
+    test: float = Field(default=0.25, ge=0.0)
+
+    @model_validator(mode="after")
+    def _positive(self) -> SplitFractions:
+        if self.train + self.val + self.test <= 0:
+            raise ValueError("split fractions must not all be zero")
+        return self
+
+
+_SPLIT_ALIASES: dict[str, Split] = {
+    "train": "train",
+    "training": "train",
+    "val": "val",
+    "valid": "val",
+    "validation": "val",
+    "dev": "val",
+    "test": "test",
+    "testing": "test",
+}
+
+
+def load_dataset(
+    path: str | Path,
+    *,
+    fields: FieldMap | None = None,
+    fractions: SplitFractions | None = None,
+    seed: int = 0,
+) -> Dataset:
+    """Read ``path`` (``.jsonl``, ``.json`` or ``.csv``) into a Dataset."""
+    path = Path(path)
+    fields = fields or FieldMap()
+    if not path.is_file():
+        raise DataError(f"{path}: dataset file not found")
+    suffix = path.suffix.lower()
+    meta: dict[str, Any] = {"name": path.stem, "description": "", "verifier": None}
+    if suffix == ".jsonl":
+        rows = list(_jsonl_rows(path))
+    elif suffix == ".csv":
+        rows = list(_csv_rows(path))
+    elif suffix == ".json":
+        rows, meta = _json_rows(path, meta)
+    else:
+        raise DataError(f"{path}: unknown dataset format {suffix!r}; use .jsonl, .json or .csv")
+    examples = [(where, _example(path, where, row, fields)) for where, row in rows]
+    if not examples:
+        raise DataError(f"{path}: the dataset has no rows")
+    _check_unique_ids(path, examples)
+    dataset = _divide(examples, fractions or SplitFractions(), seed)
+    return dataset.model_copy(
+        update={
+            "name": meta["name"],
+            "description": meta["description"],
+            "verifier": meta["verifier"],
+        }
+    )
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{path}:{number}: each line must be a JSON object")
+            yield f"line {number}", row
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        for number, row in enumerate(reader, start=2):
+            if None in row:
+                raise DataError(f"{path}:{number}: more values than header columns")
+            yield f"line {number}", dict(row)
+
+
+def _json_rows(
+    path: Path, meta: dict[str, Any]
+) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    if isinstance(data, list):
+        return _indexed(path, data, "row"), meta
+    if not isinstance(data, dict):
+        raise DataError(f"{path}: expected a list of rows or an object")
+    if "tasks" in data:
+        return _task_set(path, data, meta)
+    if any(split in data for split in SPLITS):
+        rows = []
+        for split in SPLITS:
+            for where, row in _indexed(path, data.get(split, []), split):
+                rows.append((where, {**row, "split": split}))
+        return rows, meta
+    raise DataError(f"{path}: expected a list of rows, 'train'/'val'/'test' lists, or 'tasks'")
+
+
+def _indexed(path: Path, rows: Any, label: str) -> list[tuple[str, dict[str, Any]]]:
+    if not isinstance(rows, list):
+        raise DataError(f"{path}: {label!r} must be a list of rows")
+    out = []
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise DataError(f"{path}: {label} {index}: each row must be an object")
+        out.append((f"{label} {index}", row))
+    return out
+
+
+def _task_set(
+    path: Path, data: dict[str, Any], meta: dict[str, Any]
+) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
+    gold = data.get("gold_outputs", {})
+    if not isinstance(gold, dict):
+        raise DataError(f"{path}: 'gold_outputs' must map task ids to outputs")
+    rows = []
+    for where, task in _indexed(path, data["tasks"], "task"):
+        if "id" not in task:
+            raise DataError(f"{path}: {where}: field 'id' is required in a task set")
+        rows.append((where, {**task, "expected": gold.get(str(task["id"]), task.get("expected"))}))
+    info = data.get("metadata", {})
+    if not isinstance(info, dict):
+        raise DataError(f"{path}: 'metadata' must be an object")
+    verifier = data.get("verifier")
+    if verifier is not None and not isinstance(verifier, dict):
+        raise DataError(f"{path}: 'verifier' must be an object")
+    return rows, {
+        "name": str(info.get("name", meta["name"])),
+        "description": str(info.get("description", "")),
+        "verifier": verifier,
+    }
+
+
+def _example(
+    path: Path, where: str, row: dict[str, Any], fields: FieldMap
+) -> tuple[Split | None, Example]:
+    split = _split_of(path, where, row.get(fields.split_field))
+    reserved = {fields.id_field, fields.expected_field, fields.split_field, "meta", "input"}
+    if "input" in row and fields.input_fields is None:
+        inputs = row["input"]
+        if not isinstance(inputs, dict):
+            raise DataError(f"{path}: {where}: field 'input' must be an object")
+    else:
+        names = fields.input_fields or [key for key in row if key not in reserved]
+        missing = [name for name in names if name not in row]
+        if missing:
+            raise DataError(f"{path}: {where}: input field {missing[0]!r} is missing")
+        inputs = {name: row[name] for name in names}
+    if not inputs:
+        raise DataError(f"{path}: {where}: the row has no input fields")
+    meta = row.get("meta", {})
+    if not isinstance(meta, dict):
+        raise DataError(f"{path}: {where}: field 'meta' must be an object")
+    raw_id = row.get(fields.id_field, where.replace(" ", "-"))
+    try:
+        example = Example(
+            id=str(raw_id), input=inputs, expected=row.get(fields.expected_field), meta=meta
+        )
+    except ValidationError as exc:
+        raise DataError(f"{path}: {where}: {exc.errors()[0]['msg']}") from None
+    return split, example
+
+
+def _split_of(path: Path, where: str, value: Any) -> Split | None:
+    if value is None or value == "":
+        return None
+    split = _SPLIT_ALIASES.get(str(value).strip().lower())
+    if split is None:
+        raise DataError(f"{path}: {where}: field 'split' is {value!r}; use train, val or test")
+    return split
+
+
+def _check_unique_ids(
+    path: Path, examples: Iterable[tuple[str, tuple[Split | None, Example]]]
+) -> None:
+    seen: dict[str, str] = {}
+    for where, (_, example) in examples:
+        if example.id in seen:
+            raise DataError(f"{path}: {where}: id {example.id!r} repeats {seen[example.id]}")
+        seen[example.id] = where
+
+
+def _divide(
+    examples: list[tuple[str, tuple[Split | None, Example]]], fractions: SplitFractions, seed: int
+) -> Dataset:
+    by_split: dict[Split, list[Example]] = {split: [] for split in SPLITS}
+    unassigned = []
+    for _, (split, example) in examples:
+        if split is None:
+            unassigned.append(example)
+        else:
+            by_split[split].append(example)
+    if unassigned:
+        for split, share in seeded_split(unassigned, fractions, seed).items():
+            by_split[split].extend(share)
+    return Dataset(train=by_split["train"], val=by_split["val"], test=by_split["test"])
+
+
+def seeded_split(
+    examples: list[Example], fractions: SplitFractions, seed: int
+) -> dict[Split, list[Example]]:
+    """Shuffle with ``seed`` and cut by ``fractions`` (normalized to sum to one)."""
+    shuffled = list(examples)
+    random.Random(seed).shuffle(shuffled)
+    total = fractions.train + fractions.val + fractions.test
+    n_train = round(len(shuffled) * fractions.train / total)
+    n_val = round(len(shuffled) * fractions.val / total)
+    return {
+        "train": shuffled[:n_train],
+        "val": shuffled[n_train : n_train + n_val],
+        "test": shuffled[n_train + n_val :],
+    }

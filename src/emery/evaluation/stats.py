@@ -1,0 +1,40 @@
+"""Mean scores with 95% confidence intervals."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+Z95 = 1.959963984540054
+
+
+class ScoreSummary(BaseModel):
+    """Mean of n scores and its 95% interval."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.mean:.1%} (95% CI {self.low:.1%}–{self.high:.1%}, n={self.n})"
+
+
+def summarize(scores: Sequence[float]) -> ScoreSummary:
+    """Wilson interval for 0/1 scores, normal approximation for graded scores."""
+    n = len(scores)
+    if n == 0:
+        return ScoreSummary(mean=0.0, low=0.0, high=0.0, n=0)
+    mean = sum(scores) / n
+    if all(score in (0.0, 1.0) for score in scores):
+        denominator = 1 + Z95**2 / n
+        centre = (mean + Z95**2 / (2 * n)) / denominator
+        half = Z95 * math.sqrt(mean * (1 - mean) / n + Z95**2 / (4 * n * n)) / denominator
+        return ScoreSummary(
+            mean=mean, low=max(0.0, centre - half), high=min(1.0, centre + half), n=n
+        )
+    variance = sum((s - mean) ** 2 for s in scores) / (n - 1) if n > 1 else 0.0
+    half = Z95 * math.sqrt(variance / n)
+    return ScoreSummary(mean=mean, low=max(0.0, mean - half), high=min(1.0, mean + half), n=n)

@@ -1,0 +1,90 @@
+"""The LM protocol every model implementation satisfies, and what a call returns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from emery.core.aio import run_sync
+from emery.core.models import ChatMessage
+
+
+class TokenUsage(BaseModel):
+    """Tokens read and written by one call."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class Completion(BaseModel):
+    """The result of one chat completion."""
+
+    text: str
+    finish_reason: str = "stop"
+    usage: TokenUsage = TokenUsage()
+    latency_s: float = 0.0
+    model: str = ""
+    cached: bool = False
+
+
+class LMError(Exception):
+    """A model call failed after all retries."""
+
+
+@runtime_checkable
+class LM(Protocol):
+    """A chat model. ``complete`` is async; ``complete_sync`` runs it from plain code."""
+
+    @property
+    def model(self) -> str:
+        """The model's name, as used in cache keys and usage records."""
+        ...
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        **params: Any,
+    ) -> Completion: ...
+
+
+def complete_sync(
+    lm: LM,
+    messages: Sequence[ChatMessage],
+    *,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    stop: Sequence[str] | None = None,
+    **params: Any,
+) -> Completion:
+    """Call ``lm.complete`` from synchronous code (notebook-safe)."""
+    return run_sync(
+        lm.complete(messages, temperature=temperature, max_tokens=max_tokens, stop=stop, **params)
+    )
+
+
+def sampling_params(
+    temperature: float | None,
+    max_tokens: int | None,
+    stop: Sequence[str] | None,
+    params: dict[str, Any],
+) -> dict[str, Any]:
+    """The canonical dict of sampling parameters, used in cache keys and request bodies.
+
+    A temperature of None means greedy decoding (0.0).
+    """
+    out: dict[str, Any] = {"temperature": temperature or 0.0, **params}
+    if max_tokens is not None:
+        out["max_tokens"] = max_tokens
+    if stop:
+        out["stop"] = list(stop)
+    return out

@@ -1,0 +1,111 @@
+"""A persistent response cache so reruns of deterministic calls cost nothing."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from emery.core.hashing import canonical_json, content_hash
+from emery.core.models import ChatMessage
+from emery.lm.base import LM, Completion, sampling_params
+
+
+class ResponseCache:
+    """Completions keyed by (model, messages, sampling params) in one SQLite file.
+
+    ``path=":memory:"`` keeps the cache in memory (tests).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.path = str(path)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
+        with self._lock, self._db:
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS lm_cache ("
+                " key TEXT PRIMARY KEY, model TEXT NOT NULL, completion TEXT NOT NULL,"
+                " created_at REAL NOT NULL)"
+            )
+
+    @staticmethod
+    def key(model: str, messages: Sequence[ChatMessage], params: dict[str, Any]) -> str:
+        return content_hash({"model": model, "messages": list(messages), "params": params}, 64)
+
+    def get(self, key: str) -> Completion | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT completion FROM lm_cache WHERE key = ?", (key,)
+            ).fetchone()
+        if row is None:
+            return None
+        return Completion.model_validate_json(row[0]).model_copy(
+            update={"cached": True, "latency_s": 0.0}
+        )
+
+    def put(self, key: str, completion: Completion) -> None:
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO lm_cache (key, model, completion, created_at)"
+                " VALUES (?, ?, ?, ?)",
+                (key, completion.model, completion.model_dump_json(), time.time()),
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            (count,) = self._db.execute("SELECT COUNT(*) FROM lm_cache").fetchone()
+        return int(count)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class CachedLM:
+    """Serves repeated calls from a ``ResponseCache``.
+
+    Calls at temperature 0 are cached; sampled calls only when ``cache_sampled`` is set.
+    """
+
+    def __init__(self, inner: LM, cache: ResponseCache, *, cache_sampled: bool = False) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.cache_sampled = cache_sampled
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        **params: Any,
+    ) -> Completion:
+        if (temperature or 0.0) != 0.0 and not self.cache_sampled:
+            return await self.inner.complete(
+                messages, temperature=temperature, max_tokens=max_tokens, stop=stop, **params
+            )
+        params_key = sampling_params(temperature, max_tokens, stop, params)
+        key = self.cache.key(self.model, messages, params_key)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        completion = await self.inner.complete(
+            messages, temperature=temperature, max_tokens=max_tokens, stop=stop, **params
+        )
+        self.cache.put(key, completion)
+        return completion
+
+
+__all__ = ["CachedLM", "ResponseCache", "canonical_json"]

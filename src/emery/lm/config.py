@@ -1,0 +1,146 @@
+"""How a model is named and configured, and how a configured LM is built."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from emery.core.errors import ConfigError
+from emery.core.imports import import_object
+from emery.lm.base import LM
+from emery.lm.cache import CachedLM, ResponseCache
+from emery.lm.catalog import installed_path
+from emery.lm.local import LocalLM
+from emery.lm.openai_compat import OpenAICompatibleLM
+from emery.lm.retry import RetryPolicy
+from emery.lm.usage import MeteredLM, Price, UsageMeter
+
+DEFAULT_MODEL = "local/qwen2.5-coder-0.5b"
+
+
+class LMConfig(BaseModel):
+    """One model and how to call it.
+
+    ``model`` is ``local/<name>`` (a known model), ``local/<path>.gguf`` (any file),
+    ``openai/<model>`` (any OpenAI-compatible endpoint; set ``base_url`` for one that is
+    not OpenAI's), or ``python/<module>:<attr>`` (an LM object or a function returning one).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = DEFAULT_MODEL
+    base_url: str | None = None
+    api_key: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=512, gt=0)
+    concurrency: int = Field(default=8, gt=0)
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_attempts: int = Field(default=5, gt=0)
+    n_ctx: int = Field(default=4096, gt=0)
+    n_threads: int | None = Field(default=None, gt=0)
+    prefix_reuse: bool = True
+    cache: bool = True
+    cache_sampled: bool = False
+    price_input_per_mtok: float | None = None
+    price_output_per_mtok: float | None = None
+
+    def price(self) -> Price:
+        table = Price.for_model(self.model)
+        return Price(
+            input_per_mtok=(
+                table.input_per_mtok
+                if self.price_input_per_mtok is None
+                else self.price_input_per_mtok
+            ),
+            output_per_mtok=(
+                table.output_per_mtok
+                if self.price_output_per_mtok is None
+                else self.price_output_per_mtok
+            ),
+        )
+
+
+_local_models: dict[tuple[str, int, int | None, bool], LocalLM] = {}
+_local_lock = threading.Lock()
+
+
+def local_model_path(name: str) -> Path:
+    """The file behind ``local/<name>``: a known model's verified file or a ``.gguf`` path."""
+    if name.endswith(".gguf"):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"model file not found: {path}")
+        return path
+    return installed_path(name)
+
+
+def build_base_lm(config: LMConfig) -> LM:
+    """The bare model named by ``config``; one shared instance per local file."""
+    provider, _, name = config.model.partition("/")
+    if not name:
+        raise ConfigError(
+            f"model {config.model!r} must look like local/<name>, local/<file.gguf>, "
+            "openai/<model> or python/<module>:<attr>"
+        )
+    if provider == "local":
+        path = local_model_path(name)
+        key = (str(path.resolve()), config.n_ctx, config.n_threads, config.prefix_reuse)
+        with _local_lock:
+            if key not in _local_models:
+                _local_models[key] = LocalLM(
+                    path,
+                    model=config.model,
+                    n_ctx=config.n_ctx,
+                    n_threads=config.n_threads,
+                    prefix_reuse=config.prefix_reuse,
+                )
+            return _local_models[key]
+    if provider == "openai":
+        return OpenAICompatibleLM(
+            name,
+            base_url=config.base_url,
+            api_key=config.api_key,
+            api_key_env=config.api_key_env,
+            concurrency=config.concurrency,
+            timeout_s=config.timeout_s,
+            retry=RetryPolicy(max_attempts=config.max_attempts),
+        )
+    if provider == "python":
+        return _python_lm(name)
+    raise ConfigError(
+        f"unknown model provider {provider!r} in {config.model!r}; use local, openai or python"
+    )
+
+
+def _python_lm(ref: str) -> LM:
+    obj = import_object(ref)
+    if not isinstance(obj, LM) and callable(obj):
+        obj = obj()
+    if not isinstance(obj, LM):
+        raise ConfigError(f"python/{ref} is not an LM (needs .model and async .complete)")
+    return obj
+
+
+def build_lm(
+    config: LMConfig,
+    *,
+    role: str,
+    meter: UsageMeter,
+    cache: ResponseCache | None,
+    base: LM | None = None,
+) -> MeteredLM:
+    """A model for one role: cached (when enabled) and metered, with the role's defaults."""
+    lm: LM = base if base is not None else build_base_lm(config)
+    if cache is not None and config.cache:
+        lm = CachedLM(lm, cache, cache_sampled=config.cache_sampled)
+    return MeteredLM(
+        lm,
+        meter,
+        role,
+        price=config.price(),
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
+    )

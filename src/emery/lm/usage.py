@@ -1,0 +1,149 @@
+"""Usage and cost accounting per role (task, reflection, proposer, judge)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from emery.core.models import ChatMessage
+from emery.lm.base import LM, Completion
+
+ROLES = ("task", "reflection", "proposer", "judge")
+
+# USD per million tokens (input, output), from the providers' public price pages.
+PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "o3-mini": (1.10, 4.40),
+    "o4-mini": (1.10, 4.40),
+    "gpt-5": (1.25, 10.00),
+    "gpt-5-mini": (0.25, 2.00),
+    "gpt-5-nano": (0.05, 0.40),
+}
+
+
+class Price(BaseModel):
+    """USD per million input and output tokens."""
+
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+
+    @classmethod
+    def for_model(cls, model: str) -> Price:
+        """The table price of a model name; free for local and unknown models."""
+        name = model.rsplit("/", 1)[-1]
+        input_price, output_price = PRICES_PER_MTOK.get(name, (0.0, 0.0))
+        return cls(input_per_mtok=input_price, output_per_mtok=output_price)
+
+    def cost(self, completion: Completion) -> float:
+        usage = completion.usage
+        return (
+            usage.prompt_tokens * self.input_per_mtok
+            + usage.completion_tokens * self.output_per_mtok
+        ) / 1e6
+
+
+class RoleUsage(BaseModel):
+    """Totals for one role. Cache hits count as calls but cost no tokens."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: RoleUsage) -> RoleUsage:
+        return RoleUsage(
+            **{name: getattr(self, name) + getattr(other, name) for name in RoleUsage.model_fields}
+        )
+
+
+class UsageMeter:
+    """Thread-safe running totals of LM usage per role."""
+
+    def __init__(self, initial: dict[str, RoleUsage] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._by_role: dict[str, RoleUsage] = dict(initial or {})
+
+    def record(self, role: str, completion: Completion, cost_usd: float) -> None:
+        with self._lock:
+            current = self._by_role.get(role, RoleUsage())
+            if completion.cached:
+                delta = RoleUsage(calls=1, cache_hits=1)
+            else:
+                delta = RoleUsage(
+                    calls=1,
+                    prompt_tokens=completion.usage.prompt_tokens,
+                    completion_tokens=completion.usage.completion_tokens,
+                    cost_usd=cost_usd,
+                    latency_s=completion.latency_s,
+                )
+            self._by_role[role] = current.add(delta)
+
+    def by_role(self) -> dict[str, RoleUsage]:
+        with self._lock:
+            return dict(self._by_role)
+
+    def total(self) -> RoleUsage:
+        total = RoleUsage()
+        for usage in self.by_role().values():
+            total = total.add(usage)
+        return total
+
+
+class MeteredLM:
+    """Records every call of ``inner`` under ``role`` in a ``UsageMeter``.
+
+    Calls that leave ``temperature`` or ``max_tokens`` unset get this role's defaults.
+    """
+
+    def __init__(
+        self,
+        inner: LM,
+        meter: UsageMeter,
+        role: str,
+        *,
+        price: Price | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+    ) -> None:
+        self.inner = inner
+        self.meter = meter
+        self.role = role
+        self.price = price or Price.for_model(inner.model)
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        **params: Any,
+    ) -> Completion:
+        completion = await self.inner.complete(
+            messages,
+            temperature=self.temperature if temperature is None else temperature,
+            max_tokens=self.max_tokens if max_tokens is None else max_tokens,
+            stop=stop,
+            **params,
+        )
+        self.meter.record(self.role, completion, self.price.cost(completion))
+        return completion

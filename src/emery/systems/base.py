@@ -1,0 +1,63 @@
+"""What a system is: named text components and a way to run one example under a candidate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from emery.core.models import Candidate, ChatMessage, Example, Split
+from emery.lm.base import LM
+
+
+class ComponentCall(BaseModel):
+    """One use of a component during a run: what it was given and what it produced."""
+
+    component: str
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    messages: list[ChatMessage] = Field(default_factory=list)
+    reply: str = ""
+    output: Any = None
+    error: str | None = None
+
+
+class SystemRun(BaseModel):
+    """The result of running a system on one example: its output and the calls behind it."""
+
+    output: Any = None
+    calls: list[ComponentCall] = Field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class RunContext:
+    """What a system gets besides the candidate: the example, the task LM and ids."""
+
+    lm: LM
+    example: Example
+    split: Split | None = None
+    rollout_id: str | None = None
+
+
+@runtime_checkable
+class System(Protocol):
+    """Anything emery can optimize."""
+
+    name: str
+
+    def seed_candidate(self) -> Candidate:
+        """The system as given: its current component texts (and demos)."""
+        ...
+
+    def version(self) -> str:
+        """A hash of everything but the components: a changed version invalidates cached scores."""
+        ...
+
+    def check_inputs(self, fields: set[str]) -> None:
+        """Raise ConfigError if a component reads a field the examples do not have."""
+        ...
+
+    async def run(self, candidate: Candidate, ctx: RunContext) -> SystemRun:
+        """Run ``ctx.example`` under ``candidate``. Errors become ``SystemRun.error``."""
+        ...

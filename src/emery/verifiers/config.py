@@ -1,0 +1,61 @@
+"""Verifier settings as they appear in a config file, and the factory that builds them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from emery.core.errors import ConfigError
+from emery.verifiers.base import Verifier
+from emery.verifiers.json_field import JsonFieldMatch
+from emery.verifiers.numeric import NumericMatch
+from emery.verifiers.python import CallableVerifier
+from emery.verifiers.text import Contains, ExactMatch, NormalizedMatch, RegexMatch, TokenF1
+
+VerifierKind = Literal[
+    "exact", "normalized", "numeric", "regex", "contains", "json_field", "f1", "python"
+]
+
+
+class VerifierConfig(BaseModel):
+    """``[verifier]``: ``kind`` and the options that kind reads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: VerifierKind = "exact"
+    abs_tol: float = 1e-6
+    rel_tol: float = 0.0
+    pattern: str | None = None
+    full: bool = False
+    ignore_case: bool = False
+    case_sensitive: bool = False
+    fields: list[str] | None = None
+    function: str | None = None
+
+
+def build_verifier(config: VerifierConfig) -> Verifier:
+    """The verifier a config describes."""
+    match config.kind:
+        case "exact":
+            return ExactMatch()
+        case "normalized":
+            return NormalizedMatch()
+        case "numeric":
+            return NumericMatch(abs_tol=config.abs_tol, rel_tol=config.rel_tol)
+        case "regex":
+            if not config.pattern:
+                raise ConfigError("verifier.pattern is required for kind = 'regex'")
+            return RegexMatch(config.pattern, full=config.full, ignore_case=config.ignore_case)
+        case "contains":
+            return Contains(case_sensitive=config.case_sensitive)
+        case "json_field":
+            return JsonFieldMatch(fields=config.fields)
+        case "f1":
+            return TokenF1()
+        case "python":
+            if not config.function:
+                raise ConfigError(
+                    "verifier.function ('module:attr') is required for kind = 'python'"
+                )
+            return CallableVerifier(config.function)
