@@ -7,6 +7,7 @@ import sys
 
 import click
 import typer
+from rich.markup import escape
 
 from emery.cli import eval_cmd, models_cmd
 from emery.cli.console import err
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = command.main(args=argv, prog_name="emery", standalone_mode=False)
     except EmeryError as exc:
-        err.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         sys.exit(USAGE_ERROR)
     except click.ClickException as exc:
         exc.show()

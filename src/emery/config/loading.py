@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from emery.config.errors import describe
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
+from emery.core.validation import describe
 
 
 def parse_config(data: dict[str, Any], source: str = "config") -> JobConfig:

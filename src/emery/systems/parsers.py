@@ -29,7 +29,12 @@ class ParserConfig(BaseModel):
         if self.kind == "regex":
             if not self.pattern:
                 raise ValueError("parser.pattern is required when kind = 'regex'")
-            re.compile(self.pattern)
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"parser.pattern {self.pattern!r} is not a valid regex: {exc}"
+                ) from None
         return self
 
     def parse(self, text: str) -> Any:

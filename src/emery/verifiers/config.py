@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -46,7 +47,12 @@ def build_verifier(config: VerifierConfig) -> Verifier:
         case "regex":
             if not config.pattern:
                 raise ConfigError("verifier.pattern is required for kind = 'regex'")
-            return RegexMatch(config.pattern, full=config.full, ignore_case=config.ignore_case)
+            try:
+                return RegexMatch(config.pattern, full=config.full, ignore_case=config.ignore_case)
+            except re.error as exc:
+                raise ConfigError(
+                    f"verifier.pattern {config.pattern!r} is not a valid regex: {exc}"
+                ) from None
         case "contains":
             return Contains(case_sensitive=config.case_sensitive)
         case "json_field":

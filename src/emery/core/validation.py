@@ -52,7 +52,10 @@ def _unwrap_container(annotation: Any) -> Any:
 
 def describe(error: ValidationError, root: type[BaseModel], prefix: str = "") -> str:
     """The first error of ``error`` as ``key: problem``, suggesting the nearest valid key."""
-    first = error.errors()[0]
+    errors = error.errors()
+    # A misspelled key is reported both as unknown and (for a required one) as missing;
+    # the unknown key, with its suggestion, is the message that helps.
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = tuple(part for part in first["loc"] if not (isinstance(part, str) and "[" in part))
     key = ".".join(str(part) for part in (*([prefix] if prefix else []), *loc)) or "config"
     if first["type"] == "extra_forbidden":

@@ -1,0 +1,48 @@
+# emery: `make demo` runs the main job, `make test` runs the whole test suite.
+# Both create .venv on first use; the first build of llama.cpp takes 5-9 minutes on 2 cores.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+EMERY := $(VENV)/bin/emery
+LLAMA_VERSION := 0.3.36
+# A portable build: -march=native enables AMX on some Xeons, which crashes in containers.
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+WHEELS := .wheels
+
+.PHONY: demo test lint unit integration bench clean
+
+demo: $(VENV)/.installed
+	$(EMERY) models pull qwen2.5-coder-0.5b
+	$(EMERY) eval --task word_problems --model local/qwen2.5-coder-0.5b --limit 20
+
+test: $(VENV)/.installed
+	$(EMERY) models pull smollm2-135m
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/mypy
+	$(VENV)/bin/pytest
+
+unit: $(VENV)/.installed
+	$(VENV)/bin/pytest tests/unit -q
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/mypy
+
+$(WHEELS)/.llama-$(LLAMA_VERSION):
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --no-cache-dir --no-deps \
+		llama-cpp-python==$(LLAMA_VERSION) -w $(WHEELS)
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(WHEELS)/.llama-$(LLAMA_VERSION)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --find-links $(WHEELS) -e ".[local,dev,postgres]"
+	touch $@
+
+clean:
+	rm -rf $(VENV) $(WHEELS) .emery results .pytest_cache .mypy_cache .ruff_cache

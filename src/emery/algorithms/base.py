@@ -1,0 +1,159 @@
+"""The contract between the job engine and a search algorithm.
+
+An algorithm keeps its whole state in one pydantic model (RNG state included), reads and
+writes only through the ``SearchContext``, and works in steps: ``start`` scores the seed on
+val (the baseline), each ``step`` is one iteration. After ``start`` and after every step
+the engine stores, in one transaction, the step's evaluations, candidates and events and a
+checkpoint of the state; a resumed job reloads the state and calls ``step`` again.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from emery.core.events import CandidateProposed, Event, Payload, event
+from emery.core.models import Candidate, Dataset, Example, Split
+from emery.evaluation.budget import Budget
+from emery.evaluation.results import EvalResult
+from emery.evaluation.service import EvaluationService
+from emery.lm.base import LM
+from emery.systems.base import System
+
+
+class AlgorithmSettings(BaseModel):
+    """Base of ``[algorithm.<name>]`` settings: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class AlgorithmState(BaseModel):
+    """Base of every algorithm's checkpointed state."""
+
+    iteration: int = 0
+    done: bool = False
+    done_reason: str | None = None
+    seed_candidate_id: str = ""
+    baseline_val_score: float | None = None
+    best_candidate_id: str = ""
+    best_val_score: float | None = None
+    rng_state: list[Any] = Field(default_factory=list)
+
+
+def save_rng(rng: random.Random) -> list[Any]:
+    """``rng``'s state as JSON-able lists."""
+    version, internal, gauss = rng.getstate()
+    return [version, list(internal), gauss]
+
+
+def load_rng(state: list[Any], seed: int) -> random.Random:
+    """A Random restored from ``save_rng`` output, or seeded fresh when there is none."""
+    rng = random.Random(seed)
+    if state:
+        version, internal, gauss = state
+        rng.setstate((version, tuple(internal), gauss))
+    return rng
+
+
+@dataclass
+class StepLog:
+    """What one step produced besides evaluations: events and new candidates, in order."""
+
+    events: list[Event] = field(default_factory=list)
+    candidates: dict[str, Candidate] = field(default_factory=dict)
+
+    def drain(self) -> tuple[list[Event], list[Candidate]]:
+        events, candidates = self.events, list(self.candidates.values())
+        self.events, self.candidates = [], {}
+        return events, candidates
+
+
+@dataclass
+class SearchContext:
+    """Everything an algorithm may touch."""
+
+    dataset: Dataset
+    system: System
+    seed_candidate: Candidate
+    evaluations: EvaluationService
+    lms: Mapping[str, LM]
+    budget: Budget
+    seed: int = 0
+    log: StepLog = field(default_factory=StepLog)
+    candidates: dict[str, Candidate] = field(default_factory=dict)
+
+    @property
+    def train(self) -> list[Example]:
+        return self.dataset.train
+
+    @property
+    def val(self) -> list[Example]:
+        return self.dataset.val
+
+    def lm(self, role: str) -> LM:
+        """The model for ``role`` (reflection, proposer, judge, task)."""
+        return self.lms[role]
+
+    def emit(self, kind: str, payload: Payload | None = None, **data: Any) -> None:
+        self.log.events.append(event(kind, payload, **data))
+
+    def add_candidate(self, candidate: Candidate) -> Candidate:
+        """Record a candidate (the seed, or a proposal, which counts against the budget).
+
+        Returns the stored candidate: proposing text that already exists returns the
+        earlier candidate with its original lineage.
+        """
+        existing = self.candidates.get(candidate.id)
+        if existing is not None:
+            return existing
+        self.candidates[candidate.id] = candidate
+        self.log.candidates[candidate.id] = candidate
+        if candidate.lineage.operation != "seed":
+            self.budget.count_proposal()
+            self.emit(
+                "candidate_proposed",
+                CandidateProposed(
+                    candidate_id=candidate.id,
+                    parents=list(candidate.lineage.parents),
+                    operation=candidate.lineage.operation,
+                    components=sorted(
+                        name
+                        for name, text in candidate.components.items()
+                        if not candidate.lineage.parents
+                        or self._parent_text(candidate, name) != text
+                    ),
+                ),
+            )
+        return candidate
+
+    def _parent_text(self, candidate: Candidate, component: str) -> str | None:
+        parent = self.candidates.get(candidate.lineage.parents[0])
+        return None if parent is None else parent.components.get(component)
+
+    async def evaluate(
+        self, candidate: Candidate, examples: Sequence[Example], split: Split
+    ) -> EvalResult:
+        """Score ``candidate``; stored results are free, new rollouts are charged."""
+        return await self.evaluations.evaluate(candidate, examples, split)
+
+
+S = TypeVar("S", bound=AlgorithmState)
+
+
+class Algorithm(Protocol[S]):
+    """A search loop over states of type ``S``; ``state_type`` loads checkpoints."""
+
+    name: ClassVar[str]
+    state_type: type[S]
+
+    async def start(self, ctx: SearchContext) -> S:
+        """Register and score the seed on val (the baseline); return the initial state."""
+        ...
+
+    async def step(self, ctx: SearchContext, state: S) -> S:
+        """One iteration; set ``state.done`` when the search has nothing left to try."""
+        ...

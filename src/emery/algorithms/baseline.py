@@ -1,0 +1,67 @@
+"""No search: score the seed (and any extra candidates) on val and stop."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from emery.algorithms.base import AlgorithmSettings, AlgorithmState, SearchContext
+from emery.core.events import BaselineEvaluated
+from emery.core.models import Lineage
+
+
+class BaselineSettings(AlgorithmSettings):
+    """``[algorithm.baseline]``: extra component assignments to score beside the seed."""
+
+    candidates: list[dict[str, str]] = Field(default_factory=list)
+
+
+class BaselineState(AlgorithmState):
+    scores: dict[str, float] = Field(default_factory=dict)
+
+
+class Baseline:
+    """Scores given candidates on val; the best of them is the result."""
+
+    name: ClassVar[str] = "baseline"
+    state_type = BaselineState
+
+    def __init__(self, settings: BaselineSettings | None = None) -> None:
+        self.settings = settings or BaselineSettings()
+
+    async def start(self, ctx: SearchContext) -> BaselineState:
+        seed = ctx.add_candidate(ctx.seed_candidate)
+        state = BaselineState(seed_candidate_id=seed.id)
+        result = await ctx.evaluate(seed, ctx.val, "val")
+        ctx.emit(
+            "baseline_evaluated",
+            BaselineEvaluated(
+                candidate_id=seed.id, split="val", score=result.mean, n=len(result.results)
+            ),
+        )
+        state.baseline_val_score = result.mean
+        state.scores[seed.id] = result.mean
+        state.best_candidate_id, state.best_val_score = seed.id, result.mean
+        return state
+
+    async def step(self, ctx: SearchContext, state: BaselineState) -> BaselineState:
+        if state.iteration >= len(self.settings.candidates):
+            state.done, state.done_reason = True, "all candidates scored"
+            return state
+        components = self.settings.candidates[state.iteration]
+        seed = ctx.seed_candidate
+        candidate = ctx.add_candidate(
+            seed.derive(
+                components=components,
+                lineage=Lineage(
+                    parents=(seed.id,), generation=1, operation="manual", iteration=state.iteration
+                ),
+            )
+        )
+        result = await ctx.evaluate(candidate, ctx.val, "val")
+        state.scores[candidate.id] = result.mean
+        if state.best_val_score is None or result.mean > state.best_val_score:
+            state.best_candidate_id, state.best_val_score = candidate.id, result.mean
+        state.iteration += 1
+        return state

@@ -1,0 +1,84 @@
+"""The evaluator as algorithms see it: a cache of stored results in front, a budget behind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from emery.core.events import CandidateEvaluated, Event, event
+from emery.core.models import Candidate, Example, Split
+from emery.evaluation.budget import Budget
+from emery.evaluation.evaluator import Evaluator
+from emery.evaluation.results import EvalResult, ExampleResult
+
+EvalKey = tuple[str, str, str]  # (candidate id, example id, split)
+
+
+def eval_key(candidate_id: str, example_id: str, split: str | None) -> EvalKey:
+    return (candidate_id, example_id, split or "")
+
+
+class EvaluationService:
+    """Scores candidates, reusing any result already known and charging only for new rollouts.
+
+    ``known`` holds the results stored for this job's evaluation scope (same system
+    version, task model and verifier); ``new_results`` collects what this service ran since
+    the engine last drained it, so the engine can store them with the step's other writes.
+    """
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        budget: Budget,
+        *,
+        known: dict[EvalKey, ExampleResult] | None = None,
+        emit: Callable[[Event], None] | None = None,
+    ) -> None:
+        self.evaluator = evaluator
+        self.budget = budget
+        self.known: dict[EvalKey, ExampleResult] = dict(known or {})
+        self.new_results: list[ExampleResult] = []
+        self.emit = emit
+
+    def cached(self, candidate: Candidate, example: Example, split: Split) -> ExampleResult | None:
+        return self.known.get(eval_key(candidate.id, example.id, split))
+
+    async def evaluate(
+        self,
+        candidate: Candidate,
+        examples: Sequence[Example],
+        split: Split,
+        *,
+        charge: bool = True,
+    ) -> EvalResult:
+        """Results for every example, in order. Raises BudgetExhausted before running if the
+        misses cost more metric calls than remain (``charge=False`` for reporting runs)."""
+        missing = [e for e in examples if self.cached(candidate, e, split) is None]
+        unique_missing = list({e.id: e for e in missing}.values())
+        if charge:
+            self.budget.charge_metric_calls(len(unique_missing))
+        if unique_missing:
+            fresh = await self.evaluator.evaluate(candidate, unique_missing, split)
+            for result in fresh.results:
+                self.known[eval_key(candidate.id, result.example_id, split)] = result
+                self.new_results.append(result)
+        results = [self.known[eval_key(candidate.id, e.id, split)] for e in examples]
+        outcome = EvalResult(candidate_id=candidate.id, split=split, results=results)
+        if self.emit is not None:
+            self.emit(
+                event(
+                    "candidate_evaluated",
+                    CandidateEvaluated(
+                        candidate_id=candidate.id,
+                        split=split,
+                        score=outcome.mean,
+                        n=len(results),
+                        new_rollouts=len(unique_missing),
+                    ),
+                )
+            )
+        return outcome
+
+    def drain(self) -> list[ExampleResult]:
+        """The results run since the last drain (for the engine to store)."""
+        drained, self.new_results = self.new_results, []
+        return drained
