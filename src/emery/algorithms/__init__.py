@@ -9,17 +9,22 @@ from emery.algorithms.base import (
     load_rng,
     save_rng,
 )
-from emery.algorithms.registry import ALGORITHMS, build_algorithm, register
+from emery.algorithms.registry import AlgorithmSpec, algorithm_spec, build_algorithm, parse_settings
+from emery.algorithms.runner import SearchOutcome, StepRecord, run_search
 
 __all__ = [
-    "ALGORITHMS",
     "Algorithm",
     "AlgorithmSettings",
+    "AlgorithmSpec",
     "AlgorithmState",
     "SearchContext",
+    "SearchOutcome",
     "StepLog",
+    "StepRecord",
+    "algorithm_spec",
     "build_algorithm",
     "load_rng",
-    "register",
+    "parse_settings",
+    "run_search",
     "save_rng",
 ]

@@ -66,9 +66,13 @@ class StepLog:
     events: list[Event] = field(default_factory=list)
     candidates: dict[str, Candidate] = field(default_factory=dict)
 
+    def add(self, item: Event) -> None:
+        self.events.append(item)
+
     def drain(self) -> tuple[list[Event], list[Candidate]]:
-        events, candidates = self.events, list(self.candidates.values())
-        self.events, self.candidates = [], {}
+        events, candidates = list(self.events), list(self.candidates.values())
+        self.events.clear()
+        self.candidates.clear()
         return events, candidates
 
 
@@ -99,7 +103,7 @@ class SearchContext:
         return self.lms[role]
 
     def emit(self, kind: str, payload: Payload | None = None, **data: Any) -> None:
-        self.log.events.append(event(kind, payload, **data))
+        self.log.add(event(kind, payload, **data))
 
     def add_candidate(self, candidate: Candidate) -> Candidate:
         """Record a candidate (the seed, or a proposal, which counts against the budget).

@@ -7,6 +7,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from emery.algorithms.base import AlgorithmSettings, AlgorithmState, SearchContext
+from emery.algorithms.registry import AlgorithmSpec
 from emery.core.events import BaselineEvaluated
 from emery.core.models import Lineage
 
@@ -43,12 +44,11 @@ class Baseline:
         state.baseline_val_score = result.mean
         state.scores[seed.id] = result.mean
         state.best_candidate_id, state.best_val_score = seed.id, result.mean
+        state.done = not self.settings.candidates
+        state.done_reason = "seed scored" if state.done else None
         return state
 
     async def step(self, ctx: SearchContext, state: BaselineState) -> BaselineState:
-        if state.iteration >= len(self.settings.candidates):
-            state.done, state.done_reason = True, "all candidates scored"
-            return state
         components = self.settings.candidates[state.iteration]
         seed = ctx.seed_candidate
         candidate = ctx.add_candidate(
@@ -64,4 +64,13 @@ class Baseline:
         if state.best_val_score is None or result.mean > state.best_val_score:
             state.best_candidate_id, state.best_val_score = candidate.id, result.mean
         state.iteration += 1
+        if state.iteration >= len(self.settings.candidates):
+            state.done, state.done_reason = True, "all candidates scored"
         return state
+
+
+def _build(settings: BaselineSettings) -> Baseline:
+    return Baseline(settings)
+
+
+SPEC = AlgorithmSpec(name="baseline", settings=BaselineSettings, factory=_build)

@@ -1,37 +1,59 @@
-"""Algorithms by name, built from their ``[algorithm.<name>]`` settings."""
+"""Algorithms by name, built from their ``[algorithm.<name>]`` settings.
+
+Each algorithm module defines ``SPEC = AlgorithmSpec(...)``; modules are imported on
+first use.
+"""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from emery.algorithms.base import Algorithm, AlgorithmSettings
-from emery.algorithms.baseline import Baseline, BaselineSettings
 from emery.core.errors import ConfigError
 from emery.core.validation import describe
 
-Factory = Callable[[Any], Algorithm[Any]]
 
-ALGORITHMS: dict[str, tuple[type[AlgorithmSettings], Factory]] = {
-    "baseline": (BaselineSettings, Baseline),
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """How to build one algorithm: its settings model and a factory taking the settings."""
+
+    name: str
+    settings: type[AlgorithmSettings]
+    factory: Callable[[Any], Algorithm[Any]]
+
+
+ALGORITHM_MODULES: dict[str, str] = {
+    "baseline": "emery.algorithms.baseline",
+    "gepa": "emery.algorithms.gepa",
+    "mipro": "emery.algorithms.mipro",
+    "apo": "emery.algorithms.apo",
 }
 
 
-def register(name: str, settings: type[AlgorithmSettings], factory: Factory) -> None:
-    """Make an algorithm available to configs as ``job.algorithm = name``."""
-    ALGORITHMS[name] = (settings, factory)
+def algorithm_spec(name: str) -> AlgorithmSpec:
+    """The spec of a named algorithm, or a one-line error listing the known names."""
+    module_name = ALGORITHM_MODULES.get(name)
+    if module_name is None:
+        known = ", ".join(sorted(ALGORITHM_MODULES))
+        raise ConfigError(f"unknown algorithm {name!r}; known algorithms: {known}")
+    spec: AlgorithmSpec = importlib.import_module(module_name).SPEC
+    return spec
+
+
+def parse_settings(name: str, settings: dict[str, Any] | None) -> AlgorithmSettings:
+    """Validate ``[algorithm.<name>]``; errors name the offending key."""
+    spec = algorithm_spec(name)
+    try:
+        return spec.settings.model_validate(settings or {})
+    except ValidationError as exc:
+        raise ConfigError(describe(exc, spec.settings, prefix=f"algorithm.{name}")) from None
 
 
 def build_algorithm(name: str, settings: dict[str, Any] | None = None) -> Algorithm[Any]:
-    """The named algorithm with validated settings; errors name the offending key."""
-    if name not in ALGORITHMS:
-        known = ", ".join(sorted(ALGORITHMS))
-        raise ConfigError(f"unknown algorithm {name!r}; known algorithms: {known}")
-    settings_type, factory = ALGORITHMS[name]
-    try:
-        parsed = settings_type.model_validate(settings or {})
-    except ValidationError as exc:
-        raise ConfigError(describe(exc, settings_type, prefix=f"algorithm.{name}")) from None
-    return factory(parsed)
+    """The named algorithm with validated settings."""
+    return algorithm_spec(name).factory(parse_settings(name, settings))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import sys
 
-import click
 import typer
 from rich.markup import escape
 
@@ -35,10 +34,15 @@ def main(argv: list[str] | None = None) -> None:
     except EmeryError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         sys.exit(USAGE_ERROR)
-    except click.ClickException as exc:
-        exc.show()
+    except typer.TyperException as exc:
+        # Typer vendors click: its usage errors derive from TyperException, not click's.
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            err.print(f"[red]error:[/red] {escape(exc.format_message())}", soft_wrap=True)
         sys.exit(exc.exit_code)
-    except (click.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt):
         err.print("interrupted")
         sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)

@@ -20,6 +20,8 @@ def parse_config(data: dict[str, Any], source: str = "config") -> JobConfig:
         return JobConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{source}: {describe(exc, JobConfig)}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def load_config(path: str | Path) -> JobConfig:

@@ -13,7 +13,9 @@ from emery.data.tasks import builtin_task
 from emery.lm.cache import ResponseCache
 from emery.lm.config import build_lm
 from emery.lm.usage import ROLES, MeteredLM, UsageMeter
+from emery.systems.base import System
 from emery.systems.prompt_program import PromptProgram
+from emery.systems.registry import build_system
 from emery.verifiers.base import Verifier
 from emery.verifiers.config import VerifierConfig, build_verifier
 
@@ -34,10 +36,10 @@ def resolve_dataset(config: JobConfig, base_dir: Path | None = None) -> Dataset:
     return dataset.limited(spec.limit)
 
 
-def resolve_system(config: JobConfig) -> PromptProgram:
+def resolve_system(config: JobConfig) -> System:
     """The configured system, or the built-in task's starting program when none is given."""
     if config.system is not None:
-        return PromptProgram(config.system)
+        return build_system(config.system)
     if config.dataset.task is not None:
         return PromptProgram(builtin_task(config.dataset.task).program)
     raise ConfigError("no [system] given: a file dataset needs a [system] section")
@@ -52,7 +54,7 @@ def resolve_verifier(config: JobConfig, dataset: Dataset) -> Verifier:
     return build_verifier(VerifierConfig())
 
 
-def check_system_inputs(system: PromptProgram, dataset: Dataset) -> None:
+def check_system_inputs(system: System, dataset: Dataset) -> None:
     """Fail before any model call if a placeholder names a field some example lacks."""
     examples = list(dataset)
     if not examples:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator, model_validator
 
 from emery.data.loaders import FieldMap, SplitFractions
+from emery.evaluation.budget import BudgetConfig
 from emery.lm.config import LMConfig
-from emery.systems.prompt_program import PromptProgramConfig
+from emery.systems.registry import parse_system_config
 from emery.verifiers.config import VerifierConfig
 
 
@@ -62,20 +63,26 @@ class RuntimeConfig(Section):
 
 
 class JobSection(Section):
-    """``[job]``: name, algorithm and seed."""
+    """``[job]``: name, algorithm, seed and ``[job.budget]``."""
 
     name: str | None = None
     algorithm: str = "baseline"
     seed: int = 0
+    budget: BudgetConfig = BudgetConfig()
 
 
 class JobConfig(Section):
     """A whole job: what to optimize, on which data, with which models and how."""
 
     job: JobSection = JobSection()
-    system: PromptProgramConfig | None = None
+    system: SerializeAsAny[BaseModel] | None = None
     dataset: DatasetConfig
     lm: LMSection = LMSection()
     verifier: VerifierConfig | None = None
     runtime: RuntimeConfig = RuntimeConfig()
     algorithm: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("system", mode="before")
+    @classmethod
+    def _system_kind(cls, value: Any) -> Any:
+        return None if value is None else parse_system_config(value)

@@ -78,6 +78,12 @@ class EvaluationService:
             )
         return outcome
 
+    def discard_pending(self) -> None:
+        """Forget the results run since the last drain (an abandoned step)."""
+        for result in self.new_results:
+            self.known.pop(eval_key(result.candidate_id, result.example_id, result.split), None)
+        self.new_results = []
+
     def drain(self) -> list[ExampleResult]:
         """The results run since the last drain (for the engine to store)."""
         drained, self.new_results = self.new_results, []

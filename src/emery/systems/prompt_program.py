@@ -12,6 +12,7 @@ from emery.core.hashing import content_hash
 from emery.core.models import Candidate, ChatMessage, Demo
 from emery.systems.base import ComponentCall, RunContext, SystemRun
 from emery.systems.parsers import ParseError, ParserConfig
+from emery.systems.registry import SystemKind
 from emery.systems.templates import MissingFieldError, placeholders, render
 
 
@@ -167,3 +168,6 @@ class PromptProgram:
             call.output = output
             fields[stage.output_field] = output
         return SystemRun(output=output, calls=calls)
+
+
+KIND = SystemKind(name="prompt_program", config=PromptProgramConfig, build=PromptProgram)

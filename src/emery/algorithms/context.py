@@ -1,0 +1,54 @@
+"""Assemble a ``SearchContext`` from a system, data, a verifier and models."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from emery.algorithms.base import SearchContext
+from emery.core.models import Candidate, Dataset
+from emery.evaluation.budget import Budget, BudgetConfig, BudgetUsage
+from emery.evaluation.evaluator import Evaluator
+from emery.evaluation.results import ExampleResult
+from emery.evaluation.service import EvalKey, EvaluationService
+from emery.lm.base import LM
+from emery.lm.usage import UsageMeter
+from emery.systems.base import System
+from emery.verifiers.base import Verifier
+
+
+def build_search_context(
+    *,
+    system: System,
+    dataset: Dataset,
+    verifier: Verifier,
+    lms: Mapping[str, LM],
+    budget: BudgetConfig | None = None,
+    meter: UsageMeter | None = None,
+    seed: int = 0,
+    concurrency: int = 8,
+    seed_candidate: Candidate | None = None,
+    known: dict[EvalKey, ExampleResult] | None = None,
+    budget_usage: BudgetUsage | None = None,
+) -> SearchContext:
+    """A context whose evaluations run ``system`` with ``lms["task"]`` and score with ``verifier``.
+
+    ``known`` preloads stored results (free cache hits); ``budget_usage`` continues the
+    spending of a resumed job.
+    """
+    meter = meter or UsageMeter()
+    tracked = Budget(budget or BudgetConfig(), meter, budget_usage)
+    ctx = SearchContext(
+        dataset=dataset,
+        system=system,
+        seed_candidate=seed_candidate or system.seed_candidate(),
+        evaluations=EvaluationService(
+            Evaluator(system, verifier, lms["task"], concurrency=concurrency),
+            tracked,
+            known=known,
+        ),
+        lms=lms,
+        budget=tracked,
+        seed=seed,
+    )
+    ctx.evaluations.emit = ctx.log.add
+    return ctx

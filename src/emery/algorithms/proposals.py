@@ -1,0 +1,62 @@
+"""Checks on text a proposer or reflection model wrote, shared by GEPA, MIPRO and APO.
+
+Small models often answer the question instead of writing an instruction, wrap the text
+in chatter, or drop ``{placeholders}``. A proposal that fails these checks is rejected
+(recorded, not scored), never a crash.
+"""
+
+from __future__ import annotations
+
+import re
+
+from emery.systems.templates import placeholders
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\n?(.*?)```", re.DOTALL)
+_PREFACE = re.compile(
+    r"^\s*(?:sure[,!.]?\s*)?(?:here(?:'s| is) (?:the |an |my )?"
+    r"(?:new |improved |updated |revised )?(?:instruction|prompt|version)s?[^:\n]*:)\s*",
+    re.IGNORECASE,
+)
+
+
+def extract_proposal(reply: str) -> str | None:
+    """The proposed text in a reply: the longest fenced block, else the reply without a
+    leading "Here is the new instruction:" and surrounding quotes. None if nothing is left."""
+    blocks = [block.strip() for block in _FENCE.findall(reply) if block.strip()]
+    text = max(blocks, key=len) if blocks else _PREFACE.sub("", reply.strip(), count=1).strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        text = text[1:-1].strip()
+    return text or None
+
+
+def placeholder_problem(original: str, proposal: str) -> str | None:
+    """Why ``proposal`` cannot replace ``original``: a dropped or invented placeholder."""
+    before, after = placeholders(original), placeholders(proposal)
+    dropped, invented = sorted(before - after), sorted(after - before)
+    if dropped:
+        return "dropped placeholder " + ", ".join("{" + p + "}" for p in dropped)
+    if invented:
+        return "invented placeholder " + ", ".join("{" + p + "}" for p in invented)
+    return None
+
+
+def instruction_problem(
+    proposal: str, *, original: str = "", min_chars: int = 12, max_chars: int = 6000
+) -> str | None:
+    """Why ``proposal`` does not look like an instruction, or None if it does.
+
+    Rejects empty or tiny texts, texts far too long, bare numbers or one-word answers,
+    and an unchanged copy of the original.
+    """
+    text = proposal.strip()
+    if len(text) < min_chars:
+        return f"too short ({len(text)} characters)"
+    if len(text) > max_chars:
+        return f"too long ({len(text)} characters)"
+    if re.fullmatch(r"[-+$]?\d[\d,.]*\s*\w{0,12}", text):
+        return "an answer, not an instruction"
+    if len(text.split()) < 3:
+        return "fewer than three words"
+    if original and " ".join(text.split()) == " ".join(original.split()):
+        return "unchanged"
+    return placeholder_problem(original, text) if original else None

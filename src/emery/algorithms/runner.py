@@ -1,0 +1,124 @@
+"""The search loop shared by the job engine and in-memory runs.
+
+``run_search`` calls ``start`` (or continues from a given state), then ``step`` until the
+algorithm is done, a budget limit is reached or ``should_stop`` says so. After ``start``
+and after each completed step it hands a ``StepRecord`` to ``on_step`` (the engine stores
+it in one transaction). A step cut short by the budget, a pause or a crash is abandoned
+whole: its state changes, budget charges and results are rolled back, so a resumed run
+repeats it exactly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from emery.algorithms.base import Algorithm, AlgorithmState, SearchContext
+from emery.core.events import Event, IterationCompleted
+from emery.core.models import Candidate
+from emery.evaluation.budget import BudgetExhausted, BudgetUsage
+from emery.evaluation.results import ExampleResult
+from emery.lm.usage import RoleUsage
+
+
+@dataclass
+class StepRecord:
+    """Everything one step changed, to be stored together."""
+
+    state: AlgorithmState
+    events: list[Event]
+    candidates: list[Candidate]
+    results: list[ExampleResult]
+    budget: BudgetUsage
+    usage: dict[str, RoleUsage]
+
+
+@dataclass
+class SearchOutcome:
+    """How the loop ended: the last committed state and why it stopped."""
+
+    state: AlgorithmState
+    reason: str
+
+
+StepCallback = Callable[[StepRecord], Awaitable[None]]
+
+
+async def run_search(
+    algorithm: Algorithm[Any],
+    ctx: SearchContext,
+    *,
+    state: AlgorithmState | None = None,
+    on_step: StepCallback | None = None,
+    should_stop: Callable[[], str | None] | None = None,
+) -> SearchOutcome:
+    """Run ``algorithm`` from ``state`` (or from the start) until it stops."""
+    if state is None:
+        started = await _attempt(ctx, algorithm.start(ctx))
+        if started is None:
+            raise BudgetExhausted("the budget cannot pay for scoring the seed on val")
+        state = started
+        await _commit(ctx, state, on_step)
+    while not state.done:
+        reason = ctx.budget.exhausted() or (should_stop() if should_stop else None)
+        if reason is not None:
+            return SearchOutcome(state=state, reason=reason)
+        previous_best = state.best_val_score
+        stepped = await _attempt(ctx, algorithm.step(ctx, state.model_copy(deep=True)))
+        if stepped is None:
+            return SearchOutcome(state=state, reason=ctx.budget.exhausted() or "metric_calls")
+        state = stepped
+        improved = state.best_val_score is not None and (
+            previous_best is None or state.best_val_score > previous_best
+        )
+        ctx.budget.record_iteration(improved)
+        ctx.emit(
+            "iteration_completed",
+            IterationCompleted(
+                iteration=ctx.budget.usage.iterations,
+                metric_calls=ctx.budget.usage.metric_calls,
+                best_score=state.best_val_score,
+            ),
+        )
+        for name, used, limit in ctx.budget.warnings():
+            ctx.emit("budget_warning", resource=name, used=used, limit=limit)
+        await _commit(ctx, state, on_step)
+    return SearchOutcome(state=state, reason=state.done_reason or "converged")
+
+
+async def _attempt(
+    ctx: SearchContext, work: Coroutine[Any, Any, AlgorithmState]
+) -> AlgorithmState | None:
+    """Await one step; undo everything it did if it fails (None if the budget ran out)."""
+    usage = ctx.budget.usage.model_copy(deep=True)
+    known_candidates = dict(ctx.candidates)
+    started = time.perf_counter()
+    try:
+        result = await work
+    except BaseException as exc:
+        ctx.evaluations.discard_pending()
+        ctx.log.drain()
+        ctx.budget.usage = usage
+        ctx.candidates.clear()
+        ctx.candidates.update(known_candidates)
+        if isinstance(exc, BudgetExhausted):
+            return None
+        raise
+    ctx.budget.usage.wall_time_s += time.perf_counter() - started
+    return result
+
+
+async def _commit(ctx: SearchContext, state: AlgorithmState, on_step: StepCallback | None) -> None:
+    events, candidates = ctx.log.drain()
+    record = StepRecord(
+        state=state,
+        events=events,
+        candidates=candidates,
+        results=ctx.evaluations.drain(),
+        budget=ctx.budget.usage.model_copy(deep=True),
+        usage=ctx.budget.meter.by_role(),
+    )
+    if on_step is not None:
+        await on_step(record)
