@@ -62,12 +62,14 @@ async def evaluate_config(
         raise ConfigError(f"the {split} split of dataset {dataset.name!r} is empty")
     candidate = candidate or system.seed_candidate()
     cache = open_cache(config, base_dir)
-    models = build_models(config, roles=("task",), cache=cache)
-    evaluator = Evaluator(system, verifier, models["task"], concurrency=config.runtime.concurrency)
-    if on_start is not None:
-        on_start(len(examples))
-    start = time.perf_counter()
     try:
+        models = build_models(config, roles=("task",), cache=cache)
+        evaluator = Evaluator(
+            system, verifier, models["task"], concurrency=config.runtime.concurrency
+        )
+        if on_start is not None:
+            on_start(len(examples))
+        start = time.perf_counter()
         result = await evaluator.evaluate(candidate, examples, split, on_result=on_result)
     finally:
         if cache is not None:

@@ -1,0 +1,73 @@
+"""LMs that configs load as ``python/fake_models:<attr>`` in the unit tests.
+
+``tests/unit`` has no ``__init__.py``, so pytest puts it on ``sys.path`` and this module
+imports as ``fake_models``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+from emery.core.models import ChatMessage
+from emery.data.tasks import builtin_task
+from emery.lm import Completion, FakeLM, TokenUsage
+
+ECHO_LM = FakeLM(lambda messages: messages[-1]["content"], model="fake/echo")
+NOT_AN_LM = object()
+
+
+def make_echo_lm() -> FakeLM:
+    """A factory: ``python/fake_models:make_echo_lm`` calls it."""
+    return FakeLM(lambda messages: messages[-1]["content"], model="fake/echo-factory")
+
+
+@cache
+def word_problem_answers() -> dict[str, int]:
+    """Question → gold answer for the first 200 generated word problems (seed 0)."""
+    dataset = builtin_task("word_problems").dataset(seed=0, n_train=0, n_val=0, n_test=200)
+    return {example.input["question"]: int(example.expected) for example in dataset.test}
+
+
+def fake_answer(question: str) -> int:
+    """Right when the gold answer is even, off by one when it is odd."""
+    gold = word_problem_answers()[question]
+    return gold if gold % 2 == 0 else gold + 1
+
+
+def _solve(messages: Sequence[ChatMessage]) -> str:
+    question = messages[-1]["content"]
+    return f"Let me think.\nAnswer: {fake_answer(question)}"
+
+
+def word_problem_lm() -> FakeLM:
+    """Answers the seed-0 word problems, correctly exactly when the gold answer is even."""
+    return FakeLM(_solve, model="fake/word-problems")
+
+
+class RecordingLM:
+    """Replies ``reply`` and records the sampling parameters of every call."""
+
+    def __init__(self, reply: str = "ok", model: str = "fake/recording") -> None:
+        self.model = model
+        self.reply = reply
+        self.params: list[dict[str, Any]] = []
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        **params: Any,
+    ) -> Completion:
+        self.params.append(
+            {"temperature": temperature, "max_tokens": max_tokens, "stop": stop, **params}
+        )
+        return Completion(
+            text=self.reply,
+            usage=TokenUsage(prompt_tokens=3, completion_tokens=1),
+            model=self.model,
+        )

@@ -1,0 +1,204 @@
+"""OpenAICompatibleLM against a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from emery.core.errors import ConfigError
+from emery.core.models import ChatMessage
+from emery.lm import LMError, OpenAICompatibleLM, complete_sync
+from emery.lm.retry import RetryPolicy
+
+MESSAGES: list[ChatMessage] = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Say hello."},
+]
+FAST_RETRY = RetryPolicy(max_attempts=5, base_delay_s=0.01, max_delay_s=0.05)
+
+
+@dataclass
+class ServerState:
+    """What the fake endpoint does next and what it saw."""
+
+    failures: list[int] = field(default_factory=list)  # status codes to answer first, in order
+    hold_s: float = 0.0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
+
+
+def _completion(body: dict[str, Any]) -> dict[str, Any]:
+    last = body["messages"][-1]["content"]
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body["model"] + "-served",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": f"echo: {last}"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+    }
+
+
+def _app(state: ServerState) -> FastAPI:
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def completions(request: Request) -> JSONResponse:
+        body = await request.json()
+        state.requests.append(body)
+        state.in_flight += 1
+        state.max_in_flight = max(state.max_in_flight, state.in_flight)
+        try:
+            if state.hold_s:
+                await asyncio.sleep(state.hold_s)
+            if state.failures:
+                status = state.failures.pop(0)
+                return JSONResponse(
+                    status_code=status,
+                    content={"error": {"message": f"status {status}", "type": "test"}},
+                )
+            return JSONResponse(_completion(body))
+        finally:
+            state.in_flight -= 1
+
+    return app
+
+
+@dataclass
+class Server:
+    base_url: str
+    state: ServerState
+
+
+@pytest.fixture(scope="module")
+def server_runner() -> Iterator[tuple[str, ServerState]]:
+    state = ServerState()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(_app(state), log_level="warning", lifespan="off", access_log=False)
+    uv = uvicorn.Server(config)
+    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    poll = threading.Event()  # never set: wait() is an interruptible pause while polling
+    for _ in range(1000):
+        if uv.started:
+            break
+        poll.wait(0.01)
+    assert uv.started, "test server did not start"
+    yield f"http://127.0.0.1:{port}/v1", state
+    uv.should_exit = True
+    thread.join(timeout=10)
+    sock.close()
+    assert not thread.is_alive()
+
+
+@pytest.fixture
+def server(server_runner: tuple[str, ServerState]) -> Server:
+    base_url, state = server_runner
+    state.failures.clear()
+    state.requests.clear()
+    state.hold_s = 0.0
+    state.in_flight = 0
+    state.max_in_flight = 0
+    return Server(base_url=base_url, state=state)
+
+
+def _lm(server: Server, **kw: Any) -> OpenAICompatibleLM:
+    kw.setdefault("retry", FAST_RETRY)
+    return OpenAICompatibleLM("test-model", base_url=server.base_url, **kw)
+
+
+async def test_completion_text_usage_and_request_body(server: Server) -> None:
+    completion = await _lm(server).complete(
+        MESSAGES, temperature=0.5, max_tokens=7, stop=["\n"], top_p=0.9
+    )
+    assert completion.text == "echo: Say hello."
+    assert completion.usage.prompt_tokens == 11
+    assert completion.usage.completion_tokens == 3
+    assert completion.finish_reason == "stop"
+    assert completion.model == "test-model-served"
+    assert not completion.cached
+    (body,) = server.state.requests
+    assert body["model"] == "test-model"
+    assert body["messages"] == MESSAGES
+    assert body["temperature"] == 0.5
+    assert body["max_tokens"] == 7
+    assert body["stop"] == ["\n"]
+    assert body["top_p"] == 0.9
+
+
+async def test_extra_body_is_sent(server: Server) -> None:
+    await _lm(server, extra_body={"seed": 3}).complete(MESSAGES)
+    assert server.state.requests[0]["seed"] == 3
+    assert server.state.requests[0]["temperature"] == 0.0
+
+
+async def test_rate_limits_are_retried(server: Server) -> None:
+    server.state.failures[:] = [429, 429]
+    completion = await _lm(server).complete(MESSAGES)
+    assert completion.text == "echo: Say hello."
+    assert completion.usage.prompt_tokens == 11
+    assert len(server.state.requests) == 3
+
+
+async def test_server_errors_are_retried_up_to_max_attempts(server: Server) -> None:
+    server.state.failures[:] = [500, 503, 500]
+    lm = _lm(server, retry=RetryPolicy(max_attempts=3, base_delay_s=0.01))
+    with pytest.raises(LMError, match="test-model"):
+        await lm.complete(MESSAGES)
+    assert len(server.state.requests) == 3
+
+
+async def test_bad_request_is_not_retried(server: Server) -> None:
+    server.state.failures[:] = [400]
+    with pytest.raises(LMError, match="test-model"):
+        await _lm(server).complete(MESSAGES)
+    assert len(server.state.requests) == 1
+
+
+async def test_concurrency_limit_is_respected(server: Server) -> None:
+    server.state.hold_s = 0.05
+    lm = _lm(server, concurrency=2)
+    completions = await asyncio.gather(
+        *(lm.complete([{"role": "user", "content": f"request {i}"}]) for i in range(6))
+    )
+    assert [c.text for c in completions] == [f"echo: request {i}" for i in range(6)]
+    assert len(server.state.requests) == 6
+    assert 1 <= server.state.max_in_flight <= 2
+
+
+def test_sync_calls_on_fresh_loops_reuse_the_lm(server: Server) -> None:
+    lm = _lm(server, concurrency=1)
+    assert complete_sync(lm, MESSAGES).text == "echo: Say hello."
+    assert complete_sync(lm, MESSAGES).text == "echo: Say hello."
+    assert len(server.state.requests) == 2
+
+
+def test_missing_api_key_without_base_url_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("EMERY_TEST_NO_SUCH_KEY", raising=False)
+    with pytest.raises(ConfigError, match="EMERY_TEST_NO_SUCH_KEY"):
+        OpenAICompatibleLM("gpt-4o-mini", api_key_env="EMERY_TEST_NO_SUCH_KEY")
+    monkeypatch.setenv("EMERY_TEST_NO_SUCH_KEY", "sk-test")
+    assert OpenAICompatibleLM("gpt-4o-mini", api_key_env="EMERY_TEST_NO_SUCH_KEY").model == (
+        "gpt-4o-mini"
+    )
