@@ -62,7 +62,8 @@ class OpenAICompatibleLM:
         self._clients = LoopLocal(
             lambda: openai.AsyncOpenAI(
                 api_key=key, base_url=base_url, timeout=timeout_s, max_retries=0
-            )
+            ),
+            close=lambda client: client.close(),
         )
         self._slots = LoopLocal(lambda: asyncio.Semaphore(concurrency))
 
@@ -76,10 +77,11 @@ class OpenAICompatibleLM:
         **params: Any,
     ) -> Completion:
         body = sampling_params(temperature, max_tokens, stop, params)
-        client = self._clients.get()
+        client = await self._clients.get()
+        slots = await self._slots.get()
 
         async def call() -> Any:
-            async with self._slots.get():
+            async with slots:
                 return await client.chat.completions.create(
                     model=self.model,
                     messages=list(messages),  # type: ignore[arg-type]
