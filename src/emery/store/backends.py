@@ -1,0 +1,101 @@
+"""The three stores and ``open_store``: SQLite file (default), in-memory and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.pool import StaticPool
+
+from emery.core.errors import ConfigError
+from emery.store.migrate import ensure_schema
+from emery.store.sql.store import SqlStore
+
+DEFAULT_PATH = Path(".emery") / "emery.db"
+STORE_ENV = "EMERY_STORE"
+BUSY_TIMEOUT_MS = 30_000
+
+
+def _sqlite_engine(url: str, **kwargs: Any) -> Engine:
+    engine = create_engine(url, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event emit BEGIN itself (the driver would defer it).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        write = conn.get_execution_options().get("emery_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+class SQLiteStore(SqlStore):
+    """The default store: one SQLite file in WAL mode with a busy timeout, shared safely by
+    the engine and CLI processes on one machine."""
+
+    def __init__(self, path: str | Path = DEFAULT_PATH) -> None:
+        path = Path(path).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        url = f"sqlite:///{path}"
+        engine = _sqlite_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+        super().__init__(engine, url=url)
+        ensure_schema(engine)
+
+
+class MemoryStore(SqlStore):
+    """A store that lives as long as the object: SQLite in memory on one shared connection,
+    the same code path as the file store. For tests and throwaway runs in one process."""
+
+    def __init__(self) -> None:
+        engine = _sqlite_engine(
+            "sqlite://", connect_args={"check_same_thread": False}, poolclass=StaticPool
+        )
+        super().__init__(engine, url="memory://", lock=threading.RLock())
+        ensure_schema(engine)
+
+
+class PostgresStore(SqlStore):
+    """The store on a PostgreSQL server (psycopg 3), for several machines."""
+
+    def __init__(self, url: str) -> None:
+        if url.startswith("postgresql://") or url.startswith("postgres://"):
+            url = "postgresql+psycopg://" + url.split("://", 1)[1]
+        try:
+            engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+        except ImportError as exc:
+            raise ConfigError(
+                "the PostgreSQL store needs psycopg: pip install 'emery[postgres]'"
+            ) from exc
+        super().__init__(engine, url=url)
+        ensure_schema(engine)
+
+
+def open_store(location: str | Path | None = None) -> SqlStore:
+    """A store from a location: ``memory://``, ``sqlite:///path``, a plain file path,
+    ``postgresql://user@host/db``; default ``$EMERY_STORE`` or ``./.emery/emery.db``."""
+    if location is None:
+        location = os.environ.get(STORE_ENV) or DEFAULT_PATH
+    text = str(location)
+    if text in ("memory", "memory://", ":memory:"):
+        return MemoryStore()
+    if text.startswith(("postgresql", "postgres://")):
+        return PostgresStore(text)
+    if text.startswith("sqlite:///"):
+        return SQLiteStore(text.removeprefix("sqlite:///"))
+    if "://" in text:
+        raise ConfigError(
+            f"unknown store {text!r}: use a file path, sqlite:///PATH, memory:// or postgresql://"
+        )
+    return SQLiteStore(text)

@@ -1,0 +1,153 @@
+"""The ``Store`` protocol: what the engine, the CLI, the SDK and the server may ask of a store.
+
+``SQLiteStore`` (default), ``MemoryStore`` and ``PostgresStore`` implement it over one
+schema. Every method is one transaction; ``commit_step`` is the engine's atomic step write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from emery.core.events import Event
+from emery.core.models import Candidate
+from emery.store.records import (
+    AttemptRecord,
+    CandidateRecord,
+    CheckpointRecord,
+    EvaluationFilter,
+    EvaluationRecord,
+    JobFilter,
+    JobRecord,
+    NewJob,
+    Page,
+    ResourceRecord,
+    RolloutFilter,
+    RolloutRecord,
+    SpanFilter,
+    SpanRecord,
+    StepWrite,
+    SystemRecord,
+    WorkerRecord,
+)
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Durable jobs, events, checkpoints, candidates, evaluations, rollouts and spans."""
+
+    url: str
+
+    def close(self) -> None: ...
+
+    # jobs and their state machine
+    def create_job(self, job: NewJob) -> JobRecord: ...
+    def get_job(self, job_id: str) -> JobRecord: ...
+    def resolve_job_id(self, prefix: str) -> str: ...
+    def list_jobs(
+        self,
+        filter: JobFilter | None = None,
+        *,
+        sort: str | None = None,
+        limit: int | None = 50,
+        offset: int = 0,
+    ) -> Page[JobRecord]: ...
+    def update_job(self, job_id: str, **fields: Any) -> JobRecord: ...
+    def transition(
+        self,
+        job_id: str,
+        target: str,
+        *,
+        event_kind: str | None = None,
+        reason: str | None = None,
+        expect: Sequence[str] | None = None,
+        fields: dict[str, Any] | None = None,
+        extra_events: Sequence[Event] = (),
+    ) -> tuple[JobRecord, list[Event]]: ...
+    def take_over(
+        self, job_id: str, *, owner: str, expect_owner: str | None, reason: str
+    ) -> tuple[JobRecord, list[Event]]: ...
+    def set_requested_action(
+        self, job_id: str, action: str | None, *, only_state: str | None = None
+    ) -> bool: ...
+    def heartbeat(self, job_id: str, owner: str) -> JobRecord: ...
+    def delete_job(self, job_id: str) -> None: ...
+
+    # events and checkpoints
+    def append_events(self, job_id: str, events: Sequence[Event]) -> list[Event]: ...
+    def list_events(
+        self,
+        job_id: str,
+        *,
+        since: int = 0,
+        kinds: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[Event]: ...
+    def get_checkpoint(self, job_id: str) -> CheckpointRecord | None: ...
+    def commit_step(self, job_id: str, write: StepWrite) -> list[Event]: ...
+
+    # candidates, evaluations, systems
+    def add_candidates(self, job_id: str, candidates: Sequence[Candidate]) -> None: ...
+    def list_candidates(
+        self,
+        job_id: str,
+        *,
+        scope: str | None = None,
+        split: str = "val",
+        sort: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> Page[CandidateRecord]: ...
+    def get_candidate(self, job_id: str, candidate_id: str) -> Candidate: ...
+    def job_candidates(self, job_id: str) -> list[Candidate]: ...
+    def add_evaluations(self, records: Sequence[EvaluationRecord]) -> None: ...
+    def load_evaluations(self, scope: str) -> list[EvaluationRecord]: ...
+    def list_evaluations(
+        self,
+        filter: EvaluationFilter | None = None,
+        *,
+        sort: str | None = None,
+        limit: int | None = 100,
+        offset: int = 0,
+    ) -> Page[EvaluationRecord]: ...
+    def count_evaluations(self, job_id: str) -> int: ...
+    def register_system(
+        self, *, name: str, kind: str, version: str, config: dict[str, Any] | None
+    ) -> str: ...
+    def list_systems(self, name: str | None = None) -> list[SystemRecord]: ...
+
+    # rollouts, attempts, spans
+    def add_rollouts(self, records: Sequence[RolloutRecord]) -> None: ...
+    def get_rollout(self, rollout_id: str) -> RolloutRecord: ...
+    def update_rollout(
+        self, rollout_id: str, *, status: str | None = None, **fields: Any
+    ) -> RolloutRecord: ...
+    def list_rollouts(
+        self,
+        filter: RolloutFilter | None = None,
+        *,
+        sort: str | None = None,
+        limit: int | None = 100,
+        offset: int = 0,
+    ) -> Page[RolloutRecord]: ...
+    def add_attempt(self, record: AttemptRecord) -> AttemptRecord: ...
+    def update_attempt(
+        self, attempt_id: str, *, status: str | None = None, **fields: Any
+    ) -> AttemptRecord: ...
+    def list_attempts(self, rollout_id: str) -> list[AttemptRecord]: ...
+    def add_spans(self, records: Sequence[SpanRecord]) -> None: ...
+    def list_spans(
+        self, filter: SpanFilter | None = None, *, limit: int | None = 1000, offset: int = 0
+    ) -> Page[SpanRecord]: ...
+
+    # resources and workers
+    def put_resource(
+        self, name: str, content: Any, *, kind: str = "document", job_id: str | None = None
+    ) -> ResourceRecord: ...
+    def get_resource(self, name: str, version: int | None = None) -> ResourceRecord: ...
+    def list_resources(self, name: str | None = None) -> list[ResourceRecord]: ...
+    def register_worker(self, record: WorkerRecord) -> None: ...
+    def worker_heartbeat(
+        self, worker_id: str, *, status: str | None = None, job_id: str | None = None
+    ) -> None: ...
+    def list_workers(self) -> list[WorkerRecord]: ...

@@ -1,0 +1,283 @@
+"""What the store reads and writes: typed records for jobs, checkpoints, candidates and traces."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, Field
+
+from emery.core.events import Event
+from emery.core.models import Candidate, Demo, Lineage
+from emery.evaluation.results import ExampleResult
+
+T = TypeVar("T")
+
+
+def to_datetime(value: float | None) -> datetime | None:
+    """A stored UNIX time as an aware UTC datetime."""
+    return None if value is None else datetime.fromtimestamp(value, tz=UTC)
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a query: the items, the total that matched, and where the page starts."""
+
+    items: list[T]
+    total: int
+    offset: int = 0
+    limit: int | None = None
+
+
+class NewJob(BaseModel):
+    """What creating a job needs."""
+
+    id: str
+    name: str
+    kind: str = "optimize"
+    algorithm: str
+    system_name: str | None = None
+    system_id: str | None = None
+    config: dict[str, Any]
+    resolved_config: dict[str, Any] | None = None
+    config_hash: str = ""
+    config_path: str | None = None
+    base_dir: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobRecord(BaseModel):
+    """A job as stored: identity, config, state, ownership, timestamps and headline results."""
+
+    id: str
+    name: str
+    kind: str
+    algorithm: str
+    system_name: str | None = None
+    system_id: str | None = None
+    state: str
+    requested_action: str | None = None
+    config: dict[str, Any]
+    resolved_config: dict[str, Any] | None = None
+    config_hash: str = ""
+    config_path: str | None = None
+    base_dir: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    eval_scope: str | None = None
+    owner: str | None = None
+    heartbeat_at: datetime | None = None
+    last_seq: int = 0
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    best_candidate_id: str | None = None
+    best_score: float | None = None
+    baseline_score: float | None = None
+    stop_reason: str | None = None
+    error: str | None = None
+    result: dict[str, Any] | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in ("succeeded", "failed", "cancelled")
+
+
+class JobFilter(BaseModel):
+    """Which jobs to list; every set field must match."""
+
+    state: list[str] | None = None
+    algorithm: str | None = None
+    kind: str | None = None
+    system_name: str | None = None
+    config_hash: str | None = None
+    name: str | None = None
+
+
+class CheckpointRecord(BaseModel):
+    """The latest checkpoint of a job: algorithm state, budget spent and LM usage by role."""
+
+    job_id: str
+    number: int
+    state: dict[str, Any]
+    budget: dict[str, Any]
+    usage: dict[str, Any]
+    created_at: datetime | None = None
+
+
+class CandidateRecord(BaseModel):
+    """A candidate of one job, with its mean score on the listed split so far."""
+
+    job_id: str
+    ordinal: int
+    candidate: Candidate
+    score: float | None = None
+    n: int = 0
+    created_at: datetime | None = None
+
+    @property
+    def id(self) -> str:
+        return self.candidate.id
+
+
+class EvaluationRecord(BaseModel):
+    """One stored evaluation: its cache key, the example's content hash and the result."""
+
+    id: int | None = None
+    scope: str
+    example_hash: str
+    job_id: str | None = None
+    rollout_id: str | None = None
+    result: ExampleResult
+    created_at: datetime | None = None
+
+
+class EvaluationFilter(BaseModel):
+    job_id: str | None = None
+    scope: str | None = None
+    candidate_id: str | None = None
+    example_id: str | None = None
+    split: str | None = None
+    min_score: float | None = None
+    max_score: float | None = None
+    errors_only: bool = False
+
+
+class RolloutRecord(BaseModel):
+    """One run of one candidate on one example, with its retry policy and outcome."""
+
+    id: str
+    job_id: str | None = None
+    candidate_id: str | None = None
+    example_id: str | None = None
+    split: str | None = None
+    mode: str | None = None
+    status: str = "queuing"
+    input: Any = None
+    output: Any = None
+    score: float | None = None
+    error: str | None = None
+    max_attempts: int = 1
+    retry_statuses: list[str] = Field(default_factory=lambda: ["failed", "timeout", "unresponsive"])
+    timeout_seconds: float | None = None
+    unresponsive_seconds: float | None = None
+    attempt_count: int = 0
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class RolloutFilter(BaseModel):
+    job_id: str | None = None
+    candidate_id: str | None = None
+    example_id: str | None = None
+    split: str | None = None
+    status: list[str] | None = None
+
+
+class AttemptRecord(BaseModel):
+    """One try of a rollout; its heartbeat tells whether the worker is still alive."""
+
+    id: str
+    rollout_id: str
+    number: int
+    status: str = "preparing"
+    worker_id: str | None = None
+    error: str | None = None
+    started_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class SpanRecord(BaseModel):
+    """One OpenTelemetry-shaped span (times in UNIX seconds)."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str | None = None
+    name: str
+    kind: str = "INTERNAL"
+    start_time: float
+    end_time: float | None = None
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    events: list[dict[str, Any]] = Field(default_factory=list)
+    status_code: str = "UNSET"
+    status_message: str | None = None
+    job_id: str | None = None
+    rollout_id: str | None = None
+    attempt_id: str | None = None
+    seq: int | None = None
+
+
+class SpanFilter(BaseModel):
+    job_id: str | None = None
+    rollout_id: str | None = None
+    attempt_id: str | None = None
+    trace_id: str | None = None
+    name: str | None = None
+    since_seq: int | None = None
+
+
+class ResourceRecord(BaseModel):
+    """A versioned named document (a prompt set, a graph spec, a dataset summary)."""
+
+    name: str
+    version: int
+    kind: str
+    content: Any
+    job_id: str | None = None
+    created_at: datetime | None = None
+
+
+class WorkerRecord(BaseModel):
+    id: str
+    host: str
+    pid: int
+    status: str = "idle"
+    job_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    started_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+
+
+class SystemRecord(BaseModel):
+    id: str
+    name: str
+    kind: str
+    version: str
+    config: dict[str, Any] | None = None
+    created_at: datetime | None = None
+
+
+class StepWrite(BaseModel):
+    """Everything one engine step stores, in one transaction.
+
+    ``job_fields`` updates columns of the job row (best candidate, scores, state...).
+    """
+
+    events: list[Event] = Field(default_factory=list)
+    candidates: list[Candidate] = Field(default_factory=list)
+    evaluations: list[EvaluationRecord] = Field(default_factory=list)
+    rollouts: list[RolloutRecord] = Field(default_factory=list)
+    attempts: list[AttemptRecord] = Field(default_factory=list)
+    checkpoint: CheckpointRecord | None = None
+    job_fields: dict[str, Any] = Field(default_factory=dict)
+    expect_owner: str | None = None
+
+
+def candidate_from_row(row: Any) -> Candidate:
+    """Rebuild a stored candidate (its id is recomputed from the stored texts)."""
+    return Candidate(
+        components=dict(row.components),
+        demos={
+            stage: tuple(Demo.model_validate(d) for d in demos)
+            for stage, demos in (row.demos or {}).items()
+        },
+        lineage=Lineage(
+            parents=tuple(row.parents or ()),
+            generation=row.generation,
+            operation=row.operation,
+            iteration=row.iteration,
+            details=dict(row.details or {}),
+        ),
+    )

@@ -1,0 +1,106 @@
+"""The SQL plumbing every store table module uses: transactions, upserts, paging, sorting."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Select, Table, func, nulls_last, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.elements import ColumnElement
+
+from emery.core.errors import EmeryError
+
+
+def now() -> float:
+    """The current UNIX time, as stored in every ``*_at`` column."""
+    return time.time()
+
+
+class SqlBase:
+    """An SQLAlchemy engine with the store's transaction discipline.
+
+    Writes open their transaction with ``BEGIN IMMEDIATE`` on SQLite (set up by the backend),
+    so two processes never deadlock upgrading a read lock; ``lock`` serializes every
+    transaction of a store that shares one connection (the in-memory store).
+    """
+
+    def __init__(self, engine: Engine, *, url: str, lock: threading.RLock | None = None) -> None:
+        self.engine = engine
+        self.url = url
+        self._lock = lock
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def _tx(self, *, write: bool = False) -> Iterator[Connection]:
+        """One transaction: committed on success, rolled back on any exception."""
+        guard = self._lock if self._lock is not None else nullcontext()
+        with guard, self.engine.connect() as conn:
+            if write:
+                conn.execution_options(emery_write=True)
+            with conn.begin():
+                yield conn
+
+    def close(self) -> None:
+        """Release every pooled connection."""
+        self.engine.dispose()
+
+    def insert_ignore(
+        self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]], keys: Sequence[str]
+    ) -> None:
+        """Insert ``rows``, skipping any whose ``keys`` already exist."""
+        if not rows:
+            return
+        conn.execute(self._insert(table).on_conflict_do_nothing(index_elements=list(keys)), rows)
+
+    def upsert(
+        self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]], keys: Sequence[str]
+    ) -> None:
+        """Insert ``rows``, replacing the other columns of rows whose ``keys`` exist."""
+        if not rows:
+            return
+        stmt = self._insert(table)
+        updates = {name: stmt.excluded[name] for name in rows[0] if name not in keys}
+        conn.execute(stmt.on_conflict_do_update(index_elements=list(keys), set_=updates), rows)
+
+    def _insert(self, table: Table) -> Any:
+        if self.dialect == "postgresql":
+            return postgresql.insert(table)
+        if self.dialect == "sqlite":
+            return sqlite.insert(table)
+        raise EmeryError(f"unsupported database dialect {self.dialect!r}")
+
+
+def order_by(
+    stmt: Select[Any], columns: Mapping[str, ColumnElement[Any]], sort: str | None, default: str
+) -> Select[Any]:
+    """Apply ``sort`` (``name`` or ``-name``, comma separated) over the allowed ``columns``."""
+    for part in (sort or default).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        descending = part.startswith("-")
+        name = part.lstrip("-+")
+        column = columns.get(name)
+        if column is None:
+            raise EmeryError(f"cannot sort by {name!r}; choose one of {', '.join(sorted(columns))}")
+        stmt = stmt.order_by(nulls_last(column.desc() if descending else column.asc()))
+    return stmt
+
+
+def paged(
+    conn: Connection, stmt: Select[Any], limit: int | None, offset: int
+) -> tuple[list[Any], int]:
+    """The rows of one page of ``stmt`` and the number of rows of the whole query."""
+    total = conn.execute(select(func.count()).select_from(stmt.order_by(None).subquery())).scalar()
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    if offset:
+        stmt = stmt.offset(offset)
+    return list(conn.execute(stmt)), int(total or 0)

@@ -1,0 +1,303 @@
+"""Jobs, their events (one sequence per job) and checkpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Row, select, update
+
+from emery.core.events import Event, StateChanged, event
+from emery.store import schema as t
+from emery.store.records import (
+    CheckpointRecord,
+    JobFilter,
+    JobRecord,
+    NewJob,
+    Page,
+    to_datetime,
+)
+from emery.store.sql.base import SqlBase, now, order_by, paged
+from emery.store.states import IllegalTransition, NotFound, check_job_transition
+
+JOB_SORTS = {
+    "created_at": t.jobs.c.created_at,
+    "updated_at": t.jobs.c.updated_at,
+    "name": t.jobs.c.name,
+    "state": t.jobs.c.state,
+    "best_score": t.jobs.c.best_score,
+    "algorithm": t.jobs.c.algorithm,
+}
+_TIME_FIELDS = ("heartbeat_at", "created_at", "updated_at", "started_at", "finished_at")
+
+
+class OwnershipLost(IllegalTransition):
+    """Another process took the job over; this engine must stop writing to it."""
+
+
+def job_from_row(row: Row[Any]) -> JobRecord:
+    data = dict(row._mapping)
+    for name in _TIME_FIELDS:
+        data[name] = to_datetime(data[name])
+    return JobRecord.model_validate(data)
+
+
+def event_from_row(row: Row[Any]) -> Event:
+    return Event(kind=row.kind, data=dict(row.data), seq=row.seq, at=to_datetime(row.at))
+
+
+class JobsMixin(SqlBase):
+    """Job rows, the state machine, control requests, events and checkpoints."""
+
+    # --- jobs -------------------------------------------------------------------------
+
+    def create_job(self, job: NewJob) -> JobRecord:
+        """Insert a job in state ``created`` with its ``created`` event."""
+        at = now()
+        with self._tx(write=True) as conn:
+            conn.execute(
+                t.jobs.insert().values(
+                    **job.model_dump(),
+                    state="created",
+                    last_seq=0,
+                    created_at=at,
+                    updated_at=at,
+                )
+            )
+            self._append_events(conn, job.id, [event("created", StateChanged(state="created"))])
+            return self._load_job(conn, job.id)
+
+    def get_job(self, job_id: str) -> JobRecord:
+        with self._tx() as conn:
+            return self._load_job(conn, job_id)
+
+    def resolve_job_id(self, prefix: str) -> str:
+        """The id of the one job whose id (or name) starts with ``prefix``."""
+        with self._tx() as conn:
+            exact = conn.execute(select(t.jobs.c.id).where(t.jobs.c.id == prefix)).first()
+            if exact is not None:
+                return str(exact.id)
+            escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            rows = conn.execute(
+                select(t.jobs.c.id).where(t.jobs.c.id.like(f"{escaped}%", escape="\\")).limit(3)
+            ).all()
+            if not rows:
+                rows = conn.execute(
+                    select(t.jobs.c.id)
+                    .where(t.jobs.c.name == prefix)
+                    .order_by(t.jobs.c.created_at.desc())
+                    .limit(1)
+                ).all()
+        if not rows:
+            raise NotFound(f"no job {prefix!r} in this store (see `emery jobs list`)")
+        if len(rows) > 1:
+            raise NotFound(f"{prefix!r} matches several jobs: {', '.join(r.id for r in rows)}, ...")
+        return str(rows[0].id)
+
+    def list_jobs(
+        self,
+        filter: JobFilter | None = None,
+        *,
+        sort: str | None = None,
+        limit: int | None = 50,
+        offset: int = 0,
+    ) -> Page[JobRecord]:
+        """Jobs matching ``filter``, newest first unless ``sort`` says otherwise."""
+        f = filter or JobFilter()
+        stmt = select(t.jobs)
+        if f.state:
+            stmt = stmt.where(t.jobs.c.state.in_(f.state))
+        for name in ("algorithm", "kind", "system_name", "config_hash", "name"):
+            value = getattr(f, name)
+            if value is not None:
+                stmt = stmt.where(t.jobs.c[name] == value)
+        stmt = order_by(stmt, JOB_SORTS, sort, "-created_at")
+        with self._tx() as conn:
+            rows, total = paged(conn, stmt, limit, offset)
+        return Page(items=[job_from_row(r) for r in rows], total=total, offset=offset, limit=limit)
+
+    def update_job(self, job_id: str, **fields: Any) -> JobRecord:
+        """Set columns of a job row (not its state: use ``transition``)."""
+        if "state" in fields:
+            raise ValueError("use transition() to change a job's state")
+        with self._tx(write=True) as conn:
+            self._require(conn, job_id)
+            conn.execute(
+                update(t.jobs).where(t.jobs.c.id == job_id).values(**fields, updated_at=now())
+            )
+            return self._load_job(conn, job_id)
+
+    def transition(
+        self,
+        job_id: str,
+        target: str,
+        *,
+        event_kind: str | None = None,
+        reason: str | None = None,
+        expect: Sequence[str] | None = None,
+        fields: dict[str, Any] | None = None,
+        extra_events: Sequence[Event] = (),
+    ) -> tuple[JobRecord, list[Event]]:
+        """Move a job to ``target`` and record the state event (``event_kind``, default the
+        target's name) after ``extra_events``, all in one transaction.
+
+        Refuses an illegal transition, or a current state outside ``expect`` when given.
+        """
+        with self._tx(write=True) as conn:
+            current = self._require(conn, job_id)
+            if expect is not None and current.state not in expect:
+                raise IllegalTransition(
+                    f"job {job_id} is {current.state}, not {' or '.join(expect)}"
+                )
+            check_job_transition(job_id, current.state, target)
+            at = now()
+            values: dict[str, Any] = {"state": target, "updated_at": at, **(fields or {})}
+            if target == "running" and current.started_at is None:
+                values.setdefault("started_at", at)
+            if target in ("succeeded", "failed", "cancelled"):
+                values.setdefault("finished_at", at)
+                values.setdefault("requested_action", None)
+            conn.execute(update(t.jobs).where(t.jobs.c.id == job_id).values(**values))
+            state_event = event(event_kind or target, StateChanged(state=target, reason=reason))
+            stored = self._append_events(conn, job_id, [*extra_events, state_event])
+            return self._load_job(conn, job_id), stored
+
+    def take_over(
+        self, job_id: str, *, owner: str, expect_owner: str | None, reason: str
+    ) -> tuple[JobRecord, list[Event]]:
+        """Become the owner of a running job whose previous owner is gone (``resumed`` event)."""
+        with self._tx(write=True) as conn:
+            current = self._require(conn, job_id)
+            if current.state != "running" or current.owner != expect_owner:
+                raise OwnershipLost(
+                    f"job {job_id} changed hands while resuming (now {current.state},"
+                    f" owner {current.owner})"
+                )
+            at = now()
+            conn.execute(
+                update(t.jobs)
+                .where(t.jobs.c.id == job_id)
+                .values(owner=owner, heartbeat_at=at, updated_at=at)
+            )
+            stored = self._append_events(
+                conn, job_id, [event("resumed", StateChanged(state="running", reason=reason))]
+            )
+            return self._load_job(conn, job_id), stored
+
+    def set_requested_action(
+        self, job_id: str, action: str | None, *, only_state: str | None = None
+    ) -> bool:
+        """Ask the job's engine to pause or cancel (None clears it). With ``only_state``,
+        only while the job is in that state; returns whether the row changed."""
+        with self._tx(write=True) as conn:
+            self._require(conn, job_id)
+            stmt = update(t.jobs).where(t.jobs.c.id == job_id)
+            if only_state is not None:
+                stmt = stmt.where(t.jobs.c.state == only_state)
+            result = conn.execute(stmt.values(requested_action=action, updated_at=now()))
+            return bool(result.rowcount)
+
+    def heartbeat(self, job_id: str, owner: str) -> JobRecord:
+        """Refresh the owner's heartbeat; returns the row (state and requested action)."""
+        with self._tx(write=True) as conn:
+            conn.execute(
+                update(t.jobs)
+                .where(t.jobs.c.id == job_id, t.jobs.c.owner == owner)
+                .values(heartbeat_at=now())
+            )
+            return self._load_job(conn, job_id)
+
+    def delete_job(self, job_id: str) -> None:
+        """Remove a job with its events, checkpoint and candidates (evaluations stay cached)."""
+        with self._tx(write=True) as conn:
+            self._require(conn, job_id)
+            for table in (t.job_events, t.checkpoints, t.candidates):
+                conn.execute(table.delete().where(table.c.job_id == job_id))
+            conn.execute(t.jobs.delete().where(t.jobs.c.id == job_id))
+
+    # --- events -----------------------------------------------------------------------
+
+    def append_events(self, job_id: str, events: Sequence[Event]) -> list[Event]:
+        """Store events with the job's next sequence numbers."""
+        with self._tx(write=True) as conn:
+            self._require(conn, job_id)
+            return self._append_events(conn, job_id, events)
+
+    def list_events(
+        self,
+        job_id: str,
+        *,
+        since: int = 0,
+        kinds: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[Event]:
+        """Events with ``seq > since``, in order."""
+        stmt = (
+            select(t.job_events)
+            .where(t.job_events.c.job_id == job_id, t.job_events.c.seq > since)
+            .order_by(t.job_events.c.seq)
+        )
+        if kinds:
+            stmt = stmt.where(t.job_events.c.kind.in_(list(kinds)))
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with self._tx() as conn:
+            return [event_from_row(row) for row in conn.execute(stmt)]
+
+    # --- checkpoints ------------------------------------------------------------------
+
+    def get_checkpoint(self, job_id: str) -> CheckpointRecord | None:
+        with self._tx() as conn:
+            row = conn.execute(
+                select(t.checkpoints).where(t.checkpoints.c.job_id == job_id)
+            ).first()
+        if row is None:
+            return None
+        data = dict(row._mapping)
+        data["created_at"] = to_datetime(data["created_at"])
+        return CheckpointRecord.model_validate(data)
+
+    # --- helpers shared with the step commit ------------------------------------------
+
+    def _load_job(self, conn: Connection, job_id: str) -> JobRecord:
+        return job_from_row(self._require_row(conn, job_id, lock=False))
+
+    def _require(self, conn: Connection, job_id: str) -> JobRecord:
+        """The job row, locked until the transaction ends (PostgreSQL: FOR UPDATE; SQLite
+        write transactions already hold the database lock)."""
+        return job_from_row(self._require_row(conn, job_id, lock=True))
+
+    def _require_row(self, conn: Connection, job_id: str, *, lock: bool) -> Row[Any]:
+        stmt = select(t.jobs).where(t.jobs.c.id == job_id)
+        if lock and self.dialect == "postgresql":
+            stmt = stmt.with_for_update()
+        row = conn.execute(stmt).first()
+        if row is None:
+            raise NotFound(f"no job {job_id!r} in this store (see `emery jobs list`)")
+        return row
+
+    def _append_events(self, conn: Connection, job_id: str, events: Sequence[Event]) -> list[Event]:
+        if not events:
+            return []
+        last = conn.execute(
+            update(t.jobs)
+            .where(t.jobs.c.id == job_id)
+            .values(last_seq=t.jobs.c.last_seq + len(events))
+            .returning(t.jobs.c.last_seq)
+        ).scalar_one()
+        first = int(last) - len(events) + 1
+        at = now()
+        rows = [
+            {"job_id": job_id, "seq": first + i, "kind": e.kind, "data": e.data, "at": at}
+            for i, e in enumerate(events)
+        ]
+        conn.execute(t.job_events.insert(), rows)
+        return [
+            Event(kind=e.kind, data=e.data, seq=first + i, at=to_datetime(at))
+            for i, e in enumerate(events)
+        ]
+
+    def _save_checkpoint(self, conn: Connection, checkpoint: CheckpointRecord) -> None:
+        row = checkpoint.model_dump(mode="json", exclude={"created_at"})
+        row["created_at"] = now()
+        self.upsert(conn, t.checkpoints, [row], ["job_id"])

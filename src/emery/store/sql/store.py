@@ -1,0 +1,46 @@
+"""The SQL store: every table module plus the one-transaction step commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import update
+
+from emery.core.events import Event
+from emery.store import schema as t
+from emery.store.records import StepWrite
+from emery.store.sql.base import now
+from emery.store.sql.jobs import JobsMixin, OwnershipLost
+from emery.store.sql.results import ResultsMixin
+from emery.store.sql.traces import TracesMixin
+
+
+class SqlStore(JobsMixin, ResultsMixin, TracesMixin):
+    """The store on any SQLAlchemy engine (SQLite file, SQLite in memory, PostgreSQL)."""
+
+    def commit_step(self, job_id: str, write: StepWrite) -> list[Event]:
+        """Store one step atomically: candidates, evaluations with their rollouts and
+        attempts, the checkpoint, job fields and events (returned with their sequence
+        numbers). Nothing is written if any part fails, or if ``write.expect_owner`` no
+        longer owns the running job."""
+        with self._tx(write=True) as conn:
+            job = self._require(conn, job_id)
+            if write.expect_owner is not None and (
+                job.owner != write.expect_owner or job.state != "running"
+            ):
+                raise OwnershipLost(
+                    f"job {job_id} is no longer run by this process"
+                    f" (state {job.state}, owner {job.owner})"
+                )
+            self._insert_candidates(conn, job_id, write.candidates)
+            self._upsert_rollouts(conn, write.rollouts)
+            self._upsert_attempts(conn, write.attempts)
+            self._insert_evaluations(conn, write.evaluations, job_id)
+            if write.checkpoint is not None:
+                self._save_checkpoint(conn, write.checkpoint)
+            at = now()
+            fields: dict[str, Any] = {"updated_at": at, **write.job_fields}
+            if write.expect_owner is not None:
+                fields["heartbeat_at"] = at
+            conn.execute(update(t.jobs).where(t.jobs.c.id == job_id).values(**fields))
+            return self._append_events(conn, job_id, write.events)

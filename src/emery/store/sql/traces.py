@@ -1,0 +1,309 @@
+"""Rollouts with their attempts and spans; versioned resources; workers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Row, func, select, update
+
+from emery.store import schema as t
+from emery.store.records import (
+    AttemptRecord,
+    Page,
+    ResourceRecord,
+    RolloutFilter,
+    RolloutRecord,
+    SpanFilter,
+    SpanRecord,
+    WorkerRecord,
+    to_datetime,
+)
+from emery.store.sql.base import SqlBase, now, order_by, paged
+from emery.store.states import (
+    ATTEMPT_TRANSITIONS,
+    ROLLOUT_TRANSITIONS,
+    NotFound,
+    check_transition,
+)
+
+ROLLOUT_SORTS = {
+    "created_at": t.rollouts.c.created_at,
+    "finished_at": t.rollouts.c.finished_at,
+    "score": t.rollouts.c.score,
+    "status": t.rollouts.c.status,
+}
+_ROLLOUT_TIMES = ("created_at", "started_at", "finished_at")
+_ATTEMPT_TIMES = ("started_at", "heartbeat_at", "finished_at")
+_TERMINAL_ROLLOUT = ("succeeded", "failed", "cancelled")
+_TERMINAL_ATTEMPT = ("succeeded", "failed", "timeout", "unresponsive")
+
+
+def _row(record: Any, times: Sequence[str], defaults: Sequence[str], at: float) -> dict[str, Any]:
+    """A record as a row: JSON-able fields, times as UNIX seconds, ``defaults`` set to now."""
+    data: dict[str, Any] = record.model_dump(mode="json", exclude=set(times))
+    for name in times:
+        value = getattr(record, name)
+        data[name] = value.timestamp() if value is not None else (at if name in defaults else None)
+    return data
+
+
+def rollout_row(record: RolloutRecord, at: float) -> dict[str, Any]:
+    return _row(record, _ROLLOUT_TIMES, ("created_at",), at)
+
+
+def attempt_row(record: AttemptRecord, at: float) -> dict[str, Any]:
+    return _row(record, _ATTEMPT_TIMES, ("started_at",), at)
+
+
+def _from_row(model: type[Any], row: Row[Any], times: Sequence[str]) -> Any:
+    data = dict(row._mapping)
+    for name in times:
+        data[name] = to_datetime(data[name])
+    return model.model_validate(data)
+
+
+class TracesMixin(SqlBase):
+    """Rollouts (with a status machine), attempts with heartbeats, spans, resources, workers."""
+
+    # --- rollouts ---------------------------------------------------------------------
+
+    def add_rollouts(self, records: Sequence[RolloutRecord]) -> None:
+        """Insert rollouts, or replace the stored fields of ones that exist."""
+        with self._tx(write=True) as conn:
+            self._upsert_rollouts(conn, records)
+
+    def get_rollout(self, rollout_id: str) -> RolloutRecord:
+        with self._tx() as conn:
+            row = conn.execute(select(t.rollouts).where(t.rollouts.c.id == rollout_id)).first()
+        if row is None:
+            raise NotFound(f"no rollout {rollout_id!r}")
+        record: RolloutRecord = _from_row(RolloutRecord, row, _ROLLOUT_TIMES)
+        return record
+
+    def update_rollout(
+        self, rollout_id: str, *, status: str | None = None, **fields: Any
+    ) -> RolloutRecord:
+        """Change a rollout's status (checked against the status machine) and fields."""
+        with self._tx(write=True) as conn:
+            row = conn.execute(select(t.rollouts).where(t.rollouts.c.id == rollout_id)).first()
+            if row is None:
+                raise NotFound(f"no rollout {rollout_id!r}")
+            values = dict(fields)
+            if status is not None:
+                check_transition("rollout", rollout_id, ROLLOUT_TRANSITIONS, row.status, status)
+                values["status"] = status
+                if status == "running" and row.started_at is None:
+                    values.setdefault("started_at", now())
+                if status in _TERMINAL_ROLLOUT:
+                    values.setdefault("finished_at", now())
+            if values:
+                conn.execute(
+                    update(t.rollouts).where(t.rollouts.c.id == rollout_id).values(**values)
+                )
+            updated = conn.execute(select(t.rollouts).where(t.rollouts.c.id == rollout_id)).one()
+        record: RolloutRecord = _from_row(RolloutRecord, updated, _ROLLOUT_TIMES)
+        return record
+
+    def list_rollouts(
+        self,
+        filter: RolloutFilter | None = None,
+        *,
+        sort: str | None = None,
+        limit: int | None = 100,
+        offset: int = 0,
+    ) -> Page[RolloutRecord]:
+        f = filter or RolloutFilter()
+        r = t.rollouts
+        stmt = select(r)
+        for name in ("job_id", "candidate_id", "example_id", "split"):
+            value = getattr(f, name)
+            if value is not None:
+                stmt = stmt.where(r.c[name] == value)
+        if f.status:
+            stmt = stmt.where(r.c.status.in_(f.status))
+        stmt = order_by(stmt, ROLLOUT_SORTS, sort, "created_at")
+        with self._tx() as conn:
+            rows, total = paged(conn, stmt, limit, offset)
+        return Page(
+            items=[_from_row(RolloutRecord, row, _ROLLOUT_TIMES) for row in rows],
+            total=total,
+            offset=offset,
+            limit=limit,
+        )
+
+    # --- attempts ---------------------------------------------------------------------
+
+    def add_attempt(self, record: AttemptRecord) -> AttemptRecord:
+        """Start an attempt of a rollout and count it on the rollout."""
+        with self._tx(write=True) as conn:
+            self._upsert_attempts(conn, [record])
+            conn.execute(
+                update(t.rollouts)
+                .where(t.rollouts.c.id == record.rollout_id)
+                .values(attempt_count=func.max(t.rollouts.c.attempt_count, record.number))
+                if self.dialect == "sqlite"
+                else update(t.rollouts)
+                .where(t.rollouts.c.id == record.rollout_id)
+                .values(attempt_count=func.greatest(t.rollouts.c.attempt_count, record.number))
+            )
+            row = conn.execute(select(t.attempts).where(t.attempts.c.id == record.id)).one()
+        stored: AttemptRecord = _from_row(AttemptRecord, row, _ATTEMPT_TIMES)
+        return stored
+
+    def update_attempt(
+        self, attempt_id: str, *, status: str | None = None, **fields: Any
+    ) -> AttemptRecord:
+        """Change an attempt's status (checked) or fields; any update is also a heartbeat."""
+        with self._tx(write=True) as conn:
+            row = conn.execute(select(t.attempts).where(t.attempts.c.id == attempt_id)).first()
+            if row is None:
+                raise NotFound(f"no attempt {attempt_id!r}")
+            at = now()
+            values: dict[str, Any] = {"heartbeat_at": at, **fields}
+            if status is not None:
+                check_transition("attempt", attempt_id, ATTEMPT_TRANSITIONS, row.status, status)
+                values["status"] = status
+                if status in _TERMINAL_ATTEMPT:
+                    values.setdefault("finished_at", at)
+            conn.execute(update(t.attempts).where(t.attempts.c.id == attempt_id).values(**values))
+            updated = conn.execute(select(t.attempts).where(t.attempts.c.id == attempt_id)).one()
+        record: AttemptRecord = _from_row(AttemptRecord, updated, _ATTEMPT_TIMES)
+        return record
+
+    def list_attempts(self, rollout_id: str) -> list[AttemptRecord]:
+        a = t.attempts
+        with self._tx() as conn:
+            rows = conn.execute(select(a).where(a.c.rollout_id == rollout_id).order_by(a.c.number))
+            return [_from_row(AttemptRecord, row, _ATTEMPT_TIMES) for row in rows]
+
+    # --- spans ------------------------------------------------------------------------
+
+    def add_spans(self, records: Sequence[SpanRecord]) -> None:
+        """Store a batch of spans; spans of an attempt without ``seq`` get the next numbers."""
+        if not records:
+            return
+        s = t.spans
+        with self._tx(write=True) as conn:
+            next_seq: dict[str, int] = {}
+            rows = []
+            for record in records:
+                row = record.model_dump(mode="json")
+                if row["seq"] is None and record.attempt_id is not None:
+                    key = record.attempt_id
+                    if key not in next_seq:
+                        last = conn.execute(
+                            select(func.max(s.c.seq)).where(s.c.attempt_id == key)
+                        ).scalar()
+                        next_seq[key] = 0 if last is None else int(last) + 1
+                    row["seq"] = next_seq[key]
+                    next_seq[key] += 1
+                rows.append(row)
+            self.insert_ignore(conn, s, rows, ["trace_id", "span_id"])
+
+    def list_spans(
+        self, filter: SpanFilter | None = None, *, limit: int | None = 1000, offset: int = 0
+    ) -> Page[SpanRecord]:
+        f = filter or SpanFilter()
+        s = t.spans
+        stmt = select(s)
+        for name in ("job_id", "rollout_id", "attempt_id", "trace_id", "name"):
+            value = getattr(f, name)
+            if value is not None:
+                stmt = stmt.where(s.c[name] == value)
+        if f.since_seq is not None:
+            stmt = stmt.where(s.c.seq > f.since_seq)
+        stmt = stmt.order_by(s.c.rollout_id, s.c.attempt_id, s.c.seq, s.c.start_time, s.c.id)
+        with self._tx() as conn:
+            rows, total = paged(conn, stmt, limit, offset)
+        items = [
+            SpanRecord.model_validate({k: v for k, v in row._mapping.items() if k != "id"})
+            for row in rows
+        ]
+        return Page(items=items, total=total, offset=offset, limit=limit)
+
+    # --- resources --------------------------------------------------------------------
+
+    def put_resource(
+        self, name: str, content: Any, *, kind: str = "document", job_id: str | None = None
+    ) -> ResourceRecord:
+        """Store a new version of a named resource."""
+        r = t.resources
+        with self._tx(write=True) as conn:
+            last = conn.execute(select(func.max(r.c.version)).where(r.c.name == name)).scalar()
+            version = 1 if last is None else int(last) + 1
+            at = now()
+            conn.execute(
+                r.insert().values(
+                    name=name,
+                    version=version,
+                    kind=kind,
+                    content=content,
+                    job_id=job_id,
+                    created_at=at,
+                )
+            )
+        return ResourceRecord(
+            name=name,
+            version=version,
+            kind=kind,
+            content=content,
+            job_id=job_id,
+            created_at=to_datetime(at),
+        )
+
+    def get_resource(self, name: str, version: int | None = None) -> ResourceRecord:
+        """A version of a resource (default: the latest)."""
+        r = t.resources
+        stmt = select(r).where(r.c.name == name)
+        stmt = (
+            stmt.where(r.c.version == version)
+            if version is not None
+            else stmt.order_by(r.c.version.desc()).limit(1)
+        )
+        with self._tx() as conn:
+            row = conn.execute(stmt).first()
+        if row is None:
+            raise NotFound(f"no resource {name!r}" + (f" version {version}" if version else ""))
+        record: ResourceRecord = _from_row(ResourceRecord, row, ("created_at",))
+        return record
+
+    def list_resources(self, name: str | None = None) -> list[ResourceRecord]:
+        r = t.resources
+        stmt = select(r).order_by(r.c.name, r.c.version)
+        if name is not None:
+            stmt = stmt.where(r.c.name == name)
+        with self._tx() as conn:
+            return [_from_row(ResourceRecord, row, ("created_at",)) for row in conn.execute(stmt)]
+
+    # --- workers ----------------------------------------------------------------------
+
+    def register_worker(self, record: WorkerRecord) -> None:
+        row = _row(record, ("started_at", "heartbeat_at"), ("started_at",), now())
+        row["heartbeat_at"] = now()
+        with self._tx(write=True) as conn:
+            self.upsert(conn, t.workers, [row], ["id"])
+
+    def worker_heartbeat(
+        self, worker_id: str, *, status: str | None = None, job_id: str | None = None
+    ) -> None:
+        values: dict[str, Any] = {"heartbeat_at": now(), "job_id": job_id}
+        if status is not None:
+            values["status"] = status
+        with self._tx(write=True) as conn:
+            conn.execute(update(t.workers).where(t.workers.c.id == worker_id).values(**values))
+
+    def list_workers(self) -> list[WorkerRecord]:
+        with self._tx() as conn:
+            rows = conn.execute(select(t.workers).order_by(t.workers.c.started_at))
+            return [_from_row(WorkerRecord, row, ("started_at", "heartbeat_at")) for row in rows]
+
+    # --- helpers shared with the step commit ------------------------------------------
+
+    def _upsert_rollouts(self, conn: Connection, records: Sequence[RolloutRecord]) -> None:
+        at = now()
+        self.upsert(conn, t.rollouts, [rollout_row(r, at) for r in records], ["id"])
+
+    def _upsert_attempts(self, conn: Connection, records: Sequence[AttemptRecord]) -> None:
+        at = now()
+        self.upsert(conn, t.attempts, [attempt_row(r, at) for r in records], ["id"])
