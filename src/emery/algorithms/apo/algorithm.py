@@ -1,0 +1,287 @@
+"""APO: prompt optimization with textual gradients and beam search (Pryzant et al., 2023).
+
+Each round takes ``beam_width`` parents from the beam. For every parent and branch it runs
+the parent on the next train batch, asks the gradient LM to criticise the prompt from those
+runs, and asks the edit LM to rewrite the prompt from the critique; a rewrite that is not a
+usable prompt (lost or invented placeholders, an answer instead of instructions, ...) is
+rejected. The beam and the children are then scored on one val batch, the top
+``beam_width`` survive, and the leader is scored on full val: it becomes the best candidate
+only if it beats the best so far.
+
+Steps are finer than rounds so that a pause or a crash loses little work: one step per
+expansion (train batch, critique, edit), one per candidate scored on the val batch, and
+one for the selection (with the leader's full val). Budget limits counted in iterations
+(``no_improvement_iterations``) therefore count these steps.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import ClassVar
+
+from emery.algorithms.apo.batches import ShuffledBatches
+from emery.algorithms.apo.beam import round_parents, select_top, unique
+from emery.algorithms.apo.prompts import load_prompts
+from emery.algorithms.apo.propose import Proposer
+from emery.algorithms.apo.settings import ApoSettings
+from emery.algorithms.apo.state import ApoState
+from emery.algorithms.base import SearchContext, load_rng, save_rng
+from emery.core.errors import ConfigError
+from emery.core.events import BaselineEvaluated, BestUpdated
+from emery.core.models import Candidate, Example, Split
+
+
+class Apo:
+    """Beam search over prompt texts driven by critiques (textual gradients) and edits."""
+
+    name: ClassVar[str] = "apo"
+    state_type = ApoState
+
+    def __init__(self, settings: ApoSettings | None = None) -> None:
+        self.settings = settings or ApoSettings()
+        self.critique_prompts = load_prompts("critique", self.settings.critique_prompts)
+        self.edit_prompts = load_prompts("edit", self.settings.edit_prompts)
+        self.proposer = Proposer(self.settings, self.critique_prompts, self.edit_prompts)
+
+    # -- start ---------------------------------------------------------------------------
+
+    async def start(self, ctx: SearchContext) -> ApoState:
+        self._check(ctx)
+        seed = ctx.add_candidate(ctx.seed_candidate)
+        batches = ShuffledBatches([e.id for e in ctx.train], ctx.seed)
+        state = ApoState(
+            seed_candidate_id=seed.id,
+            best_candidate_id=seed.id,
+            beam=[seed.id],
+            pool={seed.id: seed},
+            seen=[seed.id],
+            train_cursor=batches.cursor,
+            rng_state=save_rng(random.Random(ctx.seed)),
+        )
+        if self.settings.run_initial_validation:
+            result = await ctx.evaluate(seed, ctx.val, "val")
+            ctx.emit(
+                "baseline_evaluated",
+                BaselineEvaluated(
+                    candidate_id=seed.id, split="val", score=result.mean, n=len(result.results)
+                ),
+            )
+            state.baseline_val_score = state.best_val_score = result.mean
+            state.full_val_scores[seed.id] = result.mean
+        return state
+
+    def _check(self, ctx: SearchContext) -> None:
+        if not ctx.train:
+            raise ConfigError("APO needs train examples: the train split is empty")
+        if not ctx.val:
+            raise ConfigError("APO needs val examples: the val split is empty")
+        for key, role in (
+            ("gradient_role", self.settings.gradient_role),
+            ("edit_role", self.settings.edit_role),
+        ):
+            if role not in ctx.lms:
+                raise ConfigError(f"algorithm.apo.{key}: no LM is configured for role {role!r}")
+        self._components(ctx)
+
+    def _components(self, ctx: SearchContext) -> list[str]:
+        available = list(ctx.seed_candidate.components)
+        wanted = self.settings.components
+        if wanted is None:
+            if not available:
+                raise ConfigError("APO: the system has no text components to optimize")
+            return available
+        if not wanted:
+            raise ConfigError("algorithm.apo.components is empty: leave it unset for all")
+        unknown = [name for name in wanted if name not in available]
+        if unknown:
+            raise ConfigError(
+                f"algorithm.apo.components: unknown component {unknown[0]!r}"
+                f" (components: {', '.join(available) or 'none'})"
+            )
+        return list(wanted)
+
+    # -- steps ---------------------------------------------------------------------------
+
+    async def step(self, ctx: SearchContext, state: ApoState) -> ApoState:
+        rng = load_rng(state.rng_state, ctx.seed)
+        for candidate_id, candidate in state.pool.items():
+            ctx.candidates.setdefault(candidate_id, candidate)
+        if state.phase == "expand":
+            await self._expand(ctx, state, rng)
+        elif state.phase == "score":
+            await self._score_next(ctx, state)
+        else:
+            await self._select(ctx, state)
+        state.iteration += 1
+        state.rng_state = save_rng(rng)
+        return state
+
+    def _start_round(self, ctx: SearchContext, state: ApoState, rng: random.Random) -> None:
+        state.parents = round_parents(state.beam, self.settings.beam_width)
+        val_ids = [e.id for e in ctx.val]
+        size = self.settings.val_batch_size
+        state.val_batch = val_ids if size >= len(val_ids) else rng.sample(val_ids, size)
+        ctx.emit(
+            "apo.round_started",
+            round=state.round,
+            parents=list(state.parents),
+            val_batch=list(state.val_batch),
+        )
+
+    async def _expand(self, ctx: SearchContext, state: ApoState, rng: random.Random) -> None:
+        if not state.parents:
+            self._start_round(ctx, state, rng)
+        parent = state.pool[state.parents[state.expansions_done // self.settings.branch_factor]]
+        batches = ShuffledBatches([e.id for e in ctx.train], ctx.seed, state.train_cursor)
+        need = self._cost_of_one_more_child(ctx, state, parent, batches)
+        remaining = ctx.budget.remaining_metric_calls()
+        if remaining is not None and need > remaining:
+            await self._cut_round(ctx, state, need, remaining)
+            return
+        by_id = {e.id: e for e in ctx.train}
+        examples = [by_id[i] for i in batches.next(self.settings.gradient_batch_size)]
+        state.train_cursor = batches.cursor
+        component = self._next_component(ctx, state, rng)
+        branch = state.expansions_done % self.settings.branch_factor
+        result = await ctx.evaluate(parent, examples, "train")
+        if self.settings.skip_perfect_batches and all(s >= 1.0 for s in result.scores):
+            state.expansions_skipped += 1
+            ctx.emit(
+                "apo.expansion_skipped",
+                round=state.round,
+                expansion=state.expansions_done,
+                parent_id=parent.id,
+                component=component,
+                train_examples=[e.id for e in examples],
+                reason="every run on the train batch scored 1",
+            )
+        else:
+            await self.proposer.propose(
+                ctx, state, rng, parent, component, branch, examples, result
+            )
+        state.expansions_done += 1
+        if state.expansions_done >= len(state.parents) * self.settings.branch_factor:
+            self._end_expansion(ctx, state)
+
+    def _cost_of_one_more_child(
+        self, ctx: SearchContext, state: ApoState, parent: Candidate, batches: ShuffledBatches
+    ) -> int:
+        """Metric calls the next expansion may cost, with the round's scoring and full val."""
+        by_id = {e.id: e for e in ctx.train}
+        batch = [by_id[i] for i in batches.peek(self.settings.gradient_batch_size)]
+        val_batch = self._val_batch(ctx, state)
+        need = self._uncached(ctx, parent, batch, "train")
+        for candidate_id in unique(state.beam + state.children):
+            need += self._uncached(ctx, state.pool[candidate_id], val_batch, "val")
+        return need + len(val_batch) + len(ctx.val) - len(val_batch)
+
+    @staticmethod
+    def _uncached(
+        ctx: SearchContext, candidate: Candidate, examples: Sequence[Example], split: Split
+    ) -> int:
+        return sum(1 for e in examples if ctx.evaluations.cached(candidate, e, split) is None)
+
+    async def _cut_round(self, ctx: SearchContext, state: ApoState, need: int, left: int) -> None:
+        """The budget cannot pay for another child: score what the round has, or stop."""
+        reason = f"metric_calls: another child needs up to {need}, {left} left"
+        ctx.emit(
+            "apo.round_cut",
+            round=state.round,
+            expansions_done=state.expansions_done,
+            children=len(state.children),
+            reason=reason,
+        )
+        if state.children:
+            state.phase = "score"
+            await self._score_next(ctx, state)
+        else:
+            state.done, state.done_reason = True, reason
+
+    def _next_component(self, ctx: SearchContext, state: ApoState, rng: random.Random) -> str:
+        components = self._components(ctx)
+        if self.settings.component_selection == "random":
+            return rng.choice(components)
+        component = components[state.component_turn % len(components)]
+        state.component_turn += 1
+        return component
+
+    def _end_expansion(self, ctx: SearchContext, state: ApoState) -> None:
+        if state.children:
+            state.phase = "score"
+            return
+        ctx.emit(
+            "apo.beam_updated",
+            round=state.round,
+            beam=[self._beam_entry(state, cid) for cid in state.beam],
+            dropped=[],
+            reason="no child was accepted this round",
+        )
+        self._next_round(state)
+
+    # -- scoring and selection -----------------------------------------------------------
+
+    def _val_batch(self, ctx: SearchContext, state: ApoState) -> list[Example]:
+        by_id = {e.id: e for e in ctx.val}
+        return [by_id[i] for i in state.val_batch]
+
+    async def _score_next(self, ctx: SearchContext, state: ApoState) -> None:
+        pending = [
+            cid for cid in unique(state.beam + state.children) if cid not in state.val_batch_scores
+        ]
+        candidate_id = pending[0]
+        result = await ctx.evaluate(state.pool[candidate_id], self._val_batch(ctx, state), "val")
+        state.val_batch_scores[candidate_id] = result.mean
+        if len(pending) == 1:
+            state.phase = "select"
+
+    def _beam_entry(self, state: ApoState, candidate_id: str) -> dict[str, object]:
+        return {
+            "candidate_id": candidate_id,
+            "val_batch_score": state.val_batch_scores.get(candidate_id),
+            "full_val_score": state.full_val_scores.get(candidate_id),
+        }
+
+    async def _select(self, ctx: SearchContext, state: ApoState) -> None:
+        ranked = unique(state.beam + state.children)
+        beam = select_top(ranked, state.val_batch_scores, self.settings.beam_width)
+        leader = state.pool[beam[0]]
+        result = await ctx.evaluate(leader, ctx.val, "val")
+        state.full_val_scores[leader.id] = result.mean
+        ctx.emit(
+            "apo.beam_updated",
+            round=state.round,
+            beam=[self._beam_entry(state, cid) for cid in beam],
+            dropped=[self._beam_entry(state, cid) for cid in ranked if cid not in beam],
+            val_batch_size=len(state.val_batch),
+        )
+        previous = state.best_val_score
+        improved = previous is None or result.mean > previous
+        ctx.emit(
+            "apo.full_val_scored",
+            round=state.round,
+            candidate_id=leader.id,
+            score=result.mean,
+            n=len(result.results),
+            best_score=previous,
+            new_best=improved,
+        )
+        if improved:
+            state.best_candidate_id, state.best_val_score = leader.id, result.mean
+            ctx.emit(
+                "best_updated",
+                BestUpdated(candidate_id=leader.id, score=result.mean, previous_score=previous),
+            )
+        state.beam = beam
+        self._next_round(state)
+
+    def _next_round(self, state: ApoState) -> None:
+        state.round += 1
+        state.phase = "expand"
+        state.parents, state.children, state.val_batch = [], [], []
+        state.val_batch_scores, state.expansions_done = {}, 0
+        keep = {*state.beam, state.best_candidate_id, state.seed_candidate_id}
+        state.pool = {cid: c for cid, c in state.pool.items() if cid in keep}
+        if state.round >= self.settings.rounds:
+            state.done = True
+            state.done_reason = f"completed {self.settings.rounds} rounds"

@@ -1,0 +1,79 @@
+"""The textual gradient: ask the gradient LM what in the prompt made the runs fail."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from emery.algorithms.apo.prompts import PromptTemplate
+from emery.lm.base import LM, Completion
+from emery.systems.templates import placeholders
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How critique and edit calls sample: temperature, length and an optional call seed."""
+
+    temperature: float
+    max_tokens: int
+    seed: int | None = None
+
+
+async def ask(lm: LM, message: str, sampling: Sampling) -> Completion:
+    """One single-message request to ``lm``."""
+    params: dict[str, Any] = {} if sampling.seed is None else {"seed": sampling.seed}
+    return await lm.complete(
+        [{"role": "user", "content": message}],
+        temperature=sampling.temperature,
+        max_tokens=sampling.max_tokens,
+        **params,
+    )
+
+
+def placeholder_list(text: str) -> str:
+    """The placeholders of ``text`` as the edit prompt shows them."""
+    names = sorted(placeholders(text))
+    return ", ".join("{" + name + "}" for name in names) if names else "(there are none)"
+
+
+def template_fields(*, prompt: str, component: str, task: str) -> dict[str, str]:
+    """The fields every critique and edit prompt may use."""
+    return {
+        "prompt": prompt,
+        "component": component,
+        "task": task.strip() or "(not described)",
+        "placeholders": placeholder_list(prompt),
+    }
+
+
+@dataclass(frozen=True)
+class Critique:
+    """What the gradient LM said about the prompt (``text`` is empty when it said nothing)."""
+
+    variant: str
+    text: str
+    finish_reason: str
+
+
+async def critique_prompt(
+    lm: LM,
+    template: PromptTemplate,
+    *,
+    prompt: str,
+    component: str,
+    task: str,
+    experiments: str,
+    sampling: Sampling,
+) -> Critique:
+    """Ask ``lm`` for a critique of ``prompt`` given the experiments on a train batch."""
+    message = template.render(
+        **template_fields(prompt=prompt, component=component, task=task),
+        experiments=experiments,
+        critique="",
+    )
+    completion = await ask(lm, message, sampling)
+    return Critique(
+        variant=template.name,
+        text=completion.text.strip(),
+        finish_reason=completion.finish_reason,
+    )

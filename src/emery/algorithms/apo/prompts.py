@@ -1,0 +1,92 @@
+"""The critique and edit prompts: files shipped in ``apo/prompts/`` or given by the user.
+
+A prompt file is the text of one user message with ``{field}`` placeholders that APO fills
+(``{{name}}`` writes a literal ``{name}``). Each kind has fields it must use and fields it
+may use; a file that misses a required field or names an unknown one is a ConfigError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from emery.core.errors import ConfigError
+from emery.systems.templates import placeholders, render
+
+PromptKind = Literal["critique", "edit"]
+
+REQUIRED_FIELDS: dict[PromptKind, frozenset[str]] = {
+    "critique": frozenset({"prompt", "experiments"}),
+    "edit": frozenset({"prompt", "critique"}),
+}
+OPTIONAL_FIELDS: frozenset[str] = frozenset(
+    {"prompt", "experiments", "critique", "component", "task", "placeholders"}
+)
+DEFAULT_FILES: dict[PromptKind, tuple[str, ...]] = {
+    "critique": ("critique_bullets.md", "critique_spans.md", "critique_audit.md"),
+    "edit": ("edit_rewrite.md", "edit_conservative.md"),
+}
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """One critique or edit prompt: a variant name (the file's stem) and its text."""
+
+    kind: PromptKind
+    name: str
+    text: str
+
+    def render(self, **fields: str) -> str:
+        """The message text with every placeholder filled."""
+        return render(self.text, fields)
+
+
+def check_template(kind: PromptKind, text: str, source: str) -> None:
+    """Raise ConfigError unless ``text`` uses every required field and no unknown one."""
+    used = placeholders(text)
+    missing = sorted(REQUIRED_FIELDS[kind] - used)
+    if missing:
+        fields = ", ".join("{" + name + "}" for name in missing)
+        raise ConfigError(f"{kind} prompt {source} must contain {fields}")
+    unknown = sorted(used - OPTIONAL_FIELDS)
+    if unknown:
+        known = ", ".join("{" + name + "}" for name in sorted(OPTIONAL_FIELDS))
+        raise ConfigError(
+            f"{kind} prompt {source} uses unknown placeholder {{{unknown[0]}}}"
+            f" (known: {known}; write {{{{{unknown[0]}}}}} for a literal brace)"
+        )
+
+
+def load_prompts(
+    kind: PromptKind, paths: Sequence[str | Path] | None = None
+) -> list[PromptTemplate]:
+    """The user's prompt files for ``kind``, or the shipped ones when ``paths`` is None."""
+    if paths is None:
+        folder = resources.files("emery.algorithms.apo") / "prompts"
+        shipped = []
+        for filename in DEFAULT_FILES[kind]:
+            text = (folder / filename).read_text(encoding="utf-8")
+            check_template(kind, text, filename)
+            shipped.append(PromptTemplate(kind=kind, name=Path(filename).stem, text=text))
+        return shipped
+    if not paths:
+        raise ConfigError(f"{kind}_prompts is empty: give at least one file or leave it unset")
+    loaded = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"{kind} prompt file not found: {path}")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read {kind} prompt file {path}: {exc}") from None
+        check_template(kind, text, str(path))
+        loaded.append(PromptTemplate(kind=kind, name=path.stem, text=text))
+    names = [prompt.name for prompt in loaded]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigError(f"{kind} prompt files share the name {repeated[0]!r}: rename one")
+    return loaded
