@@ -1,0 +1,444 @@
+"""MIPRO (Opsahl-Ong et al. 2024): bootstrapped demos and grounded instructions, searched with TPE.
+
+Steps: ``start`` plans the run (event ``mipro.plan``) and scores the seed on full val
+(trial 0, the baseline). Then one step each for bootstrapping demo sets, summarizing the
+dataset and proposing instructions, and one step per trial: TPE picks an instruction and a
+demo set per stage, the combination is scored on a random val minibatch, and every K trials
+(and at the end) the best combination by mean minibatch score is scored on full val. Only
+full-val scores choose the winner.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import ClassVar
+
+from emery.algorithms.base import SearchContext, load_rng, save_rng
+from emery.algorithms.mipro import demos as demo_sets
+from emery.algorithms.mipro.formats import format_description, format_sentence
+from emery.algorithms.mipro.grounding import (
+    fallback_summary,
+    program_description,
+    stage_reads,
+    summarize_dataset,
+)
+from emery.algorithms.mipro.presets import MiproPlan, PlanInputs, make_plan
+from emery.algorithms.mipro.proposer import StageGrounding, propose_stage
+from emery.algorithms.mipro.search import best_pending, next_params, top_combos
+from emery.algorithms.mipro.settings import MiproSettings
+from emery.algorithms.mipro.state import (
+    ComboRecord,
+    DemoSet,
+    InstructionChoice,
+    MiproState,
+    TrialRecord,
+)
+from emery.core.errors import ConfigError
+from emery.core.events import BaselineEvaluated, BestUpdated
+from emery.core.models import Candidate, Demo, Lineage
+from emery.lm.base import LM
+from emery.systems.prompt_program import PromptProgram
+from emery.verifiers.base import as_text
+
+log = logging.getLogger(__name__)
+
+
+class Mipro:
+    """The MIPRO search loop; see the module docstring."""
+
+    name: ClassVar[str] = "mipro"
+    state_type = MiproState
+
+    def __init__(self, settings: MiproSettings | None = None) -> None:
+        self.settings = settings or MiproSettings()
+
+    # -- start -------------------------------------------------------------------------
+
+    async def start(self, ctx: SearchContext) -> MiproState:
+        program = _program(ctx)
+        if not ctx.val:
+            raise ConfigError("mipro needs a non-empty val split to choose between candidates")
+        seed = ctx.add_candidate(ctx.seed_candidate)
+        labeled_name, _ = demo_sets.labeled_stage(program, _input_fields(ctx))
+        gold = _first_gold(ctx)
+        fixed = 1 + int(
+            self.settings.format_hint_instruction
+            and any(format_sentence(s, gold) for s in program.config.stages)
+        )
+        plan = make_plan(
+            self.settings,
+            PlanInputs(
+                stages=len(program.config.stages),
+                n_train=len(ctx.train),
+                n_val=len(ctx.val),
+                labeled_examples=self.settings.max_labeled_demos if labeled_name else 0,
+                fixed_instructions=fixed,
+                budget_metric_calls=ctx.budget.remaining_metric_calls(),
+            ),
+        )
+        log.info(plan.describe())
+        for note in plan.notes:
+            log.info("mipro plan: %s", note)
+        ctx.emit("mipro.plan", **plan.model_dump(mode="json"), summary=plan.describe())
+        state = MiproState(
+            seed_candidate_id=seed.id,
+            plan=plan,
+            stages=[stage.name for stage in program.config.stages],
+        )
+        result = await ctx.evaluate(seed, ctx.val, "val")
+        ctx.emit(
+            "baseline_evaluated",
+            BaselineEvaluated(
+                candidate_id=seed.id, split="val", score=result.mean, n=len(result.results)
+            ),
+        )
+        params = dict.fromkeys(_param_names(state.stages), 0)
+        state.trials.append(
+            TrialRecord(
+                number=0,
+                kind="baseline",
+                params=params,
+                candidate_id=seed.id,
+                score=result.mean,
+                n=len(result.results),
+            )
+        )
+        state.combos[seed.id] = ComboRecord(
+            candidate_id=seed.id, params=params, full_score=result.mean
+        )
+        state.baseline_val_score = state.best_val_score = result.mean
+        state.best_candidate_id = seed.id
+        state.lift = 0.0
+        state.top = top_combos(state, self.settings.top_k)
+        state.rng_state = save_rng(load_rng([], ctx.seed))
+        return state
+
+    # -- steps -------------------------------------------------------------------------
+
+    async def step(self, ctx: SearchContext, state: MiproState) -> MiproState:
+        rng = load_rng(state.rng_state, ctx.seed)
+        match state.phase:
+            case "bootstrap":
+                await self._bootstrap(ctx, state, rng)
+                state.phase = "summarize"
+            case "summarize":
+                await self._summarize(ctx, state, rng)
+                state.phase = "propose"
+            case "propose":
+                await self._propose(ctx, state, rng)
+                state.phase = "search"
+                if _plan(state).num_trials == 0:
+                    state.done, state.done_reason = True, "no trials planned"
+            case "search":
+                await self._trial(ctx, state, rng)
+        state.iteration += 1
+        state.rng_state = save_rng(rng)
+        return state
+
+    async def _bootstrap(self, ctx: SearchContext, state: MiproState, rng: random.Random) -> None:
+        program = _program(ctx)
+        settings, plan = self.settings, _plan(state)
+        seed = ctx.seed_candidate
+        train = list(ctx.train)
+        rng.shuffle(train)
+        labeled_name, note = demo_sets.labeled_stage(program, _input_fields(ctx))
+        labeled: dict[str, list[Demo]] = {}
+        if labeled_name is not None and settings.max_labeled_demos > 0:
+            labeled[labeled_name] = await demo_sets.labeled_demos(
+                program,
+                program.stages[labeled_name],
+                train,
+                ctx.evaluations.evaluator.verifier,
+                limit=settings.max_labeled_demos,
+                threshold=settings.bootstrap_threshold,
+            )
+            if not labeled[labeled_name]:
+                note += "; no gold output could be written in the stage's format"
+        state.labeled_note = {labeled_name or state.stages[-1]: note}
+        used = {d.example_id for demos in labeled.values() for d in demos}
+        pool = [example for example in train if example.id not in used]
+        n_boot_sets = max(0, plan.num_demo_sets - 2)
+        bootstrapped: dict[str, list[list[Demo]]] = {stage: [] for stage in state.stages}
+        teacher = demo_sets.teacher_candidate(
+            seed,
+            program,
+            labeled,
+            format_hint=settings.teacher_format_hint,
+            use_labeled=settings.teacher_labeled_demos,
+            gold_example=_first_gold(ctx),
+        )
+        if n_boot_sets and settings.max_bootstrapped_demos and plan.bootstrap_examples:
+            teacher = ctx.add_candidate(teacher)
+            state.teacher_candidate_id = teacher.id
+            run = await demo_sets.run_teacher(
+                ctx,
+                teacher,
+                pool,
+                wanted=min(len(pool), settings.max_bootstrapped_demos * n_boot_sets),
+                allowance=plan.bootstrap_examples,
+                threshold=settings.bootstrap_threshold,
+            )
+            state.bootstrap_runs, state.bootstrap_passed = run.runs, len(run.passing)
+            bootstrapped = demo_sets.bootstrapped_sets(
+                state.stages,
+                run.passing,
+                count=n_boot_sets,
+                max_demos=settings.max_bootstrapped_demos,
+                rng=rng,
+            )
+        for stage in state.stages:
+            state.demo_sets[stage] = demo_sets.assemble(
+                tuple(seed.demos.get(stage, ())),
+                labeled.get(stage, []),
+                bootstrapped.get(stage, []),
+                limit=plan.num_demo_sets,
+            )
+        ctx.emit(
+            "mipro.demos_bootstrapped",
+            teacher_candidate_id=state.teacher_candidate_id,
+            runs=state.bootstrap_runs,
+            passed=state.bootstrap_passed,
+            labeled=note,
+            sets={
+                stage: [{"kind": s.kind, "size": len(s.demos)} for s in sets]
+                for stage, sets in state.demo_sets.items()
+            },
+        )
+
+    async def _summarize(self, ctx: SearchContext, state: MiproState, rng: random.Random) -> None:
+        settings, plan = self.settings, _plan(state)
+        if settings.use_dataset_summary and plan.summary_calls and ctx.train:
+            state.dataset_summary, observations = await summarize_dataset(
+                _proposer(ctx),
+                ctx.dataset,
+                rng,
+                batches=plan.summary_calls - 1,
+                batch_size=settings.summary_batch_size,
+                max_tokens=settings.proposer_max_tokens,
+                temperature=settings.proposer_temperature,
+            )
+        else:
+            state.dataset_summary, observations = fallback_summary(ctx.dataset), []
+        state.program_description = program_description(_program(ctx), ctx.seed_candidate)
+        ctx.emit(
+            "mipro.dataset_summary",
+            summary=state.dataset_summary,
+            observations=observations,
+            program=state.program_description,
+        )
+
+    async def _propose(self, ctx: SearchContext, state: MiproState, rng: random.Random) -> None:
+        program, settings, plan = _program(ctx), self.settings, _plan(state)
+        reads = stage_reads(program)
+        example_texts = [as_text(v) for e in ctx.train for v in e.input.values()]
+        gold = _first_gold(ctx)
+        for stage_name in state.stages:
+            stage = program.stages[stage_name]
+            original = ctx.seed_candidate.components.get(stage_name, stage.instruction)
+            choices = [InstructionChoice(text=original, source="original")]
+            sentence = format_sentence(stage, gold)
+            hinted = demo_sets.with_sentence(original, sentence)
+            if settings.format_hint_instruction and hinted != original:
+                choices.append(InstructionChoice(text=hinted, source="format_hint"))
+            wanted = max(plan.num_instructions, 1)
+            outcome = await propose_stage(
+                _proposer(ctx),
+                StageGrounding(
+                    stage=stage_name,
+                    reads=reads[stage_name],
+                    format=format_description(stage),
+                    dataset_summary=state.dataset_summary,
+                    program_description=state.program_description,
+                    dataset_description=ctx.dataset.description,
+                    baseline_score=state.baseline_val_score,
+                ),
+                choices[:wanted],
+                state.demo_sets.get(stage_name, []),
+                example_texts,
+                rng,
+                wanted=wanted,
+                attempts=plan.proposal_attempts,
+                use_tips=settings.use_tips,
+                max_tokens=settings.proposer_max_tokens,
+                temperature=settings.proposer_temperature,
+            )
+            state.instructions[stage_name] = outcome.choices
+            state.rejected.extend(outcome.rejected)
+            for rejected in outcome.rejected:
+                ctx.emit("mipro.proposal_rejected", **rejected.model_dump())
+            ctx.emit(
+                "mipro.instructions_proposed",
+                stage=stage_name,
+                calls=outcome.calls,
+                rejected=len(outcome.rejected),
+                choices=[choice.model_dump() for choice in outcome.choices],
+            )
+
+    async def _trial(self, ctx: SearchContext, state: MiproState, rng: random.Random) -> None:
+        plan = _plan(state)
+        number = state.trials_done + 1
+        minibatch = min(plan.minibatch_size, len(ctx.val))
+        whole = minibatch >= len(ctx.val)
+        remaining = ctx.budget.remaining_metric_calls()
+        reserve = 0 if whole else len(ctx.val) - minibatch
+        if remaining is not None and remaining < minibatch + reserve:
+            await self._promote(ctx, state, number - 1, final=True)
+            state.done, state.done_reason = True, "budget reserved for the final full evaluation"
+            return
+        params = next_params(
+            state.spaces(),
+            state.trials,
+            seed=rng.randrange(2**31),
+            startup_trials=plan.tpe_startup_trials,
+        )
+        candidate = ctx.add_candidate(self._candidate(ctx, state, params, number))
+        batch = list(ctx.val) if whole else rng.sample(list(ctx.val), minibatch)
+        result = await ctx.evaluate(candidate, batch, "val")
+        state.trials_done = number
+        state.trials.append(
+            TrialRecord(
+                number=number,
+                kind="full" if whole else "minibatch",
+                params=params,
+                candidate_id=candidate.id,
+                score=result.mean,
+                n=len(batch),
+            )
+        )
+        combo = state.combos.setdefault(
+            candidate.id, ComboRecord(candidate_id=candidate.id, params=params)
+        )
+        combo.minibatch_scores.append(result.mean)
+        combo.minibatch_n += len(batch)
+        ctx.emit(
+            "mipro.trial",
+            number=number,
+            params=params,
+            candidate_id=candidate.id,
+            score=result.mean,
+            n=len(batch),
+            full=whole,
+        )
+        if whole:
+            self._record_full(ctx, state, combo, result.mean, number)
+        last = number >= plan.num_trials
+        if last or number % plan.full_eval_every == 0:
+            await self._promote(ctx, state, number, final=last)
+        if last:
+            state.done, state.done_reason = True, f"{number} trials done"
+        state.top = top_combos(state, self.settings.top_k)
+
+    async def _promote(
+        self, ctx: SearchContext, state: MiproState, number: int, *, final: bool
+    ) -> None:
+        """Score the best pending combination on full val (if the budget allows)."""
+        combo = best_pending(state)
+        if combo is None:
+            return
+        candidate = self._candidate(ctx, state, combo.params, number)
+        missing = sum(1 for e in ctx.val if ctx.evaluations.cached(candidate, e, "val") is None)
+        if not ctx.budget.can_afford(missing):
+            log.info("mipro: no budget left to score %s on full val", candidate.id)
+            return
+        result = await ctx.evaluate(ctx.add_candidate(candidate), ctx.val, "val")
+        state.trials.append(
+            TrialRecord(
+                number=number,
+                kind="full",
+                params=combo.params,
+                candidate_id=candidate.id,
+                score=result.mean,
+                n=len(result.results),
+            )
+        )
+        self._record_full(ctx, state, combo, result.mean, number, final=final)
+        state.top = top_combos(state, self.settings.top_k)
+
+    def _record_full(
+        self,
+        ctx: SearchContext,
+        state: MiproState,
+        combo: ComboRecord,
+        score: float,
+        number: int,
+        *,
+        final: bool = False,
+    ) -> None:
+        combo.full_score = score
+        previous = state.best_val_score
+        improved = previous is None or score > previous
+        if improved:
+            state.best_candidate_id, state.best_val_score = combo.candidate_id, score
+            ctx.emit(
+                "best_updated",
+                BestUpdated(candidate_id=combo.candidate_id, score=score, previous_score=previous),
+            )
+        if state.baseline_val_score is not None and state.best_val_score is not None:
+            state.lift = state.best_val_score - state.baseline_val_score
+        ctx.emit(
+            "mipro.full_evaluation",
+            trial=number,
+            candidate_id=combo.candidate_id,
+            params=combo.params,
+            score=score,
+            minibatch_mean=combo.minibatch_mean,
+            n=len(ctx.val),
+            best=improved,
+            final=final,
+        )
+
+    def _candidate(
+        self, ctx: SearchContext, state: MiproState, params: dict[str, int], number: int
+    ) -> Candidate:
+        """The program a choice of indices stands for."""
+        seed = ctx.seed_candidate
+        components: dict[str, str] = {}
+        demos: dict[str, tuple[Demo, ...]] = {}
+        sources: dict[str, str] = {}
+        for stage in state.stages:
+            instruction = state.instructions[stage][params[f"{stage}.instruction"]]
+            demo_set: DemoSet = state.demo_sets[stage][params[f"{stage}.demos"]]
+            components[stage] = instruction.text
+            demos[stage] = tuple(demo_set.demos)
+            sources[stage] = f"{instruction.source}+{demo_set.kind}"
+        return seed.derive(
+            components=components,
+            demos=demos,
+            lineage=Lineage(
+                parents=(seed.id,),
+                generation=1,
+                operation="mipro",
+                iteration=number,
+                details={"params": params, "choices": sources},
+            ),
+        )
+
+
+def _program(ctx: SearchContext) -> PromptProgram:
+    if not isinstance(ctx.system, PromptProgram):
+        raise ConfigError(f"mipro optimizes prompt programs; system {ctx.system.name!r} is not one")
+    return ctx.system
+
+
+def _plan(state: MiproState) -> MiproPlan:
+    if state.plan is None:
+        raise RuntimeError("mipro state has no plan: start() was not run")
+    return state.plan
+
+
+def _proposer(ctx: SearchContext) -> LM:
+    return ctx.lms["proposer"] if "proposer" in ctx.lms else ctx.lm("task")
+
+
+def _input_fields(ctx: SearchContext) -> set[str]:
+    examples = list(ctx.dataset)
+    return set.intersection(*(set(e.input) for e in examples)) if examples else set()
+
+
+def _first_gold(ctx: SearchContext) -> object:
+    return next((e.expected for e in ctx.train if e.expected is not None), None)
+
+
+def _param_names(stages: list[str]) -> list[str]:
+    return [name for stage in stages for name in (f"{stage}.instruction", f"{stage}.demos")]

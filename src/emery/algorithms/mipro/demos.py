@@ -1,0 +1,239 @@
+"""Few-shot demo sets per stage: the original (or empty) set, a labeled set, bootstrapped sets.
+
+Labeled demos use the gold output, so they exist only for a stage whose output is the
+program's output (the last stage) and whose messages read nothing but example fields:
+an intermediate stage has no gold, and a last stage that reads an earlier stage's output
+needs that output, which only a run produces. The gold is written as a reply the stage's
+parser reads back and the verifier accepts (see ``formats``).
+
+Bootstrapped demos come from rollouts of a *teacher*: the current program, helped (when
+the settings allow) by the output-format sentence in its instructions and the labeled
+demos in its prompt, so that bootstrapping still finds passing runs when the seed program
+scores about 0. The teacher runs on shuffled train examples through the evaluation
+service (cached and charged like every rollout); a run's per-stage inputs and replies
+become demos only when the whole program's score reaches the threshold.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+
+from emery.algorithms.base import SearchContext
+from emery.algorithms.mipro.formats import format_sentence, labeled_replies, parse_reply
+from emery.algorithms.mipro.state import DemoSet
+from emery.core.models import Candidate, Demo, Example, Lineage
+from emery.evaluation.results import ExampleResult
+from emery.systems.prompt_program import PromptProgram, StageConfig
+from emery.systems.templates import placeholders
+from emery.verifiers.base import Verifier
+
+log = logging.getLogger(__name__)
+
+
+def labeled_stage(program: PromptProgram, input_fields: set[str]) -> tuple[str | None, str]:
+    """The stage that can take labeled demos (or None) and why."""
+    last = program.config.stages[-1]
+    reads = set().union(*(placeholders(m.template) for m in last.messages))
+    earlier = {stage.output_field for stage in program.config.stages[:-1]}
+    if reads & earlier:
+        return None, (
+            f"stage {last.name!r} reads earlier stage outputs"
+            f" ({', '.join(sorted(reads & earlier))}) that have no gold: no labeled demos"
+        )
+    if not reads <= input_fields:
+        return None, f"stage {last.name!r} reads fields the examples lack: no labeled demos"
+    note = f"labeled demos for stage {last.name!r} (the last stage: its output is the gold)"
+    if len(program.config.stages) > 1:
+        note += "; earlier stages have no gold outputs"
+    return last.name, note
+
+
+async def labeled_demos(
+    program: PromptProgram,
+    stage: StageConfig,
+    examples: list[Example],
+    verifier: Verifier,
+    *,
+    limit: int,
+    threshold: float,
+) -> list[Demo]:
+    """Up to ``limit`` demos whose reply is the gold output in the stage's format."""
+    demos: list[Demo] = []
+    for example in examples:
+        if len(demos) >= limit:
+            break
+        if example.expected is None:
+            continue
+        reply = await _accepted_reply(stage, example, verifier, threshold)
+        if reply is not None:
+            demos.append(
+                Demo(
+                    inputs=program.stage_inputs(stage, example.input),
+                    output=reply,
+                    source="labeled",
+                    example_id=example.id,
+                )
+            )
+    return demos
+
+
+async def _accepted_reply(
+    stage: StageConfig, example: Example, verifier: Verifier, threshold: float
+) -> str | None:
+    for reply in labeled_replies(stage, example.expected):
+        parsed_ok, parsed = parse_reply(stage, reply)
+        if not parsed_ok:
+            continue
+        try:
+            verdict = await verifier.verify(example, parsed, None)
+        except Exception as exc:  # a verifier that cannot score this gold: no demo from it
+            log.debug("labeled demo for %s rejected by the verifier: %s", example.id, exc)
+            continue
+        if verdict.score >= threshold:
+            return reply
+    return None
+
+
+def with_sentence(instruction: str, sentence: str | None) -> str:
+    """``instruction`` followed by ``sentence``, unless it already says it."""
+    if not sentence:
+        return instruction
+    marker = sentence.split("'")[1] if sentence.count("'") >= 2 else sentence
+    if marker.split("<")[0].strip().lower() in instruction.lower():
+        return instruction
+    return f"{instruction.rstrip()} {sentence}".strip()
+
+
+def teacher_candidate(
+    seed: Candidate,
+    program: PromptProgram,
+    labeled: dict[str, list[Demo]],
+    *,
+    format_hint: bool,
+    use_labeled: bool,
+    gold_example: object = None,
+) -> Candidate:
+    """The program that bootstraps: the seed plus format sentences and labeled demos."""
+    components = dict(seed.components)
+    demos = dict(seed.demos)
+    for stage in program.config.stages:
+        if format_hint:
+            sentence = format_sentence(stage, gold_example)
+            components[stage.name] = with_sentence(components.get(stage.name, ""), sentence)
+        if use_labeled and labeled.get(stage.name):
+            demos[stage.name] = tuple(labeled[stage.name])
+    if components == seed.components and demos == seed.demos:
+        return seed
+    return seed.derive(
+        components=components,
+        demos=demos,
+        lineage=Lineage(parents=(seed.id,), generation=1, operation="mipro.teacher"),
+    )
+
+
+@dataclass
+class BootstrapRun:
+    """What running the teacher produced: rollouts run and the passing results, in order."""
+
+    runs: int = 0
+    passing: list[ExampleResult] = field(default_factory=list)
+
+
+async def run_teacher(
+    ctx: SearchContext,
+    teacher: Candidate,
+    pool: list[Example],
+    *,
+    wanted: int,
+    allowance: int,
+    threshold: float,
+) -> BootstrapRun:
+    """Run ``teacher`` on ``pool`` in order, in chunks, until ``wanted`` runs pass."""
+    outcome = BootstrapRun()
+    position = 0
+    while len(outcome.passing) < wanted and position < len(pool) and outcome.runs < allowance:
+        size = min(max(wanted - len(outcome.passing), 4), allowance - outcome.runs)
+        remaining = ctx.budget.remaining_metric_calls()
+        if remaining is not None:
+            size = min(size, remaining)
+        chunk = pool[position : position + size]
+        if not chunk:
+            break
+        position += len(chunk)
+        result = await ctx.evaluate(teacher, chunk, "train")
+        outcome.runs += len(chunk)
+        outcome.passing.extend(
+            r for r in result.results if r.error is None and r.score >= threshold
+        )
+    return outcome
+
+
+def run_demos(result: ExampleResult) -> dict[str, Demo]:
+    """Each stage's demo from one passing run: the stage's inputs and its reply."""
+    return {
+        call.component: Demo(
+            inputs=call.inputs,
+            output=call.reply,
+            source="bootstrapped",
+            example_id=result.example_id,
+        )
+        for call in result.calls
+        if call.error is None and call.reply.strip()
+    }
+
+
+def bootstrapped_sets(
+    stages: list[str],
+    passing: list[ExampleResult],
+    *,
+    count: int,
+    max_demos: int,
+    rng: random.Random,
+) -> dict[str, list[list[Demo]]]:
+    """``count`` demo sets per stage from the passing runs.
+
+    The first set takes the first ``max_demos`` runs; the others a random sample of a
+    random size in [1, max_demos], so the sets differ in which and how many demos they hold.
+    """
+    sets: dict[str, list[list[Demo]]] = {stage: [] for stage in stages}
+    if not passing or max_demos == 0:
+        return sets
+    per_run = [run_demos(result) for result in passing]
+    for index in range(count):
+        if index == 0:
+            chosen = per_run[:max_demos]
+        else:
+            size = rng.randint(1, min(max_demos, len(per_run)))
+            chosen = rng.sample(per_run, size)
+        for stage in stages:
+            sets[stage].append([demos[stage] for demos in chosen if stage in demos])
+    return sets
+
+
+def assemble(
+    original: tuple[Demo, ...],
+    labeled: list[Demo],
+    bootstrapped: list[list[Demo]],
+    *,
+    limit: int,
+) -> list[DemoSet]:
+    """A stage's choices without duplicates: original (or empty), empty, labeled, bootstrapped."""
+    choices = [DemoSet(kind="original" if original else "empty", demos=list(original))]
+    if original:
+        choices.append(DemoSet(kind="empty"))
+    if labeled:
+        choices.append(DemoSet(kind="labeled", demos=labeled))
+    for demos in bootstrapped:
+        if demos:
+            choices.append(DemoSet(kind="bootstrapped", demos=demos))
+    unique: list[DemoSet] = []
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    for choice in choices:
+        key = tuple((repr(sorted(d.inputs.items())), d.output) for d in choice.demos)
+        if key in seen:
+            continue
+        seen.add(key)
+        unique.append(choice)
+    return unique[: max(limit, 1)]

@@ -1,0 +1,151 @@
+"""What a stage's reply must look like, derived from its parser.
+
+Used three ways: the program description tells the proposer the format, a format
+sentence can be added to an instruction ("End your reply with a line 'Answer: <number>'"),
+and labeled demos write the gold output in a form the parser accepts.
+
+Labeled replies are built from the gold value as follows (first form the parser reads back
+and the verifier accepts wins):
+
+- ``regex`` parser: the literal text before the pattern's first capture group followed
+  by the gold value (``Answer:\\s*\\$?(...)`` gives ``"Answer: 42"``), then the bare value;
+- ``json`` parser: the gold value as JSON;
+- ``raw`` and ``last_line``: the gold value as text (JSON for dicts and lists).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from emery.systems.parsers import ParseError, ParserConfig
+from emery.systems.prompt_program import StageConfig
+from emery.verifiers.base import as_text
+
+_CLASS_ESCAPES = set("dDwWsSbBAZzGntrfv0123456789")
+
+
+def regex_prefix(pattern: str) -> str | None:
+    """The literal text a regex requires before its first capture group, or None.
+
+    Handles literals, escaped punctuation, ``\\s`` (as one space) and optional tokens
+    (``x?``, ``x*``: dropped, except whitespace which keeps one space). Anything else
+    before the group (classes, alternation, wildcards) gives None.
+    """
+    tokens: list[str] = []
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "(":
+            if pattern.startswith("(?", i) and not pattern.startswith("(?P<", i):
+                return None
+            return "".join(tokens)
+        if char == "^" and i == 0:
+            i += 1
+            continue
+        if char == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            if nxt == "s":
+                tokens.append(" ")
+            elif nxt in _CLASS_ESCAPES:
+                return None
+            else:
+                tokens.append(nxt)
+            i += 2
+            continue
+        if char in "?*":
+            if tokens and tokens[-1] != " ":
+                tokens.pop()
+            i += 1
+            continue
+        if char == "+":
+            i += 1
+            continue
+        if char == "{":
+            end = pattern.find("}", i)
+            if end < 0:
+                return None
+            if pattern[i + 1 : end].split(",")[0].strip() == "0" and tokens:
+                tokens.pop()
+            i = end + 1
+            continue
+        if char in ".[]|$)":
+            return None
+        tokens.append(char)
+        i += 1
+    return None
+
+
+def _value_word(parser: ParserConfig) -> str:
+    """ "number" when the captured group is numeric, else "answer"."""
+    pattern = parser.pattern or ""
+    prefix_end = pattern.find("(")
+    group = pattern[prefix_end:] if prefix_end >= 0 else pattern
+    wordy = ("\\w", ".*", ".+", "[a-z", "[A-Z")
+    numeric = "\\d" in group and not any(token in group for token in wordy)
+    return "number" if numeric else "answer"
+
+
+def format_sentence(stage: StageConfig, gold_example: Any = None) -> str | None:
+    """An instruction sentence stating the reply format the stage's parser needs, or None."""
+    parser = stage.parser
+    if parser.kind == "regex" and parser.pattern:
+        prefix = regex_prefix(parser.pattern)
+        if prefix and prefix.strip():
+            return (
+                f"End your reply with a final line of the form '{prefix.strip()} "
+                f"<{_value_word(parser)}>'."
+            )
+        return None
+    if parser.kind == "json":
+        if isinstance(gold_example, dict) and gold_example:
+            keys = ", ".join(f'"{key}"' for key in gold_example)
+            return f"Reply with a JSON object with the keys {keys}."
+        return "Reply with a JSON object."
+    if parser.kind == "last_line":
+        return "Put the final answer alone on the last line of your reply."
+    return None
+
+
+def format_description(stage: StageConfig) -> str:
+    """How the stage's reply is read, in words, for the program description."""
+    parser = stage.parser
+    if parser.kind == "regex":
+        sentence = format_sentence(stage)
+        extra = f" ({sentence})" if sentence else ""
+        return f"the reply must match the regex {parser.pattern!r}{extra}"
+    if parser.kind == "json":
+        return "the reply must contain a JSON value"
+    if parser.kind == "last_line":
+        return "the last non-empty line of the reply is the output"
+    return "the whole reply is the output"
+
+
+def gold_text(value: Any) -> str:
+    """A gold value as reply text: strings as they are, dicts and lists as JSON."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False)
+    return as_text(value)
+
+
+def labeled_replies(stage: StageConfig, gold: Any) -> list[str]:
+    """Reply texts to try for a labeled demo, best first (see the module docstring)."""
+    value = gold_text(gold)
+    if not value.strip():
+        return []
+    forms: list[str] = []
+    parser = stage.parser
+    if parser.kind == "regex" and parser.pattern:
+        prefix = regex_prefix(parser.pattern)
+        if prefix:
+            forms.append(prefix.rstrip() + " " + value if prefix.endswith(" ") else prefix + value)
+    forms.append(value)
+    return list(dict.fromkeys(forms))
+
+
+def parse_reply(stage: StageConfig, reply: str) -> tuple[bool, Any]:
+    """(True, parsed output) when the stage's parser reads ``reply``, else (False, None)."""
+    try:
+        return True, stage.parser.parse(reply)
+    except ParseError:
+        return False, None

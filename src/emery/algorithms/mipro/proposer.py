@@ -1,0 +1,182 @@
+"""Grounded instruction proposals for one stage: prompt, tips, checks and deduplication.
+
+Each proposal prompt carries the dataset summary, the program description, the stage's
+required format, a sampled demo set, the instructions tried so far with their scores and a
+randomly drawn tip. A reply is accepted only if it reads as an instruction (not an
+answer, not a copy of an example, placeholders intact) and is not a near-duplicate of a
+choice the stage already has.
+"""
+
+from __future__ import annotations
+
+import difflib
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from emery.algorithms.mipro.state import DemoSet, InstructionChoice, RejectedProposal
+from emery.algorithms.proposals import extract_proposal, instruction_problem
+from emery.core.models import ChatMessage, Demo
+from emery.lm.base import LM
+from emery.verifiers.base import as_text, clip
+
+TIPS: dict[str, str] = {
+    "none": "",
+    "concise": "Keep the instruction short and to the point.",
+    "creative": "Be creative: an unusual framing is welcome if it helps the model succeed.",
+    "persona": "Give the model a persona suited to the task, for example 'You are a careful ...'.",
+    "high_stakes": "Describe a high-stakes situation in which getting the reply right matters.",
+    "describe": (
+        "Describe the task precisely: what the input is and exactly what the reply must contain."
+    ),
+}
+
+PROPOSER_SYSTEM = (
+    "You write instructions for one stage of a language-model program. An instruction "
+    "tells the model how to do the task for every input. Never solve an example yourself. "
+    "Reply with the new instruction only."
+)
+NEAR_DUPLICATE = 0.9
+MIN_COPY_CHARS = 30
+
+
+@dataclass
+class StageGrounding:
+    """What the proposer is told about one stage and the task."""
+
+    stage: str
+    reads: list[str]
+    format: str
+    dataset_summary: str
+    program_description: str
+    dataset_description: str = ""
+    baseline_score: float | None = None
+
+
+@dataclass
+class ProposalRound:
+    """The outcome for one stage: the accepted choices and the rejected replies."""
+
+    choices: list[InstructionChoice]
+    rejected: list[RejectedProposal] = field(default_factory=list)
+    calls: int = 0
+
+
+def render_demos(demos: Sequence[Demo], *, limit: int = 3) -> str:
+    blocks = []
+    for demo in demos[:limit]:
+        inputs = "\n".join(f"{k}: {clip(as_text(v), 300)}" for k, v in demo.inputs.items())
+        blocks.append(f"Input:\n{inputs}\nReply:\n{clip(demo.output, 400)}")
+    return "\n\n".join(blocks)
+
+
+def proposal_messages(
+    grounding: StageGrounding,
+    choices: Sequence[InstructionChoice],
+    demos: Sequence[Demo],
+    tip: str,
+) -> list[ChatMessage]:
+    """The proposer prompt for one new instruction of ``grounding.stage``."""
+    parts = []
+    if grounding.dataset_summary:
+        parts.append(f"Dataset summary:\n{grounding.dataset_summary}")
+    if grounding.dataset_description:
+        parts.append(f"Task description given with the data:\n{grounding.dataset_description}")
+    parts.append(f"Program description:\n{grounding.program_description}")
+    parts.append(
+        f"Stage to write for: {grounding.stage!r}. It reads"
+        f" {', '.join(grounding.reads) or 'nothing'}; {grounding.format}."
+    )
+    if demos:
+        parts.append("Examples of this stage replying correctly:\n" + render_demos(demos))
+    history = []
+    for number, choice in enumerate(choices, 1):
+        score = (
+            f"validation score {grounding.baseline_score:.2f}"
+            if choice.source == "original" and grounding.baseline_score is not None
+            else "not scored yet"
+        )
+        history.append(f"{number}. {choice.text!r} ({score})")
+    parts.append("Instructions tried so far for this stage:\n" + "\n".join(history))
+    if tip:
+        parts.append(f"Tip: {tip}")
+    parts.append(
+        f"Write instruction number {len(choices) + 1} for stage {grounding.stage!r}: different "
+        "from the ones above and likely to score higher. Reply with the instruction only."
+    )
+    return [
+        {"role": "system", "content": PROPOSER_SYSTEM},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
+
+
+def _normalized(text: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
+
+
+def near_duplicate(text: str, others: Sequence[str]) -> int | None:
+    """The index of an existing text nearly identical to ``text``, or None."""
+    mine = _normalized(text)
+    for index, other in enumerate(others):
+        theirs = _normalized(other)
+        if mine == theirs or difflib.SequenceMatcher(None, mine, theirs).ratio() >= NEAR_DUPLICATE:
+            return index
+    return None
+
+
+def proposal_problem(
+    text: str, original: str, existing: Sequence[str], example_texts: Sequence[str]
+) -> str | None:
+    """Why ``text`` cannot be a new choice, or None."""
+    problem = instruction_problem(text, original=original)
+    if problem is not None:
+        return problem
+    for snippet in example_texts:
+        if len(snippet) >= MIN_COPY_CHARS and _normalized(snippet) in _normalized(text):
+            return "copies a training example"
+    duplicate = near_duplicate(text, existing)
+    if duplicate is not None:
+        return f"near-duplicate of choice {duplicate + 1}"
+    return None
+
+
+async def propose_stage(
+    proposer: LM,
+    grounding: StageGrounding,
+    choices: list[InstructionChoice],
+    demo_sets: Sequence[DemoSet],
+    example_texts: Sequence[str],
+    rng: random.Random,
+    *,
+    wanted: int,
+    attempts: int,
+    use_tips: bool,
+    max_tokens: int,
+    temperature: float | None,
+) -> ProposalRound:
+    """Ask for instructions until ``wanted`` choices exist or ``attempts`` calls are spent."""
+    outcome = ProposalRound(choices=list(choices))
+    original = choices[0].text
+    with_demos = [demo_set.demos for demo_set in demo_sets if demo_set.demos]
+    while len(outcome.choices) < wanted and outcome.calls < attempts:
+        tip_name = rng.choice(sorted(TIPS)) if use_tips else "none"
+        demos = rng.choice(with_demos) if with_demos else []
+        messages = proposal_messages(grounding, outcome.choices, demos, TIPS[tip_name])
+        reply = await proposer.complete(messages, temperature=temperature, max_tokens=max_tokens)
+        outcome.calls += 1
+        text = extract_proposal(reply.text)
+        problem = (
+            "empty reply"
+            if text is None
+            else proposal_problem(text, original, [c.text for c in outcome.choices], example_texts)
+        )
+        if problem is not None or text is None:
+            outcome.rejected.append(
+                RejectedProposal(
+                    stage=grounding.stage, text=clip(reply.text, 500), reason=problem or "empty"
+                )
+            )
+            continue
+        outcome.choices.append(InstructionChoice(text=text, source="proposed", tip=tip_name))
+    return outcome

@@ -1,0 +1,87 @@
+"""The TPE side of MIPRO: an Optuna study rebuilt from the stored trials.
+
+Each trial builds a fresh in-memory study, replays every recorded trial into it with
+``create_trial`` + ``add_trial`` and asks for the next point with a ``TPESampler``
+seeded from the algorithm's own checkpointed RNG. Nothing lives only in memory, so a
+resumed run samples exactly what an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.samplers import TPESampler
+from optuna.trial import create_trial
+
+from emery.algorithms.mipro.state import ComboRecord, MiproState, TrialRecord
+
+
+@contextmanager
+def _quiet_optuna() -> Iterator[None]:
+    """Silence Optuna's per-study INFO lines and experimental-feature warnings."""
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            yield
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+
+
+def distributions(spaces: Mapping[str, int]) -> dict[str, BaseDistribution]:
+    """One categorical distribution over choice indices per parameter."""
+    return {name: CategoricalDistribution(list(range(count))) for name, count in spaces.items()}
+
+
+def next_params(
+    spaces: Mapping[str, int],
+    history: Sequence[TrialRecord],
+    *,
+    seed: int,
+    startup_trials: int,
+) -> dict[str, int]:
+    """TPE's next choice of indices given every trial so far."""
+    dists = distributions(spaces)
+    with _quiet_optuna():
+        sampler = TPESampler(seed=seed, n_startup_trials=startup_trials, multivariate=True)
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        for record in history:
+            study.add_trial(
+                create_trial(
+                    params={name: record.params[name] for name in dists},
+                    distributions=dists,
+                    value=record.score,
+                    user_attrs={"kind": record.kind, "number": record.number},
+                )
+            )
+        trial = study.ask(dists)
+    return {name: int(trial.params[name]) for name in dists}
+
+
+def best_pending(state: MiproState) -> ComboRecord | None:
+    """The combination with the best mean minibatch score not yet scored on full val."""
+    pending = [c for c in state.combos.values() if c.full_score is None and c.minibatch_scores]
+    if not pending:
+        return None
+    return max(pending, key=lambda combo: combo.minibatch_mean or 0.0)
+
+
+def top_combos(state: MiproState, k: int) -> list[ComboRecord]:
+    """The k best combinations: full-val scored first (by that score), then by minibatch mean."""
+
+    def rank(combo: ComboRecord) -> tuple[int, float, float]:
+        full = combo.full_score
+        mean = combo.minibatch_mean
+        return (
+            1 if full is not None else 0,
+            full if full is not None else -1.0,
+            mean if mean is not None else -1.0,
+        )
+
+    ordered = sorted(state.combos.values(), key=rank, reverse=True)
+    return [combo.model_copy(deep=True) for combo in ordered[:k]]

@@ -1,0 +1,54 @@
+"""``[algorithm.mipro]``: presets and the explicit values that override them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from emery.algorithms.base import AlgorithmSettings
+
+Preset = Literal["light", "medium", "heavy"]
+
+
+class MiproSettings(AlgorithmSettings):
+    """How MIPRO bootstraps demos, proposes instructions and searches their combinations.
+
+    Values left as None come from ``preset`` (scaled to the dataset and the metric-call
+    budget); a value set here is used as given.
+    """
+
+    preset: Preset = "light"
+    num_instructions: int | None = Field(default=None, ge=1)
+    """Instruction choices per stage, the original included."""
+    num_demo_sets: int | None = Field(default=None, ge=1)
+    """Demo-set choices per stage: the original/empty set, the labeled set, bootstrapped sets."""
+    num_trials: int | None = Field(default=None, ge=0)
+    minibatch_size: int | None = Field(default=None, ge=1)
+    full_eval_every: int | None = Field(default=None, ge=1)
+    """K: every K trials the best combination by mean minibatch score is scored on full val."""
+
+    max_bootstrapped_demos: int = Field(default=4, ge=0)
+    max_labeled_demos: int = Field(default=4, ge=0)
+    bootstrap_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
+    """A bootstrapped run's demos are kept only when its score reaches this."""
+    bootstrap_examples: int | None = Field(default=None, ge=0)
+    """Most train examples the teacher runs on while bootstrapping (None: from the plan)."""
+    teacher_labeled_demos: bool = True
+    """Bootstrap with the labeled demos in the teacher's prompt (helps a seed scoring ~0)."""
+    teacher_format_hint: bool = True
+    """Bootstrap with the output-format sentence added to the teacher's instructions."""
+    format_hint_instruction: bool = True
+    """Offer "original instruction + output-format sentence" as an instruction choice."""
+
+    summary_batches: int = Field(default=2, ge=0)
+    summary_batch_size: int = Field(default=8, ge=1)
+    proposal_attempts: int | None = Field(default=None, ge=0)
+    """Proposer calls allowed per stage (None: twice the number of proposals wanted)."""
+    proposer_temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    proposer_max_tokens: int = Field(default=256, ge=16)
+    use_tips: bool = True
+    use_dataset_summary: bool = True
+
+    tpe_startup_trials: int | None = Field(default=None, ge=0)
+    top_k: int = Field(default=5, ge=1)

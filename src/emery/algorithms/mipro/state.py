@@ -1,0 +1,94 @@
+"""MIPRO's checkpointed state: the plan, demo sets, instruction choices, trials and scores."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from emery.algorithms.base import AlgorithmState
+from emery.algorithms.mipro.presets import MiproPlan
+from emery.core.models import Demo
+
+Phase = Literal["bootstrap", "summarize", "propose", "search"]
+DemoSetKind = Literal["original", "empty", "labeled", "bootstrapped"]
+InstructionSource = Literal["original", "format_hint", "proposed"]
+TrialKind = Literal["baseline", "minibatch", "full"]
+
+
+class DemoSet(BaseModel):
+    """One few-shot choice for a stage."""
+
+    kind: DemoSetKind
+    demos: list[Demo] = Field(default_factory=list)
+
+
+class InstructionChoice(BaseModel):
+    """One instruction choice for a stage and where it came from."""
+
+    text: str
+    source: InstructionSource
+    tip: str | None = None
+
+
+class RejectedProposal(BaseModel):
+    stage: str
+    text: str
+    reason: str
+
+
+class TrialRecord(BaseModel):
+    """One scored point of the study: the choices, the candidate and its score."""
+
+    number: int
+    kind: TrialKind
+    params: dict[str, int]
+    candidate_id: str
+    score: float
+    n: int
+
+
+class ComboRecord(BaseModel):
+    """Everything known about one combination of choices."""
+
+    candidate_id: str
+    params: dict[str, int]
+    minibatch_scores: list[float] = Field(default_factory=list)
+    minibatch_n: int = 0
+    full_score: float | None = None
+
+    @property
+    def minibatch_mean(self) -> float | None:
+        if not self.minibatch_scores:
+            return None
+        return sum(self.minibatch_scores) / len(self.minibatch_scores)
+
+
+class MiproState(AlgorithmState):
+    """The whole search so far; each step of the search phase adds one trial."""
+
+    phase: Phase = "bootstrap"
+    plan: MiproPlan | None = None
+    stages: list[str] = Field(default_factory=list)
+    demo_sets: dict[str, list[DemoSet]] = Field(default_factory=dict)
+    labeled_note: dict[str, str] = Field(default_factory=dict)
+    teacher_candidate_id: str | None = None
+    bootstrap_runs: int = 0
+    bootstrap_passed: int = 0
+    dataset_summary: str = ""
+    program_description: str = ""
+    instructions: dict[str, list[InstructionChoice]] = Field(default_factory=dict)
+    rejected: list[RejectedProposal] = Field(default_factory=list)
+    trials: list[TrialRecord] = Field(default_factory=list)
+    combos: dict[str, ComboRecord] = Field(default_factory=dict)
+    trials_done: int = 0
+    top: list[ComboRecord] = Field(default_factory=list)
+    lift: float | None = None
+
+    def spaces(self) -> dict[str, int]:
+        """Each categorical parameter of the study and its number of choices."""
+        out: dict[str, int] = {}
+        for stage in self.stages:
+            out[f"{stage}.instruction"] = len(self.instructions.get(stage, [])) or 1
+            out[f"{stage}.demos"] = len(self.demo_sets.get(stage, [])) or 1
+        return out
