@@ -10,8 +10,15 @@ from typing import Any
 
 from emery.core.models import Candidate, ChatMessage, Example, Split
 from emery.evaluation.results import EvalResult, ExampleResult
+from emery.evaluation.rollouts import RolloutOutcome, RolloutRunner
 from emery.lm.base import LM, Completion, TokenUsage
 from emery.systems.base import RunContext, System, SystemRun
+from emery.tracing.lm import TracedLM
+from emery.tracing.processor import RolloutTracing
+from emery.tracing.recorder import NullRecorder, RolloutRecorder
+from emery.tracing.records import RolloutConfig
+from emery.tracing.registry import RolloutProxy, embedded_proxy
+from emery.tracing.scope import AttemptScope
 from emery.verifiers.base import Verifier
 
 log = logging.getLogger(__name__)
@@ -55,36 +62,70 @@ class TallyLM:
 
 
 class Evaluator:
-    """Runs ``system`` under a candidate on examples and scores the outputs with ``verifier``."""
+    """Runs ``system`` under a candidate on examples and scores the outputs with ``verifier``.
 
-    def __init__(self, system: System, verifier: Verifier, lm: LM, *, concurrency: int = 8) -> None:
+    Each (candidate, example) is a rollout (``rollouts``: attempts, retries, time limits)
+    whose spans go to ``recorder``. A system with ``needs_proxy`` gets a per-attempt LM
+    proxy URL from ``proxy`` (default: the process-wide embedded proxy).
+    """
+
+    def __init__(
+        self,
+        system: System,
+        verifier: Verifier,
+        lm: LM,
+        *,
+        concurrency: int = 8,
+        rollouts: RolloutConfig | None = None,
+        recorder: RolloutRecorder | None = None,
+        job_id: str | None = None,
+        proxy: RolloutProxy | None = None,
+    ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.system = system
         self.verifier = verifier
         self.lm = lm
         self.concurrency = concurrency
+        self.tracing = RolloutTracing(recorder or NullRecorder())
+        self.runner = RolloutRunner(self.tracing, rollouts, job_id=job_id, proxy=proxy)
+        self._seed_components: dict[str, str] | None = None
+
+    @property
+    def recorder(self) -> RolloutRecorder:
+        return self.tracing.recorder
+
+    def _prepare(self) -> dict[str, str] | None:
+        if self.runner.proxy is None and getattr(self.system, "needs_proxy", False):
+            self.runner.proxy = embedded_proxy()
+        if not getattr(self.system, "rewrite_prompts", False):
+            return None
+        if self._seed_components is None:
+            self._seed_components = dict(self.system.seed_candidate().components)
+        return self._seed_components
 
     async def run_one(
         self, candidate: Candidate, example: Example, split: Split | None = None
     ) -> ExampleResult:
         """Run and score one example. Any exception becomes a 0 score with the error as feedback."""
-        lm = TallyLM(self.lm)
-        start = time.perf_counter()
-        run = SystemRun()
-        try:
-            run = await self.system.run(candidate, RunContext(lm=lm, example=example, split=split))
-            if run.error is not None:
-                score, feedback, error = 0.0, f"The run failed: {run.error}", run.error
-            else:
-                verdict = await self.verifier.verify(example, run.output, run)
-                score, feedback, error = verdict.score, verdict.feedback, None
-        except Exception as exc:
-            log.warning(
-                "example %s failed: %s", example.id, exc, exc_info=log.isEnabledFor(logging.DEBUG)
+        tally = TallyLM(self.lm)
+        traced = TracedLM(tally)
+
+        async def body(scope: AttemptScope) -> SystemRun:
+            context = RunContext(
+                lm=traced, example=example, split=split, rollout_id=scope.rollout_id
             )
-            error = f"{type(exc).__name__}: {exc}"
-            score, feedback = 0.0, f"The run failed: {error}"
+            return await self.system.run(candidate, context)
+
+        start = time.perf_counter()
+        outcome = await self.runner.run(
+            candidate, example, split, body, lm=tally, seed_components=self._prepare()
+        )
+        run = outcome.run or SystemRun()
+        score, feedback, error = await self._score(example, run, outcome)
+        rollout = outcome.rollout
+        rollout.score, rollout.output = score, run.output
+        self.recorder.save_rollout(rollout)
         return ExampleResult(
             candidate_id=candidate.id,
             example_id=example.id,
@@ -94,10 +135,42 @@ class Evaluator:
             feedback=feedback,
             error=error,
             calls=run.calls,
-            usage=lm.usage(),
-            lm_calls=lm.calls,
+            usage=tally.usage(),
+            lm_calls=tally.calls,
             latency_s=time.perf_counter() - start,
+            rollout_id=rollout.rollout_id,
+            rollout_status=rollout.status,
+            attempts=rollout.attempts,
+            span_count=outcome.span_count,
         )
+
+    async def _score(
+        self, example: Example, run: SystemRun, outcome: RolloutOutcome
+    ) -> tuple[float, str, str | None]:
+        """(score, feedback, error): a failed rollout scores 0; a self-scored run keeps its
+        reward; otherwise the verifier decides."""
+        if outcome.rollout.status != "succeeded":
+            error = outcome.error or "the run failed"
+            log.warning("example %s failed: %s", example.id, error)
+            return 0.0, f"The run failed: {error}", error
+        if run.reward is not None:
+            return (
+                run.reward,
+                run.feedback or f"The agent reported a reward of {run.reward:g}.",
+                None,
+            )
+        try:
+            verdict = await self.verifier.verify(example, run.output, run)
+        except Exception as exc:
+            log.warning(
+                "verifying example %s failed: %s",
+                example.id,
+                exc,
+                exc_info=log.isEnabledFor(logging.DEBUG),
+            )
+            error = f"{type(exc).__name__}: {exc}"
+            return 0.0, f"The run failed: {error}", error
+        return verdict.score, verdict.feedback, None
 
     async def evaluate(
         self,
@@ -118,4 +191,5 @@ class Evaluator:
             return result
 
         results = await asyncio.gather(*(one(example) for example in examples))
+        self.tracing.flush()
         return EvalResult(candidate_id=candidate.id, split=split, results=list(results))

@@ -26,6 +26,10 @@ class ExampleResult(BaseModel):
     usage: TokenUsage = TokenUsage()
     lm_calls: int = 0
     latency_s: float = 0.0
+    rollout_id: str | None = None
+    rollout_status: str | None = None
+    attempts: int = 0
+    span_count: int = 0
 
 
 class EvalResult(BaseModel):

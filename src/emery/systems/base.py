@@ -23,11 +23,17 @@ class ComponentCall(BaseModel):
 
 
 class SystemRun(BaseModel):
-    """The result of running a system on one example: its output and the calls behind it."""
+    """The result of running a system on one example: its output and the calls behind it.
+
+    ``reward`` set: the system scored itself (an agent's returned or emitted reward, a task
+    app's reported reward) and the verifier is not asked; ``feedback`` goes with it.
+    """
 
     output: Any = None
     calls: list[ComponentCall] = Field(default_factory=list)
     error: str | None = None
+    reward: float | None = None
+    feedback: str | None = None
 
 
 @dataclass

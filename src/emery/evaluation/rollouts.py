@@ -1,0 +1,238 @@
+"""Rollouts with attempts: retries, time limits and unresponsive detection around one run.
+
+A stuck agent is stopped at ``timeout_seconds``; a silent one (no span, heartbeat or LM
+call in flight for ``unresponsive_seconds``) is stopped as unresponsive; an exception is a
+failed attempt. Attempts whose status is in ``retry_on`` are retried while attempts remain
+(the rollout goes back to ``queuing``). The job never stalls on an agent: an agent that
+ignores cancellation (a hung thread) is abandoned and its late spans are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.trace import Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from emery.core.models import Candidate, Example, Split
+from emery.lm.base import LM
+from emery.systems.base import SystemRun
+from emery.tracing import conventions as sc
+from emery.tracing.processor import RolloutTracing
+from emery.tracing.records import Attempt, AttemptStatus, Rollout, RolloutConfig, now
+from emery.tracing.registry import RolloutProxy
+from emery.tracing.scope import AttemptScope, activate
+
+log = logging.getLogger(__name__)
+
+Body = Callable[[AttemptScope], Awaitable[SystemRun]]
+
+
+@dataclass
+class RolloutOutcome:
+    """A finished rollout: its record, its attempts and the last attempt's run and scope."""
+
+    rollout: Rollout
+    attempts: list[Attempt] = field(default_factory=list)
+    run: SystemRun | None = None
+    scope: AttemptScope | None = None
+
+    @property
+    def error(self) -> str | None:
+        return self.rollout.error if self.rollout.status != "succeeded" else None
+
+    @property
+    def span_count(self) -> int:
+        return self.scope.span_count if self.scope is not None else 0
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+class RolloutRunner:
+    """Runs ``body`` as one rollout, attempt by attempt, recording every status change."""
+
+    def __init__(
+        self,
+        tracing: RolloutTracing,
+        config: RolloutConfig | None = None,
+        *,
+        job_id: str | None = None,
+        proxy: RolloutProxy | None = None,
+        grace_s: float = 0.5,
+    ) -> None:
+        self.tracing = tracing
+        self.recorder = tracing.recorder
+        self.config = config or RolloutConfig()
+        self.job_id = job_id
+        self.proxy = proxy
+        self.grace_s = grace_s
+
+    async def run(
+        self,
+        candidate: Candidate,
+        example: Example,
+        split: Split | None,
+        body: Body,
+        *,
+        lm: LM | None = None,
+        seed_components: dict[str, str] | None = None,
+    ) -> RolloutOutcome:
+        rollout = Rollout(
+            job_id=self.job_id,
+            candidate_id=candidate.id,
+            example_id=example.id,
+            split=split,
+            config=self.config,
+            components=dict(candidate.components),
+        )
+        outcome = RolloutOutcome(rollout=rollout)
+        self.recorder.save_rollout(rollout)
+        for number in range(1, self.config.max_attempts + 1):
+            rollout.move("preparing")
+            rollout.attempts = number
+            attempt = Attempt(rollout_id=rollout.rollout_id, number=number)
+            outcome.attempts.append(attempt)
+            self.recorder.save_rollout(rollout)
+            self.recorder.save_attempt(attempt)
+            scope = AttemptScope(
+                rollout, attempt, self.tracing.tracer, lm=lm, seed_components=seed_components
+            )
+            outcome.scope = scope
+            try:
+                status, run, error = await self._attempt(scope, body)
+            except asyncio.CancelledError:
+                self._finish_attempt(scope, "failed", "cancelled")
+                rollout.move("cancelled", "cancelled")
+                self.recorder.save_rollout(rollout)
+                raise
+            except Exception as exc:  # the attempt could not even start (e.g. no proxy)
+                log.warning("rollout %s attempt %d: %s", rollout.rollout_id, number, exc)
+                status, run, error = "failed", None, _describe(exc)
+            outcome.run = run
+            self._finish_attempt(scope, status, error)
+            if status == "succeeded":
+                rollout.move("succeeded")
+                rollout.error = None
+                break
+            if status in self.config.retry_on and number < self.config.max_attempts:
+                log.info("rollout %s attempt %d %s: retrying", rollout.rollout_id, number, status)
+                rollout.error = error
+                rollout.move("queuing")
+                self.recorder.save_rollout(rollout)
+                continue
+            rollout.move("failed", error)
+            break
+        self.recorder.save_rollout(rollout)
+        return outcome
+
+    def _finish_attempt(
+        self, scope: AttemptScope, status: AttemptStatus, error: str | None
+    ) -> None:
+        scope.closed = True
+        if self.proxy is not None and scope.proxy_url is not None:
+            self.proxy.close(scope)
+        attempt = scope.attempt
+        attempt.move(status, error)
+        attempt.last_heartbeat_at = now()
+        self.tracing.flush()
+        self.recorder.save_attempt(attempt)
+
+    async def _attempt(
+        self, scope: AttemptScope, body: Body
+    ) -> tuple[AttemptStatus, SystemRun | None, str | None]:
+        rollout, attempt = scope.rollout, scope.attempt
+        attributes: dict[str, AttributeValue] = {
+            sc.CANDIDATE_ID: rollout.candidate_id,
+            sc.EXAMPLE_ID: rollout.example_id,
+            sc.ATTEMPT_NUMBER: attempt.number,
+        }
+        if rollout.split is not None:
+            attributes[sc.SPLIT] = rollout.split
+        with (
+            activate(scope),
+            self.tracing.tracer.start_as_current_span(
+                sc.ROLLOUT_SPAN,
+                context=Context(),
+                attributes=attributes,
+                record_exception=False,
+                set_status_on_exception=False,
+            ) as root,
+        ):
+            scope.root, scope.loop = root, asyncio.get_running_loop()
+            if self.proxy is not None:
+                scope.proxy_url = self.proxy.open(scope)
+            attempt.move("running")
+            rollout.move("running")
+            self.recorder.save_attempt(attempt)
+            self.recorder.save_rollout(rollout)
+            task = asyncio.ensure_future(body(scope))
+            task.add_done_callback(_retrieve)
+            status, error = await self._watch(task, scope)
+            run: SystemRun | None = None
+            if status == "succeeded":
+                exc = None if task.cancelled() else task.exception()
+                if task.cancelled():
+                    status, error = "failed", "the agent was cancelled"
+                elif exc is not None:
+                    root.record_exception(exc)
+                    status, error = "failed", _describe(exc)
+                else:
+                    run = task.result()
+                    if run.error is not None:
+                        status, error = "failed", run.error
+            root.set_status(
+                Status(StatusCode.OK)
+                if status == "succeeded"
+                else Status(StatusCode.ERROR, f"{status}: {error}")
+            )
+        return status, run, error
+
+    async def _watch(
+        self, task: asyncio.Future[SystemRun], scope: AttemptScope
+    ) -> tuple[AttemptStatus, str | None]:
+        """Wait for ``task``; stop it at the time limit or when it falls silent."""
+        timeout = self.config.timeout_seconds
+        silent = self.config.unresponsive_seconds
+        limits = [limit for limit in (timeout, silent) if limit is not None]
+        poll = min(0.5, max(0.01, min(limits) / 10)) if limits else None
+        start = time.monotonic()
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=poll)
+                if done:
+                    return "succeeded", None
+                if timeout is not None and time.monotonic() - start >= timeout:
+                    await self._stop(task, scope)
+                    return "timeout", f"no result within timeout_seconds={timeout:g}"
+                if silent is not None and scope.idle_seconds() >= silent:
+                    await self._stop(task, scope)
+                    return (
+                        "unresponsive",
+                        f"no span, heartbeat or LM call for unresponsive_seconds={silent:g}",
+                    )
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+
+    async def _stop(self, task: asyncio.Future[SystemRun], scope: AttemptScope) -> None:
+        task.cancel()
+        await asyncio.wait({task}, timeout=self.grace_s)
+        if not task.done():
+            log.warning(
+                "rollout %s attempt %d ignored cancellation; abandoned",
+                scope.rollout_id,
+                scope.attempt.number,
+            )

@@ -1,0 +1,322 @@
+"""The LM proxy: an OpenAI-compatible chat API in front of the job's task model.
+
+``/v1/chat/completions`` and ``/v1/models`` forward to the default model. Under
+``/rollouts/{rollout_id}/attempts/{attempt_id}/v1`` (or ``/rollouts/{rollout_id}/v1`` for
+the running attempt) each call is forwarded to that attempt's model and recorded as a
+``chat`` span of the attempt; an attempt that is not running gets 404. Streaming requests
+get the reply as server-sent chunks once the model has answered, and the full text is
+recorded. When the attempt asks for it, seed component texts in the request are replaced
+by the candidate's texts before forwarding (agents that know nothing of emery).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Coroutine, Mapping
+from contextlib import nullcontext
+from typing import Any, Protocol, TypeVar
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from opentelemetry import trace
+
+from emery.core.models import ChatMessage
+from emery.lm.base import LM, Completion
+from emery.tracing.lm import open_chat_span, suppress_instrumentation
+from emery.tracing.registry import LiveRollouts
+from emery.tracing.scope import AttemptScope, activate
+
+T = TypeVar("T")
+
+
+class ProxyBackend(Protocol):
+    """Who the proxy serves: running attempts by id, and a default model for ``/v1``."""
+
+    def attempt(self, rollout_id: str, attempt_id: str | None) -> AttemptScope | None: ...
+
+    def default_lm(self) -> LM | None: ...
+
+
+class LiveBackend:
+    """Attempts registered in this process, and an optional default model."""
+
+    def __init__(self, registry: LiveRollouts, default: LM | None = None) -> None:
+        self.registry = registry
+        self.default = default
+
+    def attempt(self, rollout_id: str, attempt_id: str | None) -> AttemptScope | None:
+        return self.registry.get(rollout_id, attempt_id)
+
+    def default_lm(self) -> LM | None:
+        return self.default
+
+
+class ProxyError(Exception):
+    def __init__(self, status: int, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+def error_response(status: int, message: str, kind: str) -> JSONResponse:
+    """An error in the OpenAI wire format."""
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "code": status}}, status_code=status
+    )
+
+
+def _text(content: Any) -> str:
+    """Message content as text: strings as they are, content parts joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def normalize_messages(raw: Any) -> list[ChatMessage]:
+    """Request messages as emery chat messages (text content; tool fields dropped)."""
+    if not isinstance(raw, list) or not raw:
+        raise ProxyError(400, "'messages' must be a non-empty list", "invalid_request_error")
+    messages: list[ChatMessage] = []
+    for item in raw:
+        if not isinstance(item, dict) or "role" not in item:
+            raise ProxyError(400, "each message needs a 'role'", "invalid_request_error")
+        message: ChatMessage = {"role": str(item["role"]), "content": _text(item.get("content"))}
+        if item.get("name"):
+            message["name"] = str(item["name"])
+        messages.append(message)
+    return messages
+
+
+def substitute(messages: list[ChatMessage], replacements: Mapping[str, str]) -> list[ChatMessage]:
+    """Replace seed texts by candidate texts (skipping messages that already hold the
+    candidate text, so an agent that reads the candidate is left alone)."""
+    if not replacements:
+        return messages
+    out: list[ChatMessage] = []
+    for message in messages:
+        content = message["content"]
+        for seed, text in replacements.items():
+            if text not in content and seed in content:
+                content = content.replace(seed, text)
+        out.append({**message, "content": content})
+    return out
+
+
+def _sampling(body: Mapping[str, Any]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    if body.get("temperature") is not None:
+        params["temperature"] = float(body["temperature"])
+    max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+    if max_tokens is not None:
+        params["max_tokens"] = int(max_tokens)
+    stop = body.get("stop")
+    if stop:
+        params["stop"] = [stop] if isinstance(stop, str) else list(stop)
+    return params
+
+
+async def _on_loop(coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop | None) -> T:
+    """Await ``coro`` on ``loop`` (the attempt's own loop) when that is another loop."""
+    if loop is None or loop is asyncio.get_running_loop() or loop.is_closed():
+        return await coro
+    future = asyncio.run_coroutine_threadsafe(coro, loop)
+    return await asyncio.wrap_future(future)
+
+
+async def _recorded(
+    scope: AttemptScope,
+    lm: LM,
+    requested: str,
+    messages: list[ChatMessage],
+    body: Mapping[str, Any],
+) -> Completion:
+    """Call ``lm`` as a recorded ``chat`` span of ``scope`` (a child of its root span)."""
+    params = _sampling(body)
+    parent = (
+        trace.use_span(
+            scope.root, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        )
+        if scope.root is not None
+        else nullcontext()
+    )
+    with activate(scope), parent:
+        chat = open_chat_span(
+            scope,
+            model=requested or lm.model,
+            messages=messages,
+            source="proxy",
+            temperature=params.get("temperature"),
+            max_tokens=params.get("max_tokens"),
+            stop=params.get("stop"),
+            tools=body.get("tools"),
+            stream=bool(body.get("stream")),
+        )
+        try:
+            with suppress_instrumentation():
+                completion = await lm.complete(messages, **params)
+        except BaseException as exc:
+            chat.end(exc)
+            raise
+        chat.finish_completion(completion)
+        chat.end()
+        return completion
+
+
+def completion_body(completion: Completion, requested: str, response_id: str) -> dict[str, Any]:
+    """A ``chat.completion`` object."""
+    usage = completion.usage
+    return {
+        "id": response_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": completion.model or requested,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": completion.text},
+                "finish_reason": completion.finish_reason or "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+        },
+    }
+
+
+def _pieces(text: str, size: int = 16) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+async def stream_chunks(
+    completion: Completion, requested: str, response_id: str, include_usage: bool
+) -> AsyncIterator[bytes]:
+    """The reply as ``chat.completion.chunk`` server-sent events, then ``[DONE]``."""
+    model = completion.model or requested
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None, usage: Any = None) -> bytes:
+        body: dict[str, Any] = {
+            "id": response_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        }
+        if usage is not None:
+            body["choices"] = []
+            body["usage"] = usage
+        return f"data: {json.dumps(body)}\n\n".encode()
+
+    yield chunk({"role": "assistant", "content": ""}, None)
+    for piece in _pieces(completion.text):
+        yield chunk({"content": piece}, None)
+    yield chunk({}, completion.finish_reason or "stop")
+    if include_usage:
+        usage = completion.usage
+        yield chunk(
+            {},
+            None,
+            {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.total_tokens,
+            },
+        )
+    yield b"data: [DONE]\n\n"
+
+
+def proxy_router(backend: ProxyBackend) -> APIRouter:
+    """The proxy's routes over ``backend``."""
+    router = APIRouter(tags=["lm-proxy"])
+
+    def model_list(model: str) -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [{"id": model, "object": "model", "created": 0, "owned_by": "emery"}],
+        }
+
+    async def handle(request: Request, scope: AttemptScope | None) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return error_response(400, "the body must be JSON", "invalid_request_error")
+        if not isinstance(body, dict):
+            return error_response(400, "the body must be a JSON object", "invalid_request_error")
+        try:
+            messages = normalize_messages(body.get("messages"))
+        except ProxyError as exc:
+            return error_response(exc.status, str(exc), exc.kind)
+        requested = str(body.get("model") or "")
+        response_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        try:
+            if scope is None:
+                lm = backend.default_lm()
+                if lm is None:
+                    return error_response(
+                        503, "this server has no default model; use a rollout URL", "unavailable"
+                    )
+                completion = await lm.complete(messages, **_sampling(body))
+            else:
+                if scope.lm is None:
+                    return error_response(503, "the attempt has no model", "unavailable")
+                messages = substitute(messages, scope.substitutions())
+                completion = await _on_loop(
+                    _recorded(scope, scope.lm, requested, messages, body), scope.loop
+                )
+        except Exception as exc:
+            return error_response(502, f"the model failed: {exc}", "upstream_error")
+        if body.get("stream"):
+            options = body.get("stream_options") or {}
+            return StreamingResponse(
+                stream_chunks(
+                    completion, requested, response_id, bool(options.get("include_usage"))
+                ),
+                media_type="text/event-stream",
+            )
+        return JSONResponse(completion_body(completion, requested, response_id))
+
+    def unknown(rollout_id: str, attempt_id: str | None) -> Response:
+        what = f"rollout {rollout_id!r}" + (f" attempt {attempt_id!r}" if attempt_id else "")
+        return error_response(404, f"unknown or finished {what}", "not_found")
+
+    @router.get("/v1/models")
+    async def models() -> Response:
+        lm = backend.default_lm()
+        return JSONResponse(model_list(lm.model if lm is not None else "emery"))
+
+    @router.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        return await handle(request, None)
+
+    @router.get("/rollouts/{rollout_id}/attempts/{attempt_id}/v1/models")
+    async def attempt_models(rollout_id: str, attempt_id: str) -> Response:
+        scope = backend.attempt(rollout_id, attempt_id)
+        if scope is None or scope.lm is None:
+            return unknown(rollout_id, attempt_id)
+        return JSONResponse(model_list(scope.lm.model))
+
+    @router.post("/rollouts/{rollout_id}/attempts/{attempt_id}/v1/chat/completions")
+    async def attempt_chat(request: Request, rollout_id: str, attempt_id: str) -> Response:
+        scope = backend.attempt(rollout_id, attempt_id)
+        if scope is None:
+            return unknown(rollout_id, attempt_id)
+        return await handle(request, scope)
+
+    @router.post("/rollouts/{rollout_id}/v1/chat/completions")
+    async def rollout_chat(request: Request, rollout_id: str) -> Response:
+        scope = backend.attempt(rollout_id, None)
+        if scope is None:
+            return unknown(rollout_id, None)
+        return await handle(request, scope)
+
+    return router
