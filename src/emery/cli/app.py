@@ -8,7 +8,7 @@ import sys
 import typer
 from rich.markup import escape
 
-from emery.cli import eval_cmd, models_cmd
+from emery.cli import candidates_cmd, eval_cmd, jobs_cmd, models_cmd, report_cmd, train_cmd
 from emery.cli.console import err
 from emery.core.errors import EmeryError
 
@@ -20,6 +20,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("eval")(eval_cmd.evaluate)
+app.command("train")(train_cmd.train)
+app.add_typer(jobs_cmd.app, name="jobs")
+app.command("candidates")(candidates_cmd.candidates)
+app.command("report")(report_cmd.report)
 app.add_typer(models_cmd.app, name="models")
 
 USAGE_ERROR = 2

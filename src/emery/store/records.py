@@ -263,6 +263,8 @@ class StepWrite(BaseModel):
     checkpoint: CheckpointRecord | None = None
     job_fields: dict[str, Any] = Field(default_factory=dict)
     expect_owner: str | None = None
+    final_state: str | None = None
+    final_reason: str | None = None
 
 
 def candidate_from_row(row: Any) -> Candidate:

@@ -52,12 +52,19 @@ class SqlBase:
         self.engine.dispose()
 
     def insert_ignore(
-        self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]], keys: Sequence[str]
+        self,
+        conn: Connection,
+        table: Table,
+        rows: Sequence[dict[str, Any]],
+        keys: Sequence[str] | None,
     ) -> None:
-        """Insert ``rows``, skipping any whose ``keys`` already exist."""
+        """Insert ``rows``, skipping any whose ``keys`` already exist (``None``: skipping any
+        that would break a unique constraint)."""
         if not rows:
             return
-        conn.execute(self._insert(table).on_conflict_do_nothing(index_elements=list(keys)), rows)
+        stmt = self._insert(table)
+        stmt = stmt.on_conflict_do_nothing(index_elements=list(keys) if keys else None)
+        conn.execute(stmt, rows)
 
     def upsert(
         self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]], keys: Sequence[str]

@@ -6,13 +6,14 @@ from typing import Any
 
 from sqlalchemy import update
 
-from emery.core.events import Event
+from emery.core.events import Event, StateChanged, event
 from emery.store import schema as t
 from emery.store.records import StepWrite
 from emery.store.sql.base import now
 from emery.store.sql.jobs import JobsMixin, OwnershipLost
 from emery.store.sql.results import ResultsMixin
-from emery.store.sql.traces import TracesMixin
+from emery.store.sql.traces import TracesMixin, attempt_row, rollout_row
+from emery.store.states import TERMINAL_STATES, check_job_transition
 
 
 class SqlStore(JobsMixin, ResultsMixin, TracesMixin):
@@ -20,9 +21,9 @@ class SqlStore(JobsMixin, ResultsMixin, TracesMixin):
 
     def commit_step(self, job_id: str, write: StepWrite) -> list[Event]:
         """Store one step atomically: candidates, evaluations with their rollouts and
-        attempts, the checkpoint, job fields and events (returned with their sequence
-        numbers). Nothing is written if any part fails, or if ``write.expect_owner`` no
-        longer owns the running job."""
+        attempts, the checkpoint, job fields, an optional final state, and events (returned
+        with their sequence numbers). Nothing is written if any part fails, or if
+        ``write.expect_owner`` no longer owns the running job."""
         with self._tx(write=True) as conn:
             job = self._require(conn, job_id)
             if write.expect_owner is not None and (
@@ -33,14 +34,26 @@ class SqlStore(JobsMixin, ResultsMixin, TracesMixin):
                     f" (state {job.state}, owner {job.owner})"
                 )
             self._insert_candidates(conn, job_id, write.candidates)
-            self._upsert_rollouts(conn, write.rollouts)
-            self._upsert_attempts(conn, write.attempts)
+            at = now()
+            self.insert_ignore(conn, t.rollouts, [rollout_row(r, at) for r in write.rollouts], None)
+            self.insert_ignore(conn, t.attempts, [attempt_row(a, at) for a in write.attempts], None)
             self._insert_evaluations(conn, write.evaluations, job_id)
             if write.checkpoint is not None:
                 self._save_checkpoint(conn, write.checkpoint)
-            at = now()
             fields: dict[str, Any] = {"updated_at": at, **write.job_fields}
             if write.expect_owner is not None:
                 fields["heartbeat_at"] = at
+            events = list(write.events)
+            if write.final_state is not None:
+                check_job_transition(job_id, job.state, write.final_state)
+                fields["state"] = write.final_state
+                if write.final_state in TERMINAL_STATES:
+                    fields.update(finished_at=at, requested_action=None)
+                events.append(
+                    event(
+                        write.final_state,
+                        StateChanged(state=write.final_state, reason=write.final_reason),
+                    )
+                )
             conn.execute(update(t.jobs).where(t.jobs.c.id == job_id).values(**fields))
-            return self._append_events(conn, job_id, write.events)
+            return self._append_events(conn, job_id, events)

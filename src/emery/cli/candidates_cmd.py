@@ -1,0 +1,108 @@
+"""``emery candidates JOB``: the candidates a job tried, best first, with lineage."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from emery.cli.common import JsonOption, StoreOption, open_cli_store, resolve
+from emery.cli.console import out, print_json
+from emery.core.errors import EmeryError
+from emery.store.protocol import Store
+
+
+def candidates(
+    job: Annotated[str, typer.Argument(help="Job id, id prefix or name.")],
+    top: Annotated[int, typer.Option("--top", min=1, help="Show the N best.")] = 10,
+    show: Annotated[
+        str | None, typer.Option("--show", help="Show one candidate in full (id or prefix).")
+    ] = None,
+    split: Annotated[str, typer.Option(help="Score on train, val or test.")] = "val",
+    sort: Annotated[
+        str, typer.Option(help="score, n, ordinal, generation; - for descending.")
+    ] = "-score,-n,ordinal",
+    as_json: JsonOption = False,
+    store_location: StoreOption = None,
+) -> None:
+    """A job's candidates with their mean score so far, parents and operation."""
+    if split not in ("train", "val", "test"):
+        raise EmeryError(f"--split must be train, val or test, not {split!r}")
+    store = open_cli_store(store_location)
+    job_id = resolve(store, job)
+    if show is not None:
+        _show(store, job_id, show, as_json)
+        return
+    page = store.list_candidates(job_id, split=split, sort=sort, limit=top)
+    if as_json:
+        print_json(
+            {
+                "total": page.total,
+                "candidates": [
+                    {**c.candidate.model_dump(mode="json"), "score": c.score, "n": c.n}
+                    for c in page.items
+                ],
+            }
+        )
+        return
+    job_record = store.get_job(job_id)
+    table = Table()
+    for header in ("#", "id", split, "n", "operation", "gen", "parents", "components"):
+        table.add_column(header, no_wrap=header in ("id", split))
+    for rank, record in enumerate(page.items, 1):
+        lineage = record.candidate.lineage
+        marker = " *" if record.id == job_record.best_candidate_id else ""
+        table.add_row(
+            str(rank),
+            record.id + marker,
+            "-" if record.score is None else f"{record.score:.1%}",
+            str(record.n),
+            lineage.operation,
+            str(lineage.generation),
+            ", ".join(p[:8] for p in lineage.parents) or "-",
+            escape(", ".join(record.candidate.components)),
+        )
+    out.print(table)
+    out.print(f"{len(page.items)} of {page.total} candidates; * = the job's best")
+
+
+def _show(store: Store, job_id: str, candidate_id: str, as_json: bool) -> None:
+    candidate = store.get_candidate(job_id, candidate_id)
+    scores = {
+        split: next(
+            (c for c in store.list_candidates(job_id, split=split).items if c.id == candidate.id),
+            None,
+        )
+        for split in ("train", "val", "test")
+    }
+    if as_json:
+        print_json(
+            {
+                **candidate.model_dump(mode="json"),
+                "scores": {
+                    split: {"score": rec.score, "n": rec.n} if rec else None
+                    for split, rec in scores.items()
+                },
+            }
+        )
+        return
+    lineage = candidate.lineage
+    out.print(f"[bold]candidate {candidate.id}[/bold]")
+    out.print(
+        f"operation {lineage.operation} · generation {lineage.generation}"
+        f" · parents {', '.join(lineage.parents) or '-'}"
+        + (f" · iteration {lineage.iteration}" if lineage.iteration is not None else "")
+    )
+    for split, record in scores.items():
+        if record is not None and record.n:
+            out.print(f"{split}: {record.score:.1%} on {record.n} examples")
+    for name, text in candidate.components.items():
+        out.print(f"\n[bold][{escape(name)}][/bold]")
+        out.print(escape(textwrap.indent(text or "(empty)", "  ")), highlight=False)
+    for stage, demos in candidate.demos.items():
+        out.print(f"\n[bold][{escape(stage)} demos][/bold]")
+        for demo in demos:
+            out.print(escape(f"  {demo.inputs} → {demo.output}"), highlight=False)

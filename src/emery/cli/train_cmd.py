@@ -1,0 +1,187 @@
+"""``emery train [CONFIG]``: validate a job config, store the job and run it."""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from emery.cli.common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    JsonOption,
+    StoreOption,
+    open_cli_store,
+)
+from emery.cli.console import err, out, print_json
+from emery.cli.foreground import ForegroundOutcome, run_foreground
+from emery.cli.progress import StreamFormat
+from emery.config.loading import load_config
+from emery.core.errors import ConfigError
+from emery.core.hashing import content_hash
+from emery.jobs.manage import create_job, find_resumable, spawn_worker
+from emery.jobs.report import render_report
+from emery.jobs.results import JobResult, build_result
+from emery.store.protocol import Store
+from emery.store.records import JobRecord
+
+
+def interactive() -> bool:
+    """Whether a person can answer a question on this terminal."""
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def discover_configs(folder: Path) -> list[Path]:
+    """The job configs (``*.toml`` files with a ``[dataset]`` table) in ``folder``."""
+    found = []
+    for path in sorted(folder.glob("*.toml")):
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue
+        if isinstance(data.get("dataset"), dict):
+            found.append(path)
+    return found
+
+
+def choose_config(folder: Path) -> Path:
+    """The one config in ``folder``; asks which one when there are several (only when a
+    person can answer)."""
+    configs = discover_configs(folder)
+    if not configs:
+        raise ConfigError(
+            f"no CONFIG given and no job config (*.toml with a [dataset] table) in {folder}"
+        )
+    if len(configs) == 1:
+        err.print(f"using {configs[0].name}")
+        return configs[0]
+    names = ", ".join(path.name for path in configs)
+    if not interactive():
+        raise ConfigError(f"several job configs here ({names}): name the one to train")
+    for index, path in enumerate(configs, 1):
+        err.print(f"  {index}. {path.name}")
+    choice: int = typer.prompt("which config?", type=int, err=True)
+    if not 1 <= choice <= len(configs):
+        raise ConfigError(f"choose a number from 1 to {len(configs)}")
+    return configs[choice - 1]
+
+
+def _given(path: Path) -> dict[str, Any]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".json":
+        import json
+
+        data: dict[str, Any] = json.loads(text)
+        return data
+    return tomllib.loads(text)
+
+
+def _resumable(store: Store, config_hash: str, config_path: Path, fresh: bool) -> JobRecord | None:
+    if fresh:
+        return None
+    job = find_resumable(store, config_hash)
+    if job is None or job.config_path != str(config_path.resolve()):
+        return None
+    err.print(
+        f"job {job.id} with this config is {job.state}"
+        + (" (its run is gone)" if job.state == "running" else "")
+    )
+    if interactive() and not typer.confirm("resume it?", default=True, err=True):
+        return None
+    err.print(f"resuming {job.id} (start a new job instead with --new)")
+    return job
+
+
+def train(
+    config_path: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="[CONFIG]", help="Job config (.toml or .json); default: the one here."
+        ),
+    ] = None,
+    stream_format: Annotated[
+        str, typer.Option("--stream-format", help="cli (event lines), chart (live) or none.")
+    ] = "cli",
+    no_poll: Annotated[
+        bool, typer.Option("--no-poll", help="Run in the background; print the job id.")
+    ] = False,
+    poll_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--poll-timeout",
+            min=0,
+            help="Watch for at most this many seconds, then continue in the background.",
+        ),
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="Job name (default: job.name or file).")] = None,
+    new: Annotated[
+        bool, typer.Option("--new", help="Start a new job even if one can be resumed.")
+    ] = False,
+    as_json: JsonOption = False,
+    store_location: StoreOption = None,
+) -> None:
+    """Validate a job config, create the job and run it here with a progress display.
+
+    Ctrl-C pauses the job cleanly; `emery jobs resume JOB` continues it. Running `emery
+    train` again on the same config resumes a paused or interrupted job.
+    """
+    if stream_format not in ("cli", "chart", "none"):
+        raise ConfigError(f"--stream-format must be cli, chart or none, not {stream_format!r}")
+    stream: StreamFormat = "none" if as_json else stream_format  # type: ignore[assignment]
+    path = config_path if config_path is not None else choose_config(Path.cwd())
+    config = load_config(path)
+    store = open_cli_store(store_location)
+    job = _resumable(store, content_hash(config.model_dump(mode="json")), path, new)
+    if job is None:
+        job = create_job(store, config, given=_given(path), config_path=path, name=name)
+        if not as_json:
+            err.print(f"created job [bold]{job.id}[/bold] ({job.name}, {job.algorithm})")
+    if no_poll:
+        pid = spawn_worker(store, job.id)
+        if as_json:
+            print_json({"job_id": job.id, "state": store.get_job(job.id).state, "pid": pid})
+        else:
+            out.print(job.id)
+            err.print(
+                f"running in the background (pid {pid}); follow: emery jobs events {job.id} -f"
+            )
+        return
+    outcome = run_foreground(store, job.id, stream=stream, poll_timeout_s=poll_timeout)
+    finish(store, outcome, as_json=as_json)
+
+
+def finish(store: Store, outcome: ForegroundOutcome, *, as_json: bool) -> None:
+    """Print how a foreground run ended, and exit non-zero when it did not succeed."""
+    job = outcome.job
+    result: JobResult | None = None
+    if job.state == "succeeded" and job.result:
+        result = JobResult.model_validate(job.result)
+    if as_json:
+        payload: dict[str, Any] = {"job_id": job.id, "state": job.state}
+        payload |= {"stop_reason": job.stop_reason, "error": job.error}
+        if outcome.worker_pid is not None:
+            payload["pid"] = outcome.worker_pid
+        payload["result"] = (result or build_result(store, job)).model_dump(mode="json")
+        print_json(payload)
+    elif result is not None:
+        out.print(escape(render_report(result)), highlight=False, end="")
+    if outcome.worker_pid is not None:
+        if not as_json:
+            err.print(
+                f"job {job.id} continues in the background (pid {outcome.worker_pid});"
+                f" follow it: emery jobs events {job.id} --follow"
+            )
+        return
+    if job.state == "paused":
+        if not as_json:
+            err.print(f"job {job.id} paused; resume it with: emery jobs resume {job.id}")
+        raise typer.Exit(EXIT_INTERRUPTED if outcome.interrupted else 0)
+    if job.state in ("failed", "cancelled"):
+        if not as_json:
+            detail = f": {job.error}" if job.error else ""
+            err.print(f"[red]job {job.id} {job.state}[/red]{escape(detail)}")
+        raise typer.Exit(EXIT_FAILED)

@@ -1,0 +1,233 @@
+"""Creating, running and steering jobs: what the CLI and the SDK share.
+
+Pause and cancel work from any process: a running job gets a request in its row that its
+engine acts on within a fraction of a second; a job that is not running (or whose engine
+is gone) changes state directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from emery.algorithms.registry import parse_settings
+from emery.config.loading import parse_config
+from emery.config.resolve import check_system_inputs, resolve_dataset, resolve_system
+from emery.config.schema import JobConfig
+from emery.core.errors import EmeryError
+from emery.core.events import Event
+from emery.core.hashing import content_hash
+from emery.jobs.engine import EventSink, JobEngine
+from emery.jobs.ownership import is_stale
+from emery.jobs.runtime import JobInputs
+from emery.store.backends import STORE_ENV
+from emery.store.protocol import Store
+from emery.store.records import JobFilter, JobRecord, NewJob
+from emery.store.states import TERMINAL_STATES, IllegalTransition
+
+RESUMABLE = ("created", "queued", "paused")
+
+
+def new_job_id() -> str:
+    """A short random job id such as ``j-3f9a2c71b0``."""
+    return f"j-{uuid.uuid4().hex[:10]}"
+
+
+def job_kind(algorithm: str) -> str:
+    """``eval`` for the baseline (scoring only), ``optimize`` for a search."""
+    return "eval" if algorithm == "baseline" else "optimize"
+
+
+def create_job(
+    store: Store,
+    config: JobConfig,
+    *,
+    given: dict[str, Any] | None = None,
+    config_path: Path | None = None,
+    base_dir: Path | None = None,
+    name: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    inputs: JobInputs | None = None,
+) -> JobRecord:
+    """Validate ``config`` (system, data, algorithm settings) and store a new job.
+
+    ``given`` is the config as the user wrote it (stored beside the resolved one).
+    """
+    inputs = inputs or JobInputs()
+    base_dir = (base_dir or (config_path.parent if config_path else Path.cwd())).resolve()
+    parse_settings(config.job.algorithm, config.algorithm.get(config.job.algorithm))
+    unknown = sorted(set(config.algorithm) - {config.job.algorithm})
+    if unknown:
+        raise EmeryError(
+            f"[algorithm.{unknown[0]}] is set but the job runs {config.job.algorithm!r}"
+            f" (job.algorithm)"
+        )
+    system = inputs.system if inputs.system is not None else resolve_system(config)
+    dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
+    check_system_inputs(system, dataset)
+    resolved = config.model_dump(mode="json")
+    system_config = resolved.get("system")
+    kind = str((system_config or {}).get("kind", type(system).__name__))
+    system_id = store.register_system(
+        name=system.name, kind=kind, version=system.version(), config=system_config
+    )
+    meta = dict(metadata or {})
+    in_process = [
+        field
+        for field in ("system", "dataset", "verifier", "lms")
+        if getattr(inputs, field) is not None and field not in meta.get("serialized_inputs", ())
+    ]
+    if in_process:
+        meta["in_process_inputs"] = in_process
+    job_name = name or config.job.name or (config_path.stem if config_path else system.name)
+    return store.create_job(
+        NewJob(
+            id=new_job_id(),
+            name=job_name,
+            kind=job_kind(config.job.algorithm),
+            algorithm=config.job.algorithm,
+            system_name=system.name,
+            system_id=system_id,
+            config=given if given is not None else resolved,
+            resolved_config=resolved,
+            config_hash=content_hash(resolved),
+            config_path=str(config_path.resolve()) if config_path else None,
+            base_dir=str(base_dir),
+            metadata=meta,
+        )
+    )
+
+
+def job_config(job: JobRecord) -> JobConfig:
+    """The validated config a job runs with."""
+    return parse_config(job.resolved_config or job.config, f"job {job.id}")
+
+
+def run_job(
+    store: Store,
+    job_id: str,
+    *,
+    inputs: JobInputs | None = None,
+    on_event: EventSink | None = None,
+    engine: JobEngine | None = None,
+) -> JobRecord:
+    """Run or resume a job in this process until it stops (blocking)."""
+    engine = engine or JobEngine(store, job_id, inputs=inputs, on_event=on_event)
+    return asyncio.run(engine.run())
+
+
+def spawn_worker(store: Store, job_id: str, *, log_dir: Path | None = None) -> int:
+    """Run a job in a detached ``python -m emery jobs run`` process; returns its pid."""
+    if store.url.startswith("memory"):
+        raise EmeryError("an in-memory store cannot be shared with a background process")
+    job = store.get_job(job_id)
+    if job.state == "paused":
+        store.transition(job_id, "queued", reason="resume requested", expect=["paused"])
+    elif job.state == "created":
+        store.transition(job_id, "queued", expect=["created"])
+    folder = log_dir or Path(job.base_dir or ".") / ".emery" / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, STORE_ENV: store.url.replace("sqlite:///", "", 1)}
+    with open(folder / f"{job_id}.log", "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "emery", "jobs", "run", job_id],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=os.getcwd(),
+            start_new_session=True,
+        )
+    return process.pid
+
+
+def pause_job(store: Store, job_id: str, *, wait_s: float | None = 30.0) -> JobRecord:
+    """Pause a job: a running one at its next check (within a fraction of a second)."""
+    return _steer(store, job_id, "pause", "paused", wait_s)
+
+
+def cancel_job(store: Store, job_id: str, *, wait_s: float | None = 30.0) -> JobRecord:
+    """Cancel a job; everything it stored is kept."""
+    return _steer(store, job_id, "cancel", "cancelled", wait_s)
+
+
+def _steer(store: Store, job_id: str, action: str, target: str, wait_s: float | None) -> JobRecord:
+    job = store.get_job(job_id)
+    if job.state == target:
+        return job
+    if job.state in TERMINAL_STATES:
+        raise IllegalTransition(f"job {job_id} has already {job.state}: it cannot be {target}")
+    if job.state == "running" and not is_stale(job):
+        if store.set_requested_action(job_id, action, only_state="running"):
+            return wait_for(store, job_id, exclude=("running",), timeout_s=wait_s)
+        job = store.get_job(job_id)
+    reason = f"{action} requested"
+    if job.state == "running":
+        reason = f"{action} requested; the run ({job.owner}) was gone"
+    job, _ = store.transition(
+        job_id, target, reason=reason, fields={"owner": None, "requested_action": None}
+    )
+    return job
+
+
+def wait_for(
+    store: Store,
+    job_id: str,
+    *,
+    exclude: Sequence[str] = ("created", "queued", "running"),
+    timeout_s: float | None = None,
+    poll_s: float = 0.1,
+) -> JobRecord:
+    """Poll until the job's state is none of ``exclude`` (or the timeout passes)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        job = store.get_job(job_id)
+        if job.state not in exclude:
+            return job
+        if deadline is not None and time.monotonic() >= deadline:
+            return job
+        time.sleep(poll_s)
+
+
+def follow_events(
+    store: Store,
+    job_id: str,
+    *,
+    since: int = 0,
+    follow: bool = True,
+    poll_s: float = 0.25,
+    timeout_s: float | None = None,
+) -> Iterator[Event]:
+    """Events after ``since``; with ``follow``, keep polling until the job stops running."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        state = store.get_job(job_id).state
+        events = store.list_events(job_id, since=since)
+        for item in events:
+            since = item.seq or since
+            yield item
+        if not follow or state not in ("created", "queued", "running"):
+            return
+        if deadline is not None and time.monotonic() >= deadline:
+            return
+        if not events:
+            time.sleep(poll_s)
+
+
+def find_resumable(store: Store, config_hash: str) -> JobRecord | None:
+    """The newest unfinished job with this exact config: paused, queued, or running with its
+    engine gone."""
+    page = store.list_jobs(
+        JobFilter(config_hash=config_hash, state=[*RESUMABLE, "running"]), limit=20
+    )
+    for job in page.items:
+        if job.state in RESUMABLE or is_stale(job):
+            return job
+    return None

@@ -1,0 +1,127 @@
+"""The text report of a job result: plain text, for the terminal and for ``results/*.txt``."""
+
+from __future__ import annotations
+
+import textwrap
+
+from emery.core.models import Candidate
+from emery.evaluation.stats import ScoreSummary
+from emery.jobs.results import JobResult
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _summary(summary: ScoreSummary | None) -> str:
+    return "-" if summary is None else str(summary)
+
+
+def _limit(value: float | None, unit: str = "") -> str:
+    return "no limit" if value is None else f"{value:g}{unit}"
+
+
+def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        indent + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+        for row in rows
+    ]
+
+
+def _candidate_block(candidate: Candidate) -> list[str]:
+    lines = []
+    for name, text in candidate.components.items():
+        lines.append(f"  [{name}]")
+        body = text if text.strip() else "(empty)"
+        lines.extend(textwrap.indent(body, "    ").splitlines())
+    for stage, demos in candidate.demos.items():
+        if not demos:
+            continue
+        lines.append(f"  [{stage} demos: {len(demos)}]")
+        for demo in demos:
+            inputs = ", ".join(f"{k}={v!r}" for k, v in demo.inputs.items())
+            lines.append(
+                f"    - {textwrap.shorten(inputs, 100)} → {textwrap.shorten(demo.output, 60)}"
+            )
+    return lines
+
+
+def render_report(result: JobResult) -> str:
+    """The whole report as text."""
+    head = f"Job {result.job_id} ({result.name}) · {result.algorithm} · {result.state}"
+    if result.stop_reason:
+        head += f" ({result.stop_reason})"
+    lines = [head]
+    if result.error:
+        lines.append(f"error: {result.error}")
+    if result.dataset_sizes:
+        sizes = ", ".join(f"{split} {n}" for split, n in result.dataset_sizes.items())
+        lines.append(f"dataset: {sizes}")
+    lines += ["", "Scores"]
+    rows = [
+        ["split", "baseline", "best"],
+        ["val", _pct(result.baseline_val), _pct(result.best_val)],
+    ]
+    if result.baseline_test is not None or result.best_test is not None:
+        rows.append(["test", _summary(result.baseline_test), _summary(result.best_test)])
+    lines += _table(rows)
+    if result.lift_abs is not None:
+        relative = "" if result.lift_rel is None else f" ({result.lift_rel:+.1%} relative)"
+        lines.append(
+            f"  lift on {result.lift_split}: {result.lift_abs * 100:+.1f} points{relative}"
+        )
+    best = result.best_candidate
+    if best is not None:
+        lineage = best.lineage
+        origin = lineage.operation
+        if lineage.parents:
+            origin += f", generation {lineage.generation}, parents {', '.join(lineage.parents)}"
+        same = result.seed_candidate is not None and best.id == result.seed_candidate.id
+        lines += ["", f"Best candidate {best.id} ({'the seed' if same else origin})"]
+        lines += _candidate_block(best)
+    if result.top_candidates:
+        lines += ["", f"Top candidates on val ({result.candidates_total} in all)"]
+        rows = [["id", "val", "n", "operation", "gen", "parents"]]
+        for summary in result.top_candidates:
+            rows.append(
+                [
+                    summary.id,
+                    _pct(summary.score),
+                    str(summary.n),
+                    summary.operation,
+                    str(summary.generation),
+                    ", ".join(p[:8] for p in summary.parents) or "-",
+                ]
+            )
+        lines += _table(rows)
+    budget, limits = result.budget, result.limits
+    lines += [
+        "",
+        "Budget used",
+        f"  metric calls {budget.metric_calls} of {_limit(limits.metric_calls)}"
+        f" ({result.evaluations_paid} rollouts stored by this job)",
+        f"  proposals {budget.proposals} of {_limit(limits.max_proposals)},"
+        f" iterations {budget.iterations},"
+        f" search time {budget.wall_time_s:.1f}s of {_limit(limits.wall_time_s, 's')}",
+    ]
+    if result.usage:
+        lines += ["", "LM usage"]
+        rows = [["role", "calls", "cached", "prompt tok", "completion tok", "cost", "LM time"]]
+        for role, usage in sorted(result.usage.items()):
+            rows.append(
+                [
+                    role,
+                    str(usage.calls),
+                    str(usage.cache_hits),
+                    str(usage.prompt_tokens),
+                    str(usage.completion_tokens),
+                    f"${usage.cost_usd:.4f}",
+                    f"{usage.latency_s:.1f}s",
+                ]
+            )
+        lines += _table(rows)
+    if result.files:
+        lines += ["", "Files"]
+        lines += [f"  {kind}: {path}" for kind, path in result.files.items()]
+    return "\n".join(lines) + "\n"

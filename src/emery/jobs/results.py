@@ -1,0 +1,177 @@
+"""A job's result: scores before and after, the best candidate, the top candidates, budget and
+LM usage. Built from the store, so it can be rebuilt at any time (``emery report JOB``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from emery.core.models import Candidate
+from emery.evaluation.budget import BudgetConfig, BudgetUsage
+from emery.evaluation.stats import ScoreSummary
+from emery.lm.usage import RoleUsage
+from emery.store.protocol import Store
+from emery.store.records import JobRecord
+from emery.store.states import NotFound
+
+TOP_CANDIDATES = 10
+
+
+class CandidateSummary(BaseModel):
+    """One candidate in the result's table: its val score so far and where it came from."""
+
+    id: str
+    score: float | None = None
+    n: int = 0
+    parents: list[str] = Field(default_factory=list)
+    operation: str = "seed"
+    generation: int = 0
+    iteration: int | None = None
+
+
+class JobResult(BaseModel):
+    """What a job found. ``lift_*`` compare best and seed on test when a test split was
+    scored (``lift_split``), else on val."""
+
+    job_id: str
+    name: str
+    kind: str
+    algorithm: str
+    state: str
+    stop_reason: str | None = None
+    error: str | None = None
+    dataset_sizes: dict[str, int] = Field(default_factory=dict)
+    seed_candidate: Candidate | None = None
+    best_candidate: Candidate | None = None
+    baseline_val: float | None = None
+    best_val: float | None = None
+    baseline_test: ScoreSummary | None = None
+    best_test: ScoreSummary | None = None
+    lift_split: str | None = None
+    lift_abs: float | None = None
+    lift_rel: float | None = None
+    top_candidates: list[CandidateSummary] = Field(default_factory=list)
+    candidates_total: int = 0
+    evaluations_paid: int = 0
+    budget: BudgetUsage = BudgetUsage()
+    limits: BudgetConfig = BudgetConfig()
+    usage: dict[str, RoleUsage] = Field(default_factory=dict)
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    files: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def best_score(self) -> float | None:
+        return self.best_test.mean if self.best_test is not None else self.best_val
+
+
+def _lift(baseline: float | None, best: float | None) -> tuple[float | None, float | None]:
+    if baseline is None or best is None:
+        return None, None
+    absolute = best - baseline
+    return absolute, (absolute / baseline if baseline > 0 else None)
+
+
+def _candidate(store: Store, job_id: str, candidate_id: str | None) -> Candidate | None:
+    if not candidate_id:
+        return None
+    try:
+        return store.get_candidate(job_id, candidate_id)
+    except NotFound:
+        return None
+
+
+def build_result(
+    store: Store,
+    job: JobRecord,
+    *,
+    baseline_test: ScoreSummary | None = None,
+    best_test: ScoreSummary | None = None,
+    usage: dict[str, RoleUsage] | None = None,
+    state: str | None = None,
+    stop_reason: str | None = None,
+    dataset_sizes: dict[str, int] | None = None,
+    top: int = TOP_CANDIDATES,
+) -> JobResult:
+    """The result of ``job`` as the store holds it now (test scores given by the engine)."""
+    checkpoint = store.get_checkpoint(job.id)
+    algo_state: dict[str, Any] = checkpoint.state if checkpoint is not None else {}
+    stored = job.result or {}
+    if baseline_test is None and stored.get("baseline_test"):
+        baseline_test = ScoreSummary.model_validate(stored["baseline_test"])
+    if best_test is None and stored.get("best_test"):
+        best_test = ScoreSummary.model_validate(stored["best_test"])
+    if usage is None:
+        usage = {
+            role: RoleUsage.model_validate(value)
+            for role, value in (checkpoint.usage if checkpoint else {}).items()
+        }
+    page = store.list_candidates(job.id, limit=top)
+    resolved = job.resolved_config or job.config
+    limits = BudgetConfig.model_validate(resolved.get("job", {}).get("budget", {}))
+    baseline_val = algo_state.get("baseline_val_score", job.baseline_score)
+    best_val = algo_state.get("best_val_score", job.best_score)
+    if baseline_test is not None and best_test is not None:
+        split: str | None = "test"
+        lift_abs, lift_rel = _lift(baseline_test.mean, best_test.mean)
+    else:
+        split = "val" if baseline_val is not None else None
+        lift_abs, lift_rel = _lift(baseline_val, best_val)
+    return JobResult(
+        job_id=job.id,
+        name=job.name,
+        kind=job.kind,
+        algorithm=job.algorithm,
+        state=state or job.state,
+        stop_reason=stop_reason or job.stop_reason,
+        error=job.error,
+        dataset_sizes=dataset_sizes or stored.get("dataset_sizes", {}),
+        seed_candidate=_candidate(store, job.id, algo_state.get("seed_candidate_id")),
+        best_candidate=_candidate(
+            store, job.id, algo_state.get("best_candidate_id") or job.best_candidate_id
+        ),
+        baseline_val=baseline_val,
+        best_val=best_val,
+        baseline_test=baseline_test,
+        best_test=best_test,
+        lift_split=split,
+        lift_abs=lift_abs,
+        lift_rel=lift_rel,
+        top_candidates=[
+            CandidateSummary(
+                id=record.id,
+                score=record.score,
+                n=record.n,
+                parents=list(record.candidate.lineage.parents),
+                operation=record.candidate.lineage.operation,
+                generation=record.candidate.lineage.generation,
+                iteration=record.candidate.lineage.iteration,
+            )
+            for record in page.items
+        ],
+        candidates_total=page.total,
+        evaluations_paid=store.count_evaluations(job.id),
+        budget=BudgetUsage.model_validate(checkpoint.budget if checkpoint else {}),
+        limits=limits,
+        usage=usage,
+        created_at=job.created_at,
+        finished_at=job.finished_at,
+        files=dict(stored.get("files", {})),
+    )
+
+
+def result_paths(job: JobRecord, base_dir: Path) -> tuple[Path, Path]:
+    """Where a job's JSON result and text report go: ``results/`` next to the config."""
+    folder = base_dir / "results"
+    stem = f"{job.name}-{job.id}" if job.name != job.id else job.id
+    return folder / f"{stem}.json", folder / f"{stem}.txt"
+
+
+def write_result(result: JobResult, text: str, json_path: Path, text_path: Path) -> None:
+    """Write the JSON result and the text report (replacing earlier ones)."""
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(result.model_dump_json(indent=2), encoding="utf-8")
+    text_path.write_text(text, encoding="utf-8")

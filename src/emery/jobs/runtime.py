@@ -1,0 +1,147 @@
+"""Everything a job run needs, built from its stored config (and in-process overrides)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from emery.algorithms.base import Algorithm
+from emery.algorithms.registry import build_algorithm
+from emery.config.resolve import (
+    Models,
+    build_models,
+    check_system_inputs,
+    open_cache,
+    resolve_dataset,
+    resolve_system,
+    resolve_verifier,
+)
+from emery.config.schema import JobConfig
+from emery.core.models import Dataset, Example
+from emery.evaluation.budget import BudgetConfig
+from emery.jobs.scope import evaluation_scope, example_hashes
+from emery.lm.base import LM
+from emery.lm.cache import ResponseCache
+from emery.lm.config import build_lm
+from emery.lm.usage import ROLES, RoleUsage, UsageMeter
+from emery.systems.base import System
+from emery.verifiers.base import Verifier
+
+
+@dataclass
+class JobInputs:
+    """Objects that replace what the config describes, for jobs started from Python.
+
+    ``lms`` maps roles to base models (``"task"`` stands in for roles not given); they are
+    still wrapped in the response cache and the usage meter.
+    """
+
+    system: System | None = None
+    dataset: Dataset | None = None
+    verifier: Verifier | None = None
+    lms: Mapping[str, LM] | None = None
+
+    @property
+    def empty(self) -> bool:
+        return (
+            self.system is None
+            and self.dataset is None
+            and self.verifier is None
+            and not (self.lms)
+        )
+
+
+@dataclass
+class Runtime:
+    """A job's dataset, system, verifier, models, algorithm and evaluation scope."""
+
+    config: JobConfig
+    base_dir: Path
+    dataset: Dataset
+    system: System
+    verifier: Verifier
+    models: Models
+    cache: ResponseCache | None
+    algorithm: Algorithm[Any]
+    scope: str
+    _examples: dict[tuple[str, str], Example] = field(default_factory=dict, repr=False)
+    hashes: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def example(self, split: str, example_id: str) -> Example | None:
+        """The example with this id in ``split``."""
+        if not self._examples:
+            self._examples = {
+                (name, example.id): example
+                for name in ("train", "val", "test")
+                for example in self.dataset.split(name)
+            }
+        return self._examples.get((split, example_id))
+
+    @property
+    def budget(self) -> BudgetConfig:
+        """The budget with a relative stop file resolved against the config's folder."""
+        budget = self.config.job.budget
+        if budget.stop_file is not None and not Path(budget.stop_file).is_absolute():
+            return budget.model_copy(update={"stop_file": str(self.base_dir / budget.stop_file)})
+        return budget
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+            self.cache = None
+
+
+def build_runtime(
+    config: JobConfig,
+    *,
+    base_dir: Path,
+    inputs: JobInputs | None = None,
+    usage: Mapping[str, RoleUsage] | None = None,
+) -> Runtime:
+    """Resolve the config into live objects; LM usage continues from ``usage``."""
+    inputs = inputs or JobInputs()
+    dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
+    system = inputs.system if inputs.system is not None else resolve_system(config)
+    check_system_inputs(system, dataset)
+    verifier = inputs.verifier if inputs.verifier is not None else resolve_verifier(config, dataset)
+    algorithm = build_algorithm(config.job.algorithm, config.algorithm.get(config.job.algorithm))
+    meter = UsageMeter(initial=dict(usage or {}))
+    cache = open_cache(config, base_dir)
+    try:
+        if inputs.lms:
+            models = Models(meter=meter)
+            for role in ROLES:
+                base = inputs.lms.get(role) or inputs.lms.get("task")
+                if base is None:
+                    continue
+                models.by_role[role] = build_lm(
+                    config.lm.for_role(role), role=role, meter=meter, cache=cache, base=base
+                )
+        else:
+            models = build_models(config, cache=cache, meter=meter)
+    except BaseException:
+        if cache is not None:
+            cache.close()
+        raise
+    scope = evaluation_scope(
+        config,
+        system,
+        verifier,
+        dataset=dataset,
+        task_lm=inputs.lms.get("task") if inputs.lms else None,
+        verifier_overridden=inputs.verifier is not None,
+    )
+    return Runtime(
+        config=config,
+        base_dir=base_dir,
+        dataset=dataset,
+        system=system,
+        verifier=verifier,
+        models=models,
+        cache=cache,
+        algorithm=algorithm,
+        scope=scope,
+        hashes=example_hashes(dataset),
+    )

@@ -1,0 +1,63 @@
+"""What makes a stored evaluation reusable: the evaluation scope and the example's content.
+
+An evaluation is keyed by (candidate content hash, example id, split) within a *scope*: the
+system's version (everything but its optimizable texts), the task model settings that
+change outputs and the verifier. A stored result is reused only while the example with
+that id still has the same content.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emery.config.schema import JobConfig
+from emery.core.hashing import content_hash
+from emery.core.models import Dataset, Example
+from emery.lm.base import LM
+from emery.systems.base import System
+from emery.verifiers.base import Verifier
+
+
+def evaluation_scope(
+    config: JobConfig,
+    system: System,
+    verifier: Verifier,
+    *,
+    dataset: Dataset | None = None,
+    task_lm: LM | None = None,
+    verifier_overridden: bool = False,
+) -> str:
+    """The scope hash of a job's evaluations."""
+    lm = config.lm.task
+    if verifier_overridden:
+        verifier_key: Any = f"{type(verifier).__module__}.{type(verifier).__qualname__}"
+    elif config.verifier is not None:
+        verifier_key = config.verifier.model_dump(mode="json")
+    else:
+        verifier_key = dataset.verifier if dataset is not None else None
+    return content_hash(
+        {
+            "system": [system.name, system.version()],
+            "lm": {
+                "model": task_lm.model if task_lm is not None else lm.model,
+                "temperature": lm.temperature,
+                "max_tokens": lm.max_tokens,
+                "base_url": lm.base_url,
+            },
+            "verifier": verifier_key,
+        }
+    )
+
+
+def example_hash(example: Example) -> str:
+    """The content hash of an example (input and gold output)."""
+    return content_hash({"input": example.input, "expected": example.expected})
+
+
+def example_hashes(dataset: Dataset) -> dict[tuple[str, str], str]:
+    """(split, example id) → content hash, for every example of the dataset."""
+    return {
+        (split, example.id): example_hash(example)
+        for split in ("train", "val", "test")
+        for example in dataset.split(split)
+    }
