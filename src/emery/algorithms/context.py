@@ -13,6 +13,8 @@ from emery.evaluation.service import EvalKey, EvaluationService
 from emery.lm.base import LM
 from emery.lm.usage import UsageMeter
 from emery.systems.base import System
+from emery.tracing.recorder import RolloutRecorder
+from emery.tracing.records import RolloutConfig
 from emery.verifiers.base import Verifier
 
 
@@ -29,11 +31,16 @@ def build_search_context(
     seed_candidate: Candidate | None = None,
     known: dict[EvalKey, ExampleResult] | None = None,
     budget_usage: BudgetUsage | None = None,
+    rollouts: RolloutConfig | None = None,
+    recorder: RolloutRecorder | None = None,
+    job_id: str | None = None,
 ) -> SearchContext:
     """A context whose evaluations run ``system`` with ``lms["task"]`` and score with ``verifier``.
 
     ``known`` preloads stored results (free cache hits); ``budget_usage`` continues the
-    spending of a resumed job.
+    spending of a resumed job. ``rollouts`` (attempts, time limits) and ``recorder``
+    (where rollouts, attempts and spans go, e.g. ``StoreRecorder(store, job_id)``) are passed
+    to the evaluator.
     """
     meter = meter or UsageMeter()
     tracked = Budget(budget or BudgetConfig(), meter, budget_usage)
@@ -42,7 +49,15 @@ def build_search_context(
         system=system,
         seed_candidate=seed_candidate or system.seed_candidate(),
         evaluations=EvaluationService(
-            Evaluator(system, verifier, lms["task"], concurrency=concurrency),
+            Evaluator(
+                system,
+                verifier,
+                lms["task"],
+                concurrency=concurrency,
+                rollouts=rollouts,
+                recorder=recorder,
+                job_id=job_id,
+            ),
             tracked,
             known=known,
         ),

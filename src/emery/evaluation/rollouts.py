@@ -95,6 +95,7 @@ class RolloutRunner:
             candidate_id=candidate.id,
             example_id=example.id,
             split=split,
+            input=dict(example.input),
             config=self.config,
             components=dict(candidate.components),
         )

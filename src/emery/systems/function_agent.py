@@ -181,6 +181,13 @@ class _CandidateGate:
                     condition.notify_all()
 
 
+class AgentExited(RuntimeError):
+    """The agent called ``sys.exit``: a failed attempt, not the end of the job."""
+
+    def __init__(self, exc: SystemExit) -> None:
+        super().__init__(f"the agent exited (SystemExit: {exc.code!r})")
+
+
 def _call_in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
     """Run a sync agent in its own daemon thread (a hung agent never blocks a shared pool)."""
     loop = asyncio.get_running_loop()
@@ -196,8 +203,11 @@ def _call_in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.F
             future.set_result(result)
 
     def target() -> None:
+        error: BaseException | None = None
         try:
-            result, error = context.run(fn, **kwargs), None
+            result = context.run(fn, **kwargs)
+        except SystemExit as exc:
+            result, error = None, AgentExited(exc)
         except BaseException as exc:
             result, error = None, exc
         # A closed loop means the rollout was abandoned long ago: nobody waits.
@@ -374,7 +384,10 @@ class FunctionAgent:
 
     async def _call(self, kwargs: dict[str, Any]) -> Any:
         if self.is_async:
-            return await self.fn(**kwargs)
+            try:
+                return await self.fn(**kwargs)
+            except SystemExit as exc:
+                raise AgentExited(exc) from None
         result = await _call_in_thread(self.fn, kwargs)
         if inspect.isawaitable(result):
             return await result

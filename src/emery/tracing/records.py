@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 RolloutStatus = Literal["queuing", "preparing", "running", "succeeded", "failed", "cancelled"]
 AttemptStatus = Literal["preparing", "running", "succeeded", "failed", "timeout", "unresponsive"]
@@ -69,6 +69,20 @@ class RolloutConfig(BaseModel):
     timeout_seconds: float | None = Field(default=None, gt=0)
     unresponsive_seconds: float | None = Field(default=None, gt=0)
 
+    @classmethod
+    def from_runtime(cls, runtime: Any) -> RolloutConfig:
+        """From a ``[runtime]`` section: ``max_attempts``, ``timeout_s`` and, when present,
+        ``unresponsive_s`` and ``retry_on``."""
+        values: dict[str, Any] = {
+            "max_attempts": getattr(runtime, "max_attempts", 1),
+            "timeout_seconds": getattr(runtime, "timeout_s", None),
+            "unresponsive_seconds": getattr(runtime, "unresponsive_s", None),
+        }
+        retry_on = getattr(runtime, "retry_on", None)
+        if retry_on is not None:
+            values["retry_on"] = tuple(retry_on)
+        return cls.model_validate(values)
+
 
 class SpanEvent(BaseModel):
     """A timestamped event inside a span (for example an exception)."""
@@ -102,16 +116,22 @@ class SpanRecord(BaseModel):
 
 
 class Attempt(BaseModel):
-    """One try at a rollout."""
+    """One try at a rollout; its id is ``{rollout_id}:{number}``."""
 
-    attempt_id: str = Field(default_factory=lambda: new_id("at"))
     rollout_id: str
     number: int = Field(ge=1)
+    attempt_id: str = ""
     status: AttemptStatus = "preparing"
     started_at: datetime = Field(default_factory=now)
     ended_at: datetime | None = None
     last_heartbeat_at: datetime | None = None
     error: str | None = None
+
+    @model_validator(mode="after")
+    def _default_id(self) -> Attempt:
+        if not self.attempt_id:
+            self.attempt_id = f"{self.rollout_id}:{self.number}"
+        return self
 
     def move(self, status: AttemptStatus, error: str | None = None) -> None:
         """Change status, refusing transitions the attempt machine does not allow."""
@@ -132,6 +152,7 @@ class Rollout(BaseModel):
     candidate_id: str
     example_id: str
     split: str | None = None
+    input: dict[str, Any] = Field(default_factory=dict)
     status: RolloutStatus = "queuing"
     config: RolloutConfig = RolloutConfig()
     attempts: int = 0
