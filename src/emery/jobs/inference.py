@@ -1,0 +1,58 @@
+"""Run a job's best (or any) candidate on new input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from emery.config.resolve import build_models, open_cache, resolve_system
+from emery.core.errors import EmeryError
+from emery.core.models import Candidate, Example
+from emery.jobs.manage import job_config
+from emery.jobs.runtime import JobInputs
+from emery.lm.config import build_lm
+from emery.lm.usage import UsageMeter
+from emery.store.protocol import Store
+from emery.systems.base import RunContext
+
+
+async def run_inference(
+    store: Store,
+    job_id: str,
+    inputs: dict[str, Any],
+    *,
+    candidate: Candidate | str | None = None,
+    objects: JobInputs | None = None,
+) -> Any:
+    """The output of the job's system under ``candidate`` (default: the job's best) for
+    ``inputs``. Raises EmeryError when the run fails."""
+    job = store.get_job(job_id)
+    config = job_config(job)
+    objects = objects or JobInputs()
+    if isinstance(candidate, str):
+        candidate = store.get_candidate(job_id, candidate)
+    if candidate is None:
+        if not job.best_candidate_id:
+            raise EmeryError(f"job {job_id} has no best candidate yet")
+        candidate = store.get_candidate(job_id, job.best_candidate_id)
+    system = objects.system if objects.system is not None else resolve_system(config)
+    cache = open_cache(config, Path(job.base_dir or "."))
+    try:
+        if objects.lms and objects.lms.get("task") is not None:
+            lm = build_lm(
+                config.lm.task,
+                role="task",
+                meter=UsageMeter(),
+                cache=cache,
+                base=objects.lms["task"],
+            )
+        else:
+            lm = build_models(config, roles=("task",), cache=cache)["task"]
+        example = Example(id="inference", input=dict(inputs))
+        run = await system.run(candidate, RunContext(lm=lm, example=example))
+    finally:
+        if cache is not None:
+            cache.close()
+    if run.error is not None:
+        raise EmeryError(f"inference failed: {run.error}")
+    return run.output

@@ -1,0 +1,273 @@
+"""The Python SDK: ``emery.Job`` and ``emery.optimize``.
+
+Blocking calls never touch the caller's event loop: a job runs on its own loop in a worker
+thread, so the SDK works the same in scripts, notebooks and async applications.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from emery.config.loading import load_config, parse_config
+from emery.config.schema import JobConfig
+from emery.core.aio import run_sync
+from emery.core.errors import EmeryError
+from emery.core.events import Event
+from emery.core.models import Candidate
+from emery.jobs import manage
+from emery.jobs.engine import JobEngine
+from emery.jobs.inference import run_inference
+from emery.jobs.ownership import is_stale
+from emery.jobs.results import JobResult, build_result
+from emery.jobs.runtime import JobInputs
+from emery.jobs.sdk_config import (
+    BudgetArg,
+    DatasetArg,
+    LMArg,
+    SystemArg,
+    VerifierArg,
+    optimize_config,
+)
+from emery.lm.base import LM
+from emery.store.backends import open_store
+from emery.store.protocol import Store
+from emery.store.records import JobRecord
+from emery.systems.base import System
+from emery.verifiers.base import Verifier
+
+ACTIVE = ("created", "queued", "running")
+
+
+class Job:
+    """A stored job: start it, watch it, steer it and read its result."""
+
+    def __init__(self, store: Store, job_id: str, *, inputs: JobInputs | None = None) -> None:
+        self.store = store
+        self.id = job_id
+        self.inputs = inputs or JobInputs()
+        self._thread: threading.Thread | None = None
+        self._engine: JobEngine | None = None
+        self._error: BaseException | None = None
+
+    # --- creating and finding jobs ----------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        config: JobConfig | Mapping[str, Any] | str | Path,
+        *,
+        store: Store | str | None = None,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+        system: System | None = None,
+        verifier: Verifier | None = None,
+        lms: Mapping[str, LM] | None = None,
+    ) -> Job:
+        """Validate ``config`` (a JobConfig, a dict, or a TOML/JSON file) and store the job.
+
+        ``system``, ``verifier`` and ``lms`` (by role) replace what the config names with
+        objects of this process; such a job can only be resumed from Python.
+        """
+        opened = store if store is not None and not isinstance(store, str) else open_store(store)
+        config_path: Path | None = None
+        given: dict[str, Any] | None = None
+        if isinstance(config, str | Path):
+            config_path = Path(config)
+            parsed = load_config(config_path)
+        elif isinstance(config, JobConfig):
+            parsed = config
+        else:
+            given = dict(config)
+            parsed = parse_config(given, "Job.create")
+        inputs = JobInputs(system=system, verifier=verifier, lms=lms)
+        record = manage.create_job(
+            opened,
+            parsed,
+            given=given,
+            config_path=config_path,
+            base_dir=Path(base_dir) if base_dir is not None else None,
+            name=name,
+            inputs=inputs,
+        )
+        return cls(opened, record.id, inputs=inputs)
+
+    @classmethod
+    def get(cls, job_id: str, *, store: Store | str | None = None) -> Job:
+        """A stored job by id, id prefix or name."""
+        opened = store if store is not None and not isinstance(store, str) else open_store(store)
+        return cls(opened, opened.resolve_job_id(job_id))
+
+    # --- running ----------------------------------------------------------------------
+
+    def start(self, *, wait: bool = False) -> Job:
+        """Run the job in a worker thread of this process (``wait``: block until it stops)."""
+        if self._thread is not None and self._thread.is_alive():
+            raise EmeryError(f"job {self.id} is already running in this process")
+        self._error = None
+        self._engine = JobEngine(self.store, self.id, inputs=self.inputs)
+        engine = self._engine
+
+        def work() -> None:
+            try:
+                run_sync(engine.run())
+            except BaseException as exc:  # reported by wait()/stream_until_complete()
+                self._error = exc
+
+        self._thread = threading.Thread(target=work, name=f"emery-job-{self.id}", daemon=True)
+        self._thread.start()
+        if wait:
+            self.wait()
+        return self
+
+    def wait(self, timeout: float | None = None) -> JobRecord:
+        """Block until the job stops running in this process (or ``timeout`` passes)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._error is not None and not self._thread.is_alive():
+                error, self._error = self._error, None
+                raise error
+        return self.record()
+
+    def record(self) -> JobRecord:
+        return self.store.get_job(self.id)
+
+    def status(self) -> str:
+        """created, queued, running, paused, succeeded, failed or cancelled."""
+        return self.record().state
+
+    def events(self, since: int = 0) -> list[Event]:
+        """Stored events after sequence number ``since``."""
+        return self.store.list_events(self.id, since=since)
+
+    def stream(self, since: int = 0, *, timeout: float | None = None) -> Iterator[Event]:
+        """Events as they are stored, until the job stops running."""
+        return manage.follow_events(self.store, self.id, since=since, timeout_s=timeout)
+
+    def stream_until_complete(
+        self,
+        on_event: Callable[[Event], None] | None = None,
+        *,
+        timeout: float | None = None,
+        since: int = 0,
+    ) -> JobRecord:
+        """Start the job if it has not started, pass each event to ``on_event`` until the
+        job stops (succeeds, fails, pauses or is cancelled), and return its record."""
+        job = self.record()
+        idle = self._thread is None or not self._thread.is_alive()
+        if idle and (job.state in ("created", "queued", "paused") or is_stale(job)):
+            self.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            alive = self._thread is not None and self._thread.is_alive()
+            job = self.record()
+            items = self.store.list_events(self.id, since=since)
+            for item in items:
+                since = item.seq or since
+                if on_event is not None:
+                    on_event(item)
+            finished = not alive and (job.state not in ACTIVE or is_stale(job))
+            if finished or (deadline is not None and time.monotonic() >= deadline):
+                break
+            if not items:
+                time.sleep(0.1)
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return self.wait(remaining)
+
+    def pause(self, *, wait: float | None = 30.0) -> JobRecord:
+        """Pause the job (from this or any other process); ``resume`` continues it."""
+        return manage.pause_job(self.store, self.id, wait_s=wait)
+
+    def resume(self, *, wait: bool = False, **objects: Any) -> Job:
+        """Continue a paused or crashed job from its last checkpoint, in this process.
+
+        Pass ``system=``, ``verifier=`` or ``lms=`` again for a job created with objects.
+        """
+        for name, value in objects.items():
+            if name not in ("system", "dataset", "verifier", "lms"):
+                raise EmeryError(f"resume() got an unexpected argument {name!r}")
+            setattr(self.inputs, name, value)
+        return self.start(wait=wait)
+
+    def cancel(self, *, wait: float | None = 30.0) -> JobRecord:
+        """Cancel the job; everything it stored stays."""
+        return manage.cancel_job(self.store, self.id, wait_s=wait)
+
+    # --- results ----------------------------------------------------------------------
+
+    def result(self) -> JobResult:
+        """The result: final when the job succeeded, else the state of things so far."""
+        job = self.record()
+        if job.state == "succeeded" and job.result:
+            return JobResult.model_validate(job.result)
+        return build_result(self.store, job)
+
+    def best_candidate(self) -> Candidate:
+        """The best candidate found so far (by val score)."""
+        job = self.record()
+        if not job.best_candidate_id:
+            raise EmeryError(f"job {self.id} has no scored candidate yet")
+        return self.store.get_candidate(self.id, job.best_candidate_id)
+
+    def run_inference(self, input: Mapping[str, Any], *, candidate: str | None = None) -> Any:
+        """Run the best candidate (or ``candidate``) on one input; returns the output."""
+        return run_sync(
+            run_inference(
+                self.store, self.id, dict(input), candidate=candidate, objects=self.inputs
+            )
+        )
+
+    def __repr__(self) -> str:
+        return f"Job({self.id!r}, state={self.status()!r})"
+
+
+def optimize(
+    system: SystemArg,
+    dataset: DatasetArg,
+    *,
+    algorithm: str = "gepa",
+    budget: BudgetArg = None,
+    verifier: VerifierArg = None,
+    lm: LMArg = None,
+    reflection_lm: LMArg = None,
+    seed: int = 0,
+    settings: Mapping[str, Any] | None = None,
+    runtime: Mapping[str, Any] | None = None,
+    name: str | None = None,
+    store: Store | str | None = None,
+    on_event: Callable[[Event], None] | None = None,
+) -> JobResult:
+    """Optimize ``system`` on ``dataset`` in one call and return the result.
+
+    ``system``: a PromptProgram (or its config / a ``[system]`` dict), any ``System``
+    object, or None for a built-in task's own program. ``dataset``: a built-in task name,
+    a data file, a ``Dataset`` or a list of Examples. ``budget``: metric calls (an int) or
+    ``[job.budget]`` settings. ``lm`` / ``reflection_lm``: a model spec such as
+    ``"local/qwen2.5-coder-0.5b"``, an LMConfig or an LM object. ``settings`` are the
+    algorithm's ``[algorithm.<name>]`` settings.
+    """
+    opened = store if store is not None and not isinstance(store, str) else open_store(store)
+    workdir = Path((runtime or {}).get("workdir", ".emery"))
+    config, given, inputs = optimize_config(
+        system=system,
+        dataset=dataset,
+        algorithm=algorithm,
+        budget=budget,
+        verifier=verifier,
+        lm=lm,
+        reflection_lm=reflection_lm,
+        seed=seed,
+        settings=settings,
+        runtime=runtime,
+        name=name,
+        workdir=workdir,
+    )
+    record = manage.create_job(opened, config, given=given, name=name, inputs=inputs)
+    job = Job(opened, record.id, inputs=inputs)
+    final = job.stream_until_complete(on_event)
+    if final.state == "failed":
+        raise EmeryError(f"job {final.id} failed: {final.error}")
+    return job.result()
