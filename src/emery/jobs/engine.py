@@ -51,6 +51,8 @@ from emery.store.records import (
 )
 from emery.store.sql.jobs import OwnershipLost
 from emery.store.states import IllegalTransition
+from emery.tracing.records import RolloutConfig
+from emery.tracing.store_recorder import StoreRecorder
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +263,9 @@ class JobEngine:
             concurrency=config.runtime.concurrency,
             known=known,
             budget_usage=BudgetUsage.model_validate(checkpoint.budget) if checkpoint else None,
+            rollouts=RolloutConfig.from_runtime(config.runtime),
+            recorder=StoreRecorder(self.store, self.job_id, worker_id=self.owner),
+            job_id=self.job_id,
         )
         for candidate in self.store.job_candidates(self.job_id):
             ctx.candidates[candidate.id] = candidate
