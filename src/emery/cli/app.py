@@ -8,7 +8,15 @@ import sys
 import typer
 from rich.markup import escape
 
-from emery.cli import candidates_cmd, eval_cmd, jobs_cmd, models_cmd, report_cmd, train_cmd
+from emery.cli import (
+    candidates_cmd,
+    eval_cmd,
+    jobs_cmd,
+    models_cmd,
+    report_cmd,
+    serve_cmd,
+    train_cmd,
+)
 from emery.cli.console import err
 from emery.core.errors import EmeryError
 
@@ -25,6 +33,7 @@ app.add_typer(jobs_cmd.app, name="jobs")
 app.command("candidates")(candidates_cmd.candidates)
 app.command("report")(report_cmd.report)
 app.add_typer(models_cmd.app, name="models")
+app.command("serve")(serve_cmd.serve)
 
 USAGE_ERROR = 2
 

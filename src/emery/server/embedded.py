@@ -1,29 +1,21 @@
-"""The process-wide LM proxy jobs use when a system runs its agent out of process."""
+"""The LM proxy as jobs use it: per-attempt base URLs on a loopback server."""
 
 from __future__ import annotations
 
 import threading
 
-from fastapi import FastAPI
-
-from emery.server.proxy import LiveBackend, proxy_router
+from emery.server.app import create_app
 from emery.server.serving import BackgroundServer
 from emery.tracing.registry import LiveRollouts, attempt_path
 from emery.tracing.scope import AttemptScope
 
 
-class EmbeddedProxy:
-    """An LM proxy on a loopback port serving attempts registered in this process."""
+class RegistryProxy:
+    """A ``RolloutProxy`` over a running server that serves ``registry`` at ``base_url``."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int | None = None) -> None:
-        self.registry = LiveRollouts()
-        app = FastAPI(title="emery LM proxy")
-        app.include_router(proxy_router(LiveBackend(self.registry)))
-        self.server = BackgroundServer(app, host=host, port=port).start()
-
-    @property
-    def url(self) -> str:
-        return self.server.url
+    def __init__(self, registry: LiveRollouts, base_url: str) -> None:
+        self.registry = registry
+        self.url = base_url.rstrip("/")
 
     def open(self, scope: AttemptScope) -> str:
         self.registry.register(scope)
@@ -31,6 +23,16 @@ class EmbeddedProxy:
 
     def close(self, scope: AttemptScope) -> None:
         self.registry.unregister(scope)
+
+
+class EmbeddedProxy(RegistryProxy):
+    """A ``RegistryProxy`` with its own server on a free loopback port."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int | None = None) -> None:
+        registry = LiveRollouts()
+        self.server = BackgroundServer(create_app(registry=registry), host=host, port=port)
+        self.server.start()
+        super().__init__(registry, self.server.url)
 
     def stop(self) -> None:
         self.server.stop()

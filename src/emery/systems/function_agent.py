@@ -26,7 +26,7 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict
 
@@ -117,13 +117,30 @@ class AgentFunction:
         return self.fn(*args, **kwargs)
 
 
+Components = Sequence[str | PromptTemplate] | Mapping[str, str]
+
+
+@overload
+def agent(fn: Callable[..., Any], /) -> AgentFunction: ...
+
+
+@overload
 def agent(
-    fn: Callable[..., Any] | None = None,
     *,
     name: str | None = None,
-    components: Sequence[str | PromptTemplate] | Mapping[str, str] | None = None,
+    components: Components | None = None,
     returns: Returns = "auto",
-) -> Any:
+) -> Callable[[Callable[..., Any]], AgentFunction]: ...
+
+
+def agent(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    components: Components | None = None,
+    returns: Returns = "auto",
+) -> AgentFunction | Callable[[Callable[..., Any]], AgentFunction]:
     """Mark a function as an agent: ``@agent`` or ``@agent(components=[...], returns=...)``."""
 
     def wrap(target: Callable[..., Any]) -> AgentFunction:
@@ -138,6 +155,7 @@ def agent(
 class _ModuleString:
     module: ModuleType
     attribute: str
+    original: str
 
 
 class _CandidateGate:
@@ -163,7 +181,10 @@ class _CandidateGate:
             return self._conditions[loop]
 
     @asynccontextmanager
-    async def hold(self, key: str, bind: Callable[[], None]) -> AsyncIterator[None]:
+    async def hold(
+        self, key: str, bind: Callable[[], None], unbind: Callable[[], None]
+    ) -> AsyncIterator[None]:
+        """Run the block once ``key`` may run: the first of a group binds, the last unbinds."""
         condition = self._condition()
         async with condition:
             await condition.wait_for(lambda: self.active in (None, key))
@@ -177,6 +198,7 @@ class _CandidateGate:
             async with condition:
                 self.count -= 1
                 if self.count == 0:
+                    unbind()
                     self.active = None
                     condition.notify_all()
 
@@ -231,9 +253,12 @@ def _used_globals(fn: Callable[..., Any]) -> list[str]:
 
 
 class FunctionAgent:
-    """A Python function as a system; see the module docstring."""
+    """A Python function as a system; see the module docstring.
 
-    needs_proxy = False
+    ``needs_proxy``: each attempt gets an LM proxy URL (``rollout.base_url``) whose calls
+    are recorded; ``rewrite_prompts``: the proxy replaces seed component texts in requests
+    by the candidate's (for agent code that never reads the candidate).
+    """
 
     def __init__(
         self,
@@ -244,7 +269,11 @@ class FunctionAgent:
         seeds: Mapping[str, str] | None = None,
         returns: Returns | None = None,
         instrument_openai: bool = True,
+        needs_proxy: bool = False,
+        rewrite_prompts: bool = False,
     ) -> None:
+        self.needs_proxy = needs_proxy
+        self.rewrite_prompts = rewrite_prompts
         fn = import_object(target) if isinstance(target, str) else target
         declared: Any = None
         if isinstance(fn, AgentFunction):
@@ -292,7 +321,7 @@ class FunctionAgent:
                 module = inspect.getmodule(self.fn)
                 if module is None:
                     raise ConfigError(f"agent {self.name}: cannot find the module of {item!r}")
-                self.module_strings[item] = _ModuleString(module, item)
+                self.module_strings[item] = _ModuleString(module, item, module_globals[item])
                 self.plain[item] = module_globals[item]
             else:
                 raise ConfigError(
@@ -368,7 +397,11 @@ class FunctionAgent:
         token = _components.set(components)
         try:
             if self.module_strings:
-                async with self._gate.hold(candidate.id, lambda: self._bind(components)):
+                async with self._gate.hold(
+                    candidate.id,
+                    lambda: self._bind(components),
+                    self._restore,
+                ):
                     result = await self._call(kwargs)
             else:
                 result = await self._call(kwargs)
@@ -381,6 +414,10 @@ class FunctionAgent:
     def _bind(self, components: Mapping[str, str]) -> None:
         for name, target in self.module_strings.items():
             setattr(target.module, target.attribute, components[name])
+
+    def _restore(self) -> None:
+        for target in self.module_strings.values():
+            setattr(target.module, target.attribute, target.original)
 
     async def _call(self, kwargs: dict[str, Any]) -> Any:
         if self.is_async:
@@ -473,6 +510,8 @@ class FunctionAgentConfig(BaseModel):
     seeds: dict[str, str] | None = None
     returns: Returns | None = None
     instrument_openai: bool = True
+    proxy: bool = False
+    rewrite_prompts: bool = False
 
 
 def build(config: FunctionAgentConfig) -> System:
@@ -483,6 +522,8 @@ def build(config: FunctionAgentConfig) -> System:
         seeds=config.seeds,
         returns=config.returns,
         instrument_openai=config.instrument_openai,
+        needs_proxy=config.proxy,
+        rewrite_prompts=config.rewrite_prompts,
     )
 
 

@@ -21,8 +21,8 @@ _PLACEHOLDER = re.compile(r"\{[A-Za-z_]\w*\}")
 
 def text_anchors(text: str, min_length: int = 12) -> list[str]:
     """The literal pieces of a component text (between ``{placeholders}``) worth matching."""
-    pieces = [piece.strip() for piece in _PLACEHOLDER.split(text)]
-    return [p for p in pieces if len(p) >= min_length] or ([text.strip()] if text.strip() else [])
+    pieces = [piece.strip() for piece in _PLACEHOLDER.split(text) if piece.strip()]
+    return [p for p in pieces if len(p) >= min_length] or pieces
 
 
 def mentions(sent: str, anchors: Sequence[str]) -> bool:

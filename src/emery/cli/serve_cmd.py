@@ -1,0 +1,83 @@
+"""``emery serve``: the HTTP server (health and the OpenAI-compatible LM proxy)."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import uvicorn
+
+from emery.cli.common import StoreOption, open_cli_store, resolve
+from emery.cli.console import err
+from emery.config.loading import load_config
+from emery.config.resolve import build_models, open_cache
+from emery.config.schema import JobConfig
+from emery.core.errors import ConfigError
+from emery.lm.base import LM
+from emery.lm.config import LMConfig, build_lm
+from emery.lm.usage import UsageMeter
+from emery.server.app import create_app
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def task_model(
+    model: str | None, config_path: Path | None, job: str | None, store_location: str | None
+) -> LM | None:
+    """The model ``/v1`` forwards to: ``--model``, a config's task model, or a job's."""
+    options = (("--model", model), ("--config", config_path), ("--job", job))
+    given = [name for name, value in options if value]
+    if len(given) > 1:
+        raise ConfigError(f"give one of --model, --config or --job, not {' and '.join(given)}")
+    if model is not None:
+        return build_lm(LMConfig(model=model), role="task", meter=UsageMeter(), cache=None)
+    config: JobConfig | None = None
+    base_dir = Path.cwd()
+    if config_path is not None:
+        config, base_dir = load_config(config_path), config_path.parent
+    elif job is not None:
+        from emery.jobs.manage import job_config
+
+        store = open_cli_store(store_location)
+        record = store.get_job(resolve(store, job))
+        config = job_config(record)
+        base_dir = Path(record.base_dir) if record.base_dir else base_dir
+    if config is None:
+        return None
+    models = build_models(config, roles=("task",), cache=open_cache(config, base_dir))
+    return models["task"]
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8400,
+    model: Annotated[
+        str | None, typer.Option(help="Model behind /v1, e.g. local/qwen2.5-coder-0.5b.")
+    ] = None,
+    config_path: Annotated[
+        Path | None, typer.Option("--config", help="Use this job config's task model.")
+    ] = None,
+    job: Annotated[str | None, typer.Option(help="Use this stored job's task model.")] = None,
+    store_location: StoreOption = None,
+) -> None:
+    """Serve the OpenAI-compatible LM proxy (/v1/chat/completions, /v1/models) and /health.
+
+    Calls under /rollouts/{rollout}/attempts/{attempt}/v1 are recorded as spans of that
+    attempt while it runs in this server; other rollout ids are refused with 404.
+    """
+    lm = task_model(model, config_path, job, store_location)
+    if not _is_loopback(host):
+        err.print(f"[yellow]warning:[/yellow] listening on {host}: the proxy has no authentication")
+    where = f"http://{host}:{port}"
+    behind = f"model {lm.model}" if lm is not None else "no default model"
+    err.print(f"emery serving on {where} (LM proxy at {where}/v1, {behind})")
+    uvicorn.run(create_app(default_lm=lm), host=host, port=port, log_level="warning")
