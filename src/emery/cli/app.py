@@ -15,6 +15,7 @@ from emery.cli import (
     models_cmd,
     report_cmd,
     serve_cmd,
+    taskapp_cmd,
     train_cmd,
 )
 from emery.cli.console import err
@@ -34,6 +35,7 @@ app.command("candidates")(candidates_cmd.candidates)
 app.command("report")(report_cmd.report)
 app.add_typer(models_cmd.app, name="models")
 app.command("serve")(serve_cmd.serve)
+app.add_typer(taskapp_cmd.app, name="taskapp")
 
 USAGE_ERROR = 2
 

@@ -111,6 +111,7 @@ class RolloutRunner:
             scope = AttemptScope(
                 rollout, attempt, self.tracing.tracer, lm=lm, seed_components=seed_components
             )
+            scope.sink = self.tracing.processor.add_records
             outcome.scope = scope
             try:
                 status, run, error = await self._attempt(scope, body)

@@ -102,6 +102,13 @@ class RecordingSpanProcessor(SpanProcessor):
         if due:
             self.flush()
 
+    def add_records(self, records: list[SpanRecord]) -> None:
+        """Buffer spans recorded outside this process (already stamped)."""
+        with self._lock:
+            if not self._buffer:
+                self._buffer_since = time.monotonic()
+            self._buffer.extend(records)
+
     def flush(self) -> None:
         """Write every buffered span now."""
         with self._write_lock:

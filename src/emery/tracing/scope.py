@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -21,7 +21,7 @@ from opentelemetry.trace import Span, Tracer
 
 from emery.core.models import ChatMessage
 from emery.lm.base import LM
-from emery.tracing.records import Attempt, Rollout
+from emery.tracing.records import Attempt, Rollout, SpanRecord
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,8 @@ class AttemptScope:
         """The attempt's root span (the parent of spans recorded from other threads)."""
         self.loop: asyncio.AbstractEventLoop | None = None
         """The event loop running the attempt: the proxy runs LM calls there."""
+        self.sink: Callable[[list[SpanRecord]], None] | None = None
+        """Where finished spans recorded elsewhere (a task app's) are written."""
         self.components: dict[str, str] = dict(rollout.components)
         self.seed_components: dict[str, str] = dict(seed_components or {})
         self.rewards: list[Reward] = []

@@ -1,0 +1,35 @@
+"""``emery taskapp serve module:agent``: host a Python agent as a task app."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from emery.cli.console import err
+from emery.core.imports import import_object
+from emery.taskapp.protocol import API_KEY_ENV
+
+app = typer.Typer(help="Host agents as task apps (agents behind HTTP).", no_args_is_help=True)
+
+
+@app.command("serve")
+def serve(
+    agent: Annotated[str, typer.Argument(metavar="MODULE:AGENT", help="The agent function.")],
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8500,
+    name: Annotated[str | None, typer.Option(help="Name reported by /task_info.")] = None,
+    api_key_env: Annotated[
+        str, typer.Option(help="Environment variable holding the API key (unset: no auth).")
+    ] = API_KEY_ENV,
+    app_dir: Annotated[Path, typer.Option(help="Directory MODULE is imported from.")] = Path("."),
+) -> None:
+    """Serve MODULE:AGENT with GET /health, GET /task_info and POST /rollout."""
+    from emery.taskapp.server import serve as serve_app
+
+    sys.path.insert(0, str(app_dir.resolve()))
+    target = import_object(agent)
+    err.print(f"task app {name or agent} on http://{host}:{port}")
+    serve_app(target, host=host, port=port, name=name, api_key_env=api_key_env)

@@ -1,0 +1,214 @@
+"""Host a Python agent as a task app: ``GET /health``, ``GET /task_info``, ``POST /rollout``.
+
+The agent is run like a function agent (parameters injected by name, components bound to
+the candidate the request carries). Its model calls go to the LM proxy URL in the request:
+the ``lm`` parameter calls it, and ``openai`` clients are redirected to it, so emery records
+them on its side. Emitted spans come back in the response. With an API key configured,
+every route requires it (``X-API-Key`` or ``Authorization: Bearer``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import openai
+import uvicorn
+from fastapi import Depends, FastAPI, HTTPException, Request
+from opentelemetry.context import Context
+
+from emery.core.models import Candidate, ChatMessage, Example
+from emery.lm.base import Completion, LMError, TokenUsage, sampling_params
+from emery.systems.base import RunContext
+from emery.systems.function_agent import RESERVED, FunctionAgent
+from emery.taskapp.protocol import (
+    API_KEY_ENV,
+    API_KEY_HEADER,
+    RolloutMetrics,
+    RolloutRequest,
+    RolloutResponse,
+    TaskInfo,
+    TraceSpec,
+)
+from emery.tracing import conventions as sc
+from emery.tracing.processor import RolloutTracing
+from emery.tracing.recorder import MemoryRecorder
+from emery.tracing.records import Attempt, Rollout
+from emery.tracing.scope import AttemptScope, activate
+from emery.tracing.store_recorder import jsonable
+
+log = logging.getLogger(__name__)
+
+
+class ProxyLM:
+    """The ``lm`` an agent gets in a task app: chat completions through emery's LM proxy."""
+
+    def __init__(self, base_url: str | None, model: str = "task") -> None:
+        self.base_url = base_url
+        self.model = model
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        **params: Any,
+    ) -> Completion:
+        if self.base_url is None:
+            raise LMError("this rollout request carried no LM proxy URL (policy.config)")
+        body = sampling_params(temperature, max_tokens, stop, params)
+        async with openai.AsyncOpenAI(
+            base_url=self.base_url, api_key="emery", max_retries=0
+        ) as client:
+            response = await client.chat.completions.create(
+                model=self.model,
+                messages=list(messages),  # type: ignore[arg-type]
+                **body,
+            )
+        choice = response.choices[0]
+        usage = response.usage
+        return Completion(
+            text=choice.message.content or "",
+            finish_reason=choice.finish_reason or "stop",
+            usage=TokenUsage(
+                prompt_tokens=usage.prompt_tokens if usage else 0,
+                completion_tokens=usage.completion_tokens if usage else 0,
+            ),
+            model=response.model or self.model,
+        )
+
+
+def _given_key(request: Request) -> str | None:
+    key = request.headers.get(API_KEY_HEADER)
+    if key:
+        return key
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def _auth(key: str | None) -> Callable[[Request], None]:
+    def check(request: Request) -> None:
+        if key is None:
+            return
+        given = _given_key(request)
+        if given is None or not hmac.compare_digest(given.encode(), key.encode()):
+            raise HTTPException(status_code=401, detail="invalid or missing API key")
+
+    return check
+
+
+async def run_request(system: FunctionAgent, request: RolloutRequest) -> RolloutResponse:
+    """Run one rollout request and describe it as a response (never raises)."""
+    recorder = MemoryRecorder()
+    tracing = RolloutTracing(recorder)
+    spec = request.env.config.example
+    example = Example(id=spec.id, input=spec.input, expected=spec.expected, meta=spec.meta)
+    policy = request.policy
+    rollout = Rollout(
+        rollout_id=request.rollout_id or request.correlation_id,
+        candidate_id=policy.candidate_id,
+        example_id=example.id,
+        split=request.env.config.split,
+        components=dict(policy.components),
+        input=dict(example.input),
+    )
+    attempt = Attempt(rollout_id=rollout.rollout_id, number=max(1, request.attempt))
+    url = policy.config.inference_url
+    scope = AttemptScope(rollout, attempt, tracing.tracer, proxy_url=url)
+    scope.redirect_openai = url is not None
+    candidate = Candidate(components={**system.seed_texts(), **policy.components})
+    split = request.env.config.split
+    context = RunContext(
+        lm=ProxyLM(url, policy.config.model or "task"),
+        example=example,
+        split=split if split in ("train", "val", "test") else None,  # type: ignore[arg-type]
+        rollout_id=rollout.rollout_id,
+    )
+    error: str | None = None
+    run = None
+    with (
+        activate(scope),
+        tracing.tracer.start_as_current_span(sc.ROLLOUT_SPAN, context=Context()) as root,
+    ):
+        scope.root, scope.loop = root, asyncio.get_running_loop()
+        try:
+            run = await system.run(candidate, context)
+            error = run.error
+        except Exception as exc:
+            log.warning("rollout %s failed: %s", request.correlation_id, exc)
+            root.record_exception(exc)
+            error = f"{type(exc).__name__}: {exc}"
+    scope.closed = True
+    tracing.flush()
+    return RolloutResponse(
+        correlation_id=request.correlation_id,
+        output=jsonable(run.output) if run is not None else None,
+        metrics=RolloutMetrics(outcome_reward=run.reward if run is not None else None),
+        feedback=run.feedback if run is not None else None,
+        error=error,
+        trace=TraceSpec(spans=recorder.spans()),
+    )
+
+
+def create_task_app(
+    agent: Any,
+    *,
+    name: str | None = None,
+    api_key: str | None = None,
+    api_key_env: str = API_KEY_ENV,
+) -> FastAPI:
+    """A FastAPI app serving ``agent`` (a function, ``@emery.agent``, ``module:attr`` or a
+    ``FunctionAgent``). The API key is ``api_key``, else ``$api_key_env``, else none."""
+    system = agent if isinstance(agent, FunctionAgent) else FunctionAgent(agent)
+    key = api_key or os.environ.get(api_key_env) or None
+    title = name or system.name
+    app = FastAPI(title=f"emery task app: {title}", dependencies=[Depends(_auth(key))])
+    app.state.system = system
+    app.state.auth = key is not None
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "name": title}
+
+    @app.get("/task_info")
+    async def task_info() -> TaskInfo:
+        inputs = [p for p in system.parameters if p not in RESERVED]
+        return TaskInfo(name=title, components=system.seed_texts(), inputs=inputs)
+
+    @app.post("/rollout")
+    async def rollout(request: RolloutRequest) -> RolloutResponse:
+        return await run_request(system, request)
+
+    return app
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    agent: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8500,
+    name: str | None = None,
+    api_key: str | None = None,
+    api_key_env: str = API_KEY_ENV,
+) -> None:
+    """Serve ``agent`` as a task app until interrupted (blocking)."""
+    app = create_task_app(agent, name=name, api_key=api_key, api_key_env=api_key_env)
+    if not app.state.auth and not _loopback(host):
+        log.warning("task app on %s without an API key: anyone who can reach it can use it", host)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
