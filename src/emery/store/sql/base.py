@@ -32,6 +32,7 @@ class SqlBase:
         self.engine = engine
         self.url = url
         self._lock = lock
+        self._statements: dict[tuple[Any, ...], Any] = {}
 
     @property
     def dialect(self) -> str:
@@ -62,8 +63,13 @@ class SqlBase:
         that would break a unique constraint)."""
         if not rows:
             return
-        stmt = self._insert(table)
-        stmt = stmt.on_conflict_do_nothing(index_elements=list(keys) if keys else None)
+        key = ("ignore", table.name, tuple(keys or ()))
+        stmt = self._statements.get(key)
+        if stmt is None:
+            stmt = self._insert(table).on_conflict_do_nothing(
+                index_elements=list(keys) if keys else None
+            )
+            self._statements[key] = stmt
         conn.execute(stmt, rows)
 
     def upsert(
@@ -72,9 +78,15 @@ class SqlBase:
         """Insert ``rows``, replacing the other columns of rows whose ``keys`` exist."""
         if not rows:
             return
-        stmt = self._insert(table)
-        updates = {name: stmt.excluded[name] for name in rows[0] if name not in keys}
-        conn.execute(stmt.on_conflict_do_update(index_elements=list(keys), set_=updates), rows)
+        columns = tuple(name for name in rows[0] if name not in keys)
+        key = ("upsert", table.name, tuple(keys), columns)
+        stmt = self._statements.get(key)
+        if stmt is None:
+            insert = self._insert(table)
+            updates = {name: insert.excluded[name] for name in columns}
+            stmt = insert.on_conflict_do_update(index_elements=list(keys), set_=updates)
+            self._statements[key] = stmt
+        conn.execute(stmt, rows)
 
     def _insert(self, table: Table) -> Any:
         if self.dialect == "postgresql":

@@ -135,21 +135,22 @@ class TracesMixin(SqlBase):
     # --- attempts ---------------------------------------------------------------------
 
     def add_attempt(self, record: AttemptRecord) -> AttemptRecord:
-        """Start an attempt of a rollout and count it on the rollout."""
+        """Start (or rewrite) an attempt of a rollout and count it on the rollout."""
+        row = attempt_row(record, now())
+        count = t.rollouts.c.attempt_count
+        bigger = (
+            func.max(count, record.number)
+            if self.dialect == "sqlite"
+            else func.greatest(count, record.number)
+        )
         with self._tx(write=True) as conn:
-            self._upsert_attempts(conn, [record])
+            self.upsert(conn, t.attempts, [row], ["id"])
             conn.execute(
                 update(t.rollouts)
                 .where(t.rollouts.c.id == record.rollout_id)
-                .values(attempt_count=func.max(t.rollouts.c.attempt_count, record.number))
-                if self.dialect == "sqlite"
-                else update(t.rollouts)
-                .where(t.rollouts.c.id == record.rollout_id)
-                .values(attempt_count=func.greatest(t.rollouts.c.attempt_count, record.number))
+                .values(attempt_count=bigger)
             )
-            row = conn.execute(select(t.attempts).where(t.attempts.c.id == record.id)).one()
-        stored: AttemptRecord = _from_row(AttemptRecord, row, _ATTEMPT_TIMES)
-        return stored
+        return record.model_copy(update={"started_at": to_datetime(row["started_at"])})
 
     def update_attempt(
         self, attempt_id: str, *, status: str | None = None, **fields: Any
