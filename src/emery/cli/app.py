@@ -11,6 +11,7 @@ from rich.markup import escape
 from emery.cli import (
     candidates_cmd,
     eval_cmd,
+    export_cmd,
     jobs_cmd,
     models_cmd,
     report_cmd,
@@ -36,6 +37,7 @@ app.command("report")(report_cmd.report)
 app.add_typer(models_cmd.app, name="models")
 app.command("serve")(serve_cmd.serve)
 app.add_typer(taskapp_cmd.app, name="taskapp")
+app.command("export")(export_cmd.export)
 
 USAGE_ERROR = 2
 

@@ -100,6 +100,41 @@ def to_messages(spans: Sequence[SpanRecord]) -> list[dict[str, Any]]:
     return transcript
 
 
+def to_conversations(spans: Sequence[SpanRecord]) -> list[list[dict[str, Any]]]:
+    """The attempt's LM calls grouped into conversations: a call whose request continues
+    the current transcript extends it; any other call (another stage, a fresh chat) starts a
+    new one. Each conversation ends with an assistant reply."""
+    conversations: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    pending_tools: list[dict[str, Any]] = []
+    for span in ordered(spans):
+        tool = _tool_message(span)
+        if tool is not None:
+            pending_tools.append(tool)
+            continue
+        if not is_chat(span):
+            continue
+        reply = response_message(span)
+        if reply is None:
+            continue
+        request = request_messages(span)
+        candidate = current + pending_tools
+        overlap = _overlap(candidate, request)
+        if current and overlap == len(candidate):
+            current = candidate + request[overlap:]
+        elif current and overlap > 0 and overlap == len(current):
+            current = current + request[overlap:]
+        else:
+            if current:
+                conversations.append(current)
+            current = list(request)
+        pending_tools = []
+        current.append(reply)
+    if current:
+        conversations.append(current)
+    return conversations
+
+
 def _overlap(transcript: list[dict[str, Any]], request: list[dict[str, Any]]) -> int:
     """How many leading request messages the transcript already holds (as its tail)."""
     for size in range(min(len(transcript), len(request)), 0, -1):
