@@ -21,6 +21,16 @@ if TYPE_CHECKING:
     from emery.jobs.results import JobResult
     from emery.jobs.sdk import Job, optimize
     from emery.store.backends import open_store
+    from emery.systems.function_agent import FunctionAgent, PromptTemplate, agent
+    from emery.tracing.emitters import (
+        emit_annotation,
+        emit_exception,
+        emit_message,
+        emit_object,
+        emit_reward,
+        tool_call,
+    )
+    from emery.tracing.scope import heartbeat
 
 __version__ = "0.1.0"
 
@@ -34,6 +44,16 @@ _EXPORTS: dict[str, str] = {
     "Dataset": "emery.core.models",
     "Example": "emery.core.models",
     "open_store": "emery.store.backends",
+    "agent": "emery.systems.function_agent",
+    "FunctionAgent": "emery.systems.function_agent",
+    "PromptTemplate": "emery.systems.function_agent",
+    "emit_reward": "emery.tracing.emitters",
+    "emit_message": "emery.tracing.emitters",
+    "emit_object": "emery.tracing.emitters",
+    "emit_exception": "emery.tracing.emitters",
+    "emit_annotation": "emery.tracing.emitters",
+    "tool_call": "emery.tracing.emitters",
+    "heartbeat": "emery.tracing.scope",
 }
 
 __all__ = [
@@ -41,11 +61,21 @@ __all__ = [
     "Dataset",
     "Event",
     "Example",
+    "FunctionAgent",
     "Job",
     "JobResult",
+    "PromptTemplate",
     "Result",
+    "agent",
+    "emit_annotation",
+    "emit_exception",
+    "emit_message",
+    "emit_object",
+    "emit_reward",
+    "heartbeat",
     "open_store",
     "optimize",
+    "tool_call",
 ]
 
 

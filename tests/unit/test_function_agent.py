@@ -4,6 +4,7 @@ PromptTemplate and module-level-string components, config by ``module:function``
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -242,3 +243,27 @@ async def test_a_plain_callable_works_without_the_decorator() -> None:
     assert result.score == 1.0
     assert system.name == "plain"
     assert system.seed_candidate().components == {}
+
+
+def test_a_decorated_agent_is_a_system_the_sdk_optimizes(tmp_path: Path) -> None:
+    import emery
+    from emery.systems.base import System
+
+    assert isinstance(shouter, System)
+    examples = [
+        Example(id=f"e{i}", input={"word": w}, expected=w.upper())
+        for i, w in enumerate(["apple", "pear", "fig", "kiwi", "plum", "lime"])
+    ]
+    dataset = emery.Dataset(name="words", train=examples[:2], val=examples[2:4], test=examples[4:])
+    result = emery.optimize(
+        shouter,
+        dataset,
+        algorithm="baseline",
+        lm=upper_lm(),
+        store=str(tmp_path / "emery.db"),
+        runtime={"workdir": str(tmp_path / "work")},
+        verifier={"kind": "exact"},
+    )
+    assert result.best_score == 1.0
+    assert result.best_candidate is not None
+    assert set(result.best_candidate.components) == {"SHOUT", "STYLE"}

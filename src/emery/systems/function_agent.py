@@ -24,7 +24,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Literal, overload
 
@@ -106,15 +106,36 @@ class RolloutInfo:
 
 @dataclass
 class AgentFunction:
-    """A function marked with ``@emery.agent``; calling it calls the function."""
+    """A function marked with ``@emery.agent``: calling it calls the function, and it is a
+    system (``emery.optimize(my_agent, ...)``) through a ``FunctionAgent`` built on first use.
+    """
 
     fn: Callable[..., Any]
     name: str
     components: Sequence[str | PromptTemplate] | Mapping[str, str] | None = None
     returns: Returns = "auto"
+    _system: FunctionAgent | None = field(default=None, init=False, repr=False, compare=False)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
+
+    @property
+    def system(self) -> FunctionAgent:
+        if self._system is None:
+            self._system = FunctionAgent(self)
+        return self._system
+
+    def seed_candidate(self) -> Candidate:
+        return self.system.seed_candidate()
+
+    def version(self) -> str:
+        return self.system.version()
+
+    def check_inputs(self, fields: set[str]) -> None:
+        self.system.check_inputs(fields)
+
+    async def run(self, candidate: Candidate, ctx: RunContext) -> SystemRun:
+        return await self.system.run(candidate, ctx)
 
 
 Components = Sequence[str | PromptTemplate] | Mapping[str, str]
