@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -24,12 +25,28 @@ def serve(
     api_key_env: Annotated[
         str, typer.Option(help="Environment variable holding the API key (unset: no auth).")
     ] = API_KEY_ENV,
+    component: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--component",
+            help="A module-level string or PromptTemplate of the agent's module to optimize"
+            " (repeatable; default: what @emery.agent declares).",
+        ),
+    ] = None,
     app_dir: Annotated[Path, typer.Option(help="Directory MODULE is imported from.")] = Path("."),
 ) -> None:
-    """Serve MODULE:AGENT with GET /health, GET /task_info and POST /rollout."""
+    """Serve MODULE:AGENT with GET /health, GET /task_info and POST /rollout.
+
+    The agent may be plain OpenAI SDK code: inside a rollout its OpenAI calls go to the
+    job's LM proxy, whatever OPENAI_BASE_URL says.
+    """
+    from emery.systems.function_agent import FunctionAgent
     from emery.taskapp.server import serve as serve_app
 
     sys.path.insert(0, str(app_dir.resolve()))
-    target = import_object(agent)
-    err.print(f"task app {name or agent} on http://{host}:{port}")
+    # A plain OpenAI client refuses to start without a key; the proxy needs none.
+    os.environ.setdefault("OPENAI_API_KEY", "emery-task-app")
+    target = FunctionAgent(import_object(agent), components=component or None, name=name)
+    components = ", ".join(target.seed_texts()) or "none"
+    err.print(f"task app {target.name} on http://{host}:{port} (components: {components})")
     serve_app(target, host=host, port=port, name=name, api_key_env=api_key_env)
