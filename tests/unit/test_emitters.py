@@ -78,6 +78,14 @@ async def test_each_emitter_records_one_span_with_its_attributes() -> None:
         "brevity": 0.5,
     }
     assert all(s.rollout_id == result.rollout_id for s in spans)
+    # The result carries an excerpt of the trace for reflection.
+    assert result.trace.splitlines() == [
+        "1. message: thinking about it",
+        '2. object: {"n": 2, "plan": ["a", "b"]}',
+        '3. annotation: {"difficulty": 3, "env": "test"}',
+        "4. error: KeyError: 'missing tool'",
+        '5. reward 1.0 {"accuracy": 1.0, "brevity": 0.5}',
+    ]
 
 
 async def test_the_last_emitted_reward_counts_when_the_agent_returns_nothing() -> None:

@@ -13,6 +13,7 @@ from emery.evaluation.results import EvalResult, ExampleResult
 from emery.evaluation.rollouts import RolloutOutcome, RolloutRunner
 from emery.lm.base import LM, Completion, TokenUsage
 from emery.systems.base import RunContext, System, SystemRun
+from emery.tracing.adapters import trace_excerpt
 from emery.tracing.lm import TracedLM
 from emery.tracing.processor import RolloutTracing
 from emery.tracing.recorder import NullRecorder, RolloutRecorder
@@ -22,6 +23,8 @@ from emery.tracing.scope import AttemptScope
 from emery.verifiers.base import Verifier
 
 log = logging.getLogger(__name__)
+
+TRACE_CHARS = 1500
 
 
 class TallyLM:
@@ -142,7 +145,15 @@ class Evaluator:
             rollout_status=rollout.status,
             attempts=rollout.attempts,
             span_count=outcome.span_count,
+            trace=self._excerpt(outcome),
         )
+
+    @staticmethod
+    def _excerpt(outcome: RolloutOutcome) -> str:
+        scope = outcome.scope
+        if scope is None:
+            return ""
+        return trace_excerpt(scope.records, TRACE_CHARS)
 
     async def _score(
         self, example: Example, run: SystemRun, outcome: RolloutOutcome

@@ -30,6 +30,9 @@ class ExampleResult(BaseModel):
     rollout_status: str | None = None
     attempts: int = 0
     span_count: int = 0
+    trace: str = ""
+    """An excerpt of the last attempt's spans (LM calls, tool calls, emitted messages,
+    rewards, errors) for reflection; empty when the attempt recorded nothing but the run."""
 
 
 class EvalResult(BaseModel):

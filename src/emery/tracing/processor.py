@@ -18,7 +18,7 @@ from opentelemetry.trace import Tracer
 from emery.tracing import conventions as sc
 from emery.tracing.recorder import RolloutRecorder
 from emery.tracing.records import SpanEvent, SpanRecord
-from emery.tracing.scope import active_scope
+from emery.tracing.scope import AttemptScope, active_scope
 
 
 def _time(ns: int | None) -> datetime:
@@ -75,6 +75,7 @@ class RecordingSpanProcessor(SpanProcessor):
         self.max_batch = max_batch
         self.max_delay_s = max_delay_s
         self._buffer: list[SpanRecord] = []
+        self._open: dict[int, AttemptScope] = {}
         self._buffer_since = 0.0
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
@@ -86,11 +87,17 @@ class RecordingSpanProcessor(SpanProcessor):
         span.set_attribute(sc.ROLLOUT_ID, scope.rollout_id)
         span.set_attribute(sc.ATTEMPT_ID, scope.attempt_id)
         span.set_attribute(sc.SEQUENCE, scope.next_sequence())
+        with self._lock:
+            self._open[span.context.span_id] = scope
 
     def on_end(self, span: ReadableSpan) -> None:
         if not span.attributes or sc.ROLLOUT_ID not in span.attributes:
             return
         record = to_record(span)
+        with self._lock:
+            scope = self._open.pop(span.context.span_id, None)
+        if scope is not None:
+            scope.keep(record)
         with self._lock:
             if not self._buffer:
                 self._buffer_since = time.monotonic()

@@ -59,6 +59,8 @@ def adopt_spans(scope: AttemptScope, spans: Sequence[SpanRecord]) -> list[SpanRe
                     tool_calls=list(reply.get("tool_calls") or []),
                 )
             )
+    for record in adopted:
+        scope.keep(record)
     if scope.sink is not None and adopted:
         scope.sink(adopted)
     return adopted

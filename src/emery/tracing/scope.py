@@ -44,6 +44,9 @@ class LMCall:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
 
+KEEP_SPANS = 200
+
+
 class AttemptScope:
     """Everything tracing needs to know about the attempt that is running."""
 
@@ -72,6 +75,8 @@ class AttemptScope:
         self.components: dict[str, str] = dict(rollout.components)
         self.seed_components: dict[str, str] = dict(seed_components or {})
         self.rewards: list[Reward] = []
+        self.records: list[SpanRecord] = []
+        """The attempt's finished spans (the first ``KEEP_SPANS``), for its result's trace."""
         self.lm_calls: list[LMCall] = []
         self.closed = False
         self.span_count = 0
@@ -123,6 +128,11 @@ class AttemptScope:
         with self._lock:
             self._in_flight -= 1
             self._last_activity = time.monotonic()
+
+    def keep(self, record: SpanRecord) -> None:
+        with self._lock:
+            if len(self.records) < KEEP_SPANS:
+                self.records.append(record)
 
     def add_reward(self, reward: Reward) -> None:
         with self._lock:
