@@ -241,7 +241,7 @@ async def test_failed_train_runs_are_shown_to_the_critic() -> None:
     await run(ctx, Apo(settings(rounds=1, beam_width=1, branch_factor=1)))
 
     critique_request = reflection.calls[0][-1]["content"]
-    assert critique_request.count("FAILED (the run did not finish; score 0.00)") == 3
+    assert critique_request.count("FAILED (the run ended in an error; score 0.00)") == 3
     assert "RuntimeError: the task model crashed" in critique_request
 
 

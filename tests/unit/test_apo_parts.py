@@ -123,7 +123,7 @@ def test_experiments_show_status_conversation_and_feedback_failures_first() -> N
     text = build_experiments(examples, results, component="solve", prompt=prompt, max_chars=100)
     blocks = text.split("\n\n")
     assert len(blocks) == 3
-    assert blocks[0].startswith("Example 1: FAILED (the run did not finish; score 0.00)")
+    assert blocks[0].startswith("Example 1: FAILED (the run ended in an error; score 0.00)")
     assert "3+3?" in blocks[0]
     assert "[reply] six" in blocks[0]
     assert "[error] the reply must match" in blocks[0]
@@ -155,6 +155,33 @@ def test_experiments_label_steps_of_multi_component_runs() -> None:
     assert "[reply] (empty)" in text
     with pytest.raises(ValueError, match="one result per example"):
         build_experiments([example], [], component="polish", prompt="Polish.")
+
+
+def test_experiments_show_rollout_status_and_the_trace_the_calls_lack() -> None:
+    example = Example(id="x", input={"q": "hi"})
+    trace = (
+        "1. LM call — user: hi → assistant: hello\n2. tool search({'q': 'hi'}) → 3 hits\n"
+        "3. error: TimeoutError: slow"
+    )
+    with_calls = ExampleResult(
+        candidate_id="c",
+        example_id="x",
+        error="TimeoutError: slow",
+        rollout_status="timed_out",
+        attempts=3,
+        trace=trace,
+        calls=[ComponentCall(component="p", messages=[{"role": "user", "content": "hi"}])],
+    )
+    text = build_experiments([example], [with_calls], component="p", prompt="P.")
+    assert text.startswith("Example 1: FAILED (the run timed_out after 3 attempts; score 0.00)")
+    assert "[trace] 2. tool search({'q': 'hi'}) → 3 hits" in text
+    assert "LM call" not in text
+    assert text.count("TimeoutError: slow") == 1
+
+    agent = ExampleResult(candidate_id="c", example_id="x", score=1.0, trace=trace)
+    text = build_experiments([example], [agent], component="p", prompt="P.")
+    assert "[trace] 1. LM call — user: hi → assistant: hello" in text
+    assert text.startswith("Example 1: PASSED")
 
 
 def test_clip_marks_the_cut() -> None:

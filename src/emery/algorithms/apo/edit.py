@@ -23,7 +23,7 @@ _LABEL = re.compile(
     re.IGNORECASE,
 )
 # Lines of the material shown to the edit LM; a prompt that contains them copied it.
-_ECHO_MARKERS = ("[reply]", "[assistant]", "Checker:", "A reviewer found", "The task:")
+_ECHO_MARKERS = ("[reply]", "[assistant]", "[trace]", "Checker:", "A reviewer found", "The task:")
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,15 @@ holds the whole batch.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from emery.core.models import Example
 from emery.evaluation.results import ExampleResult
 from emery.systems.base import ComponentCall
+
+_LM_LINE = re.compile(r"^\d+\. LM call\b|^…$")
 
 
 def clip(text: str, limit: int) -> str:
@@ -37,11 +40,25 @@ def as_text(value: Any) -> str:
 
 def verdict(result: ExampleResult) -> str:
     """The run's status and reward in words."""
-    if result.error is not None:
-        return f"FAILED (the run did not finish; score {result.score:.2f})"
+    status = result.rollout_status
+    if result.error is not None or status not in (None, "succeeded"):
+        how = "the run ended in an error" if status in (None, "failed") else f"the run {status}"
+        tries = f" after {result.attempts} attempts" if result.attempts > 1 else ""
+        return f"FAILED ({how}{tries}; score {result.score:.2f})"
     if result.score >= 1.0:
         return "PASSED (score 1.00)"
     return f"WRONG (score {result.score:.2f})"
+
+
+def trace_lines(result: ExampleResult) -> list[str]:
+    """The trace excerpt: all of it when the run reported no component calls, otherwise
+    only what the calls do not already show (tool calls, messages, rewards, errors)."""
+    lines = [line for line in result.trace.splitlines() if line.strip()]
+    if result.calls:
+        lines = [line for line in lines if not _LM_LINE.match(line)]
+    if result.error:
+        lines = [line for line in lines if result.error not in line]
+    return [f"[trace] {line}" for line in lines]
 
 
 def describe_call(
@@ -80,6 +97,7 @@ def describe_experiment(
                 call, component=component, prompt=prompt, max_chars=max_chars, label=label
             )
         )
+    lines.extend(trace_lines(result))
     if result.output is not None:
         lines.append(f"Output: {clip(as_text(result.output), max_chars)}")
     if example.expected is not None:
