@@ -30,7 +30,14 @@ from emery.systems.function_agent import agent
 from emery.systems.registry import build_system, parse_system_config
 from emery.systems.task_app import TaskApp, TaskAppConfig
 from emery.taskapp import create_task_app
-from emery.tracing import LiveRollouts, MemoryRecorder, RolloutConfig, emit_message, emit_reward
+from emery.tracing import (
+    LiveRollouts,
+    MemoryRecorder,
+    RolloutConfig,
+    emit_message,
+    emit_reward,
+    heartbeat,
+)
 from emery.tracing import conventions as sc
 from emery.verifiers import ExactMatch
 
@@ -241,6 +248,37 @@ async def test_any_app_with_a_custom_reward_path_and_no_task_info() -> None:
         "split": "train",
     }
     assert body["policy"]["config"]["inference_url"] is None
+
+
+@agent
+def busy_agent(task: dict[str, Any]) -> str:
+    """Works for 1.2 s without model calls; heartbeats when told to."""
+    for _ in range(24):
+        time.sleep(0.05)
+        if task["beat"]:
+            heartbeat()
+    return "done"
+
+
+async def test_remote_heartbeats_keep_a_busy_agent_responsive(proxy: RegistryProxy) -> None:
+    app = create_task_app(busy_agent, api_key=KEY, heartbeat_interval_s=0.05)
+    with BackgroundServer(app) as server:
+        system = TaskApp(app_config(server.url))
+        recorder = MemoryRecorder()
+        ev = Evaluator(
+            system,
+            ExactMatch(),
+            capitals_lm(),
+            proxy=proxy,
+            recorder=recorder,
+            rollouts=RolloutConfig(unresponsive_seconds=0.6, timeout_seconds=10),
+        )
+        beating = Example(id="b", input={"beat": True}, expected="done")
+        silent = Example(id="s", input={"beat": False}, expected="done")
+        alive, quiet = (await ev.evaluate(system.seed_candidate(), [beating, silent])).results
+    assert (alive.score, alive.error) == (1.0, None)
+    assert quiet.score == 0.0
+    assert [a.status for a in recorder.attempts(quiet.rollout_id or "")] == ["unresponsive"]
 
 
 def test_config_errors() -> None:

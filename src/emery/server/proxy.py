@@ -312,6 +312,14 @@ def proxy_router(backend: ProxyBackend) -> APIRouter:
             return unknown(rollout_id, attempt_id)
         return await handle(request, scope)
 
+    @router.post("/rollouts/{rollout_id}/attempts/{attempt_id}/heartbeat")
+    async def attempt_heartbeat(rollout_id: str, attempt_id: str) -> Response:
+        scope = backend.attempt(rollout_id, attempt_id)
+        if scope is None:
+            return unknown(rollout_id, attempt_id)
+        scope.touch()
+        return Response(status_code=204)
+
     @router.post("/rollouts/{rollout_id}/v1/chat/completions")
     async def rollout_chat(request: Request, rollout_id: str) -> Response:
         scope = backend.attempt(rollout_id, None)

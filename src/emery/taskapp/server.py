@@ -14,9 +14,12 @@ import hmac
 import ipaddress
 import logging
 import os
+import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import httpx
 import openai
 import uvicorn
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -85,6 +88,45 @@ class ProxyLM:
         )
 
 
+class HeartbeatForwarder:
+    """Tells the job an attempt is alive (its proxy's heartbeat URL), at most once per
+    ``interval_s``, from a background thread so the agent never waits on it."""
+
+    def __init__(self, proxy_url: str, interval_s: float = 1.0) -> None:
+        base = proxy_url.rstrip("/")
+        self.url = (base[: -len("/v1")] if base.endswith("/v1") else base) + "/heartbeat"
+        self.interval_s = interval_s
+        self._last = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last < self.interval_s:
+                return
+            self._last = now
+        threading.Thread(target=self._send, daemon=True, name="emery-heartbeat").start()
+
+    def _send(self) -> None:
+        try:
+            _heartbeat_client().post(self.url)
+        except httpx.HTTPError as exc:
+            log.debug("heartbeat to %s failed: %s", self.url, exc)
+
+
+_client: httpx.Client | None = None
+_client_lock = threading.Lock()
+
+
+def _heartbeat_client() -> httpx.Client:
+    """One HTTP client for all heartbeats of this process (connections are reused)."""
+    global _client
+    with _client_lock:
+        if _client is None:
+            _client = httpx.Client(timeout=2.0)
+        return _client
+
+
 def _given_key(request: Request) -> str | None:
     key = request.headers.get(API_KEY_HEADER)
     if key:
@@ -104,8 +146,13 @@ def _auth(key: str | None) -> Callable[[Request], None]:
     return check
 
 
-async def run_request(system: FunctionAgent, request: RolloutRequest) -> RolloutResponse:
-    """Run one rollout request and describe it as a response (never raises)."""
+async def run_request(
+    system: FunctionAgent, request: RolloutRequest, *, heartbeat_interval_s: float = 1.0
+) -> RolloutResponse:
+    """Run one rollout request and describe it as a response (never raises).
+
+    Signs of life (spans, ``emery.heartbeat()``) are forwarded to the job's proxy at most
+    every ``heartbeat_interval_s``, so its unresponsive check sees a busy remote agent."""
     recorder = MemoryRecorder()
     tracing = RolloutTracing(recorder)
     spec = request.env.config.example
@@ -123,6 +170,8 @@ async def run_request(system: FunctionAgent, request: RolloutRequest) -> Rollout
     url = policy.config.inference_url
     scope = AttemptScope(rollout, attempt, tracing.tracer, proxy_url=url)
     scope.redirect_openai = url is not None
+    if url is not None:
+        scope.on_activity = HeartbeatForwarder(url, heartbeat_interval_s)
     candidate = Candidate(components={**system.seed_texts(), **policy.components})
     split = request.env.config.split
     context = RunContext(
@@ -163,6 +212,7 @@ def create_task_app(
     name: str | None = None,
     api_key: str | None = None,
     api_key_env: str = API_KEY_ENV,
+    heartbeat_interval_s: float = 1.0,
 ) -> FastAPI:
     """A FastAPI app serving ``agent`` (a function, ``@emery.agent``, ``module:attr`` or a
     ``FunctionAgent``). The API key is ``api_key``, else ``$api_key_env``, else none."""
@@ -184,7 +234,7 @@ def create_task_app(
 
     @app.post("/rollout")
     async def rollout(request: RolloutRequest) -> RolloutResponse:
-        return await run_request(system, request)
+        return await run_request(system, request, heartbeat_interval_s=heartbeat_interval_s)
 
     return app
 

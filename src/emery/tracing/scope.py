@@ -70,6 +70,8 @@ class AttemptScope:
         """The attempt's root span (the parent of spans recorded from other threads)."""
         self.loop: asyncio.AbstractEventLoop | None = None
         """The event loop running the attempt: the proxy runs LM calls there."""
+        self.on_activity: Callable[[], None] | None = None
+        """Called on every sign of life (a task app forwards them to the job)."""
         self.sink: Callable[[list[SpanRecord]], None] | None = None
         """Where finished spans recorded elsewhere (a task app's) are written."""
         self.components: dict[str, str] = dict(rollout.components)
@@ -105,12 +107,16 @@ class AttemptScope:
             self._sequence += 1
             self.span_count += 1
             self._last_activity = time.monotonic()
-            return number
+        if self.on_activity is not None:
+            self.on_activity()
+        return number
 
     def touch(self) -> None:
         """Record a sign of life."""
         with self._lock:
             self._last_activity = time.monotonic()
+        if self.on_activity is not None:
+            self.on_activity()
 
     def idle_seconds(self) -> float:
         """Seconds since the last sign of life; 0 while an LM call is in flight."""
