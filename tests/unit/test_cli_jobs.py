@@ -291,3 +291,10 @@ def test_ctrl_c_pauses_and_says_how_to_resume(tmp_path: Path) -> None:
 def test_a_bad_stream_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["train", str(write(tmp_path / "job.toml")), "--stream-format", "fancy"]) == 2
     assert "--stream-format must be cli, chart or none" in capsys.readouterr().err
+
+
+def test_an_unknown_algorithm_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "job.toml")
+    path.write_text(path.read_text() + "\n[algorithm.gepaa]\nseed = 1\n")
+    assert run_cli(["train", str(path)]) == 2
+    assert "unknown algorithm in [algorithm.gepaa]; did you mean 'gepa'?" in capsys.readouterr().err

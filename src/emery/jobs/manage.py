@@ -8,6 +8,7 @@ is gone) changes state directly.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import os
 import subprocess
 import sys
@@ -17,11 +18,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from emery.algorithms.registry import parse_settings
+from emery.algorithms.registry import ALGORITHM_MODULES, parse_settings
 from emery.config.loading import parse_config
 from emery.config.resolve import check_system_inputs, resolve_dataset, resolve_system
 from emery.config.schema import JobConfig
-from emery.core.errors import EmeryError
+from emery.core.errors import ConfigError, EmeryError
 from emery.core.events import Event
 from emery.core.hashing import content_hash
 from emery.jobs.engine import EventSink, JobEngine
@@ -63,12 +64,10 @@ def create_job(
     inputs = inputs or JobInputs()
     base_dir = (base_dir or (config_path.parent if config_path else Path.cwd())).resolve()
     parse_settings(config.job.algorithm, config.algorithm.get(config.job.algorithm))
-    unknown = sorted(set(config.algorithm) - {config.job.algorithm})
-    if unknown:
-        raise EmeryError(
-            f"[algorithm.{unknown[0]}] is set but the job runs {config.job.algorithm!r}"
-            f" (job.algorithm)"
-        )
+    for section in sorted(set(config.algorithm) - set(ALGORITHM_MODULES)):
+        near = difflib.get_close_matches(section, list(ALGORITHM_MODULES), n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise ConfigError(f"unknown algorithm in [algorithm.{section}]{hint}")
     system = inputs.system if inputs.system is not None else resolve_system(config)
     dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
     check_system_inputs(system, dataset)
