@@ -298,3 +298,33 @@ def test_an_unknown_algorithm_section(tmp_path: Path, capsys: pytest.CaptureFixt
     path.write_text(path.read_text() + "\n[algorithm.gepaa]\nseed = 1\n")
     assert run_cli(["train", str(path)]) == 2
     assert "unknown algorithm in [algorithm.gepaa]; did you mean 'gepa'?" in capsys.readouterr().err
+
+
+def test_train_asks_which_config_when_someone_can_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from emery.cli import train_cmd
+
+    write(tmp_path / "a.toml")
+    write(tmp_path / "b.toml", iterations=1)
+    monkeypatch.setattr(train_cmd, "interactive", lambda: True)
+    monkeypatch.setattr(train_cmd.typer, "prompt", lambda *args, **kwargs: 2)
+    assert run_cli(["train", "--stream-format", "none"]) == 0
+    assert "2. b.toml" in capsys.readouterr().err
+    [job] = store().list_jobs().items
+    assert job.config_path == str(tmp_path / "b.toml")
+
+
+def test_events_follow_a_running_job_until_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import emery
+
+    monkeypatch.setenv(js.DELAY_ENV, "0.01")
+    path = write(tmp_path / "job.toml", iterations=6)
+    job = emery.Job.create(path, store=store()).start()
+    assert run_cli(["jobs", "events", job.id, "--follow"]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("succeeded (iterations done)")
+    assert out.count("checkpoint") == 7
+    job.wait()
