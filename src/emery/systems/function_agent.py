@@ -15,17 +15,10 @@ name → seed text read through ``prompts``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import functools
 import inspect
-import threading
-import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict
@@ -34,47 +27,34 @@ from emery.core.errors import ConfigError
 from emery.core.hashing import content_hash
 from emery.core.imports import import_object
 from emery.core.models import Candidate, Example, Split
-from emery.systems.base import ComponentCall, RunContext, System, SystemRun
+from emery.systems.agent_components import (
+    PromptTemplate,
+    attribute_calls,
+    current_texts,
+    used_globals,
+)
+from emery.systems.agent_runtime import AgentExited, CandidateGate, ModuleString, call_in_thread
+from emery.systems.base import RunContext, System, SystemRun
 from emery.systems.registry import SystemKind
-from emery.systems.templates import placeholders, render
-from emery.tracing.adapters import mentions, text_anchors
+from emery.systems.templates import placeholders
 from emery.tracing.agent_lm import AgentLM
-from emery.tracing.scope import AttemptScope, LMCall, current_scope
+from emery.tracing.scope import AttemptScope, current_scope
+
+__all__ = [
+    "RESERVED",
+    "AgentExited",
+    "AgentFunction",
+    "FunctionAgent",
+    "FunctionAgentConfig",
+    "PromptTemplate",
+    "Prompts",
+    "RolloutInfo",
+    "agent",
+    "attribute_calls",
+]
 
 Returns = Literal["auto", "output", "reward"]
 RESERVED = frozenset({"task", "example", "prompts", "candidate", "lm", "rollout"})
-
-_components: ContextVar[Mapping[str, str] | None] = ContextVar(
-    "emery_agent_components", default=None
-)
-
-
-class PromptTemplate:
-    """A prompt text that is an optimizable component.
-
-    ``str(template)`` / ``template.text`` is the running candidate's text (the seed outside
-    a rollout); ``template.format(**fields)`` fills ``{field}`` placeholders.
-    """
-
-    def __init__(self, text: str, *, name: str | None = None) -> None:
-        self.seed = text
-        self.name = name
-
-    @property
-    def text(self) -> str:
-        current = _components.get()
-        if current is not None and self.name is not None and self.name in current:
-            return current[self.name]
-        return self.seed
-
-    def format(self, **fields: Any) -> str:
-        return render(self.text, fields)
-
-    def __str__(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        return f"PromptTemplate(name={self.name!r}, seed={self.seed[:40]!r})"
 
 
 class Prompts(dict[str, str]):
@@ -172,107 +152,6 @@ def agent(
     return wrap(fn) if fn is not None else wrap
 
 
-@dataclass
-class _ModuleString:
-    module: ModuleType
-    attribute: str
-    original: str
-
-
-class _CandidateGate:
-    """Lets rollouts of one candidate run together; another candidate waits its turn.
-
-    Needed when components are module-level strings: there is one module, so only one
-    candidate's texts can be bound at a time.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._conditions: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, asyncio.Condition
-        ] = weakref.WeakKeyDictionary()
-        self.active: str | None = None
-        self.count = 0
-
-    def _condition(self) -> asyncio.Condition:
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            if loop not in self._conditions:
-                self._conditions[loop] = asyncio.Condition()
-            return self._conditions[loop]
-
-    @asynccontextmanager
-    async def hold(
-        self, key: str, bind: Callable[[], None], unbind: Callable[[], None]
-    ) -> AsyncIterator[None]:
-        """Run the block once ``key`` may run: the first of a group binds, the last unbinds."""
-        condition = self._condition()
-        async with condition:
-            await condition.wait_for(lambda: self.active in (None, key))
-            if self.active is None:
-                bind()
-            self.active = key
-            self.count += 1
-        try:
-            yield
-        finally:
-            async with condition:
-                self.count -= 1
-                if self.count == 0:
-                    unbind()
-                    self.active = None
-                    condition.notify_all()
-
-
-class AgentExited(RuntimeError):
-    """The agent called ``sys.exit``: a failed attempt, not the end of the job."""
-
-    def __init__(self, exc: SystemExit) -> None:
-        super().__init__(f"the agent exited (SystemExit: {exc.code!r})")
-
-
-def _call_in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
-    """Run a sync agent in its own daemon thread (a hung agent never blocks a shared pool)."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-    context = contextvars.copy_context()
-
-    def settle(result: Any, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    def target() -> None:
-        error: BaseException | None = None
-        try:
-            result = context.run(fn, **kwargs)
-        except SystemExit as exc:
-            result, error = None, AgentExited(exc)
-        except BaseException as exc:
-            result, error = None, exc
-        # A closed loop means the rollout was abandoned long ago: nobody waits.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(settle, result, error)
-
-    threading.Thread(target=target, daemon=True, name="emery-agent").start()
-    return future
-
-
-def _used_globals(fn: Callable[..., Any]) -> list[str]:
-    """Global names the function's code (and nested code) refers to, in order."""
-    code = getattr(fn, "__code__", None)
-    names: list[str] = []
-    stack = [code] if code is not None else []
-    while stack:
-        current = stack.pop(0)
-        names.extend(n for n in current.co_names if n not in names)
-        stack.extend(c for c in current.co_consts if inspect.iscode(c))
-    return names
-
-
 class FunctionAgent:
     """A Python function as a system; see the module docstring.
 
@@ -308,12 +187,12 @@ class FunctionAgent:
         self.is_async = inspect.iscoroutinefunction(fn)
         self.parameters = inspect.signature(fn).parameters
         self.templates: dict[str, PromptTemplate] = {}
-        self.module_strings: dict[str, _ModuleString] = {}
+        self.module_strings: dict[str, ModuleString] = {}
         self.plain: dict[str, str] = {}
         self._discover(components if components is not None else declared)
         for component, text in (seeds or {}).items():
             self._set_seed(component, text)
-        self._gate = _CandidateGate()
+        self._gate = CandidateGate()
         if instrument_openai:
             from emery.tracing.openai_instrument import instrument_openai as instrument
 
@@ -324,7 +203,7 @@ class FunctionAgent:
     def _discover(self, declared: Any) -> None:
         module_globals: dict[str, Any] = getattr(self.fn, "__globals__", {})
         if declared is None:
-            for var in _used_globals(self.fn):
+            for var in used_globals(self.fn):
                 value = module_globals.get(var)
                 if isinstance(value, PromptTemplate):
                     self._add_template(var, value)
@@ -342,7 +221,7 @@ class FunctionAgent:
                 module = inspect.getmodule(self.fn)
                 if module is None:
                     raise ConfigError(f"agent {self.name}: cannot find the module of {item!r}")
-                self.module_strings[item] = _ModuleString(module, item, module_globals[item])
+                self.module_strings[item] = ModuleString(module, item, module_globals[item])
                 self.plain[item] = module_globals[item]
             else:
                 raise ConfigError(
@@ -415,7 +294,7 @@ class FunctionAgent:
         if scope is not None:
             scope.components = dict(components)
         kwargs = self._arguments(candidate, components, ctx, scope)
-        token = _components.set(components)
+        token = current_texts.set(components)
         try:
             if self.module_strings:
                 async with self._gate.hold(
@@ -427,7 +306,7 @@ class FunctionAgent:
             else:
                 result = await self._call(kwargs)
         finally:
-            _components.reset(token)
+            current_texts.reset(token)
         return self._to_run(result, components, scope)
 
     # running
@@ -446,7 +325,7 @@ class FunctionAgent:
                 return await self.fn(**kwargs)
             except SystemExit as exc:
                 raise AgentExited(exc) from None
-        result = await _call_in_thread(self.fn, kwargs)
+        result = await call_in_thread(self.fn, kwargs)
         if inspect.isawaitable(result):
             return await result
         return result
@@ -504,19 +383,6 @@ class FunctionAgent:
             if reward is not None:
                 return SystemRun(calls=calls, reward=reward.value)
         return SystemRun(output=result, calls=calls)
-
-
-def attribute_calls(calls: Sequence[LMCall], components: Mapping[str, str]) -> list[ComponentCall]:
-    """LM calls as ``ComponentCall``s: a call belongs to the components whose text it
-    contains, or to every component when it contains none of them."""
-    out: list[ComponentCall] = []
-    anchors = {name: text_anchors(text) for name, text in components.items()}
-    for call in calls:
-        sent = "\n".join(str(m.get("content") or "") for m in call.messages)
-        owners = [name for name, pieces in anchors.items() if mentions(sent, pieces)]
-        for owner in owners or list(components) or ["agent"]:
-            out.append(ComponentCall(component=owner, messages=call.messages, reply=call.reply))
-    return out
 
 
 class FunctionAgentConfig(BaseModel):

@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from emery.core.errors import ConfigError
 from emery.core.hashing import content_hash
 from emery.core.models import Candidate, Example, Split
+from emery.systems.agent_components import attribute_calls
 from emery.systems.base import RunContext, System, SystemRun
-from emery.systems.function_agent import attribute_calls
 from emery.systems.registry import SystemKind
 from emery.taskapp.protocol import (
     API_KEY_ENV,
