@@ -20,7 +20,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,6 @@ from emery.algorithms.runner import SearchOutcome, StepRecord, run_search
 from emery.config.loading import parse_config
 from emery.core.errors import EmeryError
 from emery.core.events import BestUpdated, CheckpointSaved, Event, event
-from emery.core.hashing import content_hash
 from emery.evaluation.budget import BudgetExhausted, BudgetUsage
 from emery.evaluation.results import ExampleResult
 from emery.evaluation.service import EvalKey, eval_key
@@ -38,15 +36,13 @@ from emery.jobs.control import LOST, ControlWatcher
 from emery.jobs.ownership import owner_alive, owner_id
 from emery.jobs.report import render_report
 from emery.jobs.results import build_result, result_paths, write_result
+from emery.jobs.rows import evaluation_rows
 from emery.jobs.runtime import JobInputs, Runtime, build_runtime
 from emery.lm.usage import RoleUsage
 from emery.store.protocol import Store
 from emery.store.records import (
-    AttemptRecord,
     CheckpointRecord,
-    EvaluationRecord,
     JobRecord,
-    RolloutRecord,
     StepWrite,
 )
 from emery.store.sql.jobs import OwnershipLost
@@ -296,7 +292,9 @@ class JobEngine:
         events.append(
             event("checkpoint_saved", CheckpointSaved(iteration=record.budget.iterations))
         )
-        evaluations, rollouts, attempts = self._evaluation_rows(runtime, record.results)
+        evaluations, rollouts, attempts = evaluation_rows(
+            runtime, record.results, job_id=self.job_id, worker=self.owner
+        )
         write = StepWrite(
             events=events,
             candidates=record.candidates,
@@ -319,69 +317,6 @@ class JobEngine:
         )
         self._emit(self.store.commit_step(self.job_id, write))
 
-    def _evaluation_rows(
-        self, runtime: Runtime, results: Sequence[ExampleResult]
-    ) -> tuple[list[EvaluationRecord], list[RolloutRecord], list[AttemptRecord]]:
-        """Evaluation rows, each with a rollout and attempt row (stored only where a tracer
-        has not recorded that rollout already)."""
-        evaluations, rollouts, attempts = [], [], []
-        config = runtime.config.runtime
-        finished = time.time()
-        for result in results:
-            split = result.split or ""
-            rollout_id: str = getattr(result, "rollout_id", None) or "ro-" + content_hash(
-                [runtime.scope, result.candidate_id, result.example_id, split], 20
-            )
-            status = "failed" if result.error else "succeeded"
-            started = finished - result.latency_s
-            example = runtime.example(split, result.example_id)
-            tries = max(1, int(getattr(result, "attempts", 1) or 1))
-            rollouts.append(
-                RolloutRecord(
-                    id=rollout_id,
-                    job_id=self.job_id,
-                    candidate_id=result.candidate_id,
-                    example_id=result.example_id,
-                    split=split,
-                    mode=split,
-                    status=status,
-                    input=example.input if example is not None else None,
-                    output=result.output,
-                    score=result.score,
-                    error=result.error,
-                    max_attempts=config.max_attempts,
-                    timeout_seconds=config.timeout_s,
-                    attempt_count=tries,
-                    metadata={"lm_calls": result.lm_calls},
-                    created_at=_at(started),
-                    started_at=_at(started),
-                    finished_at=_at(finished),
-                )
-            )
-            attempts.append(
-                AttemptRecord(
-                    id=f"{rollout_id}:{tries}",
-                    rollout_id=rollout_id,
-                    number=tries,
-                    status=status,
-                    worker_id=self.owner,
-                    error=result.error,
-                    started_at=_at(started),
-                    heartbeat_at=_at(finished),
-                    finished_at=_at(finished),
-                )
-            )
-            evaluations.append(
-                EvaluationRecord(
-                    scope=runtime.scope,
-                    example_hash=runtime.hashes.get((split, result.example_id), ""),
-                    job_id=self.job_id,
-                    rollout_id=rollout_id,
-                    result=result,
-                )
-            )
-        return evaluations, rollouts, attempts
-
     # --- the end ----------------------------------------------------------------------
 
     async def _finish(
@@ -399,7 +334,9 @@ class JobEngine:
                 )
                 tests[candidate.id] = scored.summary()
         events, candidates = ctx.log.drain()
-        evaluations, rollouts, attempts = self._evaluation_rows(runtime, ctx.evaluations.drain())
+        evaluations, rollouts, attempts = evaluation_rows(
+            runtime, ctx.evaluations.drain(), job_id=self.job_id, worker=self.owner
+        )
         job = self.store.get_job(self.job_id)
         result = build_result(
             self.store,
@@ -471,7 +408,3 @@ class JobEngine:
 
 class _Stop(Exception):
     """The search returned because a pause or cancel was requested between steps."""
-
-
-def _at(timestamp: float) -> datetime:
-    return datetime.fromtimestamp(timestamp, tz=UTC)
