@@ -19,8 +19,14 @@ from test_mipro_support import (
 from emery.algorithms.base import SearchContext
 from emery.algorithms.context import build_search_context
 from emery.algorithms.mipro import MiproSettings, MiproState
-from emery.algorithms.mipro.demos import labeled_demos, labeled_stage
-from emery.core.models import ChatMessage, Dataset, Example
+from emery.algorithms.mipro.demos import (
+    REASONING_SENTENCE,
+    labeled_demos,
+    labeled_stage,
+    teacher_candidate,
+)
+from emery.algorithms.mipro.formats import format_sentence
+from emery.core.models import ChatMessage, Dataset, Demo, Example
 from emery.lm import FakeLM
 from emery.systems.parsers import ParserConfig
 from emery.systems.prompt_program import (
@@ -110,8 +116,9 @@ async def test_bootstrapped_demos_come_only_from_runs_that_pass_the_verifier() -
 async def test_bootstrapping_works_when_the_seed_scores_zero() -> None:
     data = dataset()
     ctx = _ctx(data, format_and_demos_lm(data))
+    settings = BOOTSTRAP_ONLY.model_copy(update={"teacher_labeled_demos": "always"})
 
-    outcome, _ = await run_recorded(BOOTSTRAP_ONLY, ctx, stop_after=2)
+    outcome, _ = await run_recorded(settings, ctx, stop_after=2)
 
     state = outcome.state
     assert isinstance(state, MiproState)
@@ -120,7 +127,9 @@ async def test_bootstrapping_works_when_the_seed_scores_zero() -> None:
     assert kinds[:2] == ["empty", "labeled"]
     assert "bootstrapped" in kinds
     teacher = ctx.candidates[state.teacher_candidate_id or ""]
-    assert "Answer: <number>" in teacher.components["solve"]
+    assert teacher.components["solve"] == (
+        f"Answer the question. {REASONING_SENTENCE} {format_sentence(TASK.program.stages[0])}"
+    )
     assert [d.source for d in teacher.demos["solve"]] == ["labeled"] * 4
     labeled_ids = {d.example_id for d in teacher.demos["solve"]}
     for demo_set in state.demo_sets["solve"][2:]:
@@ -128,10 +137,52 @@ async def test_bootstrapping_works_when_the_seed_scores_zero() -> None:
         assert not {d.example_id for d in demo_set.demos} & labeled_ids
 
 
+def test_teacher_shows_labeled_demos_only_where_no_format_sentence_exists() -> None:
+    answer = PromptProgram(TASK.program)
+    label = PromptProgram(
+        PromptProgramConfig(
+            stages=[
+                StageConfig(
+                    name="classify",
+                    instruction="Classify.",
+                    messages=[MessageTemplate(template="{message}")],
+                )
+            ]
+        )
+    )
+    demo = Demo(inputs={"q": "x"}, output="y", source="labeled")
+
+    numeric = teacher_candidate(
+        answer.seed_candidate(),
+        answer,
+        {"solve": [demo]},
+        format_hint=True,
+        use_labeled="auto",
+        reasoning=True,
+    )
+    raw = teacher_candidate(
+        label.seed_candidate(),
+        label,
+        {"classify": [demo]},
+        format_hint=True,
+        use_labeled="auto",
+        reasoning=True,
+    )
+
+    assert "solve" not in numeric.demos
+    assert REASONING_SENTENCE in numeric.components["solve"]
+    assert raw.demos["classify"] == (demo,)
+    assert raw.components["classify"] == "Classify."  # a raw reply must stay bare
+
+
 async def test_without_teacher_help_a_zero_seed_bootstraps_nothing() -> None:
     data = dataset()
     settings = BOOTSTRAP_ONLY.model_copy(
-        update={"teacher_format_hint": False, "teacher_labeled_demos": False}
+        update={
+            "teacher_format_hint": False,
+            "teacher_labeled_demos": "never",
+            "teacher_reasoning": False,
+        }
     )
 
     outcome, _ = await run_recorded(settings, _ctx(data, format_and_demos_lm(data)), stop_after=2)

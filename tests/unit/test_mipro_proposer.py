@@ -94,6 +94,7 @@ async def test_answers_copies_and_near_duplicates_are_rejected() -> None:
         "Solve the problem step by step and end with 'Answer: <number>'.",
         "Solve the problem step by step and end with 'Answer: <number>'!!",
         "Answer using the {context} field.",
+        "Dataset summary: Word problems. Program description: One stage.",
         "Think about each quantity, then give the total on the last line.",
     ]
     proposer = FakeLM(replies)
@@ -126,8 +127,9 @@ async def test_answers_copies_and_near_duplicates_are_rejected() -> None:
         "near-duplicate of choice 1",
         "near-duplicate of choice 2",
         "invented placeholder {context}",
+        "echoes the proposer prompt",
     ]
-    assert outcome.calls == 8
+    assert outcome.calls == 9
 
 
 async def test_attempts_bound_the_proposer_calls() -> None:

@@ -166,6 +166,7 @@ class Mipro:
             labeled,
             format_hint=settings.teacher_format_hint,
             use_labeled=settings.teacher_labeled_demos,
+            reasoning=settings.teacher_reasoning,
             gold_example=_first_gold(ctx),
         )
         if n_boot_sets and settings.max_bootstrapped_demos and plan.bootstrap_examples:

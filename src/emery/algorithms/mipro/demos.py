@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass, field
+from typing import Literal
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.mipro.formats import format_sentence, labeled_replies, parse_reply
@@ -106,23 +107,33 @@ def with_sentence(instruction: str, sentence: str | None) -> str:
     return f"{instruction.rstrip()} {sentence}".strip()
 
 
+REASONING_SENTENCE = "Think it through step by step before you give the final reply."
+
+
 def teacher_candidate(
     seed: Candidate,
     program: PromptProgram,
     labeled: dict[str, list[Demo]],
     *,
     format_hint: bool,
-    use_labeled: bool,
+    use_labeled: Literal["auto", "always", "never"],
+    reasoning: bool,
     gold_example: object = None,
 ) -> Candidate:
-    """The program that bootstraps: the seed plus format sentences and labeled demos."""
+    """The program that bootstraps: the seed plus reasoning and format sentences and, where
+    the settings say so, labeled demos (see ``MiproSettings.teacher_*``)."""
     components = dict(seed.components)
     demos = dict(seed.demos)
     for stage in program.config.stages:
+        instruction = components.get(stage.name, stage.instruction)
+        sentence = format_sentence(stage, gold_example)
+        if reasoning and stage.parser.kind in ("regex", "last_line"):
+            instruction = with_sentence(instruction, REASONING_SENTENCE)
         if format_hint:
-            sentence = format_sentence(stage, gold_example)
-            components[stage.name] = with_sentence(components.get(stage.name, ""), sentence)
-        if use_labeled and labeled.get(stage.name):
+            instruction = with_sentence(instruction, sentence)
+        components[stage.name] = instruction
+        show_labeled = use_labeled == "always" or (use_labeled == "auto" and not sentence)
+        if show_labeled and labeled.get(stage.name):
             demos[stage.name] = tuple(labeled[stage.name])
     if components == seed.components and demos == seed.demos:
         return seed

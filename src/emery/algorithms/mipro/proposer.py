@@ -39,6 +39,15 @@ PROPOSER_SYSTEM = (
 )
 NEAR_DUPLICATE = 0.9
 MIN_COPY_CHARS = 30
+PROMPT_COPY_CHARS = 80
+HEADERS = (
+    "Dataset summary:",
+    "Task description given with the data",
+    "Program description:",
+    "Stage to write for:",
+    "Instructions tried so far",
+    "Examples of this stage replying correctly",
+)
 
 
 @dataclass
@@ -125,8 +134,25 @@ def near_duplicate(text: str, others: Sequence[str]) -> int | None:
     return None
 
 
+def copies_prompt(text: str, program_description: str) -> bool:
+    """Whether ``text`` echoes the proposer prompt: its section headers, or a long stretch
+    of the program description (a weak proposer often repeats what it was shown)."""
+    lowered = text.lower()
+    if any(header.lower() in lowered for header in HEADERS):
+        return True
+    mine, theirs = _normalized(text), _normalized(program_description)
+    match = difflib.SequenceMatcher(None, mine, theirs, autojunk=False).find_longest_match(
+        0, len(mine), 0, len(theirs)
+    )
+    return match.size >= PROMPT_COPY_CHARS
+
+
 def proposal_problem(
-    text: str, original: str, existing: Sequence[str], example_texts: Sequence[str]
+    text: str,
+    original: str,
+    existing: Sequence[str],
+    example_texts: Sequence[str],
+    program_description: str = "",
 ) -> str | None:
     """Why ``text`` cannot be a new choice, or None."""
     problem = instruction_problem(text, original=original)
@@ -135,6 +161,8 @@ def proposal_problem(
     for snippet in example_texts:
         if len(snippet) >= MIN_COPY_CHARS and _normalized(snippet) in _normalized(text):
             return "copies a training example"
+    if copies_prompt(text, program_description):
+        return "echoes the proposer prompt"
     duplicate = near_duplicate(text, existing)
     if duplicate is not None:
         return f"near-duplicate of choice {duplicate + 1}"
@@ -169,7 +197,13 @@ async def propose_stage(
         problem = (
             "empty reply"
             if text is None
-            else proposal_problem(text, original, [c.text for c in outcome.choices], example_texts)
+            else proposal_problem(
+                text,
+                original,
+                [c.text for c in outcome.choices],
+                example_texts,
+                grounding.program_description,
+            )
         )
         if problem is not None or text is None:
             outcome.rejected.append(

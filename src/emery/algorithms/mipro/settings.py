@@ -34,10 +34,15 @@ class MiproSettings(AlgorithmSettings):
     """A bootstrapped run's demos are kept only when its score reaches this."""
     bootstrap_examples: int | None = Field(default=None, ge=0)
     """Most train examples the teacher runs on while bootstrapping (None: from the plan)."""
-    teacher_labeled_demos: bool = True
-    """Bootstrap with the labeled demos in the teacher's prompt (helps a seed scoring ~0)."""
+    teacher_labeled_demos: Literal["auto", "always", "never"] = "auto"
+    """Labeled demos in the teacher's prompt: ``auto`` only for stages with no format
+    sentence (gold replies are often bare answers, and a teacher shown them replies
+    tersely; with a format sentence the teacher already knows the format)."""
     teacher_format_hint: bool = True
     """Bootstrap with the output-format sentence added to the teacher's instructions."""
+    teacher_reasoning: bool = True
+    """Ask the teacher to reason before its reply, for stages whose parser reads only part
+    of the reply (regex, last line), so bootstrapped demos are worked examples."""
     format_hint_instruction: bool = True
     """Offer "original instruction + output-format sentence" as an instruction choice."""
 
