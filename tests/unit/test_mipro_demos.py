@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from test_mipro_support import (
     TASK,
+    TWO_STAGES,
     dataset,
     events_of,
     format_and_demos_lm,
@@ -14,6 +15,7 @@ from test_mipro_support import (
     proposer_lm,
     run_recorded,
     system_text,
+    two_stage_lm,
 )
 
 from emery.algorithms.base import SearchContext
@@ -28,7 +30,6 @@ from emery.algorithms.mipro.demos import (
 from emery.algorithms.mipro.formats import format_sentence
 from emery.core.models import ChatMessage, Dataset, Demo, Example
 from emery.lm import FakeLM
-from emery.systems.parsers import ParserConfig
 from emery.systems.prompt_program import (
     MessageTemplate,
     PromptProgram,
@@ -192,37 +193,6 @@ async def test_without_teacher_help_a_zero_seed_bootstraps_nothing() -> None:
     assert state.bootstrap_runs > 0
     assert state.bootstrap_passed == 0
     assert [s.kind for s in state.demo_sets["solve"]] == ["empty", "labeled"]
-
-
-TWO_STAGES = PromptProgramConfig(
-    name="two",
-    stages=[
-        StageConfig(
-            name="plan",
-            instruction="Say how to solve it.",
-            messages=[MessageTemplate(template="{question}")],
-        ),
-        StageConfig(
-            name="solve",
-            instruction="Solve it.",
-            messages=[MessageTemplate(template="Question: {question}\nPlan: {plan}")],
-            parser=ParserConfig(kind="regex", pattern=r"Answer:\s*(-?\d+)"),
-        ),
-    ],
-)
-
-
-def two_stage_lm(gold: dict[str, int]) -> FakeLM:
-    def reply(messages: Sequence[ChatMessage]) -> str:
-        last = messages[-1]["content"]
-        if not last.startswith("Question: "):
-            return "Add or multiply the numbers."
-        question = last.removeprefix("Question: ").split("\nPlan:")[0]
-        if "Answer:" in system_text(messages):
-            return f"Following the plan.\nAnswer: {gold[question]}"
-        return "Done."
-
-    return FakeLM(reply, model="fake/two-stage")
 
 
 async def test_multi_stage_demos_come_from_whole_program_runs() -> None:

@@ -7,15 +7,19 @@ from typing import Any
 
 import pytest
 from test_mipro_support import (
+    TASK,
+    TWO_STAGES,
     dataset,
     event_kinds,
     events_of,
     format_and_demos_lm,
+    gold_table,
     make_ctx,
     proposer_lm,
     resumed_ctx,
     run_recorded,
     step_by_step_lm,
+    two_stage_lm,
 )
 
 from emery.algorithms.base import SearchContext
@@ -28,6 +32,7 @@ from emery.evaluation.budget import BudgetConfig
 from emery.evaluation.results import EvalResult
 from emery.lm import FakeLM
 from emery.systems.base import RunContext, SystemRun
+from emery.systems.prompt_program import PromptProgram
 from emery.verifiers.config import VerifierConfig, build_verifier
 
 SETTINGS = MiproSettings(num_trials=10, minibatch_size=8, full_eval_every=3)
@@ -288,3 +293,33 @@ async def test_mipro_needs_a_prompt_program() -> None:
     )
     with pytest.raises(ConfigError, match="mipro optimizes prompt programs"):
         await Mipro().start(ctx)
+
+
+async def test_multi_stage_search_chooses_per_stage() -> None:
+    data = dataset()
+    ctx = build_search_context(
+        system=PromptProgram(TWO_STAGES),
+        dataset=data,
+        verifier=build_verifier(TASK.verifier),
+        lms={"task": two_stage_lm(gold_table(data)), "proposer": proposer_lm()},
+        seed=2,
+    )
+
+    outcome, _ = await run_recorded(SETTINGS, ctx)
+
+    state = outcome.state
+    assert isinstance(state, MiproState)
+    assert set(state.spaces()) == {
+        "plan.instruction",
+        "plan.demos",
+        "solve.instruction",
+        "solve.demos",
+    }
+    assert [c.source for c in state.instructions["plan"][:1]] == ["original"]
+    assert all(c.source != "format_hint" for c in state.instructions["plan"])  # raw parser
+    assert state.instructions["solve"][1].source == "format_hint"
+    assert state.trials_done == 10
+    assert state.baseline_val_score == 0.0
+    assert state.best_val_score == 1.0
+    best = ctx.candidates[state.best_candidate_id]
+    assert "Answer:" in best.components["solve"]

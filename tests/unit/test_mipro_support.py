@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from emery.algorithms.base import SearchContext
@@ -16,7 +16,13 @@ from emery.evaluation.budget import BudgetConfig, BudgetUsage
 from emery.evaluation.service import eval_key
 from emery.lm import FakeLM
 from emery.lm.usage import UsageMeter
-from emery.systems.prompt_program import PromptProgram
+from emery.systems.parsers import ParserConfig
+from emery.systems.prompt_program import (
+    MessageTemplate,
+    PromptProgram,
+    PromptProgramConfig,
+    StageConfig,
+)
 from emery.verifiers.config import build_verifier
 
 TASK = builtin_task("word_problems")
@@ -189,4 +195,32 @@ def events_of(records: Sequence[StepRecord], kind: str) -> list[dict[str, Any]]:
     return [e.data for record in records for e in record.events if e.kind == kind]
 
 
-Factory = Callable[[Dataset], FakeLM]
+TWO_STAGES = PromptProgramConfig(
+    name="two",
+    stages=[
+        StageConfig(
+            name="plan",
+            instruction="Say how to solve it.",
+            messages=[MessageTemplate(template="{question}")],
+        ),
+        StageConfig(
+            name="solve",
+            instruction="Solve it.",
+            messages=[MessageTemplate(template="Question: {question}\nPlan: {plan}")],
+            parser=ParserConfig(kind="regex", pattern=r"Answer:\s*(-?\d+)"),
+        ),
+    ],
+)
+
+
+def two_stage_lm(gold: dict[str, int]) -> FakeLM:
+    def reply(messages: Sequence[ChatMessage]) -> str:
+        last = messages[-1]["content"]
+        if not last.startswith("Question: "):
+            return "Add or multiply the numbers."
+        question = last.removeprefix("Question: ").split("\nPlan:")[0]
+        if "Answer:" in system_text(messages):
+            return f"Following the plan.\nAnswer: {gold[question]}"
+        return "Done."
+
+    return FakeLM(reply, model="fake/two-stage")
