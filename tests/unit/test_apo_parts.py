@@ -228,6 +228,37 @@ def test_edit_problem(proposal: str | None, cut_off: bool, problem: str | None) 
         assert found.startswith(problem)
 
 
+def test_edits_that_answer_a_train_example_are_rejected() -> None:
+    examples = ['{"question": "Ben has 12 books and gets 5 more. How many books does Ben have?"}']
+    original = "Answer the question."
+    answer = "To find how many books Ben has now, add the books he got."
+    assert edit_problem(original, answer, cut_off=False, examples=examples) == (
+        "quotes the name 'Ben' from a train example: an answer, not a prompt"
+    )
+    sum_up = "Add 12 and 5 to get the total, then reply."
+    assert edit_problem(original, sum_up, cut_off=False, examples=examples) == (
+        "quotes the number '12' from a train example: an answer, not a prompt"
+    )
+    general = "Solve the problem step by step, then end with the line Answer: <number>."
+    assert edit_problem(original, general, cut_off=False, examples=examples) is None
+    # names and numbers the task description (or the old prompt) already uses are fine
+    task = "Questions about Ben's 12 shelves."
+    assert (
+        edit_problem(
+            original,
+            "Count Ben's 12 shelves and reply.",
+            cut_off=False,
+            examples=examples,
+            allowed=task,
+        )
+        is None
+    )
+    lead_in = "Solve the problem. Here are the steps:"
+    assert edit_problem(original, lead_in, cut_off=False) == (
+        "ends with a colon: a lead-in to text that is missing"
+    )
+
+
 def test_an_empty_original_still_rejects_invented_placeholders() -> None:
     assert edit_problem("", "Use {question} well and reply.", cut_off=False) == (
         "invented placeholder {question}"

@@ -1,13 +1,15 @@
 """Apply the gradient: ask the edit LM to rewrite the prompt, then check what it wrote.
 
-Small models often answer an example instead of writing a prompt, echo the material they
-were shown, stop mid-sentence, or lose a ``{placeholder}``: such an edit is rejected with
-a reason (recorded in the edit event), never scored.
+Small models often answer an example instead of writing a prompt (naming its people or
+quoting its numbers), echo the material they were shown, stop mid-sentence, or lose a
+``{placeholder}``: such an edit is rejected with a reason (recorded in the edit event),
+never scored.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from emery.algorithms.apo.critique import Sampling, ask, template_fields
@@ -22,6 +24,9 @@ _LABEL = re.compile(
     r"(?:\*\*)?\s*",
     re.IGNORECASE,
 )
+# A capitalised word right after a lower-case word: a name, not the start of a sentence.
+_NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]+\b")
+_NUMBER = re.compile(r"(?<![\w.])\d[\d,.]*\d(?![\w])")
 # Lines of the material shown to the edit LM; a prompt that contains them copied it.
 _ECHO_MARKERS = ("[reply]", "[assistant]", "[trace]", "Checker:", "A reviewer found", "The task:")
 
@@ -52,8 +57,31 @@ def take_prompt(reply: str) -> str | None:
     return text or None
 
 
-def edit_problem(original: str, proposal: str | None, *, cut_off: bool) -> str | None:
-    """Why ``proposal`` may not replace ``original``, or None when it may."""
+def example_detail(proposal: str, examples: Sequence[str], allowed: str) -> str | None:
+    """A name or a number of two or more digits that ``proposal`` takes from ``examples``
+    (train inputs) and that ``allowed`` (the old prompt, the task) does not already use."""
+    text = " ".join(examples)
+    for pattern, what in ((_NAME, "name"), (_NUMBER, "number")):
+        details = {m.group(0) for m in pattern.finditer(text)} - set(pattern.findall(allowed))
+        for detail in sorted(details):
+            if re.search(rf"(?<![\w.]){re.escape(detail)}(?![\w])", proposal):
+                return f"quotes the {what} {detail!r} from a train example: an answer, not a prompt"
+    return None
+
+
+def edit_problem(
+    original: str,
+    proposal: str | None,
+    *,
+    cut_off: bool,
+    examples: Sequence[str] = (),
+    allowed: str = "",
+) -> str | None:
+    """Why ``proposal`` may not replace ``original``, or None when it may.
+
+    ``examples`` are the train inputs the critique was based on; ``allowed`` is text whose
+    names and numbers a prompt may use (the task description).
+    """
     if proposal is None:
         return "the reply holds no prompt"
     if cut_off:
@@ -64,6 +92,11 @@ def edit_problem(original: str, proposal: str | None, *, cut_off: bool) -> str |
     echoed = next((marker for marker in _ECHO_MARKERS if marker in proposal), None)
     if echoed is not None:
         return f"copies the material it was shown ({echoed!r})"
+    if proposal.rstrip().endswith(":"):
+        return "ends with a colon: a lead-in to text that is missing"
+    detail = example_detail(proposal, examples, f"{original}\n{allowed}")
+    if detail is not None:
+        return detail
     return instruction_problem(proposal, original=original)
 
 
@@ -76,6 +109,7 @@ async def edit_prompt(
     task: str,
     critique: str,
     experiments: str,
+    examples: Sequence[str],
     sampling: Sampling,
 ) -> Edit:
     """Ask ``lm`` to rewrite ``prompt`` from ``critique``; the result says if it is usable."""
@@ -88,5 +122,5 @@ async def edit_prompt(
     proposal = take_prompt(completion.text)
     # A reply stopped by the token limit is usable only if its fenced prompt was closed.
     cut_off = completion.finish_reason == "length" and not _FENCED.search(completion.text)
-    problem = edit_problem(prompt, proposal, cut_off=cut_off)
+    problem = edit_problem(prompt, proposal, cut_off=cut_off, examples=examples, allowed=task)
     return Edit(variant=template.name, reply=completion.text, proposal=proposal, problem=problem)

@@ -9,7 +9,7 @@ from typing import Any
 
 from emery.algorithms.apo.critique import Sampling, critique_prompt
 from emery.algorithms.apo.edit import edit_prompt
-from emery.algorithms.apo.experiments import build_experiments
+from emery.algorithms.apo.experiments import as_text, build_experiments
 from emery.algorithms.apo.prompts import PromptTemplate
 from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.apo.state import ApoState
@@ -102,6 +102,7 @@ class Proposer:
             task=task,
             critique=critique.text,
             experiments=experiments,
+            examples=[as_text(e.input) for e in examples],
             sampling=self.sampling(rng, settings.edit_max_tokens),
         )
         problem, child_id = edit.problem, None
