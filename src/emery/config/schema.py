@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator, model_validator
 
@@ -53,11 +53,22 @@ class LMSection(Section):
 
 
 class RuntimeConfig(Section):
-    """``[runtime]``: concurrency, timeouts, retries and where files go."""
+    """``[runtime]``: concurrency, timeouts, retries and where files go.
+
+    A rollout gets ``max_attempts`` attempts; an attempt that ends in one of ``retry_on``
+    is retried. ``timeout_s`` bounds an attempt; ``unresponsive_s`` stops one that shows
+    no span, heartbeat or LM call for that long.
+    """
 
     concurrency: int = Field(default=8, ge=1)
     timeout_s: float = Field(default=300.0, gt=0)
+    unresponsive_s: float | None = Field(default=None, gt=0)
     max_attempts: int = Field(default=1, ge=1)
+    retry_on: tuple[Literal["failed", "timeout", "unresponsive"], ...] = (
+        "failed",
+        "timeout",
+        "unresponsive",
+    )
     workdir: str = ".emery"
     cache: bool = True
 

@@ -71,17 +71,13 @@ class RolloutConfig(BaseModel):
 
     @classmethod
     def from_runtime(cls, runtime: Any) -> RolloutConfig:
-        """From a ``[runtime]`` section: ``max_attempts``, ``timeout_s`` and, when present,
-        ``unresponsive_s`` and ``retry_on``."""
-        values: dict[str, Any] = {
-            "max_attempts": getattr(runtime, "max_attempts", 1),
-            "timeout_seconds": getattr(runtime, "timeout_s", None),
-            "unresponsive_seconds": getattr(runtime, "unresponsive_s", None),
-        }
-        retry_on = getattr(runtime, "retry_on", None)
-        if retry_on is not None:
-            values["retry_on"] = tuple(retry_on)
-        return cls.model_validate(values)
+        """From a ``[runtime]`` section."""
+        return cls(
+            max_attempts=runtime.max_attempts,
+            timeout_seconds=runtime.timeout_s,
+            unresponsive_seconds=runtime.unresponsive_s,
+            retry_on=tuple(runtime.retry_on),
+        )
 
 
 class SpanEvent(BaseModel):
