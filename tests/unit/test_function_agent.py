@@ -267,3 +267,38 @@ def test_a_decorated_agent_is_a_system_the_sdk_optimizes(tmp_path: Path) -> None
     assert result.best_score == 1.0
     assert result.best_candidate is not None
     assert set(result.best_candidate.components) == {"SHOUT", "STYLE"}
+
+
+def _upper_word(task: dict[str, Any]) -> str:
+    return str(task["word"]).upper()
+
+
+def test_the_sdk_wraps_a_plain_function_as_an_agent(tmp_path: Path) -> None:
+    import emery
+
+    examples = [
+        Example(id=f"e{i}", input={"word": w}, expected=w.upper() if i % 2 else w)
+        for i, w in enumerate(["apple", "pear", "fig", "kiwi", "plum"])
+    ]
+    result = emery.optimize(
+        _upper_word,
+        emery.Dataset(name="words", train=examples[:1], val=examples[1:], test=examples[1:2]),
+        algorithm="baseline",
+        lm=upper_lm(),
+        store=str(tmp_path / "emery.db"),
+        runtime={"workdir": str(tmp_path / "work")},
+        verifier={"kind": "exact"},
+    )
+    assert result.best_score == 0.5
+
+
+def test_the_sdk_refuses_a_system_it_cannot_run(tmp_path: Path) -> None:
+    import emery
+
+    with pytest.raises(ConfigError, match="system"):
+        emery.optimize(
+            42,  # type: ignore[arg-type]
+            "word_problems",
+            store=str(tmp_path / "emery.db"),
+            runtime={"workdir": str(tmp_path / "work")},
+        )

@@ -10,7 +10,7 @@ passed to the engine in-process.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +26,12 @@ from emery.jobs.runtime import JobInputs
 from emery.lm.base import LM
 from emery.lm.config import LMConfig
 from emery.systems.base import System
+from emery.systems.function_agent import FunctionAgent
 from emery.systems.prompt_program import PromptProgram, PromptProgramConfig
 from emery.verifiers.base import Verifier
 from emery.verifiers.config import VerifierConfig
 
-SystemArg = System | PromptProgramConfig | Mapping[str, Any] | None
+SystemArg = System | PromptProgramConfig | Mapping[str, Any] | Callable[..., Any] | None
 DatasetArg = Dataset | str | Path | Sequence[Example] | Mapping[str, Any]
 VerifierArg = Verifier | VerifierConfig | Mapping[str, Any] | str | None
 LMArg = LM | LMConfig | Mapping[str, Any] | str | None
@@ -124,8 +125,12 @@ def optimize_config(
         data["system"] = system.model_dump(mode="json")
     elif isinstance(system, Mapping):
         data["system"] = dict(system)
-    elif system is not None:
+    elif isinstance(system, System):
         inputs.system = system
+    elif callable(system):
+        inputs.system = FunctionAgent(system)
+    elif system is not None:
+        raise ConfigError("system: give a System, a function, a PromptProgram or a [system] dict")
     data["dataset"] = _dataset_section(dataset, workdir)
     if isinstance(verifier, str):
         data["verifier"] = {"kind": verifier}
