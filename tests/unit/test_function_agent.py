@@ -282,7 +282,7 @@ def test_the_sdk_wraps_a_plain_function_as_an_agent(tmp_path: Path) -> None:
     ]
     result = emery.optimize(
         _upper_word,
-        emery.Dataset(name="words", train=examples[:1], val=examples[1:], test=examples[1:2]),
+        emery.Dataset(name="words", train=examples[:1], val=examples[1:3], test=examples[3:]),
         algorithm="baseline",
         lm=upper_lm(),
         store=str(tmp_path / "emery.db"),
