@@ -1,0 +1,62 @@
+"""Adding val-scored candidates to the pool: fronts, best and their events."""
+
+from __future__ import annotations
+
+from emery.algorithms.base import SearchContext
+from emery.algorithms.gepa.pareto import front_weights, per_example_front
+from emery.algorithms.gepa.state import GepaState, PoolEntry
+from emery.core.events import BestUpdated, FrontierUpdated
+from emery.core.models import Candidate
+from emery.evaluation.results import EvalResult
+
+
+def lean(candidate: Candidate) -> Candidate:
+    """``candidate`` without lineage details (same id: details are not part of it)."""
+    if not candidate.lineage.details:
+        return candidate
+    return candidate.model_copy(
+        update={"lineage": candidate.lineage.model_copy(update={"details": {}})}
+    )
+
+
+def restore_candidates(ctx: SearchContext, state: GepaState) -> None:
+    """Make the pool's candidates known to a context rebuilt for a resumed job."""
+    for item in state.pool:
+        ctx.candidates.setdefault(item.id, item.candidate)
+
+
+def add_to_pool(
+    ctx: SearchContext, state: GepaState, entry: PoolEntry, result: EvalResult
+) -> PoolEntry:
+    """Store ``entry`` with its val scores from ``result``; update the fronts and the best."""
+    entry.val_scores = {r.example_id: r.score for r in result.results}
+    entry.val_score = result.mean
+    entry.candidate = lean(entry.candidate)
+    state.pool.append(entry)
+    ctx.emit(
+        "gepa.val_evaluated",
+        iteration=entry.iteration,
+        candidate_id=entry.id,
+        score=entry.val_score,
+        n=len(result.results),
+    )
+    refresh_front(ctx, state)
+    previous = state.best_val_score
+    if previous is None or entry.val_score > previous:
+        state.best_candidate_id, state.best_val_score = entry.id, entry.val_score
+        ctx.emit(
+            "best_updated",
+            BestUpdated(candidate_id=entry.id, score=entry.val_score, previous_score=previous),
+        )
+    return entry
+
+
+def refresh_front(ctx: SearchContext, state: GepaState) -> None:
+    """Recompute the per-example front from the pool's val scores and report it."""
+    state.front = per_example_front(state.val_table(), [item.id for item in state.pool])
+    weights = front_weights(state.front, state.means())
+    best = max(state.pool, key=lambda item: item.val_score)
+    ctx.emit(
+        "frontier_updated",
+        FrontierUpdated(size=len(weights), best_candidate_id=best.id, best_score=best.val_score),
+    )

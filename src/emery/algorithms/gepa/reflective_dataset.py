@@ -1,0 +1,121 @@
+"""The reflective dataset: what one component saw and produced on each minibatch example,
+with the verifier's feedback, cut to a token budget."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from emery.core.models import Example
+from emery.evaluation.results import ExampleResult
+from emery.verifiers.base import as_text
+
+
+class ReflectiveRecord(BaseModel):
+    """One example as the reflection model sees it, for one component."""
+
+    example_id: str
+    inputs: dict[str, str] = Field(default_factory=dict)
+    reply: str = ""
+    score: float = 0.0
+    feedback: str = ""
+    expected: str | None = None
+    trace: list[str] = Field(default_factory=list)
+
+
+def approx_tokens(text: str) -> int:
+    """A model-independent token estimate (about four characters a token)."""
+    return (len(text) + 3) // 4
+
+
+def excerpt(text: str, limit: int) -> str:
+    """``text`` on at most ``limit`` characters: its start and its end around an ellipsis.
+
+    The end is kept longer than the start: where a reply ends is where formats fail.
+    """
+    flat = text.strip()
+    if len(flat) <= limit:
+        return flat
+    head = limit // 3
+    tail = limit - head - 3
+    return flat[:head].rstrip() + " … " + flat[-tail:].lstrip()
+
+
+def _value(value: Any) -> str:
+    return as_text(value)
+
+
+def build_records(
+    component: str,
+    examples: Sequence[Example],
+    results: Sequence[ExampleResult],
+    *,
+    excerpt_chars: int,
+    show_expected: bool,
+) -> list[ReflectiveRecord]:
+    """One record per example, failures first (lowest score first), then successes."""
+    records = []
+    for example, result in zip(examples, results, strict=True):
+        own = [call for call in result.calls if call.component == component]
+        others = [call for call in result.calls if call.component != component]
+        if own:
+            call = own[-1]
+            inputs = {name: excerpt(_value(v), excerpt_chars) for name, v in call.inputs.items()}
+            reply = excerpt(call.reply, excerpt_chars) if call.reply else ""
+            if not reply and call.error:
+                reply = f"(no reply: {excerpt(call.error, excerpt_chars)})"
+        else:
+            inputs = {name: excerpt(_value(v), excerpt_chars) for name, v in example.input.items()}
+            reply = "(this component was not used on this input)"
+        trace = [
+            f"{call.component} replied: {excerpt(call.reply or call.error or '', excerpt_chars)}"
+            for call in others
+        ]
+        expected = None
+        if show_expected and example.expected is not None:
+            expected = excerpt(_value(example.expected), excerpt_chars)
+        records.append(
+            ReflectiveRecord(
+                example_id=example.id,
+                inputs=inputs,
+                reply=reply,
+                score=result.score,
+                feedback=excerpt(result.feedback or result.error or "", excerpt_chars),
+                expected=expected,
+                trace=trace,
+            )
+        )
+    records.sort(key=lambda record: record.score)
+    return records
+
+
+def render_record(number: int, record: ReflectiveRecord) -> str:
+    """One record as markdown for the reflection prompt."""
+    lines = [f"### Example {number}"]
+    if len(record.inputs) == 1:
+        lines.append(f"Input: {next(iter(record.inputs.values()))}")
+    else:
+        lines.append("Inputs:")
+        lines.extend(f"- {name}: {value}" for name, value in record.inputs.items())
+    lines.extend(f"(Earlier step) {line}" for line in record.trace)
+    lines.append(f"Reply: {record.reply}")
+    lines.append(f"Feedback: {record.feedback}")
+    if record.expected is not None:
+        lines.append(f"Expected answer: {record.expected}")
+    return "\n".join(lines)
+
+
+def render_records(records: Sequence[ReflectiveRecord], token_budget: int) -> tuple[str, int]:
+    """The records that fit in ``token_budget`` (always at least one) and how many fit."""
+    parts: list[str] = []
+    used = 0
+    for record in records:
+        text = render_record(len(parts) + 1, record)
+        cost = approx_tokens(text)
+        if parts and used + cost > token_budget:
+            break
+        parts.append(text)
+        used += cost
+    return "\n\n".join(parts), len(parts)

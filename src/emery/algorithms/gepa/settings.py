@@ -1,0 +1,111 @@
+"""``[algorithm.gepa]``: selection, minibatches, acceptance, merge and the reflection call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from emery.algorithms.base import AlgorithmSettings
+from emery.algorithms.gepa.reflection import load_prompt
+from emery.core.errors import ConfigError
+from emery.lm.usage import ROLES
+
+CandidateSelection = Literal["pareto", "current_best", "epsilon_greedy", "top_k_pareto"]
+
+
+class GepaSettings(AlgorithmSettings):
+    """Settings of GEPA (reflective prompt evolution with a per-example Pareto front).
+
+    The defaults follow the paper (Pareto selection, round-robin components, minibatches of
+    3, strict acceptance, merge after an acceptance). The reflection options below the line
+    help weak reflection models and are harmless for strong ones.
+    """
+
+    minibatch_size: int = Field(default=3, ge=1, description="train examples per reflection")
+    candidate_selection: CandidateSelection = Field(
+        default="pareto", description="how a parent is chosen from the pool"
+    )
+    epsilon: float = Field(
+        default=0.1, ge=0.0, le=1.0, description="epsilon_greedy: chance of a random parent"
+    )
+    top_k: int = Field(default=3, ge=1, description="top_k_pareto: candidates kept by mean val")
+    component_selection: Literal["round_robin", "all"] = Field(
+        default="round_robin", description="change one component per iteration, or all of them"
+    )
+    components: list[str] | None = Field(
+        default=None, description="components to optimize (default: every non-empty one)"
+    )
+    accept: Literal["improvement", "improvement_or_equal"] = Field(
+        default="improvement",
+        description="accept a child whose minibatch score is higher (or also equal)",
+    )
+    skip_perfect: bool = Field(
+        default=True, description="skip an iteration whose parent is perfect on the minibatch"
+    )
+    perfect_score: float = Field(default=1.0, gt=0.0, le=1.0)
+    max_stale_iterations: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "stop after this many iterations in a row that ran no new rollout (every"
+            " minibatch solved, or the same proposals again); default: two epochs, at least 10"
+        ),
+    )
+    stop_when_perfect: bool = Field(
+        default=True, description="stop once the best candidate scores perfect on all of val"
+    )
+    max_iterations: int | None = Field(default=None, ge=1)
+    use_merge: bool = Field(default=True, description="try merges after accepted proposals")
+    max_merges: int = Field(default=5, ge=0, description="most merge attempts in a job")
+    merge_subsample: int = Field(
+        default=5, ge=1, description="val examples a merged candidate is first scored on"
+    )
+    # -- the reflection call ---------------------------------------------------------------
+    reflection_role: str = Field(default="reflection", description="LM role that reflects")
+    reflection_prompt: Path | None = Field(
+        default=None, description="a prompt file replacing the shipped one (see reflection.py)"
+    )
+    reflection_temperature: float | None = Field(
+        default=None, ge=0.0, le=2.0, description="default: the role's temperature"
+    )
+    reflection_max_tokens: int = Field(default=400, ge=16)
+    reflection_token_budget: int = Field(
+        default=1200, ge=50, description="approximate tokens of examples shown per reflection"
+    )
+    excerpt_chars: int = Field(
+        default=500, ge=40, description="longest text of one field shown in an example"
+    )
+    show_expected: bool = Field(
+        default=True, description="show each example's expected output beside the feedback"
+    )
+    show_task: bool = Field(
+        default=True, description="show the dataset's description in the reflection prompt"
+    )
+    proposal_attempts: int = Field(
+        default=2,
+        ge=1,
+        description="reflection calls per iteration when a reply is not a usable instruction",
+    )
+    reject_example_copies: bool = Field(
+        default=True, description="reject a proposal that copies an example's input verbatim"
+    )
+    max_proposal_chars: int = Field(default=4000, ge=40)
+
+    @field_validator("reflection_prompt")
+    @classmethod
+    def _prompt_file(cls, path: Path | None) -> Path | None:
+        if path is not None:
+            try:
+                load_prompt(path)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return path
+
+    @field_validator("reflection_role")
+    @classmethod
+    def _known_role(cls, role: str) -> str:
+        if role not in ROLES:
+            raise ValueError(f"unknown LM role {role!r}; roles: {', '.join(ROLES)}")
+        return role

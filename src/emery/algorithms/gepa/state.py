@@ -1,0 +1,85 @@
+"""GEPA's checkpointed state: the candidate pool with per-example val scores, the fronts,
+the minibatch sampler, merge bookkeeping, counters and the RNG."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from emery.algorithms.base import AlgorithmState
+from emery.core.models import Candidate
+
+
+class PoolEntry(BaseModel):
+    """An accepted candidate (or the seed) and its scores on every val example.
+
+    ``candidate`` is stored without its lineage details (the reflection prompt and reply
+    live in the candidate record the engine stores), so the state stays small.
+    """
+
+    candidate: Candidate
+    parents: list[str] = Field(default_factory=list)
+    iteration: int = 0
+    operation: str = "seed"
+    components_changed: list[str] = Field(default_factory=list)
+    val_scores: dict[str, float] = Field(default_factory=dict)
+    val_score: float = 0.0
+    minibatch_before: float | None = None
+    minibatch_after: float | None = None
+    next_component: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.candidate.id
+
+
+class SamplerState(BaseModel):
+    """Epoch-shuffled train order: ``order`` is the current epoch, ``cursor`` the next slot."""
+
+    order: list[str] = Field(default_factory=list)
+    cursor: int = 0
+    epoch: int = -1
+    counts: dict[str, int] = Field(default_factory=dict)
+
+
+class Counters(BaseModel):
+    """What the search did, for reports and tests."""
+
+    reflections: int = 0
+    proposals: int = 0
+    invalid_proposals: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    skipped_perfect: int = 0
+    stale_in_a_row: int = 0
+    merges_attempted: int = 0
+    merges_accepted: int = 0
+    merges_rejected: int = 0
+
+
+class GepaState(AlgorithmState):
+    """The whole search: resume from it and GEPA continues exactly where it was."""
+
+    pool: list[PoolEntry] = Field(default_factory=list)
+    front: dict[str, list[str]] = Field(default_factory=dict)
+    sampler: SamplerState = Field(default_factory=SamplerState)
+    components: list[str] = Field(default_factory=list)
+    merges_due: int = 0
+    last_accepted: bool = False
+    merges_tried: list[list[str]] = Field(default_factory=list)
+    counters: Counters = Field(default_factory=Counters)
+
+    def entry(self, candidate_id: str) -> PoolEntry:
+        for item in self.pool:
+            if item.id == candidate_id:
+                return item
+        raise KeyError(candidate_id)
+
+    def has(self, candidate_id: str) -> bool:
+        return any(item.id == candidate_id for item in self.pool)
+
+    def val_table(self) -> dict[str, dict[str, float]]:
+        """Candidate id → example id → val score."""
+        return {item.id: item.val_scores for item in self.pool}
+
+    def means(self) -> dict[str, float]:
+        return {item.id: item.val_score for item in self.pool}
