@@ -126,8 +126,11 @@ def test_experiments_show_status_conversation_and_feedback_failures_first() -> N
     assert blocks[0].startswith("Example 1: FAILED (the run ended in an error; score 0.00)")
     assert "3+3?" in blocks[0]
     assert "[reply] six" in blocks[0]
-    assert "[error] the reply must match" in blocks[0]
-    assert "…[clipped]" in blocks[0]
+    assert blocks[0].splitlines()[1] == (
+        "Checker: The run failed: stage 'solve': the reply must match"
+    )
+    assert "[error]" not in blocks[0]  # the checker already said it
+    assert "…[cut]…" in blocks[0]
     assert "Expected: 6" in blocks[0]
     assert "Input: " in blocks[1]
     assert "Error: TimeoutError: slow" in blocks[1]
@@ -186,9 +189,11 @@ def test_experiments_show_rollout_status_and_the_trace_the_calls_lack() -> None:
 
 def test_clip_marks_the_cut() -> None:
     assert clip("short", 50) == "short"
-    clipped = clip("y" * 200, 40)
+    clipped = clip("start " + "y" * 200 + " Answer: 7", 40)
     assert len(clipped) <= 40
-    assert clipped.endswith("…[clipped]")
+    assert clipped.startswith("start y")
+    assert "…[cut]…" in clipped
+    assert clipped.endswith("Answer: 7")
 
 
 @pytest.mark.parametrize(
@@ -217,6 +222,7 @@ def test_take_prompt_strips_wrappers(reply: str, prompt: str | None) -> None:
         ("Read {question}.\n[reply] It is 4.\nChecker: ok", False, "copies the material"),
         ("Read {question} and then answer.", False, "unchanged"),
         (None, False, "the reply holds no prompt"),
+        ("What would you like to do next?", False, "dropped placeholder"),
     ],
 )
 def test_edit_problem(proposal: str | None, cut_off: bool, problem: str | None) -> None:
@@ -252,6 +258,12 @@ def test_edits_that_answer_a_train_example_are_rejected() -> None:
             allowed=task,
         )
         is None
+    )
+    assert edit_problem(original, "What would you like to do next?", cut_off=False) == (
+        "a question back, not an instruction"
+    )
+    assert (
+        edit_problem(original, "Solve it. Is the answer whole? Then reply.", cut_off=False) is None
     )
     lead_in = "Solve the problem. Here are the steps:"
     assert edit_problem(original, lead_in, cut_off=False) == (

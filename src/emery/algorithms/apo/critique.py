@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from emery.algorithms.apo.prompts import PromptTemplate
+from emery.core.models import ChatMessage
 from emery.lm.base import LM, Completion
 from emery.systems.templates import placeholders
 
@@ -19,11 +20,11 @@ class Sampling:
     seed: int | None = None
 
 
-async def ask(lm: LM, message: str, sampling: Sampling) -> Completion:
-    """One single-message request to ``lm``."""
+async def ask(lm: LM, messages: list[ChatMessage], sampling: Sampling) -> Completion:
+    """One request to ``lm``."""
     params: dict[str, Any] = {} if sampling.seed is None else {"seed": sampling.seed}
     return await lm.complete(
-        [{"role": "user", "content": message}],
+        messages,
         temperature=sampling.temperature,
         max_tokens=sampling.max_tokens,
         **params,
@@ -66,12 +67,12 @@ async def critique_prompt(
     sampling: Sampling,
 ) -> Critique:
     """Ask ``lm`` for a critique of ``prompt`` given the experiments on a train batch."""
-    message = template.render(
+    messages = template.messages(
         **template_fields(prompt=prompt, component=component, task=task),
         experiments=experiments,
         critique="",
     )
-    completion = await ask(lm, message, sampling)
+    completion = await ask(lm, messages, sampling)
     return Critique(
         variant=template.name,
         text=completion.text.strip(),

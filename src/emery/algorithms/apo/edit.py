@@ -16,6 +16,7 @@ from emery.algorithms.apo.critique import Sampling, ask, template_fields
 from emery.algorithms.apo.prompts import PromptTemplate
 from emery.algorithms.proposals import extract_proposal, instruction_problem, placeholder_problem
 from emery.lm.base import LM
+from emery.systems.templates import placeholders
 
 _FENCED = re.compile(r"```[^\n]*\n.*?```", re.DOTALL)
 _TAGGED = re.compile(r"<prompt>\s*(.*?)\s*(?:</prompt>|$)", re.DOTALL | re.IGNORECASE)
@@ -26,6 +27,7 @@ _LABEL = re.compile(
 )
 # A capitalised word right after a lower-case word: a name, not the start of a sentence.
 _NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]+\b")
+_QUESTION = re.compile(r"[^.!?\n]*\?")
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,.]*\d(?![\w])")
 # Lines of the material shown to the edit LM; a prompt that contains them copied it.
 _ECHO_MARKERS = ("[reply]", "[assistant]", "[trace]", "Checker:", "A reviewer found", "The task:")
@@ -94,6 +96,8 @@ def edit_problem(
         return f"copies the material it was shown ({echoed!r})"
     if proposal.rstrip().endswith(":"):
         return "ends with a colon: a lead-in to text that is missing"
+    if _QUESTION.fullmatch(proposal.strip()) and not placeholders(proposal):
+        return "a question back, not an instruction"
     detail = example_detail(proposal, examples, f"{original}\n{allowed}")
     if detail is not None:
         return detail
@@ -113,12 +117,12 @@ async def edit_prompt(
     sampling: Sampling,
 ) -> Edit:
     """Ask ``lm`` to rewrite ``prompt`` from ``critique``; the result says if it is usable."""
-    message = template.render(
+    messages = template.messages(
         **template_fields(prompt=prompt, component=component, task=task),
         critique=critique,
         experiments=experiments,
     )
-    completion = await ask(lm, message, sampling)
+    completion = await ask(lm, messages, sampling)
     proposal = take_prompt(completion.text)
     # A reply stopped by the token limit is usable only if its fenced prompt was closed.
     cut_off = completion.finish_reason == "length" and not _FENCED.search(completion.text)

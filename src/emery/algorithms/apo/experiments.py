@@ -21,11 +21,15 @@ _LM_LINE = re.compile(r"^\d+\. LM call\b|^…$")
 
 
 def clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, marking the cut."""
+    """``text`` cut to about ``limit`` characters, keeping its start and its end (where a
+    reply's final answer is) and marking the cut."""
     text = text.strip()
     if len(text) <= limit:
         return text
-    return text[: max(0, limit - 15)].rstrip() + " …[clipped]"
+    mark = " …[cut]… "
+    head = max(0, (limit - len(mark)) * 3 // 5)
+    tail = max(0, limit - len(mark) - head)
+    return text[:head].rstrip() + mark + text[len(text) - tail :].lstrip()
 
 
 def as_text(value: Any) -> str:
@@ -62,9 +66,16 @@ def trace_lines(result: ExampleResult) -> list[str]:
 
 
 def describe_call(
-    call: ComponentCall, *, component: str, prompt: str, max_chars: int, label: bool
+    call: ComponentCall,
+    *,
+    component: str,
+    prompt: str,
+    max_chars: int,
+    label: bool,
+    said: str = "",
 ) -> list[str]:
-    """The lines showing one component call: its messages and reply."""
+    """The lines showing one component call: its messages and reply (and its error, unless
+    ``said`` already holds it)."""
     lines = [f"Step {call.component}:"] if label else []
     for message in call.messages:
         content = message["content"]
@@ -72,7 +83,7 @@ def describe_call(
             content = "(the prompt above)"
         lines.append(f"[{message['role']}] {clip(content, max_chars)}")
     lines.append(f"[reply] {clip(call.reply, max_chars) or '(empty)'}")
-    if call.error:
+    if call.error and call.error not in said:
         lines.append(f"[error] {clip(call.error, max_chars)}")
     return lines
 
@@ -86,15 +97,27 @@ def describe_experiment(
     prompt: str,
     max_chars: int = 600,
 ) -> str:
-    """One experiment as a short block of text."""
+    """One experiment as a short block: the verdict and the checker's words first (a small
+    model reads the start best), then the conversation, the output and the gold answer."""
     lines = [f"Example {number}: {verdict(result)}"]
+    said = result.feedback
+    if said:
+        lines.append(f"Checker: {clip(said, max_chars)}")
+    if result.error is not None and result.error not in said:
+        lines.append(f"Error: {clip(result.error, max_chars)}")
+        said = f"{said}\n{result.error}"
     if not result.calls:
         lines.append(f"Input: {clip(as_text(example.input), max_chars)}")
     label = len({call.component for call in result.calls}) > 1
     for call in result.calls:
         lines.extend(
             describe_call(
-                call, component=component, prompt=prompt, max_chars=max_chars, label=label
+                call,
+                component=component,
+                prompt=prompt,
+                max_chars=max_chars,
+                label=label,
+                said=said,
             )
         )
     lines.extend(trace_lines(result))
@@ -102,10 +125,6 @@ def describe_experiment(
         lines.append(f"Output: {clip(as_text(result.output), max_chars)}")
     if example.expected is not None:
         lines.append(f"Expected: {clip(as_text(example.expected), max_chars)}")
-    if result.error is not None and not any(call.error for call in result.calls):
-        lines.append(f"Error: {clip(result.error, max_chars)}")
-    if result.feedback:
-        lines.append(f"Checker: {clip(result.feedback, max_chars)}")
     return "\n".join(lines)
 
 

@@ -1,8 +1,10 @@
 """The critique and edit prompts: files shipped in ``apo/prompts/`` or given by the user.
 
 A prompt file is the text of one user message with ``{field}`` placeholders that APO fills
-(``{{name}}`` writes a literal ``{name}``). Each kind has fields it must use and fields it
-may use; a file that misses a required field or names an unknown one is a ConfigError.
+(``{{name}}`` writes a literal ``{name}``). A file that starts with a ``[system]`` line holds
+a system message first and the user message after a ``[user]`` line. Each kind has fields
+it must use and fields it may use; a file that misses a required field or names an unknown
+one is a ConfigError.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from emery.core.errors import ConfigError
+from emery.core.models import ChatMessage
 from emery.systems.templates import placeholders, render
 
 PromptKind = Literal["critique", "edit"]
@@ -33,15 +36,39 @@ DEFAULT_FILES: dict[PromptKind, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class PromptTemplate:
-    """One critique or edit prompt: a variant name (the file's stem) and its text."""
+    """One critique or edit prompt: a variant name (the file's stem), an optional system
+    message and the user message."""
 
     kind: PromptKind
     name: str
     text: str
+    system: str = ""
 
-    def render(self, **fields: str) -> str:
-        """The message text with every placeholder filled."""
-        return render(self.text, fields)
+    def messages(self, **fields: str) -> list[ChatMessage]:
+        """The chat to send, every placeholder filled."""
+        chat: list[ChatMessage] = []
+        if self.system:
+            chat.append({"role": "system", "content": render(self.system, fields)})
+        chat.append({"role": "user", "content": render(self.text, fields)})
+        return chat
+
+
+def parse_template(kind: PromptKind, name: str, raw: str, source: str) -> PromptTemplate:
+    """A template from a file's text, split into system and user parts when marked."""
+    lines = raw.strip().splitlines()
+    system = ""
+    if lines and lines[0].strip().lower() == "[system]":
+        marks = [i for i, line in enumerate(lines) if line.strip().lower() == "[user]"]
+        if not marks:
+            raise ConfigError(f"{kind} prompt {source} has a [system] part but no [user] line")
+        system = "\n".join(lines[1 : marks[0]]).strip()
+        user = "\n".join(lines[marks[0] + 1 :]).strip()
+    else:
+        user = raw.strip()
+    if not user:
+        raise ConfigError(f"{kind} prompt {source} has no user message")
+    check_template(kind, f"{system}\n{user}", source)
+    return PromptTemplate(kind=kind, name=name, text=user, system=system)
 
 
 def check_template(kind: PromptKind, text: str, source: str) -> None:
@@ -69,8 +96,7 @@ def load_prompts(
         shipped = []
         for filename in DEFAULT_FILES[kind]:
             text = (folder / filename).read_text(encoding="utf-8")
-            check_template(kind, text, filename)
-            shipped.append(PromptTemplate(kind=kind, name=Path(filename).stem, text=text))
+            shipped.append(parse_template(kind, Path(filename).stem, text, filename))
         return shipped
     if not paths:
         raise ConfigError(f"{kind}_prompts is empty: give at least one file or leave it unset")
@@ -83,8 +109,7 @@ def load_prompts(
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read {kind} prompt file {path}: {exc}") from None
-        check_template(kind, text, str(path))
-        loaded.append(PromptTemplate(kind=kind, name=path.stem, text=text))
+        loaded.append(parse_template(kind, path.stem, text, str(path)))
     names = [prompt.name for prompt in loaded]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
