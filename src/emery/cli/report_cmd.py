@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -9,12 +10,19 @@ from rich.markup import escape
 
 from emery.cli.common import JsonOption, StoreOption, open_cli_store, resolve
 from emery.cli.console import out, print_json
+from emery.jobs.html_report import gather, write_html
 from emery.jobs.report import render_report
-from emery.jobs.results import JobResult, build_result
+from emery.jobs.results import JobResult, build_result, result_paths
 
 
 def report(
     job: Annotated[str, typer.Argument(help="Job id, id prefix or name.")],
+    html: Annotated[
+        bool, typer.Option("--html", help="Write a self-contained HTML report with plots.")
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option(help="Where to write the HTML report (with --html).")
+    ] = None,
     as_json: JsonOption = False,
     store_location: StoreOption = None,
 ) -> None:
@@ -27,6 +35,14 @@ def report(
         if record.state == "succeeded" and record.result
         else build_result(store, record)
     )
+    if html:
+        json_path, _ = result_paths(record, Path(record.base_dir or "."))
+        target = write_html(gather(store, record, result), output or json_path.with_suffix(".html"))
+        if as_json:
+            print_json({"html": str(target)})
+        else:
+            out.print(f"HTML report written to {escape(str(target))}", soft_wrap=True)
+        return
     if as_json:
         print_json(result.model_dump(mode="json"))
         return

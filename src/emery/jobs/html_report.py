@@ -1,0 +1,213 @@
+"""``emery report JOB --html``: one self-contained HTML file (inline SVG, no network)."""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from emery.algorithms.lineage import component_diff, lineage_tree
+from emery.core.events import Event
+from emery.core.models import Candidate
+from emery.evaluation.stats import ScoreSummary
+from emery.jobs.plots import lineage_plot, score_over_budget, score_points
+from emery.jobs.results import JobResult
+from emery.store.protocol import Store
+from emery.store.records import JobRecord
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1000px;color:#222;
+padding:0 1rem}h1{font-size:1.5rem;margin-bottom:.2rem}
+h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd}
+.muted{color:#666}table{border-collapse:collapse;margin:.5rem 0}
+td,th{border:1px solid #ddd;padding:.25rem .6rem;text-align:left;vertical-align:top}
+th{background:#f5f5f5}pre{background:#f7f7f7;padding:.7rem;overflow-x:auto;white-space:pre-wrap}
+.lift{font-size:1.3rem;font-weight:600}.add{color:#116329;background:#e6ffec}
+.del{color:#82071e;background:#ffebe9}.hunk{color:#0550ae}svg{max-width:100%;height:auto}
+"""
+
+
+@dataclass
+class ReportData:
+    """What the HTML report shows, read from the store."""
+
+    result: JobResult
+    events: list[Event]
+    candidates: list[Candidate]
+    scores: dict[str, float | None]
+    config: dict[str, Any]
+
+
+def gather(store: Store, job: JobRecord, result: JobResult) -> ReportData:
+    """Read the events, candidates and val scores of ``job``."""
+    records = store.list_candidates(job.id, limit=None).items
+    by_order = sorted(records, key=lambda record: record.ordinal)
+    return ReportData(
+        result=result,
+        events=store.list_events(job.id),
+        candidates=[record.candidate for record in by_order],
+        scores={record.id: record.score for record in records},
+        config=job.resolved_config or job.config,
+    )
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value))
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def _summary(summary: ScoreSummary | None) -> str:
+    if summary is None:
+        return "–"
+    interval = f"95% CI {summary.low:.1%}–{summary.high:.1%}, n={summary.n}"
+    return f"{summary.mean:.1%} <span class=muted>({interval})</span>"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{cell}</th>" for cell in header)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _diff_html(diff: str) -> str:
+    lines = []
+    for line in diff.splitlines():
+        css = ""
+        if line.startswith("+") and not line.startswith("+++"):
+            css = "add"
+        elif line.startswith("-") and not line.startswith("---"):
+            css = "del"
+        elif line.startswith("@@"):
+            css = "hunk"
+        lines.append(f'<span class="{css}">{_e(line)}</span>' if css else _e(line))
+    return "<pre>" + "\n".join(lines) + "</pre>"
+
+
+def _candidate_html(candidate: Candidate) -> str:
+    parts = []
+    for name, text in candidate.components.items():
+        parts.append(f"<h3>{_e(name)}</h3><pre>{_e(text) or '(empty)'}</pre>")
+    for stage, demos in candidate.demos.items():
+        if demos:
+            rows = [
+                [_e(json.dumps(demo.inputs, ensure_ascii=False)), f"<pre>{_e(demo.output)}</pre>"]
+                for demo in demos
+            ]
+            parts.append(
+                f"<h3>{_e(stage)}: {len(demos)} demos</h3>" + _table(["inputs", "reply"], rows)
+            )
+    return "".join(parts)
+
+
+def render_html(data: ReportData) -> str:
+    """The report as one HTML document."""
+    r = data.result
+    val_size = r.dataset_sizes.get("val", 0)
+    sections = [
+        f"<h1>{_e(r.name)} <span class=muted>{_e(r.job_id)}</span></h1>",
+        f"<p class=muted>{_e(r.algorithm)} · {_e(r.state)}"
+        + (f" ({_e(r.stop_reason)})" if r.stop_reason else "")
+        + (f" · started {_e(r.created_at)}" if r.created_at else "")
+        + (f" · finished {_e(r.finished_at)}" if r.finished_at else "")
+        + "</p>",
+    ]
+    if r.error:
+        sections.append(f"<p><b>error:</b> {_e(r.error)}</p>")
+    sections.append("<h2>Scores</h2>")
+    sections.append(
+        _table(
+            ["split", "baseline (seed)", "best"],
+            [
+                ["val", _pct(r.baseline_val), _pct(r.best_val)],
+                ["test", _summary(r.baseline_test), _summary(r.best_test)],
+            ],
+        )
+    )
+    if r.lift_abs is not None:
+        relative = "" if r.lift_rel is None else f" ({r.lift_rel:+.1%} relative)"
+        sections.append(
+            f"<p class=lift>lift on {_e(r.lift_split)}: "
+            f"{r.lift_abs * 100:+.1f} points{relative}</p>"
+        )
+    sections.append("<h2>Score over budget</h2>")
+    sections.append(score_over_budget(score_points(data.events), val_size))
+    best, seed = r.best_candidate, r.seed_candidate
+    if best is not None:
+        sections.append(f"<h2>Best candidate <span class=muted>{_e(best.id)}</span></h2>")
+        sections.append(_candidate_html(best))
+        if seed is not None:
+            diff = component_diff(seed, best)
+            sections.append("<h3>Diff against the seed</h3>")
+            sections.append(
+                _diff_html(diff) if diff else "<p class=muted>identical to the seed</p>"
+            )
+    sections.append("<h2>Lineage</h2>")
+    best_id = best.id if best else None
+    sections.append(lineage_plot(data.candidates, data.scores, best_id))
+    sections.append(f"<pre>{_e(lineage_tree(data.candidates, data.scores, best_id=best_id))}</pre>")
+    sections.append(f"<h2>Candidates <span class=muted>({len(data.candidates)})</span></h2>")
+    ranked = sorted(
+        data.candidates,
+        key=lambda c: (data.scores.get(c.id) is None, -(data.scores.get(c.id) or 0)),
+    )
+    sections.append(
+        _table(
+            ["id", "val", "operation", "generation", "iteration", "parents"],
+            [
+                [
+                    _e(c.id),
+                    _pct(data.scores.get(c.id)),
+                    _e(c.lineage.operation),
+                    str(c.lineage.generation),
+                    "–" if c.lineage.iteration is None else str(c.lineage.iteration),
+                    _e(", ".join(p[:8] for p in c.lineage.parents) or "–"),
+                ]
+                for c in ranked
+            ],
+        )
+    )
+    sections.append("<h2>LM usage</h2>")
+    sections.append(
+        _table(
+            ["role", "calls", "cached", "prompt tokens", "completion tokens", "cost", "LM time"],
+            [
+                [
+                    _e(role),
+                    str(u.calls),
+                    str(u.cache_hits),
+                    str(u.prompt_tokens),
+                    str(u.completion_tokens),
+                    f"${u.cost_usd:.4f}",
+                    f"{u.latency_s:.1f}s",
+                ]
+                for role, u in sorted(r.usage.items())
+            ],
+        )
+    )
+    b = r.budget
+    sections.append(
+        f"<p>metric calls {b.metric_calls}"
+        + (f" of {r.limits.metric_calls}" if r.limits.metric_calls is not None else "")
+        + f" · proposals {b.proposals} · iterations {b.iterations}"
+        + f" · search time {b.wall_time_s:.0f}s</p>"
+    )
+    sections.append("<h2>Config</h2>")
+    sections.append(f"<pre>{_e(json.dumps(data.config, indent=2, ensure_ascii=False))}</pre>")
+    body = "\n".join(sections)
+    return (
+        "<!doctype html><html><head><meta charset=utf-8>"
+        f"<title>emery · {_e(r.name)} · {_e(r.job_id)}</title><style>{STYLE}</style></head>"
+        f"<body>{body}</body></html>\n"
+    )
+
+
+def write_html(data: ReportData, path: Path) -> Path:
+    """Write the report to ``path`` and return it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(data), encoding="utf-8")
+    return path

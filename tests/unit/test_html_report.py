@@ -1,0 +1,84 @@
+"""``emery report JOB --html``: one self-contained file with plots, lineage, diff and usage."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jobs_support as js
+import pytest
+from test_cli_jobs import write
+
+from emery.cli.app import main
+from emery.core.events import event
+from emery.jobs.plots import score_points
+from emery.store import SQLiteStore
+
+
+def run_cli(args: list[str]) -> int:
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    code = info.value.code
+    return code if isinstance(code, int) else 0
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EMERY_STORE", raising=False)
+    monkeypatch.setenv("PYTHONPATH", js.worker_env()["PYTHONPATH"])
+
+
+def test_html_report_holds_plots_lineage_diff_usage_and_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli(["train", str(write(tmp_path / "job.toml", iterations=4))]) == 0
+    [job] = SQLiteStore(Path(".emery") / "emery.db").list_jobs().items
+    capsys.readouterr()
+
+    assert run_cli(["report", job.id, "--html"]) == 0
+    target = tmp_path / "results" / f"job-{job.id}.html"
+    assert str(target) in capsys.readouterr().out
+    page = target.read_text()
+
+    assert page.count("<svg") == 2  # score over budget, lineage
+    for heading in ("Scores", "Score over budget", "Best candidate", "Lineage", "LM usage"):
+        assert f"<h2>{heading}" in page
+    assert "random_search" in page  # the job's config
+    assert "python/jobs_support:task_lm" in page
+    candidates = SQLiteStore(Path(".emery") / "emery.db").list_candidates(job.id).items
+    for record in candidates:
+        assert record.id in page
+    best = job.best_candidate_id or ""
+    seed = next(r for r in candidates if r.candidate.lineage.operation == "seed")
+    if best != seed.id:
+        assert "Diff against the seed" in page
+    assert not re.search(r"(src|href)=\"https?:", page)  # nothing fetched from the network
+
+
+def test_html_report_to_a_chosen_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["train", str(write(tmp_path / "job.toml", iterations=1))]) == 0
+    [job] = SQLiteStore(Path(".emery") / "emery.db").list_jobs().items
+    target = tmp_path / "out" / "report.html"
+    assert run_cli(["report", job.id, "--html", "--output", str(target), "--json"]) == 0
+    assert str(target) in capsys.readouterr().out.splitlines()[-2]
+    assert target.read_text().startswith("<!doctype html>")
+
+
+def test_score_points_count_metric_calls_in_event_order() -> None:
+    events = [
+        event(
+            "candidate_evaluated", candidate_id="a", split="val", score=0.2, n=10, new_rollouts=10
+        ),
+        event("iteration_completed", iteration=1, metric_calls=10),
+        event(
+            "candidate_evaluated", candidate_id="b", split="train", score=1.0, n=3, new_rollouts=3
+        ),
+        event(
+            "candidate_evaluated", candidate_id="b", split="val", score=0.5, n=10, new_rollouts=7
+        ),
+    ]
+    points = score_points(events)
+    assert [p.metric_calls for p in points] == [10, 13, 20]
+    assert [p.split for p in points] == ["val", "train", "val"]
+    assert points[-1].score == 0.5
