@@ -82,3 +82,29 @@ def test_score_points_count_metric_calls_in_event_order() -> None:
     assert [p.metric_calls for p in points] == [10, 13, 20]
     assert [p.split for p in points] == ["val", "train", "val"]
     assert points[-1].score == 0.5
+
+
+def test_candidates_tree_and_text_report_diff(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli(["train", str(write(tmp_path / "job.toml", iterations=4))]) == 0
+    db = SQLiteStore(Path(".emery") / "emery.db")
+    [job] = db.list_jobs().items
+    records = db.list_candidates(job.id, limit=None).items
+    capsys.readouterr()
+
+    assert run_cli(["candidates", job.id, "--tree"]) == 0
+    tree = capsys.readouterr().out
+    lines = tree.splitlines()
+    assert lines[0].split()[1] == "seed"  # the seed is the root
+    assert len(lines) == len(records)
+    assert "★ best" in tree
+    best_line = next(line for line in lines if "★ best" in line)
+    assert (job.best_candidate_id or "")[:8] in best_line
+
+    assert run_cli(["report", job.id]) == 0
+    text = capsys.readouterr().out
+    seed = next(r for r in records if r.candidate.lineage.operation == "seed")
+    if job.best_candidate_id != seed.id:
+        assert "Diff against the seed" in text
+        assert "-Answer the question." in text

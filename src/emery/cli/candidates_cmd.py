@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from emery.algorithms.lineage import lineage_tree
 from emery.cli.common import JsonOption, StoreOption, open_cli_store, resolve
 from emery.cli.console import out, print_json
 from emery.core.errors import EmeryError
@@ -21,6 +22,9 @@ def candidates(
     show: Annotated[
         str | None, typer.Option("--show", help="Show one candidate in full (id or prefix).")
     ] = None,
+    tree: Annotated[
+        bool, typer.Option("--tree", help="Show the lineage tree with scores.")
+    ] = False,
     split: Annotated[str, typer.Option(help="Score on train, val or test.")] = "val",
     sort: Annotated[
         str, typer.Option(help="score, n, ordinal, generation; - for descending.")
@@ -35,6 +39,18 @@ def candidates(
     job_id = resolve(store, job)
     if show is not None:
         _show(store, job_id, show, as_json)
+        return
+    if tree:
+        records = store.list_candidates(job_id, split=split, sort="ordinal", limit=None).items
+        drawing = lineage_tree(
+            [record.candidate for record in records],
+            {record.id: record.score for record in records},
+            best_id=store.get_job(job_id).best_candidate_id,
+        )
+        if as_json:
+            print_json({"tree": drawing})
+        else:
+            out.print(escape(drawing), highlight=False, soft_wrap=True)
         return
     page = store.list_candidates(job_id, split=split, sort=sort, limit=top)
     if as_json:

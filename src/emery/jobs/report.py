@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+from emery.algorithms.lineage import component_diff
 from emery.core.models import Candidate
 from emery.evaluation.stats import ScoreSummary
 from emery.jobs.results import JobResult
@@ -80,6 +81,11 @@ def render_report(result: JobResult) -> str:
         same = result.seed_candidate is not None and best.id == result.seed_candidate.id
         lines += ["", f"Best candidate {best.id} ({'the seed' if same else origin})"]
         lines += _candidate_block(best)
+        if result.seed_candidate is not None and not same:
+            diff = component_diff(result.seed_candidate, best)
+            if diff:
+                lines += ["", "Diff against the seed"]
+                lines += textwrap.indent(diff, "  ").splitlines()
     if result.top_candidates:
         lines += ["", f"Top candidates on val ({result.candidates_total} in all)"]
         rows = [["id", "val", "n", "operation", "gen", "parents"]]
