@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from test_apo_support import (
+    CONSERVATIVE,
     GOOD,
     HALF,
     context,
@@ -18,7 +19,7 @@ from test_apo_support import (
 )
 
 from emery.algorithms import build_algorithm
-from emery.algorithms.apo import Apo, ApoState
+from emery.algorithms.apo import Apo, ApoSettings, ApoState
 from emery.core.errors import ConfigError
 from emery.core.models import Lineage
 from emery.evaluation.budget import BudgetConfig
@@ -131,6 +132,72 @@ async def test_unusable_edits_are_rejected_with_a_reason(reply: str, reason: str
     assert edit["reason"].startswith(reason)
     assert outcome.state.best_candidate_id == outcome.state.seed_candidate_id
     assert events(records, "apo.beam_updated")[0]["reason"] == "no child was accepted this round"
+
+
+async def test_conservative_edits_append_one_sentence() -> None:
+    addition = "End with the line Answer: <number>."
+    ctx = context(reflection_lm([fenced(addition)]))
+    outcome, records = await run(
+        ctx, Apo(settings(rounds=1, beam_width=1, branch_factor=1, edit_prompts=[CONSERVATIVE]))
+    )
+    (edit,) = events(records, "apo.edit")
+    assert edit["variant"] == "edit_conservative"
+    assert edit["proposal"] == "Reply. " + addition
+    assert edit["accepted"]
+    assert ctx.candidates[outcome.state.best_candidate_id].components["solve"] == (
+        "Reply. " + addition
+    )
+    assert outcome.state.best_val_score == 1.0
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("```\nAnswer: 10\n```", "too short"),
+        ("```\nReply.\n```", "adds nothing the prompt does not already say"),
+        ("```\nWhat is the answer?\n```", "a question back"),
+        ("```\n" + "Check every step. " * 21 + "\n```", "too long to add (63 words"),
+        ("```\nUse {question} well.\n```", "invented placeholder {question}"),
+    ],
+)
+async def test_conservative_edits_that_add_nothing_usable_are_rejected(
+    reply: str, reason: str
+) -> None:
+    ctx = context(reflection_lm([reply]))
+    _, records = await run(
+        ctx, Apo(settings(rounds=1, beam_width=1, branch_factor=1, edit_prompts=[CONSERVATIVE]))
+    )
+    (edit,) = events(records, "apo.edit")
+    assert not edit["accepted"]
+    assert edit["reason"].startswith(reason)
+
+
+async def test_default_prompts_draw_every_variant() -> None:
+    def edit(content: str) -> str:
+        return fenced("Think, then end with the line Answer: <number>.")
+
+    ctx = context(reflection_lm(edit))
+    _, records = await run(
+        ctx,
+        Apo(
+            ApoSettings(
+                beam_width=4,
+                branch_factor=4,
+                rounds=1,
+                gradient_batch_size=2,
+                skip_perfect_batches=False,
+            )
+        ),
+    )
+    assert {e["variant"] for e in events(records, "apo.critique")} == {
+        "critique_bullets",
+        "critique_spans",
+        "critique_audit",
+    }
+    assert {e["variant"] for e in events(records, "apo.edit")} == {
+        "edit_rewrite",
+        "edit_conservative",
+    }
 
 
 async def test_beam_keeps_the_top_k_on_the_val_batch() -> None:

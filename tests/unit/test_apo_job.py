@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_apo_support import GOOD, HALF, dataset, fenced, program, reflection_lm, task_reply
+from test_apo_support import (
+    GOOD,
+    HALF,
+    REWRITE,
+    dataset,
+    fenced,
+    program,
+    reflection_lm,
+    task_reply,
+)
 
 import emery
 from emery.lm import FakeLM
@@ -25,7 +34,13 @@ def test_apo_job_finds_the_better_prompt_and_stores_its_events(tmp_path: Path) -
         verifier=NumericMatch(),
         lm=FakeLM(task_reply, model="fake/task"),
         reflection_lm=reflection_lm([fenced(HALF), fenced(GOOD)]),
-        settings={"beam_width": 2, "branch_factor": 2, "rounds": 2, "gradient_batch_size": 3},
+        settings={
+            "beam_width": 2,
+            "branch_factor": 2,
+            "rounds": 2,
+            "gradient_batch_size": 3,
+            "edit_prompts": [str(REWRITE)],
+        },
         runtime={"workdir": str(tmp_path / ".emery")},
         store=store,
     )

@@ -8,7 +8,7 @@ import pytest
 
 from emery.algorithms.apo.batches import ShuffledBatches
 from emery.algorithms.apo.beam import round_parents, select_top, unique
-from emery.algorithms.apo.edit import edit_problem, take_prompt
+from emery.algorithms.apo.edit import appended, edit_problem, take_prompt
 from emery.algorithms.apo.experiments import build_experiments, clip
 from emery.core.models import Example
 from emery.evaluation.results import ExampleResult
@@ -276,3 +276,9 @@ def test_an_empty_original_still_rejects_invented_placeholders() -> None:
         "invented placeholder {question}"
     )
     assert edit_problem("", "Think, then end with Answer: <n>.", cut_off=False) is None
+
+
+def test_appended_joins_on_the_prompt_shape() -> None:
+    assert appended("Solve it.", " Be brief. ") == "Solve it. Be brief."
+    assert appended("Solve it.\nShow work.\n", "Be brief.") == "Solve it.\nShow work.\nBe brief."
+    assert appended("  ", "Be brief.") == "Be brief."

@@ -24,7 +24,9 @@ def test_shipped_prompts_load_and_use_their_fields(kind: PromptKind) -> None:
     assert [p.name for p in prompts] == [Path(f).stem for f in DEFAULT_FILES[kind]]
     for prompt in prompts:
         assert REQUIRED_FIELDS[kind] <= placeholders(prompt.text)
-        assert "{placeholders}" in prompt.text or kind == "critique"
+        assert "never solve" in prompt.system
+        assert "{placeholders}" in prompt.text or kind == "critique" or prompt.append
+    assert [p.append for p in prompts] == ([False, True] if kind == "edit" else [False] * 3)
 
 
 def test_shipped_prompts_are_files_in_the_package() -> None:
@@ -44,7 +46,7 @@ async def test_user_prompt_files_replace_the_shipped_ones(tmp_path: Path) -> Non
     critique = _write(
         tmp_path,
         "terse.txt",
-        "CUSTOM CRITIQUE of {prompt} ({component}). Here is how it did:\n"
+        "CUSTOM CRITIQUE of {prompt} ({component}). Here is what the checker said:\n"
         "{experiments}\nKeep {{braces}}.",
     )
     edit = _write(
@@ -64,7 +66,9 @@ async def test_user_prompt_files_replace_the_shipped_ones(tmp_path: Path) -> Non
     )
     _, records = await run(ctx, apo)
     critique_request, edit_request = (call[-1]["content"] for call in reflection.calls)
-    assert critique_request.startswith("CUSTOM CRITIQUE of Reply. (solve). Here is how it did:")
+    assert critique_request.startswith(
+        "CUSTOM CRITIQUE of Reply. (solve). Here is what the checker said:"
+    )
     assert critique_request.endswith("Keep {braces}.")
     assert edit_request.startswith("CUSTOM EDIT of Reply. given - no answer line")
     variants = [
@@ -89,6 +93,30 @@ def test_bad_user_prompt_files_are_config_errors(tmp_path: Path, text: str, mess
         parse_settings("apo", {"critique_prompts": [str(path)]})
     with pytest.raises(ConfigError, match=message):
         load_prompts("critique", [path])
+
+
+def test_prompt_file_sections(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "two.md",
+        "[append]\n[system]\nYou edit {component} prompts.\n[user]\nFix {prompt} per {critique}.",
+    )
+    (template,) = load_prompts("edit", [path])
+    assert template.append
+    assert template.messages(prompt="P", critique="C", component="solve") == [
+        {"role": "system", "content": "You edit solve prompts."},
+        {"role": "user", "content": "Fix P per C."},
+    ]
+    plain = _write(tmp_path, "one.md", "Fix {prompt} per {critique}.")
+    assert load_prompts("edit", [plain])[0].messages(prompt="P", critique="C") == [
+        {"role": "user", "content": "Fix P per C."}
+    ]
+    no_user = _write(tmp_path, "nouser.md", "[system]\nFix {prompt} per {critique}.")
+    with pytest.raises(ConfigError, match=r"\[system\] part but no \[user\] line"):
+        load_prompts("edit", [no_user])
+    appended = _write(tmp_path, "crit.md", "[append]\n{prompt} {experiments}")
+    with pytest.raises(ConfigError, match=r"only edit prompts may be \[append\]"):
+        load_prompts("critique", [appended])
 
 
 def test_missing_empty_or_clashing_prompt_files_are_config_errors(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ def varied_reflection() -> FakeLM:
 
     def reply(messages: Sequence[ChatMessage]) -> str:
         content = messages[-1]["content"]
-        if "Here is how it did" in content:
+        if "what the checker said" in content:
             digits = sum(ch.isdigit() for ch in content)
             return f'- problem {digits}: "End with the line Answer: <number>."'
         return fenced(VARIANTS[sum(map(ord, content)) % len(VARIANTS)])

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+import emery.algorithms.apo as apo_package
 from emery.algorithms import SearchContext, StepRecord, run_search
 from emery.algorithms.apo import Apo, ApoSettings
 from emery.algorithms.context import build_search_context
@@ -29,6 +31,9 @@ from emery.systems.prompt_program import (
 )
 from emery.verifiers.numeric import NumericMatch
 
+SHIPPED = Path(apo_package.__file__).parent / "prompts"
+REWRITE = SHIPPED / "edit_rewrite.md"
+CONSERVATIVE = SHIPPED / "edit_conservative.md"
 ANSWER_PATTERN = r"Answer:\s*(-?\d+)"
 GOOD = "Work it out, then end with the line Answer: <number>."
 HALF = "Reply with the number."
@@ -82,7 +87,7 @@ def program(instruction: str = "Reply.", stages: int = 1) -> PromptProgram:
 
 
 def is_critique_request(messages: Sequence[ChatMessage]) -> bool:
-    return "Here is how it did" in messages[-1]["content"]
+    return "what the checker said" in messages[-1]["content"]
 
 
 def reflection_lm(
@@ -134,7 +139,9 @@ def context(
 
 
 def settings(**overrides: Any) -> ApoSettings:
+    """Small search settings; edits are full rewrites unless ``edit_prompts`` says otherwise."""
     base: dict[str, Any] = {
+        "edit_prompts": [REWRITE],
         "beam_width": 2,
         "branch_factor": 2,
         "rounds": 2,

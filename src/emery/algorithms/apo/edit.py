@@ -19,6 +19,7 @@ from emery.lm.base import LM
 from emery.systems.templates import placeholders
 
 _FENCED = re.compile(r"```[^\n]*\n.*?```", re.DOTALL)
+_STRAY_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*$", re.MULTILINE)
 _TAGGED = re.compile(r"<prompt>\s*(.*?)\s*(?:</prompt>|$)", re.DOTALL | re.IGNORECASE)
 _LABEL = re.compile(
     r"^\s*(?:\*\*)?(?:the\s+)?(?:new|improved|updated|revised|edited|final)\s+prompt(?:\*\*)?\s*:"
@@ -55,7 +56,8 @@ def take_prompt(reply: str) -> str | None:
     tagged = _TAGGED.search(text)
     if tagged and tagged.group(1).strip():
         text = tagged.group(1)
-    text = _LABEL.sub("", text, count=1).strip()
+    text = _LABEL.sub("", text, count=1)
+    text = _STRAY_FENCE.sub("", text).strip()
     return text or None
 
 
@@ -104,6 +106,29 @@ def edit_problem(
     return instruction_problem(proposal, original=original)
 
 
+MAX_ADDITION_WORDS = 60
+
+
+def appended(original: str, addition: str) -> str:
+    """``original`` with ``addition`` at its end (on a new line if it has several lines)."""
+    if not original.strip():
+        return addition.strip()
+    joiner = "\n" if "\n" in original.strip() else " "
+    return original.rstrip() + joiner + addition.strip()
+
+
+def addition_problem(original: str, addition: str) -> str | None:
+    """Why ``addition`` is not a sentence or two worth adding to ``original``."""
+    if _QUESTION.fullmatch(addition.strip()):
+        return "a question back, not an instruction"
+    words = len(addition.split())
+    if words > MAX_ADDITION_WORDS:
+        return f"too long to add ({words} words; at most {MAX_ADDITION_WORDS})"
+    if " ".join(addition.split()) in " ".join(original.split()):
+        return "adds nothing the prompt does not already say"
+    return instruction_problem(addition)
+
+
 async def edit_prompt(
     lm: LM,
     template: PromptTemplate,
@@ -123,8 +148,13 @@ async def edit_prompt(
         experiments=experiments,
     )
     completion = await ask(lm, messages, sampling)
-    proposal = take_prompt(completion.text)
+    text = take_prompt(completion.text)
     # A reply stopped by the token limit is usable only if its fenced prompt was closed.
     cut_off = completion.finish_reason == "length" and not _FENCED.search(completion.text)
-    problem = edit_problem(prompt, proposal, cut_off=cut_off, examples=examples, allowed=task)
+    proposal, problem = text, None
+    if template.append and text is not None and not cut_off:
+        problem = addition_problem(prompt, text)
+        proposal = appended(prompt, text)
+    if problem is None:
+        problem = edit_problem(prompt, proposal, cut_off=cut_off, examples=examples, allowed=task)
     return Edit(variant=template.name, reply=completion.text, proposal=proposal, problem=problem)

@@ -2,9 +2,11 @@
 
 A prompt file is the text of one user message with ``{field}`` placeholders that APO fills
 (``{{name}}`` writes a literal ``{name}``). A file that starts with a ``[system]`` line holds
-a system message first and the user message after a ``[user]`` line. Each kind has fields
-it must use and fields it may use; a file that misses a required field or names an unknown
-one is a ConfigError.
+a system message first and the user message after a ``[user]`` line. An edit prompt whose
+first line is ``[append]`` asks for text to add at the end of the prompt instead of a whole
+new prompt (small models manage one sentence far better than a rewrite). Each kind has
+fields it must use and fields it may use; a file that misses a required field or names an
+unknown one is a ConfigError.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class PromptTemplate:
     name: str
     text: str
     system: str = ""
+    append: bool = False
 
     def messages(self, **fields: str) -> list[ChatMessage]:
         """The chat to send, every placeholder filled."""
@@ -56,6 +59,12 @@ class PromptTemplate:
 def parse_template(kind: PromptKind, name: str, raw: str, source: str) -> PromptTemplate:
     """A template from a file's text, split into system and user parts when marked."""
     lines = raw.strip().splitlines()
+    append = bool(lines) and lines[0].strip().lower() == "[append]"
+    if append:
+        if kind != "edit":
+            raise ConfigError(f"{kind} prompt {source}: only edit prompts may be [append]")
+        lines = lines[1:]
+        raw = "\n".join(lines)
     system = ""
     if lines and lines[0].strip().lower() == "[system]":
         marks = [i for i, line in enumerate(lines) if line.strip().lower() == "[user]"]
@@ -68,7 +77,7 @@ def parse_template(kind: PromptKind, name: str, raw: str, source: str) -> Prompt
     if not user:
         raise ConfigError(f"{kind} prompt {source} has no user message")
     check_template(kind, f"{system}\n{user}", source)
-    return PromptTemplate(kind=kind, name=name, text=user, system=system)
+    return PromptTemplate(kind=kind, name=name, text=user, system=system, append=append)
 
 
 def check_template(kind: PromptKind, text: str, source: str) -> None:
