@@ -142,3 +142,37 @@ def test_put_get_round_trip_keeps_usage(cache: ResponseCache) -> None:
     assert got.cached
     assert got.latency_s == 0.0
     assert cache.get("missing") is None
+
+
+def test_writes_are_batched_and_served_before_they_are_committed(tmp_path: Path) -> None:
+    path = tmp_path / "cache.db"
+    cache = ResponseCache(path, batch_size=3, flush_after_s=3600)
+    other = ResponseCache(path)  # a second reader, as another process would be
+    try:
+        for i in range(2):
+            cache.put(f"k{i}", Completion(text=f"t{i}", model="m"))
+        assert cache.get("k1") is not None  # served from memory
+        assert other.get("k1") is None  # not committed yet
+        cache.put("k2", Completion(text="t2", model="m"))  # the batch is full: committed
+        hit = other.get("k2")
+        assert hit is not None
+        assert hit.text == "t2"
+        assert hit.cached
+        cache.put("k3", Completion(text="t3", model="m"))
+        cache.close()  # closing commits what is pending
+        assert other.get("k3") is not None
+        assert len(other) == 4
+    finally:
+        other.close()
+
+
+def test_a_slow_model_commits_every_entry_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "cache.db"
+    cache = ResponseCache(path, flush_after_s=0.0)
+    other = ResponseCache(path)
+    try:
+        cache.put("k", Completion(text="t", model="m"))
+        assert other.get("k") is not None
+    finally:
+        cache.close()
+        other.close()

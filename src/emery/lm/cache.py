@@ -17,13 +17,22 @@ from emery.lm.base import LM, Completion, sampling_params
 class ResponseCache:
     """Completions keyed by (model, messages, sampling params) in one SQLite file.
 
+    Writes are batched: new entries are served from memory at once and committed when
+    ``batch_size`` are pending or ``flush_after_s`` has passed since the last commit (and
+    on ``close``), so a fast remote model does not pay one SQLite commit per call.
     ``path=":memory:"`` keeps the cache in memory (tests).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self, path: str | Path, *, batch_size: int = 64, flush_after_s: float = 0.5
+    ) -> None:
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = str(path)
+        self.batch_size = batch_size
+        self.flush_after_s = flush_after_s
+        self._pending: dict[str, tuple[str, str, float]] = {}
+        self._flushed_at = time.monotonic()
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
         with self._lock, self._db:
@@ -41,30 +50,52 @@ class ResponseCache:
 
     def get(self, key: str) -> Completion | None:
         with self._lock:
-            row = self._db.execute(
-                "SELECT completion FROM lm_cache WHERE key = ?", (key,)
-            ).fetchone()
-        if row is None:
-            return None
-        return Completion.model_validate_json(row[0]).model_copy(
+            pending = self._pending.get(key)
+            if pending is not None:
+                text = pending[1]
+            else:
+                row = self._db.execute(
+                    "SELECT completion FROM lm_cache WHERE key = ?", (key,)
+                ).fetchone()
+                if row is None:
+                    return None
+                text = row[0]
+        return Completion.model_validate_json(text).model_copy(
             update={"cached": True, "latency_s": 0.0}
         )
 
     def put(self, key: str, completion: Completion) -> None:
-        with self._lock, self._db:
-            self._db.execute(
-                "INSERT OR REPLACE INTO lm_cache (key, model, completion, created_at)"
-                " VALUES (?, ?, ?, ?)",
-                (key, completion.model, completion.model_dump_json(), time.time()),
-            )
+        with self._lock:
+            self._pending[key] = (completion.model, completion.model_dump_json(), time.time())
+            due = time.monotonic() - self._flushed_at >= self.flush_after_s
+            if due or len(self._pending) >= self.batch_size:
+                self._flush_locked()
+
+    def flush(self) -> None:
+        """Commit every pending entry."""
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if self._pending:
+            with self._db:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO lm_cache (key, model, completion, created_at)"
+                    " VALUES (?, ?, ?, ?)",
+                    [(key, *entry) for key, entry in self._pending.items()],
+                )
+            self._pending.clear()
+        self._flushed_at = time.monotonic()
 
     def __len__(self) -> int:
         with self._lock:
+            self._flush_locked()
             (count,) = self._db.execute("SELECT COUNT(*) FROM lm_cache").fetchone()
         return int(count)
 
     def close(self) -> None:
         with self._lock:
+            self._flush_locked()
             self._db.close()
 
 
