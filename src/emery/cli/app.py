@@ -2,42 +2,68 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
+from typing import Any
 
 import typer
+import typer.core
 from rich.markup import escape
 
-from emery.cli import (
-    candidates_cmd,
-    eval_cmd,
-    export_cmd,
-    jobs_cmd,
-    models_cmd,
-    report_cmd,
-    serve_cmd,
-    taskapp_cmd,
-    train_cmd,
-)
 from emery.cli.console import err
 from emery.core.errors import EmeryError
 
+# Each command's module is imported only when that command runs, so `emery jobs pause`
+# does not load the optimizers, the HTTP server or matplotlib.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "eval": ("emery.cli.eval_cmd", "evaluate"),
+    "train": ("emery.cli.train_cmd", "train"),
+    "jobs": ("emery.cli.jobs_cmd", "app"),
+    "candidates": ("emery.cli.candidates_cmd", "candidates"),
+    "report": ("emery.cli.report_cmd", "report"),
+    "models": ("emery.cli.models_cmd", "app"),
+    "serve": ("emery.cli.serve_cmd", "serve"),
+    "taskapp": ("emery.cli.taskapp_cmd", "app"),
+    "export": ("emery.cli.export_cmd", "export"),
+}
+
+
+class LazyCommands(typer.core.TyperGroup):
+    """A command group that imports a subcommand's module when it is looked up."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attribute = COMMANDS[cmd_name]
+        target = getattr(importlib.import_module(module), attribute)
+        if isinstance(target, typer.Typer):
+            command: Any = typer.main.get_group(target)  # a group even with one subcommand
+        else:
+            single = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+            single.command(cmd_name)(target)
+            command = typer.main.get_command(single)
+        command.name = cmd_name
+        return command
+
+
 app = typer.Typer(
     name="emery",
+    cls=LazyCommands,
     help="emery: optimize prompts, agents and workflows on local or remote models.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.command("eval")(eval_cmd.evaluate)
-app.command("train")(train_cmd.train)
-app.add_typer(jobs_cmd.app, name="jobs")
-app.command("candidates")(candidates_cmd.candidates)
-app.command("report")(report_cmd.report)
-app.add_typer(models_cmd.app, name="models")
-app.command("serve")(serve_cmd.serve)
-app.add_typer(taskapp_cmd.app, name="taskapp")
-app.command("export")(export_cmd.export)
+
+
+@app.callback()
+def _root() -> None:
+    """emery: optimize prompts, agents and workflows on local or remote models."""
+
 
 USAGE_ERROR = 2
 

@@ -15,10 +15,7 @@ from rich.table import Table
 from emery.cli.common import JsonOption, StoreOption, open_cli_store, resolve
 from emery.cli.console import err, out, print_json
 from emery.cli.events_text import event_line
-from emery.cli.foreground import run_foreground
-from emery.cli.train_cmd import finish
 from emery.core.errors import EmeryError
-from emery.jobs.engine import JobEngine
 from emery.jobs.manage import (
     cancel_job,
     follow_events,
@@ -262,6 +259,9 @@ def resume(
             out.print(job_id)
             err.print(f"resumed in the background (pid {pid})")
         return
+    from emery.cli.foreground import run_foreground  # the engine: imported only to run
+    from emery.cli.train_cmd import finish
+
     stream = "none" if as_json else stream_format
     outcome = run_foreground(
         store,
@@ -278,6 +278,8 @@ def run(
     store_location: StoreOption = None,
 ) -> None:
     """Run a job in this process without a display (the background worker)."""
+    from emery.jobs.engine import JobEngine  # the engine: imported only to run
+
     store = open_cli_store(store_location)
     job_id = resolve(store, job)
 

@@ -1,7 +1,26 @@
 """Evaluation: candidates × examples → scored results."""
 
-from emery.evaluation.evaluator import Evaluator, TallyLM
-from emery.evaluation.results import EvalResult, ExampleResult
-from emery.evaluation.stats import ScoreSummary, summarize
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from emery.core.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from emery.evaluation.evaluator import Evaluator, TallyLM
+    from emery.evaluation.results import EvalResult, ExampleResult
+    from emery.evaluation.stats import ScoreSummary, summarize
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "Evaluator": "emery.evaluation.evaluator",
+        "TallyLM": "emery.evaluation.evaluator",
+        "EvalResult": "emery.evaluation.results",
+        "ExampleResult": "emery.evaluation.results",
+        "ScoreSummary": "emery.evaluation.stats",
+        "summarize": "emery.evaluation.stats",
+    },
+)
 
 __all__ = ["EvalResult", "Evaluator", "ExampleResult", "ScoreSummary", "TallyLM", "summarize"]

@@ -1,20 +1,51 @@
 """Jobs: durable optimization and evaluation runs with events, checkpoints and control."""
 
-from emery.jobs.engine import JobBusy, JobEngine
-from emery.jobs.evaluate import EvaluationReport, evaluate_config
-from emery.jobs.manage import (
-    cancel_job,
-    create_job,
-    follow_events,
-    pause_job,
-    run_job,
-    spawn_worker,
-    wait_for,
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from emery.core.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from emery.jobs.engine import JobBusy, JobEngine
+    from emery.jobs.evaluate import EvaluationReport, evaluate_config
+    from emery.jobs.manage import (
+        cancel_job,
+        create_job,
+        follow_events,
+        pause_job,
+        run_job,
+        spawn_worker,
+        wait_for,
+    )
+    from emery.jobs.report import render_report
+    from emery.jobs.results import CandidateSummary, JobResult, build_result
+    from emery.jobs.runtime import JobInputs
+    from emery.jobs.sdk import Job, optimize
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "JobBusy": "emery.jobs.engine",
+        "JobEngine": "emery.jobs.engine",
+        "EvaluationReport": "emery.jobs.evaluate",
+        "evaluate_config": "emery.jobs.evaluate",
+        "cancel_job": "emery.jobs.manage",
+        "create_job": "emery.jobs.manage",
+        "follow_events": "emery.jobs.manage",
+        "pause_job": "emery.jobs.manage",
+        "run_job": "emery.jobs.manage",
+        "spawn_worker": "emery.jobs.manage",
+        "wait_for": "emery.jobs.manage",
+        "render_report": "emery.jobs.report",
+        "CandidateSummary": "emery.jobs.results",
+        "JobResult": "emery.jobs.results",
+        "build_result": "emery.jobs.results",
+        "JobInputs": "emery.jobs.runtime",
+        "Job": "emery.jobs.sdk",
+        "optimize": "emery.jobs.sdk",
+    },
 )
-from emery.jobs.report import render_report
-from emery.jobs.results import CandidateSummary, JobResult, build_result
-from emery.jobs.runtime import JobInputs
-from emery.jobs.sdk import Job, optimize
 
 __all__ = [
     "CandidateSummary",

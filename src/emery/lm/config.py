@@ -13,8 +13,6 @@ from emery.lm.base import LM
 from emery.lm.cache import CachedLM, ResponseCache
 from emery.lm.catalog import installed_path
 from emery.lm.local import LocalLM
-from emery.lm.openai_compat import OpenAICompatibleLM
-from emery.lm.retry import RetryPolicy
 from emery.lm.usage import MeteredLM, Price, UsageMeter
 
 DEFAULT_MODEL = "local/qwen2.5-coder-0.5b"
@@ -99,6 +97,9 @@ def build_base_lm(config: LMConfig) -> LM:
                 )
             return _local_models[key]
     if provider == "openai":
+        from emery.lm.openai_compat import OpenAICompatibleLM  # openai is slow to import
+        from emery.lm.retry import RetryPolicy
+
         return OpenAICompatibleLM(
             name,
             base_url=config.base_url,

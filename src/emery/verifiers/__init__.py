@@ -1,11 +1,37 @@
 """Verifiers: turn (example, output, trace) into a score in [0, 1] and textual feedback."""
 
-from emery.verifiers.base import SyncVerifier, Verdict, Verifier
-from emery.verifiers.config import VerifierConfig, build_verifier
-from emery.verifiers.json_field import JsonFieldMatch
-from emery.verifiers.numeric import NumericMatch
-from emery.verifiers.python import CallableVerifier
-from emery.verifiers.text import Contains, ExactMatch, NormalizedMatch, RegexMatch, TokenF1
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from emery.core.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from emery.verifiers.base import SyncVerifier, Verdict, Verifier
+    from emery.verifiers.config import VerifierConfig, build_verifier
+    from emery.verifiers.json_field import JsonFieldMatch
+    from emery.verifiers.numeric import NumericMatch
+    from emery.verifiers.python import CallableVerifier
+    from emery.verifiers.text import Contains, ExactMatch, NormalizedMatch, RegexMatch, TokenF1
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "SyncVerifier": "emery.verifiers.base",
+        "Verdict": "emery.verifiers.base",
+        "Verifier": "emery.verifiers.base",
+        "VerifierConfig": "emery.verifiers.config",
+        "build_verifier": "emery.verifiers.config",
+        "JsonFieldMatch": "emery.verifiers.json_field",
+        "NumericMatch": "emery.verifiers.numeric",
+        "CallableVerifier": "emery.verifiers.python",
+        "Contains": "emery.verifiers.text",
+        "ExactMatch": "emery.verifiers.text",
+        "NormalizedMatch": "emery.verifiers.text",
+        "RegexMatch": "emery.verifiers.text",
+        "TokenF1": "emery.verifiers.text",
+    },
+)
 
 __all__ = [
     "CallableVerifier",
