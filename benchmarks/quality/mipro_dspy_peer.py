@@ -45,6 +45,17 @@ def score(example: Any, prediction: Any) -> float:
         return 0.0
 
 
+def accuracy(program: Any, rows: list[dspy.Example]) -> float:
+    """Mean score; a reply DSPy cannot parse scores 0, as in ``dspy.Evaluate``."""
+    total = 0.0
+    for example in rows:
+        try:
+            total += score(example, program(question=example.question))
+        except Exception:  # an unparseable reply is a wrong answer
+            continue
+    return total / len(rows)
+
+
 def usage(model: str) -> dict[str, int]:
     """LM calls and tokens DSPy recorded for one model name."""
     entries = [e for e in GLOBAL_HISTORY if e.get("model") == model]
@@ -116,18 +127,23 @@ def main() -> None:
         seed=args.seed,
     )
     started = time.perf_counter()
-    optimized = optimizer.compile(
-        program,
-        trainset=train,
-        valset=val,
-        num_trials=args.num_trials,
-        minibatch_size=args.minibatch_size,
-        minibatch_full_eval_steps=args.full_eval_every,
-    )
+    error = None
+    try:
+        optimized = optimizer.compile(
+            program,
+            trainset=train,
+            valset=val,
+            num_trials=args.num_trials,
+            minibatch_size=args.minibatch_size,
+            minibatch_full_eval_steps=args.full_eval_every,
+        )
+    except Exception as exc:  # a weak proposer can break DSPy's output parsing: report it
+        error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        optimized = program
     search_s = time.perf_counter() - started
     search_usage = {"task": usage("openai/task"), "proposer": usage("openai/proposer")}
-    test_score = sum(score(e, optimized(question=e.question)) for e in test) / len(test)
-    seed_test = sum(score(e, program(question=e.question)) for e in test) / len(test)
+    test_score = accuracy(optimized, test)
+    seed_test = accuracy(program, test)
     instructions = [p.signature.instructions for p in optimized.predictors()]
     demos = sum(len(p.demos) for p in optimized.predictors())
     print(
@@ -142,6 +158,7 @@ def main() -> None:
                 "search_s": search_s,
                 "instructions": instructions,
                 "demos": demos,
+                "error": error,
             }
         )
     )

@@ -306,6 +306,8 @@ def report(emery: dict[str, Any], dspy: dict[str, Any], args: argparse.Namespace
     for side in (emery, dspy):
         print(f"{side['side']} instruction: {json.dumps(side['instructions'])[:300]}")
         print(f"{side['side']} demos: {side['demos']}")
+        if side.get("error"):
+            print(f"{side['side']} FAILED (its seed program is scored instead): {side['error']}")
 
 
 def main() -> None:

@@ -50,13 +50,13 @@ async def test_proposer_prompts_carry_summary_program_demos_history_and_tip() ->
     assert summary_calls  # the summary was written from train examples
     assert any(e.input["question"] in summary_calls[0][-1]["content"] for e in data.train)
     proposal_prompts = [
-        c[-1]["content"] for c in proposer.calls if "Write instruction number" in c[-1]["content"]
+        c[-1]["content"] for c in proposer.calls if "Write a new instruction" in c[-1]["content"]
     ]
     assert proposal_prompts
     for prompt in proposal_prompts:
         assert SUMMARY in prompt
         assert state.program_description in prompt
-        assert "'Answer the question.' (validation score 0.00)" in prompt
+        assert "- 'Answer the question.' (validation score 0.00)" in prompt
         assert "Examples of this stage replying correctly:" in prompt
         tip = tip_of(prompt)
         if tip != "none":
@@ -91,6 +91,7 @@ async def test_answers_copies_and_near_duplicates_are_rejected() -> None:
         f"Sure, here is the new instruction: {question} The answer is 17.",
         "Answer the question.",
         "Answer the question!",
+        "3. 'Answer the question!!' (not scored yet)",
         "Solve the problem step by step and end with 'Answer: <number>'.",
         "Solve the problem step by step and end with 'Answer: <number>'!!",
         "Answer using the {context} field.",
@@ -125,11 +126,12 @@ async def test_answers_copies_and_near_duplicates_are_rejected() -> None:
         "copies a training example",
         "unchanged",
         "near-duplicate of choice 1",
+        "near-duplicate of choice 1",
         "near-duplicate of choice 2",
         "invented placeholder {context}",
         "echoes the proposer prompt",
     ]
-    assert outcome.calls == 9
+    assert outcome.calls == 10
 
 
 async def test_attempts_bound_the_proposer_calls() -> None:

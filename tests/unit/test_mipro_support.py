@@ -108,7 +108,7 @@ def proposer_lm(proposals: dict[str, str] | None = None) -> FakeLM:
             return "- everyday arithmetic\n- whole-number answers"
         if "Summarize them" in prompt:
             return SUMMARY
-        return table[tip_of(prompt)]
+        return table[tip_of(prompt)]  # a proposal request
 
     return FakeLM(reply, model="fake/proposer")
 

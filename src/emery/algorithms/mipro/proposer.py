@@ -93,31 +93,48 @@ def proposal_messages(
     if grounding.dataset_description:
         parts.append(f"Task description given with the data:\n{grounding.dataset_description}")
     parts.append(f"Program description:\n{grounding.program_description}")
-    parts.append(
-        f"Stage to write for: {grounding.stage!r}. It reads"
-        f" {', '.join(grounding.reads) or 'nothing'}; {grounding.format}."
-    )
     if demos:
         parts.append("Examples of this stage replying correctly:\n" + render_demos(demos))
+    # The history comes before the request, not last: a weak proposer tends to continue
+    # whatever list it saw last instead of writing something new.
     history = []
-    for number, choice in enumerate(choices, 1):
+    for choice in choices:
         score = (
             f"validation score {grounding.baseline_score:.2f}"
             if choice.source == "original" and grounding.baseline_score is not None
             else "not scored yet"
         )
-        history.append(f"{number}. {choice.text!r} ({score})")
+        history.append(f"- {choice.text!r} ({score})")
     parts.append("Instructions tried so far for this stage:\n" + "\n".join(history))
+    parts.append(
+        f"Stage to write for: {grounding.stage!r}. It reads"
+        f" {', '.join(grounding.reads) or 'nothing'}; {grounding.format}."
+    )
     if tip:
         parts.append(f"Tip: {tip}")
     parts.append(
-        f"Write instruction number {len(choices) + 1} for stage {grounding.stage!r}: different "
-        "from the ones above and likely to score higher. Reply with the instruction only."
+        f"Write a new instruction for stage {grounding.stage!r} that will score higher than the"
+        " ones tried so far. Do not repeat them and do not solve an example. Reply with the"
+        " instruction only."
     )
     return [
         {"role": "system", "content": PROPOSER_SYSTEM},
         {"role": "user", "content": "\n\n".join(parts)},
     ]
+
+
+_ENUMERATOR = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+")
+_ANNOTATION = re.compile(r"\s*\((?:validation score [\d.]+|not scored yet)\)\s*$")
+
+
+def _clean(text: str | None) -> str | None:
+    """A proposal without a list marker, a trailing score note or wrapping quotes."""
+    if text is None:
+        return None
+    text = _ANNOTATION.sub("", _ENUMERATOR.sub("", text.strip()))
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        text = text[1:-1].strip()
+    return text or None
 
 
 def _normalized(text: str) -> str:
@@ -193,7 +210,7 @@ async def propose_stage(
         messages = proposal_messages(grounding, outcome.choices, demos, TIPS[tip_name])
         reply = await proposer.complete(messages, temperature=temperature, max_tokens=max_tokens)
         outcome.calls += 1
-        text = extract_proposal(reply.text)
+        text = _clean(extract_proposal(reply.text))
         problem = (
             "empty reply"
             if text is None
