@@ -11,7 +11,8 @@ import re
 
 from emery.systems.templates import placeholders
 
-_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\n?(.*?)```", re.DOTALL)
+# A language tag counts only when a line break follows it: ```Solve it.``` keeps "Solve".
+_FENCE = re.compile(r"```(?:[a-zA-Z0-9_-]*[ \t]*\n)?(.*?)```", re.DOTALL)
 _PREFACE = re.compile(
     r"^\s*(?:sure[,!.]?\s*)?(?:here(?:'s| is) (?:the |an |my )?"
     r"(?:new |improved |updated |revised )?(?:instruction|prompt|version)s?[^:\n]*:)\s*",
