@@ -205,6 +205,10 @@ def test_clip_marks_the_cut() -> None:
         ("<prompt>\nSolve it step by step.\n</prompt>", "Solve it step by step."),
         ("Here is the new prompt:\n\nSolve it step by step.", "Solve it step by step."),
         ('"Solve it step by step."', "Solve it step by step."),
+        ("```Solve it step by step.```", "Solve it step by step."),
+        ("```python\nSolve it step by step.\n```", "Solve it step by step."),
+        ("Solve it step by step. ```", "Solve it step by step."),
+        ("```\nSolve it step by step.", "Solve it step by step."),
         ("   ", None),
     ],
 )

@@ -18,8 +18,8 @@ from emery.algorithms.proposals import extract_proposal, instruction_problem, pl
 from emery.lm.base import LM
 from emery.systems.templates import placeholders
 
-_FENCED = re.compile(r"```[^\n]*\n.*?```", re.DOTALL)
-_STRAY_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*$", re.MULTILINE)
+_FENCED = re.compile(r"```.*?```", re.DOTALL)
+_STRAY_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*$|^\s*```|```\s*$", re.MULTILINE)
 _TAGGED = re.compile(r"<prompt>\s*(.*?)\s*(?:</prompt>|$)", re.DOTALL | re.IGNORECASE)
 _LABEL = re.compile(
     r"^\s*(?:\*\*)?(?:the\s+)?(?:new|improved|updated|revised|edited|final)\s+prompt(?:\*\*)?\s*:"
