@@ -269,6 +269,12 @@ def test_edits_that_answer_a_train_example_are_rejected() -> None:
     assert (
         edit_problem(original, "Solve it. Is the answer whole? Then reply.", cut_off=False) is None
     )
+    meta = "Answer the question. The instructions are incorrect."
+    assert edit_problem(original, meta, cut_off=False) == (
+        "talks about the prompt ('The instructions are') instead of instructing the assistant"
+    )
+    follow = "Follow the instructions below and end with Answer: <number>."
+    assert edit_problem(original, follow, cut_off=False) is None
     lead_in = "Solve the problem. Here are the steps:"
     assert edit_problem(original, lead_in, cut_off=False) == (
         "ends with a colon: a lead-in to text that is missing"

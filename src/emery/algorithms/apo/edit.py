@@ -30,6 +30,12 @@ _LABEL = re.compile(
 _NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]+\b")
 _QUESTION = re.compile(r"[^.!?\n]*\?")
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,.]*\d(?![\w])")
+# Talk about the prompt or the review instead of instructions to the assistant.
+_META = re.compile(
+    r"\b(?:the|this|current) (?:instruction|instructions|prompt)s? (?:is|are|was|were|should|does"
+    r"|do|must|needs?|lacks?)\b|\b(?:the reviewer|the critique|the advice)\b",
+    re.IGNORECASE,
+)
 # Lines of the material shown to the edit LM; a prompt that contains them copied it.
 _ECHO_MARKERS = ("[reply]", "[assistant]", "[trace]", "Checker:", "A reviewer found", "The task:")
 
@@ -100,6 +106,9 @@ def edit_problem(
         return "ends with a colon: a lead-in to text that is missing"
     if _QUESTION.fullmatch(proposal.strip()) and not placeholders(proposal):
         return "a question back, not an instruction"
+    meta = _META.search(proposal)
+    if meta is not None:
+        return f"talks about the prompt ({meta.group(0)!r}) instead of instructing the assistant"
     detail = example_detail(proposal, examples, f"{original}\n{allowed}")
     if detail is not None:
         return detail
