@@ -4,7 +4,8 @@ Usage: python benchmarks/throughput/mock_openai.py --port 8765 --latency 0.1
 
 Written on raw asyncio streams so that the server itself costs as little CPU as possible:
 the benchmark measures the client framework, not the mock. Every request gets
-``{"choices": [{"message": {"content": "Answer: 42"}}], ...}`` after ``--latency`` seconds.
+the same completion after ``--latency`` seconds; its text parses for every framework measured
+(emery's "Answer: N" regex, DSPy's ``[[ ## answer ## ]]`` fields, gepa's raw text).
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ BODY = json.dumps(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": "Answer: 42"},
+                "message": {
+                    "role": "assistant",
+                    "content": "[[ ## answer ## ]]\nAnswer: 42\n\n[[ ## completed ## ]]",
+                },
                 "finish_reason": "stop",
             }
         ],
