@@ -23,20 +23,20 @@ from emery.algorithms.mipro.grounding import (
     stage_reads,
     summarize_dataset,
 )
-from emery.algorithms.mipro.presets import MiproPlan, PlanInputs, make_plan
+from emery.algorithms.mipro.presets import PlanInputs, make_plan
 from emery.algorithms.mipro.proposer import StageGrounding, propose_stage
-from emery.algorithms.mipro.search import best_pending, next_params, top_combos
+from emery.algorithms.mipro.search import top_combos
 from emery.algorithms.mipro.settings import MiproSettings
 from emery.algorithms.mipro.state import (
     ComboRecord,
-    DemoSet,
     InstructionChoice,
     MiproState,
     TrialRecord,
 )
+from emery.algorithms.mipro.trials import run_trial
 from emery.core.errors import ConfigError
-from emery.core.events import BaselineEvaluated, BestUpdated
-from emery.core.models import Candidate, Demo, Lineage
+from emery.core.events import BaselineEvaluated
+from emery.core.models import Demo
 from emery.lm.base import LM
 from emery.systems.prompt_program import PromptProgram
 from emery.verifiers.base import as_text
@@ -128,17 +128,17 @@ class Mipro:
             case "propose":
                 await self._propose(ctx, state, rng)
                 state.phase = "search"
-                if _plan(state).num_trials == 0:
+                if state.resolved_plan().num_trials == 0:
                     state.done, state.done_reason = True, "no trials planned"
             case "search":
-                await self._trial(ctx, state, rng)
+                await run_trial(ctx, state, rng, top_k=self.settings.top_k)
         state.iteration += 1
         state.rng_state = save_rng(rng)
         return state
 
     async def _bootstrap(self, ctx: SearchContext, state: MiproState, rng: random.Random) -> None:
         program = _program(ctx)
-        settings, plan = self.settings, _plan(state)
+        settings, plan = self.settings, state.resolved_plan()
         seed = ctx.seed_candidate
         train = list(ctx.train)
         rng.shuffle(train)
@@ -208,7 +208,7 @@ class Mipro:
         )
 
     async def _summarize(self, ctx: SearchContext, state: MiproState, rng: random.Random) -> None:
-        settings, plan = self.settings, _plan(state)
+        settings, plan = self.settings, state.resolved_plan()
         if settings.use_dataset_summary and plan.summary_calls and ctx.train:
             state.dataset_summary, observations = await summarize_dataset(
                 _proposer(ctx),
@@ -230,7 +230,7 @@ class Mipro:
         )
 
     async def _propose(self, ctx: SearchContext, state: MiproState, rng: random.Random) -> None:
-        program, settings, plan = _program(ctx), self.settings, _plan(state)
+        program, settings, plan = _program(ctx), self.settings, state.resolved_plan()
         reads = stage_reads(program)
         example_texts = [as_text(v) for e in ctx.train for v in e.input.values()]
         gold = _first_gold(ctx)
@@ -276,156 +276,11 @@ class Mipro:
                 choices=[choice.model_dump() for choice in outcome.choices],
             )
 
-    async def _trial(self, ctx: SearchContext, state: MiproState, rng: random.Random) -> None:
-        plan = _plan(state)
-        number = state.trials_done + 1
-        minibatch = min(plan.minibatch_size, len(ctx.val))
-        whole = minibatch >= len(ctx.val)
-        remaining = ctx.budget.remaining_metric_calls()
-        reserve = 0 if whole else len(ctx.val) - minibatch
-        if remaining is not None and remaining < minibatch + reserve:
-            await self._promote(ctx, state, number - 1, final=True)
-            state.done, state.done_reason = True, "budget reserved for the final full evaluation"
-            return
-        params = next_params(
-            state.spaces(),
-            state.trials,
-            seed=rng.randrange(2**31),
-            startup_trials=plan.tpe_startup_trials,
-        )
-        candidate = ctx.add_candidate(self._candidate(ctx, state, params, number))
-        batch = list(ctx.val) if whole else rng.sample(list(ctx.val), minibatch)
-        result = await ctx.evaluate(candidate, batch, "val")
-        state.trials_done = number
-        state.trials.append(
-            TrialRecord(
-                number=number,
-                kind="full" if whole else "minibatch",
-                params=params,
-                candidate_id=candidate.id,
-                score=result.mean,
-                n=len(batch),
-            )
-        )
-        combo = state.combos.setdefault(
-            candidate.id, ComboRecord(candidate_id=candidate.id, params=params)
-        )
-        combo.minibatch_scores.append(result.mean)
-        combo.minibatch_n += len(batch)
-        ctx.emit(
-            "mipro.trial",
-            number=number,
-            params=params,
-            candidate_id=candidate.id,
-            score=result.mean,
-            n=len(batch),
-            full=whole,
-        )
-        if whole:
-            self._record_full(ctx, state, combo, result.mean, number)
-        last = number >= plan.num_trials
-        if last or number % plan.full_eval_every == 0:
-            await self._promote(ctx, state, number, final=last)
-        if last:
-            state.done, state.done_reason = True, f"{number} trials done"
-        state.top = top_combos(state, self.settings.top_k)
-
-    async def _promote(
-        self, ctx: SearchContext, state: MiproState, number: int, *, final: bool
-    ) -> None:
-        """Score the best pending combination on full val (if the budget allows)."""
-        combo = best_pending(state)
-        if combo is None:
-            return
-        candidate = self._candidate(ctx, state, combo.params, number)
-        missing = sum(1 for e in ctx.val if ctx.evaluations.cached(candidate, e, "val") is None)
-        if not ctx.budget.can_afford(missing):
-            log.info("mipro: no budget left to score %s on full val", candidate.id)
-            return
-        result = await ctx.evaluate(ctx.add_candidate(candidate), ctx.val, "val")
-        state.trials.append(
-            TrialRecord(
-                number=number,
-                kind="full",
-                params=combo.params,
-                candidate_id=candidate.id,
-                score=result.mean,
-                n=len(result.results),
-            )
-        )
-        self._record_full(ctx, state, combo, result.mean, number, final=final)
-        state.top = top_combos(state, self.settings.top_k)
-
-    def _record_full(
-        self,
-        ctx: SearchContext,
-        state: MiproState,
-        combo: ComboRecord,
-        score: float,
-        number: int,
-        *,
-        final: bool = False,
-    ) -> None:
-        combo.full_score = score
-        previous = state.best_val_score
-        improved = previous is None or score > previous
-        if improved:
-            state.best_candidate_id, state.best_val_score = combo.candidate_id, score
-            ctx.emit(
-                "best_updated",
-                BestUpdated(candidate_id=combo.candidate_id, score=score, previous_score=previous),
-            )
-        if state.baseline_val_score is not None and state.best_val_score is not None:
-            state.lift = state.best_val_score - state.baseline_val_score
-        ctx.emit(
-            "mipro.full_evaluation",
-            trial=number,
-            candidate_id=combo.candidate_id,
-            params=combo.params,
-            score=score,
-            minibatch_mean=combo.minibatch_mean,
-            n=len(ctx.val),
-            best=improved,
-            final=final,
-        )
-
-    def _candidate(
-        self, ctx: SearchContext, state: MiproState, params: dict[str, int], number: int
-    ) -> Candidate:
-        """The program a choice of indices stands for."""
-        seed = ctx.seed_candidate
-        components: dict[str, str] = {}
-        demos: dict[str, tuple[Demo, ...]] = {}
-        sources: dict[str, str] = {}
-        for stage in state.stages:
-            instruction = state.instructions[stage][params[f"{stage}.instruction"]]
-            demo_set: DemoSet = state.demo_sets[stage][params[f"{stage}.demos"]]
-            components[stage] = instruction.text
-            demos[stage] = tuple(demo_set.demos)
-            sources[stage] = f"{instruction.source}+{demo_set.kind}"
-        return seed.derive(
-            components=components,
-            demos=demos,
-            lineage=Lineage(
-                parents=(seed.id,),
-                generation=1,
-                operation="mipro",
-                iteration=number,
-                details={"params": params, "choices": sources},
-            ),
-        )
-
 
 def _program(ctx: SearchContext) -> PromptProgram:
     if not isinstance(ctx.system, PromptProgram):
         raise ConfigError(f"mipro optimizes prompt programs; system {ctx.system.name!r} is not one")
     return ctx.system
-
-
-def _plan(state: MiproState) -> MiproPlan:
-    if state.plan is None:
-        raise RuntimeError("mipro state has no plan: start() was not run")
-    return state.plan
 
 
 def _proposer(ctx: SearchContext) -> LM:

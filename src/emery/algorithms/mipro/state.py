@@ -85,6 +85,12 @@ class MiproState(AlgorithmState):
     top: list[ComboRecord] = Field(default_factory=list)
     lift: float | None = None
 
+    def resolved_plan(self) -> MiproPlan:
+        """The plan made in ``start`` (every later step needs it)."""
+        if self.plan is None:
+            raise RuntimeError("mipro state has no plan: start() was not run")
+        return self.plan
+
     def spaces(self) -> dict[str, int]:
         """Each categorical parameter of the study and its number of choices."""
         out: dict[str, int] = {}

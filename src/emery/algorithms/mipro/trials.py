@@ -1,0 +1,160 @@
+"""MIPRO's search phase: one trial per step, with promotion of the best to full val."""
+
+from __future__ import annotations
+
+import logging
+import random
+
+from emery.algorithms.base import SearchContext
+from emery.algorithms.mipro.search import best_pending, next_params, top_combos
+from emery.algorithms.mipro.state import ComboRecord, DemoSet, MiproState, TrialRecord
+from emery.core.events import BestUpdated
+from emery.core.models import Candidate, Demo, Lineage
+
+log = logging.getLogger(__name__)
+
+
+async def run_trial(
+    ctx: SearchContext, state: MiproState, rng: random.Random, *, top_k: int
+) -> None:
+    """One trial: TPE picks the choices, a val minibatch scores them; every K trials (and
+    at the end) the best pending combination is scored on full val."""
+    plan = state.resolved_plan()
+    number = state.trials_done + 1
+    minibatch = min(plan.minibatch_size, len(ctx.val))
+    whole = minibatch >= len(ctx.val)
+    remaining = ctx.budget.remaining_metric_calls()
+    reserve = 0 if whole else len(ctx.val) - minibatch
+    if remaining is not None and remaining < minibatch + reserve:
+        await promote(ctx, state, number - 1, final=True, top_k=top_k)
+        state.done, state.done_reason = True, "budget reserved for the final full evaluation"
+        return
+    params = next_params(
+        state.spaces(),
+        state.trials,
+        seed=rng.randrange(2**31),
+        startup_trials=plan.tpe_startup_trials,
+    )
+    candidate = ctx.add_candidate(combo_candidate(ctx, state, params, number))
+    batch = list(ctx.val) if whole else rng.sample(list(ctx.val), minibatch)
+    result = await ctx.evaluate(candidate, batch, "val")
+    state.trials_done = number
+    state.trials.append(
+        TrialRecord(
+            number=number,
+            kind="full" if whole else "minibatch",
+            params=params,
+            candidate_id=candidate.id,
+            score=result.mean,
+            n=len(batch),
+        )
+    )
+    combo = state.combos.setdefault(
+        candidate.id, ComboRecord(candidate_id=candidate.id, params=params)
+    )
+    combo.minibatch_scores.append(result.mean)
+    combo.minibatch_n += len(batch)
+    ctx.emit(
+        "mipro.trial",
+        number=number,
+        params=params,
+        candidate_id=candidate.id,
+        score=result.mean,
+        n=len(batch),
+        full=whole,
+    )
+    if whole:
+        record_full(ctx, state, combo, result.mean, number)
+    last = number >= plan.num_trials
+    if last or number % plan.full_eval_every == 0:
+        await promote(ctx, state, number, final=last, top_k=top_k)
+    if last:
+        state.done, state.done_reason = True, f"{number} trials done"
+    state.top = top_combos(state, top_k)
+
+
+async def promote(
+    ctx: SearchContext, state: MiproState, number: int, *, final: bool, top_k: int
+) -> None:
+    """Score the best pending combination on full val (if the budget allows)."""
+    combo = best_pending(state)
+    if combo is None:
+        return
+    candidate = combo_candidate(ctx, state, combo.params, number)
+    missing = sum(1 for e in ctx.val if ctx.evaluations.cached(candidate, e, "val") is None)
+    if not ctx.budget.can_afford(missing):
+        log.info("mipro: no budget left to score %s on full val", candidate.id)
+        return
+    result = await ctx.evaluate(ctx.add_candidate(candidate), ctx.val, "val")
+    state.trials.append(
+        TrialRecord(
+            number=number,
+            kind="full",
+            params=combo.params,
+            candidate_id=candidate.id,
+            score=result.mean,
+            n=len(result.results),
+        )
+    )
+    record_full(ctx, state, combo, result.mean, number, final=final)
+    state.top = top_combos(state, top_k)
+
+
+def record_full(
+    ctx: SearchContext,
+    state: MiproState,
+    combo: ComboRecord,
+    score: float,
+    number: int,
+    *,
+    final: bool = False,
+) -> None:
+    combo.full_score = score
+    previous = state.best_val_score
+    improved = previous is None or score > previous
+    if improved:
+        state.best_candidate_id, state.best_val_score = combo.candidate_id, score
+        ctx.emit(
+            "best_updated",
+            BestUpdated(candidate_id=combo.candidate_id, score=score, previous_score=previous),
+        )
+    if state.baseline_val_score is not None and state.best_val_score is not None:
+        state.lift = state.best_val_score - state.baseline_val_score
+    ctx.emit(
+        "mipro.full_evaluation",
+        trial=number,
+        candidate_id=combo.candidate_id,
+        params=combo.params,
+        score=score,
+        minibatch_mean=combo.minibatch_mean,
+        n=len(ctx.val),
+        best=improved,
+        final=final,
+    )
+
+
+def combo_candidate(
+    ctx: SearchContext, state: MiproState, params: dict[str, int], number: int
+) -> Candidate:
+    """The program a choice of indices stands for."""
+    seed = ctx.seed_candidate
+    components: dict[str, str] = {}
+    demos: dict[str, tuple[Demo, ...]] = {}
+    sources: dict[str, str] = {}
+    for stage in state.stages:
+        instruction = state.instructions[stage][params[f"{stage}.instruction"]]
+        demo_set: DemoSet = state.demo_sets[stage][params[f"{stage}.demos"]]
+        components[stage] = instruction.text
+        demos[stage] = tuple(demo_set.demos)
+        sources[stage] = f"{instruction.source}+{demo_set.kind}"
+    return seed.derive(
+        components=components,
+        demos=demos,
+        lineage=Lineage(
+            parents=(seed.id,),
+            generation=1,
+            operation="mipro",
+            iteration=number,
+            details={"params": params, "choices": sources},
+        ),
+    )
