@@ -1,332 +1,220 @@
-"""MIPRO against DSPy's MIPROv2: one local model behind one OpenAI-compatible endpoint.
+"""emery MIPRO against DSPy's MIPROv2: same task, model, endpoint, splits and settings.
 
-Both sides optimize the word problems (seed instruction "Answer the question.") with the
-same model as task and proposer model, served by ``llama_cpp.server``; the same train,
-val and test examples; the same numbers of candidates, trials, minibatch size and
-full-evaluation interval. emery's metric-call budget is set to what DSPy's plan says it
-will spend, and both sides' actual metric calls are counted and printed. Response caches
-are off on both sides. Prints test accuracy, metric calls, LM calls, tokens and wall time
-side by side with emery/DSPy ratios.
+Starts ``emery serve`` with the model (one OpenAI-compatible endpoint both sides call as
+task and proposer model), installs ``dspy==3.4.1`` and ``optuna`` into
+``.bench-venvs/dspy`` if needed, runs emery's MIPRO and DSPy's ``MIPROv2`` one after the
+other with the same numbers of candidates, trials, minibatch size, full-evaluation
+interval and demos, and prints one markdown table: test and val accuracy, metric calls,
+LM calls and tokens by role, wall time.
 
-DSPy runs in its own virtual environment, which also serves the model (emery's does not
-install the server extras). Set it up once:
+Budget: DSPy's MIPROv2 takes no metric-call limit, so emery gets DSPy's own plan
+(minibatches + full evaluations) plus one bootstrapping pass over train as its limit, and
+both sides' actual metric calls are counted. emery's row is scored on test by emery's
+evaluator (instructions and demos); DSPy's winner runs through DSPy's adapters, so its
+test score is measured by DSPy with the same numeric metric; its instruction and demos are
+also scored in emery's prompt format (the "transplanted" line).
 
-    python3 -m venv .bench-venvs/dspy
-    .bench-venvs/dspy/bin/pip install dspy==3.4.1 optuna==5.0.0 \\
-        "llama-cpp-python[server]==0.3.36"
-
-Then:
-
-    .venv/bin/python benchmarks/quality/mipro_vs_dspy.py            # qwen; hours on 2 cores
-    .venv/bin/python benchmarks/quality/mipro_vs_dspy.py --smoke    # smollm, tiny budget
+    .venv/bin/python benchmarks/quality/mipro_vs_dspy.py                 # qwen, ~2-3 h
+    .venv/bin/python benchmarks/quality/mipro_vs_dspy.py --smoke         # smollm, minutes
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from emery.algorithms import build_algorithm, run_search
-from emery.algorithms.context import build_search_context
-from emery.algorithms.mipro import MiproState
-from emery.config import parse_config
-from emery.config.resolve import build_models, resolve_dataset, resolve_system, resolve_verifier
-from emery.core.models import Candidate, Dataset
-from emery.lm.catalog import installed_path
+from common import (
+    ROOT,
+    ModelSpec,
+    RoleStats,
+    RowReport,
+    Server,
+    TaskSpec,
+    ensure_venv,
+    markdown_table,
+    peer_examples,
+    run,
+    run_emery,
+    run_peer,
+    score,
+)
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-BENCH_PYTHON = ROOT / ".bench-venvs" / "dspy" / "bin" / "python"
+from emery.core.models import Demo
+from emery.lm import UsageMeter
+
+PEER = Path(__file__).resolve().parent / "peers" / "dspy_mipro.py"
 
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="a local model name")
-    parser.add_argument("--instruction", default="Answer the question.")
-    parser.add_argument("--n-train", type=int, default=30)
-    parser.add_argument("--n-val", type=int, default=30)
+    parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
+    parser.add_argument("--n-train", type=int, default=20)
+    parser.add_argument("--n-val", type=int, default=15)
     parser.add_argument("--n-test", type=int, default=50)
     parser.add_argument("--num-candidates", type=int, default=6)
-    parser.add_argument("--num-trials", type=int, default=12)
-    parser.add_argument("--minibatch-size", type=int, default=15)
+    parser.add_argument("--num-trials", type=int, default=10)
+    parser.add_argument("--minibatch-size", type=int, default=8)
     parser.add_argument("--full-eval-every", type=int, default=5)
     parser.add_argument("--max-demos", type=int, default=3)
-    parser.add_argument("--task-max-tokens", type=int, default=200)
+    parser.add_argument("--task-max-tokens", type=int, default=256)
     parser.add_argument("--proposer-max-tokens", type=int, default=300)
     parser.add_argument("--dspy-module", choices=["cot", "predict"], default="cot")
-    parser.add_argument("--n-threads", type=int, default=1, help="llama.cpp threads")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--port", type=int, default=8432)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--skip-peer", action="store_true", help="only the emery row")
+    parser.add_argument("--output", type=Path, default=None, help="write the rows here (JSON)")
     parser.add_argument("--smoke", action="store_true", help="SmolLM2 and a tiny budget")
     args = parser.parse_args()
     if args.smoke:
-        args.model = "smollm2-135m"
-        args.n_train, args.n_val, args.n_test = 5, 4, 3
+        args.model = "local/smollm2-135m"
+        args.n_train, args.n_val, args.n_test = 4, 3, 3
         args.num_candidates, args.num_trials, args.minibatch_size = 3, 2, 2
         args.full_eval_every, args.max_demos = 2, 1
         args.task_max_tokens, args.proposer_max_tokens = 48, 64
     return args
 
 
-def dspy_metric_calls(args: argparse.Namespace) -> int:
-    """DSPy's own plan for its search (minibatches and full evaluations) plus one pass of
-    bootstrapping over train: the budget emery gets."""
+def matched_budget(args: argparse.Namespace) -> int:
+    """DSPy's planned search calls plus one bootstrapping pass over train."""
     full_evals = args.num_trials // args.full_eval_every + 1
     return args.minibatch_size * args.num_trials + args.n_val * full_evals + args.n_train
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextmanager
-def model_server(args: argparse.Namespace, log: Path) -> Iterator[str]:
-    """``llama_cpp.server`` on a free loopback port; yields its base URL."""
-    port = free_port()
-    command = [
-        str(BENCH_PYTHON),
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(installed_path(args.model)),
-        "--model_alias",
-        "task",
-        "--n_ctx",
-        "4096",
-        "--n_threads",
-        str(args.n_threads),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
-    with log.open("w") as sink:
-        server = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
-        base_url = f"http://127.0.0.1:{port}/v1"
-        try:
-            deadline = time.monotonic() + 180
-            while True:
-                if server.poll() is not None:
-                    raise RuntimeError(f"the model server exited; see {log}")
-                try:
-                    with urllib.request.urlopen(f"{base_url}/models", timeout=5):
-                        break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the model server did not start in 180 s") from None
-                    time.sleep(1)
-            yield base_url
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
-
-
-def write_data(dataset: Dataset, path: Path) -> None:
-    rows = {
-        split: [
-            {"id": e.id, "question": e.input["question"], "answer": e.expected}
-            for e in dataset.split(split)
-        ]
-        for split in ("train", "val", "test")
-    }
-    path.write_text(json.dumps(rows))
-
-
-def emery_config(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
-    def lm(name: str, max_tokens: int) -> dict[str, Any]:
-        return {
-            "model": f"openai/{name}",
-            "base_url": base_url,
-            "api_key": "local",
-            "max_tokens": max_tokens,
-            "cache": False,
-            "concurrency": 2,
-        }
-
+def emery_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {
-        "job": {
-            "algorithm": "mipro",
-            "seed": args.seed,
-            "budget": {"metric_calls": dspy_metric_calls(args)},
-        },
-        "dataset": {
-            "task": "word_problems",
-            "n_train": args.n_train,
-            "n_val": args.n_val,
-            "n_test": args.n_test,
-        },
-        "lm": {
-            "task": lm("task", args.task_max_tokens),
-            "proposer": lm("proposer", args.proposer_max_tokens),
-        },
-        "runtime": {"cache": False},
-        "algorithm": {
-            "mipro": {
-                "num_instructions": args.num_candidates,
-                "num_demo_sets": args.num_candidates,
-                "num_trials": args.num_trials,
-                "minibatch_size": args.minibatch_size,
-                "full_eval_every": args.full_eval_every,
-                "max_bootstrapped_demos": args.max_demos,
-                "max_labeled_demos": args.max_demos,
-                "proposer_max_tokens": args.proposer_max_tokens,
-            }
-        },
+        "num_instructions": args.num_candidates,
+        "num_demo_sets": args.num_candidates,
+        "num_trials": args.num_trials,
+        "minibatch_size": args.minibatch_size,
+        "full_eval_every": args.full_eval_every,
+        "max_bootstrapped_demos": args.max_demos,
+        "max_labeled_demos": args.max_demos,
+        "proposer_max_tokens": args.proposer_max_tokens,
     }
 
 
-async def run_emery(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
-    config = parse_config(emery_config(args, base_url))
-    dataset = resolve_dataset(config)
-    seed = Candidate(components={"solve": args.instruction})
-    models = build_models(config, roles=("task", "proposer"))
-    ctx = build_search_context(
-        system=resolve_system(config),
-        dataset=dataset,
-        verifier=resolve_verifier(config, dataset),
-        lms=models.by_role,
-        budget=config.job.budget,
-        meter=models.meter,
-        seed=args.seed,
-        seed_candidate=seed,
-        concurrency=2,
-    )
-    started = time.perf_counter()
-    outcome = await run_search(build_algorithm("mipro", config.algorithm["mipro"]), ctx)
-    search_s = time.perf_counter() - started
-    usage = models.meter.by_role()
-    state = outcome.state
-    assert isinstance(state, MiproState)
-    best = ctx.candidates[state.best_candidate_id]
-    test = await ctx.evaluations.evaluate(best, dataset.test, "test", charge=False)
-    seed_test = await ctx.evaluations.evaluate(seed, dataset.test, "test", charge=False)
-    return {
-        "side": "emery mipro",
-        "seed_test": seed_test.mean,
-        "test": test.mean,
-        "metric_calls": ctx.budget.usage.metric_calls,
-        "lm": {
-            role: {
-                "calls": used.calls,
-                "prompt_tokens": used.prompt_tokens,
-                "completion_tokens": used.completion_tokens,
-            }
-            for role, used in usage.items()
-        },
-        "search_s": search_s,
-        "instructions": [best.components["solve"]],
-        "demos": len(best.demos.get("solve", ())),
+def transplanted(found: dict[str, Any]) -> tuple[Demo, ...]:
+    """DSPy's demos as emery demos: reasoning (if any) then the line the parser reads."""
+    demos = []
+    for demo in found["demos"]:
+        if "question" not in demo or "answer" not in demo:
+            continue
+        reasoning = demo.get("reasoning", "").strip()
+        output = f"{reasoning}\nAnswer: {demo['answer']}".strip()
+        demos.append(Demo(inputs={"question": demo["question"]}, output=output))
+    return tuple(demos)
+
+
+def peer_row(
+    args: argparse.Namespace, task: TaskSpec, model: ModelSpec, workdir: Path
+) -> RowReport:
+    python = ensure_venv("dspy", ["dspy==3.4.1", "optuna==5.0.0"])
+    dataset = task.dataset()
+    system = task.system()
+    stage = system.config.stages[0]
+    spec = {
+        "workdir": str(workdir),
+        "base_url": model.base_url,
+        "seed_instruction": stage.instruction,
+        "input_field": "question",
+        "train": peer_examples(dataset, "train"),
+        "val": peer_examples(dataset, "val"),
+        "test": peer_examples(dataset, "test"),
+        "num_candidates": args.num_candidates,
+        "num_trials": args.num_trials,
+        "minibatch_size": args.minibatch_size,
+        "full_eval_every": args.full_eval_every,
+        "max_demos": args.max_demos,
+        "module": args.dspy_module,
+        "threads": args.concurrency,
+        "seed": args.seed,
+        "task_max_tokens": args.task_max_tokens,
+        "proposer_max_tokens": args.proposer_max_tokens,
     }
-
-
-def run_dspy(args: argparse.Namespace, base_url: str, data: Path) -> dict[str, Any]:
-    command = [
-        str(BENCH_PYTHON),
-        str(HERE / "mipro_dspy_peer.py"),
-        "--data",
-        str(data),
-        "--base-url",
-        base_url,
-        "--instruction",
-        args.instruction,
-        "--module",
-        args.dspy_module,
-        "--task-max-tokens",
-        str(args.task_max_tokens),
-        "--proposer-max-tokens",
-        str(args.proposer_max_tokens),
-        "--num-candidates",
-        str(args.num_candidates),
-        "--num-trials",
-        str(args.num_trials),
-        "--minibatch-size",
-        str(args.minibatch_size),
-        "--full-eval-every",
-        str(args.full_eval_every),
-        "--max-demos",
-        str(args.max_demos),
-        "--seed",
-        str(args.seed),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        sys.stderr.write(done.stderr[-4000:])
-        raise RuntimeError(f"the DSPy side failed with exit code {done.returncode}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
-
-
-def totals(side: dict[str, Any]) -> tuple[int, int, int]:
-    roles = side["lm"].values()
-    return (
-        sum(r["calls"] for r in roles),
-        sum(r["prompt_tokens"] for r in roles),
-        sum(r["completion_tokens"] for r in roles),
-    )
-
-
-def ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}x" if b else "n/a"
-
-
-def report(emery: dict[str, Any], dspy: dict[str, Any], args: argparse.Namespace) -> None:
-    print(f"\nmodel local/{args.model}; data: word_problems seed {args.seed}, ", end="")
-    print(f"train {args.n_train} / val {args.n_val} / test {args.n_test}")
-    header = f"{'':14} {'test':>6} {'seed':>6} {'metric':>7} {'LM calls':>9} "
-    print(header + f"{'tok in':>9} {'tok out':>8} {'search s':>9}")
-    rows = []
-    for side in (emery, dspy):
-        calls, prompt, completion = totals(side)
-        rows.append((calls, prompt, completion))
-        print(
-            f"{side['side']:14} {side['test']:6.3f} {side['seed_test']:6.3f} "
-            f"{side['metric_calls']:7d} {calls:9d} {prompt:9d} {completion:8d} "
-            f"{side['search_s']:9.0f}"
+    found = run_peer(python, PEER, spec, timeout_s=8 * 3600)
+    test_lm = model.lms(UsageMeter(), ("task",))["task"]
+    demos = transplanted(found)
+    emery_format = run(
+        score(
+            system,
+            task.verifier(),
+            test_lm,
+            {stage.name: found["instruction"]},
+            dataset,
+            "test",
+            args.concurrency,
+            {stage.name: demos},
         )
-    (ec, ep, eo), (dc, dp, do) = rows
-    print(
-        f"{'emery/dspy':14} {ratio(emery['test'], dspy['test']):>6} {'':6} "
-        f"{ratio(emery['metric_calls'], dspy['metric_calls']):>7} {ratio(ec, dc):>9} "
-        f"{ratio(ep, dp):>9} {ratio(eo, do):>8} {ratio(emery['search_s'], dspy['search_s']):>9}"
     )
-    for side in (emery, dspy):
-        print(f"{side['side']} instruction: {json.dumps(side['instructions'])[:300]}")
-        print(f"{side['side']} demos: {side['demos']}")
-        if side.get("error"):
-            print(f"{side['side']} FAILED (its seed program is scored instead): {side['error']}")
+    return RowReport(
+        name=f"dspy 3.4.1 MIPROv2 ({args.dspy_module})",
+        baseline_val=found["baseline_val"],
+        best_val=found["best_val"],
+        baseline_test=found["seed_test_dspy"],
+        best_test=found["best_test_dspy"],
+        metric_calls=found["metric_calls"],
+        lm={role: RoleStats(**stats) for role, stats in found["lm"].items()},
+        wall_time_s=found["wall_time_s"],
+        stop_reason=found["error"] or "num_trials",
+        best_components={stage.name: found["instruction"]},
+        extra={"demos": len(found["demos"]), "test_in_emery_format": emery_format},
+    )
 
 
 def main() -> None:
     args = arguments()
-    if not BENCH_PYTHON.exists():
-        sys.exit(f"missing {BENCH_PYTHON}: create it as the docstring of this script says")
-    logging.getLogger("emery.evaluation.evaluator").setLevel(logging.ERROR)
-    with tempfile.TemporaryDirectory(prefix="mipro-vs-dspy-") as tmp:
-        folder = Path(tmp)
-        data_config = parse_config(emery_config(args, "http://unused"))
-        write_data(resolve_dataset(data_config), folder / "data.json")
-        budget = dspy_metric_calls(args)
-        print(f"matched metric-call budget: {budget} (DSPy's plan + one bootstrap pass)")
-        with model_server(args, folder / "server.log") as base_url:
-            emery = asyncio.run(run_emery(args, base_url))
-            print("emery:", json.dumps(emery)[:400], flush=True)
-            dspy = run_dspy(args, base_url, folder / "data.json")
-            print("dspy:", json.dumps(dspy)[:400], flush=True)
-    report(emery, dspy, args)
+    logging.basicConfig(level=logging.ERROR)
+    task = TaskSpec(n_train=args.n_train, n_val=args.n_val, n_test=args.n_test)
+    workdir = Path(tempfile.mkdtemp(prefix="mipro-bench-"))
+    budget = matched_budget(args)
+    rows: list[RowReport] = []
+    started = time.perf_counter()
+    with Server(args.model, args.port, workdir / "server.log") as server:
+        model = ModelSpec(
+            model=args.model,
+            base_url=server.base_url,
+            task_max_tokens=args.task_max_tokens,
+            reflection_max_tokens=args.proposer_max_tokens,
+        )
+        emery_run = run(
+            run_emery(
+                "emery mipro",
+                "mipro",
+                emery_settings(args),
+                task,
+                model,
+                metric_calls=budget,
+                seed=args.seed,
+                concurrency=args.concurrency,
+            )
+        )
+        best_id = emery_run.records[-1].state.best_candidate_id
+        emery_run.report.extra["demos"] = len(emery_run.candidates[best_id].demos.get("solve", ()))
+        rows.append(emery_run.report)
+        if not args.skip_peer:
+            rows.append(peer_row(args, task, model, workdir))
+    print(
+        f"\nword_problems, {args.model} as task and proposer model behind one endpoint;"
+        f" train/val/test {args.n_train}/{args.n_val}/{args.n_test};"
+        f" {args.num_candidates} candidates, {args.num_trials} trials, minibatch"
+        f" {args.minibatch_size}, full val every {args.full_eval_every};"
+        f" emery budget {budget} metric calls;"
+        f" total {(time.perf_counter() - started) / 60:.1f} min\n"
+    )
+    print(markdown_table(rows))
+    for row in rows:
+        print(f"\n{row.name}: stopped: {row.stop_reason}; demos in the winner: {row.extra}")
+        for name, text in row.best_components.items():
+            print(f"{row.name} — winning {name}:\n{text}")
+    if args.output is not None:
+        args.output.write_text(json.dumps([row.model_dump() for row in rows], indent=2))
+    print(f"\n(work files in {workdir}; the repository is {ROOT})")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,168 @@
+"""DSPy's MIPROv2 (``dspy==3.4.1`` with optuna) on a benchmark spec; runs in its own venv.
+
+Usage (the harness does this): ``.bench-venvs/dspy/bin/python dspy_mipro.py SPEC OUT``.
+SPEC is JSON written by ``benchmarks/quality/mipro_vs_dspy.py``: the endpoint and model,
+the seed instruction, train/val/test rows and MIPROv2's settings. Task and proposer model
+are the same endpoint, told apart by model name (the server serves one model whatever
+the name) so that calls and tokens are counted per role. The metric compares the last
+number of the ``answer`` field with the expected number, like emery's numeric verifier.
+
+A DSPy program runs through DSPy's adapters, not emery's prompt format, so the winner is
+scored on test here, by DSPy, with that metric (a reply DSPy cannot parse scores 0, as in
+``dspy.Evaluate``). OUT also gets the winning instruction and demos so the driver can
+score them in emery's format too. A failure inside ``compile`` (a weak proposer can
+break DSPy's output parsing) is reported, and the seed program is scored instead.
+
+Only the standard library and dspy are imported: this venv has nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+import time
+from typing import Any
+
+import dspy
+from dspy.clients.base_lm import GLOBAL_HISTORY
+
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def score(example: Any, prediction: Any) -> float:
+    found = NUMBER.findall(str(getattr(prediction, "answer", "") or ""))
+    if not found:
+        return 0.0
+    try:
+        return float(abs(float(found[-1].replace(",", "")) - float(example.answer)) < 1e-6)
+    except ValueError:
+        return 0.0
+
+
+class CountingMetric:
+    """The metric MIPROv2 optimizes, counting every call (the metric-call budget)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, example: Any, prediction: Any, trace: Any = None) -> float:
+        with self._lock:
+            self.calls += 1
+        return score(example, prediction)
+
+
+def accuracy(program: Any, rows: list[Any]) -> float:
+    total = 0.0
+    for example in rows:
+        try:
+            total += score(example, program(question=example.question))
+        except Exception:  # an unparseable reply is a wrong answer
+            continue
+    return total / len(rows) if rows else 0.0
+
+
+def usage(model: str) -> dict[str, int]:
+    entries = [e for e in GLOBAL_HISTORY if e.get("model") == model]
+
+    def total(key: str) -> int:
+        return sum(int((e.get("usage") or {}).get(key) or 0) for e in entries)
+
+    return {
+        "calls": len(entries),
+        "prompt_tokens": total("prompt_tokens"),
+        "completion_tokens": total("completion_tokens"),
+    }
+
+
+def examples(rows: list[dict[str, Any]], field: str) -> list[Any]:
+    return [
+        dspy.Example(question=str(row["input"][field]), answer=str(row["expected"])).with_inputs(
+            "question"
+        )
+        for row in rows
+    ]
+
+
+def main() -> None:
+    with open(sys.argv[1]) as handle:
+        spec = json.load(handle)
+    field = spec["input_field"]
+    train, val, test = (examples(spec[split], field) for split in ("train", "val", "test"))
+
+    def lm(role: str, max_tokens: int) -> Any:
+        # litellm sends max_completion_tokens, which llama.cpp servers ignore: repeat it.
+        return dspy.LM(
+            f"openai/{role}",
+            api_base=spec["base_url"],
+            api_key="unused",
+            temperature=0.0,
+            max_tokens=max_tokens,
+            cache=False,
+            extra_body={"max_tokens": max_tokens},
+        )
+
+    task_lm = lm("task", spec["task_max_tokens"])
+    proposer_lm = lm("proposer", spec["proposer_max_tokens"])
+    dspy.configure(lm=task_lm)
+    signature = dspy.Signature("question -> answer", spec["seed_instruction"])
+    module = dspy.ChainOfThought if spec["module"] == "cot" else dspy.Predict
+    program = module(signature)
+    metric = CountingMetric()
+    optimizer = dspy.MIPROv2(
+        metric=metric,
+        prompt_model=proposer_lm,
+        task_model=task_lm,
+        auto=None,
+        num_candidates=spec["num_candidates"],
+        max_bootstrapped_demos=spec["max_demos"],
+        max_labeled_demos=spec["max_demos"],
+        num_threads=spec["threads"],
+        seed=spec["seed"],
+    )
+    error = None
+    started = time.perf_counter()
+    try:
+        optimized = optimizer.compile(
+            program,
+            trainset=train,
+            valset=val,
+            num_trials=spec["num_trials"],
+            minibatch_size=spec["minibatch_size"],
+            minibatch_full_eval_steps=spec["full_eval_every"],
+        )
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        optimized = program
+    wall = time.perf_counter() - started
+    lm_usage = {"task": usage("openai/task"), "proposer": usage("openai/proposer")}
+    predictor = optimized.predictors()[0]
+    logs = getattr(optimized, "trial_logs", None) or {}
+    full = [t.get("full_eval_score") for t in logs.values() if t.get("full_eval_score") is not None]
+    out = {
+        "instruction": predictor.signature.instructions,
+        "demos": [
+            {
+                key: str(value)
+                for key, value in dict(demo).items()
+                if not key.startswith("augmented")
+            }
+            for demo in predictor.demos
+        ],
+        "baseline_val": full[0] if full else None,
+        "best_val": getattr(optimized, "score", None),
+        "metric_calls": metric.calls,
+        "lm": lm_usage,
+        "wall_time_s": wall,
+        "error": error,
+        "best_test_dspy": accuracy(optimized, test),
+        "seed_test_dspy": accuracy(program, test),
+    }
+    with open(sys.argv[2], "w") as handle:
+        json.dump(out, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()
