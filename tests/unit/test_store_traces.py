@@ -128,6 +128,27 @@ def test_spans_are_numbered_per_attempt_and_queried(store: SqlStore) -> None:
     assert store.list_spans(SpanFilter(attempt_id="ro-1:3")).items[0].seq == 7
 
 
+def test_a_batch_of_live_trace_rows_is_written_in_one_call(store: SqlStore) -> None:
+    store.add_traces(
+        [rollout("ro-1", status="running", attempt_count=1)],
+        [AttemptRecord(id="ro-1:1", rollout_id="ro-1", number=1, status="running")],
+        [span("a1")],
+    )
+    # the next batch replaces the rows it carries again and appends its spans
+    store.add_traces(
+        [rollout("ro-1", status="succeeded", attempt_count=1, score=1.0), rollout("ro-2")],
+        [AttemptRecord(id="ro-1:1", rollout_id="ro-1", number=1, status="succeeded")],
+        [span("a2"), span("a1")],
+    )
+    store.add_traces([], [], [])
+    done = store.get_rollout("ro-1")
+    assert (done.status, done.score, done.attempt_count) == ("succeeded", 1.0, 1)
+    assert store.get_rollout("ro-2").status == "queuing"
+    assert [a.status for a in store.list_attempts("ro-1")] == ["succeeded"]
+    spans = store.list_spans(SpanFilter(attempt_id="ro-1:1")).items
+    assert [(s.span_id, s.seq) for s in spans] == [("a1", 0), ("a2", 1)]
+
+
 def test_resources_are_versioned(store: SqlStore) -> None:
     first = store.put_resource("prompts", {"solve": "v1"}, kind="prompt_set")
     second = store.put_resource("prompts", {"solve": "v2"}, kind="prompt_set", job_id="j")

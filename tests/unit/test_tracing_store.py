@@ -138,3 +138,45 @@ async def test_a_broken_store_never_fails_a_rollout() -> None:
         system.seed_candidate(), Example(id="e", input={"word": "w"}, expected="w")
     )
     assert result.score == 1.0
+
+
+async def test_a_batch_of_rollouts_is_stored_in_a_few_transactions() -> None:
+    class CountingStore(MemoryStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[str] = []
+
+        def add_traces(self, rollouts: Any, attempts: Any, spans: Any) -> None:
+            self.calls.append("add_traces")
+            super().add_traces(rollouts, attempts, spans)
+
+        def add_rollouts(self, records: Any) -> None:
+            self.calls.append("add_rollouts")
+            super().add_rollouts(records)
+
+    store = CountingStore()
+    job_id = new_job(store)
+
+    @agent
+    async def echo(task: dict[str, Any], lm: Any) -> str:
+        return str(await lm.acall(task["word"]))
+
+    system = FunctionAgent(echo, instrument_openai=False)
+    ev = Evaluator(
+        system,
+        ExactMatch(),
+        FakeLM(lambda m: m[-1]["content"]),
+        concurrency=8,
+        recorder=StoreRecorder(store, job_id),
+        job_id=job_id,
+    )
+    examples = [Example(id=f"e{i}", input={"word": f"w{i}"}, expected=f"w{i}") for i in range(40)]
+    result = await ev.evaluate(system.seed_candidate(), examples, "val")
+    assert result.mean == 1.0
+    # every row is stored when evaluate returns, in far fewer writes than status changes
+    assert 1 <= store.calls.count("add_traces") <= 3
+    assert "add_rollouts" not in store.calls
+    stored = store.list_rollouts(RolloutFilter(job_id=job_id), limit=None).items
+    assert len(stored) == 40
+    assert {(r.status, r.score) for r in stored} == {("succeeded", 1.0)}
+    assert all(len(load_spans(store, r.id)) == 2 for r in stored)  # root + chat

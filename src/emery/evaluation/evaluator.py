@@ -93,6 +93,7 @@ class Evaluator:
         self.tracing = RolloutTracing(recorder or NullRecorder())
         self.runner = RolloutRunner(self.tracing, rollouts, job_id=job_id, proxy=proxy)
         self._seed_components: dict[str, str] | None = None
+        self._batches = 0
 
     @property
     def recorder(self) -> RolloutRecorder:
@@ -129,6 +130,8 @@ class Evaluator:
         rollout = outcome.rollout
         rollout.score, rollout.output = score, run.output
         self.recorder.save_rollout(rollout)
+        if not self._batches:  # a single run: store its trace now (a batch does at its end)
+            self.tracing.flush()
         return ExampleResult(
             candidate_id=candidate.id,
             example_id=example.id,
@@ -201,6 +204,10 @@ class Evaluator:
                 on_result(result)
             return result
 
-        results = await asyncio.gather(*(one(example) for example in examples))
-        self.tracing.flush()
+        self._batches += 1
+        try:
+            results = await asyncio.gather(*(one(example) for example in examples))
+        finally:
+            self._batches -= 1
+            self.tracing.flush()
         return EvalResult(candidate_id=candidate.id, split=split, results=list(results))

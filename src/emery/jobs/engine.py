@@ -85,6 +85,7 @@ class JobEngine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Future[JobRecord] | None = None
         self._best: tuple[str, float | None] | None = None
+        self._recorder: StoreRecorder | None = None
 
     # --- control ----------------------------------------------------------------------
 
@@ -227,6 +228,8 @@ class JobEngine:
         finally:
             watcher.stop()
             self._task = None
+            if self._recorder is not None:  # live rows of an abandoned step, if any
+                self._recorder.flush()
 
     async def _work(
         self, ctx: SearchContext, runtime: Runtime, state: AlgorithmState | None
@@ -248,6 +251,7 @@ class JobEngine:
             if runtime.hashes.get((result.split or "", result.example_id)) == record.example_hash:
                 known[eval_key(result.candidate_id, result.example_id, result.split)] = result
         config = runtime.config
+        self._recorder = StoreRecorder(self.store, self.job_id, worker_id=self.owner)
         ctx = build_search_context(
             system=runtime.system,
             dataset=runtime.dataset,
@@ -260,7 +264,7 @@ class JobEngine:
             known=known,
             budget_usage=BudgetUsage.model_validate(checkpoint.budget) if checkpoint else None,
             rollouts=RolloutConfig.from_runtime(config.runtime),
-            recorder=StoreRecorder(self.store, self.job_id, worker_id=self.owner),
+            recorder=self._recorder,
             job_id=self.job_id,
         )
         for candidate in self.store.job_candidates(self.job_id):

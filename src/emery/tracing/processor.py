@@ -151,4 +151,9 @@ class RolloutTracing:
         self.tracer: Tracer = self.provider.get_tracer("emery")
 
     def flush(self) -> None:
+        """Hand buffered spans to the recorder and have a recorder that buffers its writes
+        (one with a ``flush`` method) store everything now."""
         self.processor.flush()
+        flush = getattr(self.recorder, "flush", None)
+        if callable(flush):
+            flush()

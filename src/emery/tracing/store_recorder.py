@@ -1,9 +1,9 @@
 """Rollouts, attempts and spans written to (and read back from) the job store.
 
-``StoreRecorder`` is the ``RolloutRecorder`` a job passes to its evaluator: every status
-change upserts the rollout or attempt row, finished spans arrive in batches. Attempt ids
-are ``{rollout_id}:{number}``, so rows the engine writes for the same attempt at the end of
-a step (insert-or-ignore) do not duplicate them.
+``StoreRecorder`` is the ``RolloutRecorder`` a job passes to its evaluator: status changes
+and finished spans are buffered and written in batches, the newest state of a rollout or
+attempt replacing its row. Attempt ids are ``{rollout_id}:{number}``, so rows the engine
+writes for the same attempt at the end of a step (insert-or-ignore) do not duplicate them.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from emery.store.protocol import Store
 from emery.store.records import AttemptRecord, RolloutRecord, SpanFilter
 from emery.store.records import SpanRecord as StoredSpan
 from emery.tracing.records import Attempt, Rollout, SpanEvent, SpanRecord
+from emery.tracing.write_behind import WriteBehind
 
 log = logging.getLogger(__name__)
 
@@ -143,28 +144,59 @@ def load_spans(store: Store, rollout_id: str, attempt_id: str | None = None) -> 
 
 
 class StoreRecorder:
-    """A ``RolloutRecorder`` writing to a ``Store``. A failing write is logged, never raised:
-    tracing must not fail a rollout."""
+    """A ``RolloutRecorder`` writing to a ``Store`` behind a write buffer.
 
-    def __init__(self, store: Store, job_id: str | None = None, worker_id: str | None = None):
+    Status changes and spans are buffered (``WriteBehind``) and written in one transaction
+    per batch from a background thread, at most ``max_delay_s`` after they happen;
+    ``flush`` writes what is pending before returning (the evaluator flushes at the end of
+    every batch of rollouts, so a step's rows are stored before the step commits). A
+    failing write is logged, never raised: tracing must not fail a rollout.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        job_id: str | None = None,
+        worker_id: str | None = None,
+        *,
+        max_batch: int = 2048,
+        max_delay_s: float = 1.0,
+    ):
         self.store = store
         self.job_id = job_id
         self.worker_id = worker_id
+        self.buffer = WriteBehind(self._write, max_batch=max_batch, max_delay_s=max_delay_s)
 
     def save_rollout(self, rollout: Rollout) -> None:
-        try:
-            self.store.add_rollouts([rollout_record(rollout, self.job_id)])
-        except Exception as exc:
-            log.warning("storing rollout %s failed: %s", rollout.rollout_id, exc)
+        self.buffer.rollout(rollout)
 
     def save_attempt(self, attempt: Attempt) -> None:
-        try:
-            self.store.add_attempt(attempt_record(attempt, self.worker_id))
-        except Exception as exc:
-            log.warning("storing attempt %s failed: %s", attempt.attempt_id, exc)
+        self.buffer.attempt(attempt)
 
     def add_spans(self, spans: Sequence[SpanRecord]) -> None:
+        self.buffer.spans(spans)
+
+    def flush(self) -> None:
+        """Store everything recorded so far."""
+        self.buffer.flush()
+
+    def _write(
+        self,
+        rollouts: Sequence[Rollout],
+        attempts: Sequence[Attempt],
+        spans: Sequence[SpanRecord],
+    ) -> None:
         try:
-            self.store.add_spans([stored_span(span, self.job_id) for span in spans])
+            self.store.add_traces(
+                [rollout_record(r, self.job_id) for r in rollouts],
+                [attempt_record(a, self.worker_id) for a in attempts],
+                [stored_span(s, self.job_id) for s in spans],
+            )
         except Exception as exc:
-            log.warning("storing %d spans failed: %s", len(spans), exc)
+            log.warning(
+                "storing %d rollouts, %d attempts and %d spans failed: %s",
+                len(rollouts),
+                len(attempts),
+                len(spans),
+                exc,
+            )

@@ -184,23 +184,24 @@ class TracesMixin(SqlBase):
         """Store a batch of spans; spans of an attempt without ``seq`` get the next numbers."""
         if not records:
             return
-        s = t.spans
         with self._tx(write=True) as conn:
-            next_seq: dict[str, int] = {}
-            rows = []
-            for record in records:
-                row = record.model_dump(mode="json")
-                if row["seq"] is None and record.attempt_id is not None:
-                    key = record.attempt_id
-                    if key not in next_seq:
-                        last = conn.execute(
-                            select(func.max(s.c.seq)).where(s.c.attempt_id == key)
-                        ).scalar()
-                        next_seq[key] = 0 if last is None else int(last) + 1
-                    row["seq"] = next_seq[key]
-                    next_seq[key] += 1
-                rows.append(row)
-            self.insert_ignore(conn, s, rows, ["trace_id", "span_id"])
+            self._insert_spans(conn, records)
+
+    def add_traces(
+        self,
+        rollouts: Sequence[RolloutRecord],
+        attempts: Sequence[AttemptRecord],
+        spans: Sequence[SpanRecord],
+    ) -> None:
+        """Write a batch of live trace rows in one transaction: rollouts and attempts are
+        inserted or replaced (the rollout row carries its attempt count), spans appended
+        as in ``add_spans``."""
+        if not (rollouts or attempts or spans):
+            return
+        with self._tx(write=True) as conn:
+            self._upsert_rollouts(conn, rollouts)
+            self._upsert_attempts(conn, attempts)
+            self._insert_spans(conn, spans)
 
     def list_spans(
         self, filter: SpanFilter | None = None, *, limit: int | None = 1000, offset: int = 0
@@ -308,3 +309,21 @@ class TracesMixin(SqlBase):
     def _upsert_attempts(self, conn: Connection, records: Sequence[AttemptRecord]) -> None:
         at = now()
         self.upsert(conn, t.attempts, [attempt_row(r, at) for r in records], ["id"])
+
+    def _insert_spans(self, conn: Connection, records: Sequence[SpanRecord]) -> None:
+        s = t.spans
+        next_seq: dict[str, int] = {}
+        rows = []
+        for record in records:
+            row = record.model_dump(mode="json")
+            if row["seq"] is None and record.attempt_id is not None:
+                key = record.attempt_id
+                if key not in next_seq:
+                    last = conn.execute(
+                        select(func.max(s.c.seq)).where(s.c.attempt_id == key)
+                    ).scalar()
+                    next_seq[key] = 0 if last is None else int(last) + 1
+                row["seq"] = next_seq[key]
+                next_seq[key] += 1
+            rows.append(row)
+        self.insert_ignore(conn, s, rows, ["trace_id", "span_id"])
