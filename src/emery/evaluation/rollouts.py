@@ -149,7 +149,7 @@ class RolloutRunner:
         attempt = scope.attempt
         attempt.move(status, error)
         attempt.last_heartbeat_at = now()
-        self.tracing.flush()
+        self.tracing.processor.flush()
         self.recorder.save_attempt(attempt)
 
     async def _attempt(
@@ -205,15 +205,26 @@ class RolloutRunner:
     async def _watch(
         self, task: asyncio.Future[SystemRun], scope: AttemptScope
     ) -> tuple[AttemptStatus, str | None]:
-        """Wait for ``task``; stop it at the time limit or when it falls silent."""
+        """Wait for ``task``; stop it at the time limit or when it falls silent.
+
+        No polling: the wait ends when the task does or at the earliest moment a limit
+        could be reached (the time limit, or ``unresponsive_seconds`` after the last sign
+        of life), where the limits are checked again.
+        """
         timeout = self.config.timeout_seconds
         silent = self.config.unresponsive_seconds
-        limits = [limit for limit in (timeout, silent) if limit is not None]
-        poll = min(0.5, max(0.01, min(limits) / 10)) if limits else None
         start = time.monotonic()
         try:
             while True:
-                done, _ = await asyncio.wait({task}, timeout=poll)
+                wait: float | None = None
+                if timeout is not None:
+                    wait = start + timeout - time.monotonic()
+                if silent is not None:
+                    quiet_left = silent - scope.idle_seconds()
+                    wait = quiet_left if wait is None else min(wait, quiet_left)
+                done, _ = await asyncio.wait(
+                    {task}, timeout=None if wait is None else max(wait, 0.001)
+                )
                 if done:
                     return "succeeded", None
                 if timeout is not None and time.monotonic() - start >= timeout:
