@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage
@@ -35,6 +35,7 @@ class ServerState:
     requests: list[dict[str, Any]] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
+    body: str | None = None  # a raw reply body to answer with instead of a completion
 
 
 def _completion(body: dict[str, Any]) -> dict[str, Any]:
@@ -73,6 +74,8 @@ def _app(state: ServerState) -> FastAPI:
                     status_code=status,
                     content={"error": {"message": f"status {status}", "type": "test"}},
                 )
+            if state.body is not None:
+                return Response(state.body, media_type="application/json")
             return JSONResponse(_completion(body))
         finally:
             state.in_flight -= 1
@@ -118,6 +121,7 @@ def server(server_runner: tuple[str, ServerState]) -> Server:
     state.hold_s = 0.0
     state.in_flight = 0
     state.max_in_flight = 0
+    state.body = None
     return Server(base_url=base_url, state=state)
 
 
@@ -202,3 +206,12 @@ def test_missing_api_key_without_base_url_is_a_config_error(
     assert OpenAICompatibleLM("gpt-4o-mini", api_key_env="EMERY_TEST_NO_SUCH_KEY").model == (
         "gpt-4o-mini"
     )
+
+
+async def test_a_reply_that_is_not_a_chat_completion_is_an_lm_error(server: Server) -> None:
+    server.state.body = '{"object": "error", "detail": "no choices here"}'
+    with pytest.raises(LMError, match="not a chat completion"):
+        await _lm(server).complete(MESSAGES)
+    server.state.body = '{"choices": [{"message": {"content": null}}], "model": "m"}'
+    empty = await _lm(server).complete(MESSAGES)  # a null content is an empty text
+    assert (empty.text, empty.finish_reason, empty.usage.prompt_tokens) == ("", "stop", 0)
