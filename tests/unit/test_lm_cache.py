@@ -176,3 +176,16 @@ def test_a_slow_model_commits_every_entry_at_once(tmp_path: Path) -> None:
     finally:
         cache.close()
         other.close()
+
+
+def test_by_default_every_entry_is_committed_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "cache.db"
+    cache = ResponseCache(path)  # what a killed job leaves is what the next run reads
+    other = ResponseCache(path)
+    try:
+        for i in range(3):
+            cache.put(f"k{i}", Completion(text=f"t{i}", model="m"))
+            assert other.get(f"k{i}") is not None
+    finally:
+        cache.close()
+        other.close()
