@@ -162,18 +162,25 @@ class Job:
             self.start()
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            alive = self._thread is not None and self._thread.is_alive()
-            job = self.record()
+            thread = self._thread
+            alive = thread is not None and thread.is_alive()
             items = self.store.list_events(self.id, since=since)
             for item in items:
                 since = item.seq or since
                 if on_event is not None:
                     on_event(item)
-            finished = not alive and (job.state not in ACTIVE or is_stale(job))
+            # The job record matters only once this process no longer runs the job.
+            finished = False
+            if not alive:
+                job = self.record()
+                finished = job.state not in ACTIVE or is_stale(job)
             if finished or (deadline is not None and time.monotonic() >= deadline):
                 break
             if not items:
-                time.sleep(0.1)
+                if alive and thread is not None:
+                    thread.join(0.1)  # returns at once when the job ends
+                else:
+                    time.sleep(0.1)
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         return self.wait(remaining)
 
