@@ -194,20 +194,32 @@ class Evaluator:
         *,
         on_result: Callable[[ExampleResult], None] | None = None,
     ) -> EvalResult:
-        """Score ``candidate`` on ``examples`` (results in example order)."""
-        slots = asyncio.Semaphore(self.concurrency)
+        """Score ``candidate`` on ``examples`` (results in example order).
 
-        async def one(example: Example) -> ExampleResult:
-            async with slots:
+        ``concurrency`` workers take the examples in order, so only as many rollouts exist
+        at a time as run (not one waiting task per example: fewer objects for the
+        garbage collector to walk on a large batch).
+        """
+        results: list[ExampleResult | None] = [None] * len(examples)
+        todo = iter(enumerate(examples))
+
+        async def worker() -> None:
+            for index, example in todo:
                 result = await self.run_one(candidate, example, split)
-            if on_result is not None:
-                on_result(result)
-            return result
+                results[index] = result
+                if on_result is not None:
+                    on_result(result)
 
         self._batches += 1
+        workers = [
+            asyncio.ensure_future(worker()) for _ in range(min(self.concurrency, len(examples)))
+        ]
         try:
-            results = await asyncio.gather(*(one(example) for example in examples))
+            await asyncio.gather(*workers)
         finally:
+            for task in workers:  # on an error or a cancel, stop the other workers too
+                task.cancel()
             self._batches -= 1
             self.tracing.flush()
-        return EvalResult(candidate_id=candidate.id, split=split, results=list(results))
+        done = [result for result in results if result is not None]
+        return EvalResult(candidate_id=candidate.id, split=split, results=done)
