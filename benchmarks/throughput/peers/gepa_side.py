@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
+
+# litellm's bundled price table: no attempt to download one (there is no network here).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from gepa.adapters.default_adapter.default_adapter import DefaultAdapter
 
