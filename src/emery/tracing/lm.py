@@ -16,6 +16,7 @@ from opentelemetry.util.types import AttributeValue
 from emery.core.models import ChatMessage
 from emery.lm.base import LM, Completion
 from emery.tracing import conventions as sc
+from emery.tracing.chat_record import ChatRecord
 from emery.tracing.scope import AttemptScope, LMCall, current_scope
 
 _suppressed: ContextVar[bool] = ContextVar("emery_lm_spans_suppressed", default=False)
@@ -164,7 +165,8 @@ def chat_span(scope: AttemptScope, **kwargs: Any) -> Iterator[ChatSpan]:
 
 
 class TracedLM:
-    """Records every call of ``inner`` made inside a rollout as a GenAI ``chat`` span."""
+    """Records every call of ``inner`` made inside a rollout as a GenAI ``chat`` span
+    (built directly as a record where the attempt has a recorder: ``ChatRecord``)."""
 
     def __init__(self, inner: LM, *, source: str = "emery") -> None:
         self.inner = inner
@@ -188,6 +190,31 @@ class TracedLM:
             return await self.inner.complete(
                 messages, temperature=temperature, max_tokens=max_tokens, stop=stop, **params
             )
+        if scope.sink is not None:
+            record = ChatRecord(
+                scope,
+                model=self.inner.model,
+                messages=messages,
+                source=self.source,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                stop=stop,
+                tools=params.get("tools"),
+            )
+            try:
+                with suppress_instrumentation():
+                    completion = await self.inner.complete(
+                        messages,
+                        temperature=temperature,
+                        max_tokens=max_tokens,
+                        stop=stop,
+                        **params,
+                    )
+            except BaseException as exc:
+                record.fail(exc)
+                raise
+            record.finish(completion)
+            return completion
         with chat_span(
             scope,
             model=self.inner.model,
