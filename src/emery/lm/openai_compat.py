@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
 import random
 import ssl
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -33,11 +33,17 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
-@functools.cache
+_tls_lock = threading.Lock()
+_tls: list[ssl.SSLContext] = []
+
+
 def tls_context() -> ssl.SSLContext:
     """The default TLS context (system CA store), built once per process: loading the CA
     certificates takes tens of milliseconds, and a client is made per event loop."""
-    return httpx2.create_ssl_context()
+    with _tls_lock:
+        if not _tls:
+            _tls.append(httpx2.create_ssl_context())
+        return _tls[0]
 
 
 def http_client(concurrency: int, timeout_s: float) -> httpx2.AsyncClient:
