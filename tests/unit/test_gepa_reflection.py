@@ -12,6 +12,7 @@ from emery.algorithms.gepa.checks import (
     parse_proposal,
     repeats_itself,
 )
+from emery.algorithms.gepa.compact import parse_compact
 from emery.algorithms.gepa.reflection import (
     check_prompt,
     load_prompt,
@@ -22,6 +23,7 @@ from emery.algorithms.gepa.reflection import (
 from emery.algorithms.gepa.reflective_dataset import (
     build_records,
     excerpt,
+    render_compact,
     render_records,
 )
 from emery.algorithms.registry import parse_settings
@@ -181,3 +183,61 @@ def test_loops_copies_and_broken_placeholders_are_rejected() -> None:
     assert dropped[1] == "dropped placeholder {question}"
     assert parse_proposal("", "x")[1] == "the reply is empty"
     assert parse_proposal("Answer the question.", "Answer the question.")[1] == "unchanged"
+
+
+def test_compact_problems_hide_numbers_and_long_quotes_and_skip_successes() -> None:
+    examples = [
+        Example(id="e1", input={"question": QUESTION}, expected=46),
+        Example(id="e2", input={"question": QUESTION + " Twice?"}, expected=92),
+        Example(id="e3", input={"question": "Other?"}, expected=3),
+    ]
+    parse_failure = (
+        "The run failed: stage 'solve': the reply must match the pattern 'Answer: (\\d+)'"
+        " but was 'To determine how many coins Jamal has left, we need to subtract the …'"
+    )
+    results = [
+        result("e1", 0.0, "…so Jamal has \\boxed{46} coins.", parse_failure),
+        result("e2", 0.0, "…so Jamal has \\boxed{46} coins.", parse_failure),
+        result("e3", 1.0, "Answer: 3", "Correct: 3."),
+    ]
+    records = build_records("solve", examples, results, excerpt_chars=500, show_expected=False)
+    text, covered = render_compact(records, token_budget=1000, mask=True)
+    assert covered == 2
+    assert text.count("\n") == 0  # the two identical problems are shown once
+    assert "46" not in text
+    assert "<n>" in text
+    assert "To determine" not in text
+    assert "but was" not in text
+    assert "The run failed" not in text
+    assert 'The reply ended with: "…' in text
+    assert 'has \\boxed{<n>} coins."' in text
+    plain, _ = render_compact(records, token_budget=1000, mask=False)
+    assert "\\boxed{46}" in plain
+
+
+def test_compact_replies_are_joined_from_their_labelled_lines() -> None:
+    reply = (
+        "Sure!\n**TASK:** Solve arithmetic word problems.\n"
+        "METHOD: <one or two sentences: Work step by step and check each operation>\n"
+        "FORMAT: End with the line Answer: <number>\nThanks."
+    )
+    assert parse_compact(reply) == (
+        "Solve arithmetic word problems. Work step by step and check each operation."
+        "\nReply format: End with the line Answer: <number>"
+    )
+    assert parse_compact("TASK: only one line") is None
+    assert parse_compact("TASK: x y z\nMETHOD:\nFORMAT: say it") == "x y z.\nReply format: say it"
+    steps = parse_compact("TASK: Do it.\nMETHOD: Follow these steps:\n1. Read.\n2. Add.\nFORMAT: N")
+    assert steps == "Do it. Follow these steps: 1. Read. 2. Add.\nReply format: N"
+    assert parse_compact("TASK: Do it.\nMETHOD: Carefully.") == "Do it. Carefully."
+
+
+def test_the_compact_prompt_asks_for_labelled_lines() -> None:
+    template = load_prompt(style="compact")
+    content = reflection_messages(
+        template, component="solve", instruction="Answer.", examples="- bad", task="T."
+    )[0]["content"]
+    assert all(label in content for label in ("TASK:", "METHOD:", "FORMAT:"))
+    assert '"Answer."' in content
+    retry = retry_messages([{"role": "user", "content": content}], "x", "why", "Answer.", "compact")
+    assert retry == [{"role": "user", "content": content}]

@@ -18,8 +18,7 @@ from emery.algorithms.base import SearchContext, load_rng, save_rng
 from emery.algorithms.gepa.batches import next_minibatch
 from emery.algorithms.gepa.merge import MergePlan, find_merge, merge_subsample
 from emery.algorithms.gepa.pool import add_to_pool, lean, restore_candidates
-from emery.algorithms.gepa.propose import Proposal, propose
-from emery.algorithms.gepa.reflection import load_prompt
+from emery.algorithms.gepa.propose import Proposal, Proposer
 from emery.algorithms.gepa.selection import select_components, select_parent
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.gepa.state import GepaState, PoolEntry
@@ -37,7 +36,7 @@ class Gepa:
 
     def __init__(self, settings: GepaSettings | None = None) -> None:
         self.settings = settings or GepaSettings()
-        self.template = load_prompt(self.settings.reflection_prompt)
+        self.proposer = Proposer(self.settings)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -172,10 +171,9 @@ class Gepa:
         proposals: list[Proposal] = []
         for component in components:
             proposals.append(
-                await propose(
+                await self.proposer.propose(
                     ctx,
-                    settings,
-                    self.template,
+                    rng,
                     iteration=number,
                     component=component,
                     current=parent.candidate.components[component],

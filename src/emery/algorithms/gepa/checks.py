@@ -27,8 +27,9 @@ def looks_like_answer(text: str) -> bool:
     return bool(_ANSWER_LINE.match(first) or _BOXED.search(text))
 
 
-def repeats_itself(text: str, times: int = 3, min_chars: int = 20) -> bool:
-    """True when one line of ``min_chars`` or more occurs ``times`` times (a decoding loop)."""
+def repeats_itself(text: str, times: int = 3, min_chars: int = 20, span: int = 6) -> bool:
+    """True when a line of ``min_chars`` or more, or a run of ``span`` words, occurs
+    ``times`` times: the sign of a decoding loop."""
     counts: dict[str, int] = {}
     for line in text.splitlines():
         key = re.sub(r"^\W*\d*\W*", "", line.strip().lower())
@@ -36,6 +37,13 @@ def repeats_itself(text: str, times: int = 3, min_chars: int = 20) -> bool:
             counts[key] = counts.get(key, 0) + 1
             if counts[key] >= times:
                 return True
+    words = re.findall(r"\w+", text.lower())
+    runs: dict[tuple[str, ...], int] = {}
+    for start in range(len(words) - span + 1):
+        key_words = tuple(words[start : start + span])
+        runs[key_words] = runs.get(key_words, 0) + 1
+        if runs[key_words] >= times:
+            return True
     return False
 
 

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from emery.algorithms.base import SearchContext
-from emery.algorithms.gepa.checks import parse_proposal
-from emery.algorithms.gepa.reflection import reflection_messages, retry_messages
+from emery.algorithms.gepa.checks import parse_proposal, proposal_problem
+from emery.algorithms.gepa.compact import parse_compact
+from emery.algorithms.gepa.reflection import (
+    Style,
+    load_prompt,
+    reflection_messages,
+    retry_messages,
+)
 from emery.algorithms.gepa.reflective_dataset import (
     approx_tokens,
     build_records,
+    render_compact,
     render_records,
 )
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.core.models import Example
 from emery.evaluation.results import ExampleResult
+from emery.lm.base import LM
 from emery.verifiers.base import as_text
 
 
@@ -27,6 +36,7 @@ class Proposal:
     component: str
     text: str | None
     prompt: str
+    style: Style
     attempts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -35,79 +45,150 @@ class Proposal:
 
     def details(self) -> dict[str, Any]:
         """What the candidate's lineage records about its reflection."""
-        return {"prompt": self.prompt, "reply": self.reply, "attempts": self.attempts}
+        return {
+            "style": self.style,
+            "prompt": self.prompt,
+            "reply": self.reply,
+            "attempts": self.attempts,
+        }
 
 
-async def propose(
-    ctx: SearchContext,
-    settings: GepaSettings,
-    template: str,
-    *,
-    iteration: int,
-    component: str,
-    current: str,
-    examples: Sequence[Example],
-    results: Sequence[ExampleResult],
-) -> Proposal:
-    """Ask the reflection LM for a new text of ``component``; retry an unusable reply.
+class Proposer:
+    """Builds reflection prompts in the configured style and turns replies into texts."""
 
-    Never raises for a bad reply: a proposal without text is a rejected proposal.
-    """
-    records = build_records(
-        component,
-        examples,
-        results,
-        excerpt_chars=settings.excerpt_chars,
-        show_expected=settings.show_expected,
-    )
-    rendered, shown = render_records(records, settings.reflection_token_budget)
-    task = ctx.dataset.description.strip() if settings.show_task else ""
-    messages = reflection_messages(
-        template, component=component, instruction=current, examples=rendered, task=task
-    )
-    prompt = messages[0]["content"]
-    ctx.emit(
-        "gepa.reflective_dataset",
-        iteration=iteration,
-        component=component,
-        size=shown,
-        example_ids=[record.example_id for record in records[:shown]],
-        tokens=approx_tokens(prompt),
-    )
-    inputs = [as_text(value) for example in examples for value in example.input.values()]
-    proposal = Proposal(component=component, text=None, prompt=prompt)
-    lm = ctx.lm(settings.reflection_role)
-    for attempt in range(1, settings.proposal_attempts + 1):
-        completion = await lm.complete(
-            messages,
-            temperature=settings.reflection_temperature,
-            max_tokens=settings.reflection_max_tokens,
+    def __init__(self, settings: GepaSettings) -> None:
+        self.settings = settings
+        self._templates: dict[Style, str] = {}
+
+    def style(self, lm: LM) -> Style:
+        """The configured style; ``auto`` is compact for local models (small ones, mostly)."""
+        chosen = self.settings.reflection_style
+        if chosen == "auto":
+            return "compact" if lm.model.startswith("local/") else "standard"
+        return chosen
+
+    def template(self, style: Style) -> str:
+        if style not in self._templates:
+            self._templates[style] = load_prompt(self.settings.reflection_prompt, style)
+        return self._templates[style]
+
+    def render(
+        self,
+        style: Style,
+        component: str,
+        examples: Sequence[Example],
+        results: Sequence[ExampleResult],
+    ) -> tuple[str, list[str]]:
+        """The reflective dataset as prompt text and the ids of the examples it shows."""
+        settings = self.settings
+        records = build_records(
+            component,
+            examples,
+            results,
+            excerpt_chars=settings.excerpt_chars,
+            show_expected=settings.show_expected and style == "standard",
         )
-        text, problem = parse_proposal(
-            completion.text,
+        if style == "standard":
+            text, shown = render_records(records, settings.reflection_token_budget)
+            return text, [record.example_id for record in records[:shown]]
+        mask = True if settings.mask_numbers is None else settings.mask_numbers
+        text, shown = render_compact(records, settings.reflection_token_budget, mask=mask)
+        return text, [record.example_id for record in records[:shown]]
+
+    def parse(
+        self, style: Style, reply: str, current: str, inputs: list[str]
+    ) -> tuple[str | None, str | None]:
+        """The proposed text and the reason it is unusable (None when usable)."""
+        settings = self.settings
+        joined = parse_compact(reply) if style == "compact" else None
+        if joined is None:
+            return parse_proposal(
+                reply,
+                current,
+                example_inputs=inputs,
+                reject_copies=settings.reject_example_copies,
+                max_chars=settings.max_proposal_chars,
+            )
+        return joined, proposal_problem(
+            joined,
             current,
             example_inputs=inputs,
             reject_copies=settings.reject_example_copies,
             max_chars=settings.max_proposal_chars,
         )
-        proposal.attempts.append({"reply": completion.text, "problem": problem})
-        if problem is None:
-            proposal.text = text
+
+    async def propose(
+        self,
+        ctx: SearchContext,
+        rng: random.Random,
+        *,
+        iteration: int,
+        component: str,
+        current: str,
+        examples: Sequence[Example],
+        results: Sequence[ExampleResult],
+    ) -> Proposal:
+        """Ask the reflection LM for a new text of ``component``; retry an unusable reply.
+
+        Never raises for a bad reply: a proposal without text is a rejected proposal.
+        """
+        settings = self.settings
+        lm = ctx.lm(settings.reflection_role)
+        style = self.style(lm)
+        shown, shown_ids = self.render(style, component, examples, results)
+        task = ctx.dataset.description.strip() if settings.show_task else ""
+        messages = reflection_messages(
+            self.template(style),
+            component=component,
+            instruction=current,
+            examples=shown,
+            task=task,
+        )
+        prompt = messages[0]["content"]
+        ctx.emit(
+            "gepa.reflective_dataset",
+            iteration=iteration,
+            component=component,
+            style=style,
+            size=len(shown_ids),
+            example_ids=shown_ids,
+            tokens=approx_tokens(prompt),
+            prompt=prompt,
+        )
+        inputs = [as_text(value) for example in examples for value in example.input.values()]
+        proposal = Proposal(component=component, text=None, prompt=prompt, style=style)
+        for attempt in range(1, settings.proposal_attempts + 1):
+            temperature = settings.reflection_temperature if attempt == 1 else None
+            params: dict[str, Any] = {}
+            if attempt > 1:
+                temperature = settings.retry_temperature
+            if temperature and settings.seed_lm_calls:
+                params["seed"] = rng.randrange(2**31)
+            completion = await lm.complete(
+                messages,
+                temperature=temperature,
+                max_tokens=settings.reflection_max_tokens or (400 if style == "standard" else 200),
+                **params,
+            )
+            text, problem = self.parse(style, completion.text, current, inputs)
+            proposal.attempts.append({"reply": completion.text, "text": text, "problem": problem})
+            if problem is None:
+                proposal.text = text
+                ctx.emit(
+                    "gepa.proposal",
+                    iteration=iteration,
+                    component=component,
+                    attempt=attempt,
+                    text=text,
+                )
+                return proposal
             ctx.emit(
-                "gepa.proposal",
+                "gepa.proposal_invalid",
                 iteration=iteration,
                 component=component,
                 attempt=attempt,
-                text=text,
+                reason=problem,
+                reply=completion.text,
             )
-            return proposal
-        ctx.emit(
-            "gepa.proposal_invalid",
-            iteration=iteration,
-            component=component,
-            attempt=attempt,
-            reason=problem,
-            reply=completion.text,
-        )
-        messages = retry_messages(messages, completion.text, problem, current)
-    return proposal
+            messages = retry_messages(messages, completion.text, problem, current, style)
+        return proposal

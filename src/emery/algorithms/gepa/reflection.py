@@ -10,18 +10,26 @@ The prompt is the text of one user message with ``{field}`` placeholders GEPA fi
 - ``{component}``: the component's name;
 - ``{placeholders}``: a sentence naming the ``{fields}`` the text must keep ("" if none).
 
-The shipped prompt is ``prompts/reflection.md``; ``reflection_prompt`` names a replacement.
+Two prompts ship in ``prompts/``. ``standard.md`` shows each example's input, reply, feedback
+and expected output and asks for a whole new instruction in a fence, as in the paper.
+``compact.md`` is for small models, which tend to answer the examples instead of writing
+an instruction: it shows only the problems (numbers masked, quoted replies cut) and asks
+for three labelled lines, TASK, METHOD and FORMAT, that GEPA joins into the instruction
+(see ``compact.py``).
+``reflection_prompt`` names a file that replaces the shipped prompt of either style.
 """
 
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage
 from emery.systems.templates import placeholders, render
 
+Style = Literal["standard", "compact"]
 REQUIRED_FIELDS = frozenset({"instruction", "examples"})
 KNOWN_FIELDS = frozenset({"instruction", "examples", "task", "component", "placeholders"})
 
@@ -42,13 +50,14 @@ def check_prompt(text: str, source: str) -> None:
         )
 
 
-def load_prompt(path: Path | None = None) -> str:
-    """The user's prompt file, or the shipped prompt when ``path`` is None."""
+def load_prompt(path: Path | None = None, style: Style = "standard") -> str:
+    """The user's prompt file, or the shipped prompt of ``style`` when ``path`` is None."""
     if path is None:
-        text = (resources.files("emery.algorithms.gepa") / "prompts" / "reflection.md").read_text(
+        name = f"{style}.md"
+        text = (resources.files("emery.algorithms.gepa") / "prompts" / name).read_text(
             encoding="utf-8"
         )
-        check_prompt(text, "reflection.md")
+        check_prompt(text, name)
         return text
     path = path.expanduser()
     if not path.is_file():
@@ -96,9 +105,20 @@ def reflection_messages(
 
 
 def retry_messages(
-    previous: list[ChatMessage], reply: str, reason: str, instruction: str
+    previous: list[ChatMessage],
+    reply: str,
+    reason: str,
+    instruction: str,
+    style: Style = "standard",
 ) -> list[ChatMessage]:
-    """The chat continued after an unusable reply: what was wrong and what is wanted."""
+    """The chat for the next attempt after an unusable reply.
+
+    Standard style continues the chat, saying what was wrong. Compact style asks the same
+    question again (sampled): small models get more confused by a longer chat than they
+    gain from the reason.
+    """
+    if style == "compact":
+        return previous[:1]
     note = placeholder_note(instruction)
     follow_up = (
         f"That reply cannot be used: {reason}. Write a new instruction for the assistant: "

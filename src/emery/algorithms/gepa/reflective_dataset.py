@@ -3,6 +3,7 @@ with the verifier's feedback, cut to a token budget."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -119,3 +120,47 @@ def render_records(records: Sequence[ReflectiveRecord], token_budget: int) -> tu
         parts.append(text)
         used += cost
     return "\n\n".join(parts), len(parts)
+
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_RUN_FAILED = re.compile(r"^The run failed:\s*(?:stage '[^']*':\s*)?")
+_QUOTED_TAIL = re.compile(r"""\s+(?:but was|in)\s+['"].*$""")
+
+
+def mask_numbers(text: str) -> str:
+    """``text`` with every number written as ``<n>``: a small model cannot copy an answer."""
+    return _NUMBER.sub("<n>", text)
+
+
+def render_compact(
+    records: Sequence[ReflectiveRecord], token_budget: int, *, mask: bool, reply_chars: int = 24
+) -> tuple[str, int]:
+    """The problems only, one line each, for small reflection models.
+
+    Perfect records are left out, the "The run failed: stage ...:" preamble and a closing
+    quote of the output ("but was '…'", "in '…'") are cut from the feedback (the very end
+    of the reply is shown instead), numbers
+    are masked when ``mask`` is set, and repeated lines are shown once. Returns the text
+    and how many records it covers.
+    """
+    lines: list[str] = []
+    used = covered = 0
+    for record in records:
+        if record.score >= 1.0:
+            continue
+        feedback = _RUN_FAILED.sub("", " ".join(record.feedback.split()))
+        feedback = _QUOTED_TAIL.sub("", feedback).rstrip(". ")
+        feedback = feedback[:1].upper() + feedback[1:]
+        tail = " ".join(record.reply.split())
+        tail = tail if len(tail) <= reply_chars else "…" + tail[-reply_chars:]
+        line = f'- {feedback}. The reply ended with: "{tail}"'
+        line = mask_numbers(line) if mask else line
+        covered += 1
+        if line in lines:
+            continue
+        cost = approx_tokens(line)
+        if lines and used + cost > token_budget:
+            break
+        lines.append(line)
+        used += cost
+    return "\n".join(lines), covered

@@ -64,13 +64,37 @@ class GepaSettings(AlgorithmSettings):
     )
     # -- the reflection call ---------------------------------------------------------------
     reflection_role: str = Field(default="reflection", description="LM role that reflects")
+    reflection_style: Literal["auto", "standard", "compact"] = Field(
+        default="auto",
+        description=(
+            "standard: the paper's kind of prompt (examples with inputs, replies, feedback);"
+            " compact: problems only, answered in TASK/METHOD/FORMAT lines, for small models;"
+            " auto: compact for local/ models, standard otherwise"
+        ),
+    )
     reflection_prompt: Path | None = Field(
         default=None, description="a prompt file replacing the shipped one (see reflection.py)"
     )
     reflection_temperature: float | None = Field(
-        default=None, ge=0.0, le=2.0, description="default: the role's temperature"
+        default=None, ge=0.0, le=2.0, description="first attempt; default: the role's temperature"
     )
-    reflection_max_tokens: int = Field(default=400, ge=16)
+    retry_temperature: float = Field(
+        default=0.8,
+        ge=0.0,
+        le=2.0,
+        description="later attempts sample, so a retry is not the same unusable reply",
+    )
+    seed_lm_calls: bool = Field(
+        default=True,
+        description="send a seed drawn from the search RNG with each sampled reflection call",
+    )
+    mask_numbers: bool | None = Field(
+        default=None,
+        description="write numbers as <n> in the problems shown (default: on in compact style)",
+    )
+    reflection_max_tokens: int | None = Field(
+        default=None, ge=16, description="default: 400 in standard style, 200 in compact"
+    )
     reflection_token_budget: int = Field(
         default=1200, ge=50, description="approximate tokens of examples shown per reflection"
     )
@@ -84,7 +108,7 @@ class GepaSettings(AlgorithmSettings):
         default=True, description="show the dataset's description in the reflection prompt"
     )
     proposal_attempts: int = Field(
-        default=2,
+        default=3,
         ge=1,
         description="reflection calls per iteration when a reply is not a usable instruction",
     )
