@@ -225,7 +225,8 @@ def test_compact_replies_are_joined_from_their_labelled_lines() -> None:
         "Solve arithmetic word problems. Work step by step and check each operation."
         "\nReply format: End with the line Answer: <number>"
     )
-    assert parse_compact("TASK: only one line") is None
+    assert parse_compact("TASK: only one line") == "only one line."
+    assert parse_compact("Just an instruction.") is None
     assert parse_compact("TASK: x y z\nMETHOD:\nFORMAT: say it") == "x y z.\nReply format: say it"
     steps = parse_compact("TASK: Do it.\nMETHOD: Follow these steps:\n1. Read.\n2. Add.\nFORMAT: N")
     assert steps == "Do it. Follow these steps: 1. Read. 2. Add.\nReply format: N"

@@ -2,6 +2,23 @@
 
 Agrawal et al. (2025), "GEPA: Reflective Prompt Evolution Can Outperform Reinforcement
 Learning". Works on any system whose candidates have text components.
+
+Modules: ``settings`` (``[algorithm.gepa]``), ``state`` (the checkpointed state),
+``pareto`` and ``selection`` (fronts, dominance, parent and component choice),
+``batches`` (epoch-shuffled minibatches), ``reflective_dataset`` (what the reflection model
+is shown), ``reflection`` and ``compact`` (the prompts and reply parsing), ``checks`` (is a
+reply a usable instruction?), ``propose`` (one component's proposal), ``merge`` (crossover
+of two front candidates), ``pool`` (val scores, fronts and best), ``algorithm`` (the loop).
+
+Small reflection models. The defaults follow the paper; what differs for weak models is
+opt-in or chosen by ``reflection_style = "auto"`` (compact for ``local/`` models):
+
+- compact prompts: the problems without names or numbers, answered in TASK / METHOD /
+  FORMAT lines that GEPA joins, the format on a labelled line of its own;
+- checks that reject answers, copies of an example, decoding loops and broken
+  ``{placeholders}`` before any rollout is spent on them, with sampled retries;
+- a stop after iterations that run no new rollout (the same proposals again, or
+  minibatches already solved), so a search that can no longer move ends by itself.
 """
 
 from emery.algorithms.gepa.algorithm import Gepa

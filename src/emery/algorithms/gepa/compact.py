@@ -36,8 +36,8 @@ def parse_compact(reply: str) -> str | None:
     TASK and METHOD become the first line(s), FORMAT a last line of its own starting
     "Reply format:" (a small task model follows a labelled format line far more often than
     one lost at the end of a sentence). A label's text runs to the next label or a blank
-    line (five lines at most; FORMAT is one line). None when fewer than two labels carry
-    text: the reply is then better parsed as a standard one.
+    line (five lines at most; FORMAT is one line). None when no label carries text: the
+    reply is then parsed as a standard one.
     """
     parts: dict[str, str] = {}
     matches = list(_LABELLED.finditer(reply))
@@ -50,7 +50,7 @@ def parse_compact(reply: str) -> str | None:
         if text and label not in parts:
             ended = label == "FORMAT" or text.endswith((".", "!", "?", ":"))
             parts[label] = text if ended else text + "."
-    if len(parts) < 2:
+    if not parts:
         return None
     text = " ".join(parts[label] for label in ("TASK", "METHOD") if label in parts)
     form = parts.get("FORMAT")

@@ -67,6 +67,20 @@ class Proposer:
             return "compact" if lm.model.startswith("local/") else "standard"
         return chosen
 
+    def temperature(self, style: Style, attempt: int) -> float | None:
+        """Sampling temperature of an attempt (None: the role's own).
+
+        Retries sample at ``retry_temperature`` so they differ from the unusable reply. In
+        compact style the first attempt samples too: its prompts hide specifics, so many
+        iterations show the same prompt, and a greedy model would repeat its proposal.
+        """
+        settings = self.settings
+        if attempt == 1 and settings.reflection_temperature is not None:
+            return settings.reflection_temperature
+        if attempt == 1 and style == "standard":
+            return None
+        return settings.retry_temperature
+
     def template(self, style: Style) -> str:
         if style not in self._templates:
             self._templates[style] = load_prompt(self.settings.reflection_prompt, style)
@@ -158,10 +172,8 @@ class Proposer:
         inputs = [as_text(value) for example in examples for value in example.input.values()]
         proposal = Proposal(component=component, text=None, prompt=prompt, style=style)
         for attempt in range(1, settings.proposal_attempts + 1):
-            temperature = settings.reflection_temperature if attempt == 1 else None
+            temperature = self.temperature(style, attempt)
             params: dict[str, Any] = {}
-            if attempt > 1:
-                temperature = settings.retry_temperature
             if temperature and settings.seed_lm_calls:
                 params["seed"] = rng.randrange(2**31)
             completion = await lm.complete(

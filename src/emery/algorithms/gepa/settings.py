@@ -76,7 +76,12 @@ class GepaSettings(AlgorithmSettings):
         default=None, description="a prompt file replacing the shipped one (see reflection.py)"
     )
     reflection_temperature: float | None = Field(
-        default=None, ge=0.0, le=2.0, description="first attempt; default: the role's temperature"
+        default=None,
+        ge=0.0,
+        le=2.0,
+        description=(
+            "first attempt; default: the role's own in standard style, retry_temperature in compact"
+        ),
     )
     retry_temperature: float = Field(
         default=0.8,
