@@ -72,6 +72,28 @@ def test_records_show_the_component_call_feedback_expected_and_upstream_trace() 
     assert all(record.expected is None for record in hidden)
 
 
+def test_a_run_without_calls_of_the_component_shows_its_trace() -> None:
+    example = Example(id="e1", input={"question": QUESTION}, expected=46)
+    run = ExampleResult(
+        candidate_id="c",
+        example_id="e1",
+        score=0.0,
+        feedback="wrong",
+        trace="chat: user asked …; tool calculator(65-19) -> 46; reply: 45",
+    )
+    (record,) = build_records("agent", [example], [run], excerpt_chars=200, show_expected=True)
+    assert record.trace == ["trace: chat: user asked …; tool calculator(65-19) -> 46; reply: 45"]
+    assert "see the trace" in record.reply
+    (bare,) = build_records(
+        "agent",
+        [example],
+        [run.model_copy(update={"trace": ""})],
+        excerpt_chars=200,
+        show_expected=True,
+    )
+    assert bare.reply == "(this component was not used on this input)"
+
+
 def test_records_are_cut_to_the_token_budget_but_never_empty() -> None:
     examples = [Example(id=f"e{i}", input={"question": QUESTION}, expected=1) for i in range(5)]
     results = [result(f"e{i}", 0.0, "x" * 400, "wrong") for i in range(5)]

@@ -56,7 +56,12 @@ def build_records(
     excerpt_chars: int,
     show_expected: bool,
 ) -> list[ReflectiveRecord]:
-    """One record per example, failures first (lowest score first), then successes."""
+    """One record per example, failures first (lowest score first), then successes.
+
+    A record shows the component's last call on the example (inputs and reply) and the
+    replies of the other components; for a system that reports no call of the component
+    (an agent), the run's trace excerpt stands in for them.
+    """
     records = []
     for example, result in zip(examples, results, strict=True):
         own = [call for call in result.calls if call.component == component]
@@ -69,11 +74,15 @@ def build_records(
                 reply = f"(no reply: {excerpt(call.error, excerpt_chars)})"
         else:
             inputs = {name: excerpt(_value(v), excerpt_chars) for name, v in example.input.items()}
-            reply = "(this component was not used on this input)"
+            reply = "(no call of this component was reported; see the trace)"
         trace = [
             f"{call.component} replied: {excerpt(call.reply or call.error or '', excerpt_chars)}"
             for call in others
         ]
+        if not own and result.trace:
+            trace.append(f"trace: {excerpt(result.trace, 2 * excerpt_chars)}")
+        elif not own and not result.trace:
+            reply = "(this component was not used on this input)"
         expected = None
         if show_expected and example.expected is not None:
             expected = excerpt(_value(example.expected), excerpt_chars)
@@ -100,7 +109,12 @@ def render_record(number: int, record: ReflectiveRecord) -> str:
     else:
         lines.append("Inputs:")
         lines.extend(f"- {name}: {value}" for name, value in record.inputs.items())
-    lines.extend(f"(Earlier step) {line}" for line in record.trace)
+    lines.extend(
+        f"Trace: {line.removeprefix('trace: ')}"
+        if line.startswith("trace: ")
+        else f"(Other step) {line}"
+        for line in record.trace
+    )
     lines.append(f"Reply: {record.reply}")
     lines.append(f"Feedback: {record.feedback}")
     if record.expected is not None:
