@@ -165,7 +165,7 @@ class Evaluator:
         reward; otherwise the verifier decides."""
         if outcome.rollout.status != "succeeded":
             error = outcome.error or "the run failed"
-            log.warning("example %s failed: %s", example.id, error)
+            log.debug("example %s failed: %s", example.id, error)  # a scored outcome, not a fault
             return 0.0, f"The run failed: {error}", error
         if run.reward is not None:
             return (
