@@ -207,8 +207,36 @@ def test_check_inputs_names_missing_fields() -> None:
     FunctionAgent(greeter).check_inputs({"word"})
     with pytest.raises(ConfigError, match="parameter 'word' is not an input field"):
         FunctionAgent(greeter).check_inputs({"question"})
-    with pytest.raises(ConfigError, match=r"placeholder \{word\}"):
-        FunctionAgent(shouter).check_inputs({"question"})
+
+
+PLAN = PromptTemplate("Plan for: {word}")
+SOLVE = PromptTemplate("Follow the plan: {plan}")
+
+
+@agent
+def planner(task: dict[str, Any], lm: Any) -> str:
+    """SOLVE's {plan} is filled by the agent from an earlier reply, not from the input."""
+    return lm(SOLVE.format(plan=lm(PLAN.format(**task))))
+
+
+@agent
+def forgetful(task: dict[str, Any], lm: Any) -> str:
+    return lm(SOLVE.format(**task))
+
+
+async def test_template_placeholders_may_be_filled_by_the_agent() -> None:
+    FunctionAgent(planner).check_inputs({"word"})
+    ev = evaluator(FunctionAgent(planner))
+    result = await ev.run_one(FunctionAgent(planner).seed_candidate(), EXAMPLE)
+    assert result.error is None
+    assert [c.component for c in result.calls] == ["PLAN", "SOLVE"]
+
+
+async def test_a_placeholder_nobody_fills_fails_the_run_and_names_it() -> None:
+    system = FunctionAgent(forgetful)
+    result = await evaluator(system).run_one(system.seed_candidate(), EXAMPLE)
+    assert result.score == 0.0
+    assert "plan" in (result.error or "")
 
 
 def test_config_builds_an_agent_from_module_and_name() -> None:

@@ -36,7 +36,6 @@ from emery.systems.agent_components import (
 from emery.systems.agent_runtime import AgentExited, CandidateGate, ModuleString, call_in_thread
 from emery.systems.base import RunContext, System, SystemRun
 from emery.systems.registry import SystemKind
-from emery.systems.templates import placeholders
 from emery.tracing.agent_lm import AgentLM
 from emery.tracing.scope import AttemptScope, current_scope
 
@@ -279,13 +278,6 @@ class FunctionAgent:
                 raise ConfigError(
                     f"agent {self.name}: parameter {name!r} is not an input field"
                     f" (available: {', '.join(sorted(fields)) or 'none'}; or use `task`)"
-                )
-        for name, text in self.seed_texts().items():
-            missing = sorted(placeholders(text) - fields)
-            if name in self.templates and missing:
-                raise ConfigError(
-                    f"agent {self.name}: component {name!r} placeholder {{{missing[0]}}}"
-                    " is not an input field"
                 )
 
     async def run(self, candidate: Candidate, ctx: RunContext) -> SystemRun:
