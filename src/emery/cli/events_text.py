@@ -16,6 +16,12 @@ def _short(candidate_id: Any) -> str:
     return str(candidate_id or "-")[:8]
 
 
+def _brief(value: Any, limit: int = 80) -> str:
+    """One line of at most ``limit`` characters: long texts (prompts, replies) are cut."""
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _state(data: dict[str, Any]) -> str:
     reason = data.get("reason")
     return f" ({reason})" if reason else ""
@@ -73,7 +79,7 @@ def describe_event(item: Event) -> str:
             return formatter(data)
         except (KeyError, TypeError, ValueError):
             pass
-    details = " ".join(f"{key}={value}" for key, value in data.items())
+    details = " ".join(f"{key}={_brief(value)}" for key, value in data.items())
     return f"{item.kind} {details}".strip()
 
 
