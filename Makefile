@@ -14,7 +14,7 @@ WHEELS := .wheels
 
 demo: $(VENV)/.installed
 	$(EMERY) models pull qwen2.5-coder-0.5b
-	$(EMERY) eval --task word_problems --model local/qwen2.5-coder-0.5b --limit 20
+	$(EMERY) demo
 
 test: $(VENV)/.installed
 	$(EMERY) models pull smollm2-135m

@@ -4,7 +4,8 @@ Prints the seed's and the winner's scores on val and test, the metric calls, LM 
 wall time, what happened at each step, and the winning component texts.
 
     .venv/bin/python benchmarks/quality/run_emery.py --algorithm gepa --metric-calls 100
-    .venv/bin/python benchmarks/quality/run_emery.py --algorithm gepa --smoke
+    .venv/bin/python benchmarks/quality/run_emery.py --algorithm mipro --metric-calls 90
+    .venv/bin/python benchmarks/quality/run_emery.py --algorithm apo --smoke
 """
 
 from __future__ import annotations
@@ -19,18 +20,8 @@ from common import ModelSpec, TaskSpec, markdown_table, run, run_emery
 
 from emery.algorithms import StepRecord
 
-SHOWN = (
-    "gepa.candidate_selected",
-    "gepa.minibatch_skipped",
-    "gepa.proposal",
-    "gepa.proposal_invalid",
-    "gepa.minibatch_accepted",
-    "gepa.minibatch_rejected",
-    "gepa.merge_attempted",
-    "gepa.merge_accepted",
-    "gepa.merge_rejected",
-    "gepa.val_evaluated",
-)
+# Bulky event fields left out of the step lines (the --log file keeps everything).
+BULKY = ("reply", "front_weights", "prompt")
 
 
 def arguments() -> argparse.Namespace:
@@ -61,7 +52,7 @@ def arguments() -> argparse.Namespace:
     return args
 
 
-def printer(log: Path | None) -> Any:
+def printer(algorithm: str, log: Path | None) -> Any:
     handle = log.open("w") if log else None
 
     def show(record: StepRecord) -> None:
@@ -69,8 +60,8 @@ def printer(log: Path | None) -> Any:
             if handle is not None:
                 handle.write(json.dumps({"kind": item.kind, **item.data}) + "\n")
                 handle.flush()
-            if item.kind in SHOWN:
-                data = {k: v for k, v in item.data.items() if k not in ("reply", "front_weights")}
+            if item.kind.startswith(f"{algorithm}."):
+                data = {k: v for k, v in item.data.items() if k not in BULKY}
                 print(f"  {item.kind:26} {json.dumps(data)[:300]}", flush=True)
         print(
             f"step done: metric calls {record.budget.metric_calls},"
@@ -102,7 +93,7 @@ def main() -> None:
             metric_calls=args.metric_calls,
             seed=args.seed,
             concurrency=args.concurrency,
-            on_step=printer(args.log),
+            on_step=printer(args.algorithm, args.log),
         )
     )
     report = outcome.report
