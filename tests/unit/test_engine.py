@@ -39,9 +39,16 @@ def test_a_search_job_runs_to_success_with_a_complete_event_log(tmp_path: Path) 
     store = MemoryStore()
     job_id = new_job(store, tmp_path, iterations=5)
     seen: list[Event] = []
-    job = run_job(store, job_id, on_event=seen.extend)
+    notes: list[str] = []
+    engine = JobEngine(store, job_id, on_event=seen.extend, on_note=notes.append)
+    job = run_job(store, job_id, engine=engine)
     assert job.state == "succeeded"
     assert job.stop_reason == "iterations done"
+    assert [note.split(" candidate")[0] for note in notes] == [
+        "scoring the seed",
+        "scoring the best",
+    ]
+    assert notes[1].endswith("on the test split (4 examples)")
     events = store.list_events(job_id)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert [e.seq for e in seen] == [e.seq for e in events[1:]]  # all but 'created'

@@ -44,7 +44,7 @@ def run_foreground(
     limit = job_config(job).job.budget.metric_calls
     display = RunDisplay(stream, err, job_id=job_id, limit=limit)
     display.replay(store.list_events(job_id))
-    engine = JobEngine(store, job_id, on_event=display.feed)
+    engine = JobEngine(store, job_id, on_event=display.feed, on_note=display.note)
     presses = 0
 
     def on_sigint() -> None:

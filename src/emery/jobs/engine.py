@@ -70,6 +70,7 @@ class JobEngine:
         *,
         inputs: JobInputs | None = None,
         on_event: EventSink | None = None,
+        on_note: Callable[[str], None] | None = None,
         poll_s: float = 0.2,
         heartbeat_s: float = 2.0,
     ) -> None:
@@ -77,6 +78,7 @@ class JobEngine:
         self.job_id = job_id
         self.inputs = inputs or JobInputs()
         self.on_event = on_event
+        self.on_note = on_note
         self.poll_s = poll_s
         self.heartbeat_s = heartbeat_s
         self.owner = owner_id()
@@ -334,7 +336,12 @@ class JobEngine:
         best = ctx.candidates.get(state.best_candidate_id, seed)
         tests = {}
         if runtime.dataset.test:
-            for candidate in {seed.id: seed, best.id: best}.values():
+            targets = [("seed", seed)] + ([("best", best)] if best.id != seed.id else [])
+            for label, candidate in targets:
+                self._note(
+                    f"scoring the {label} candidate {candidate.id[:8]} on the test split"
+                    f" ({len(runtime.dataset.test)} examples)"
+                )
                 scored = await ctx.evaluations.evaluate(
                     candidate, runtime.dataset.test, "test", charge=False
                 )
@@ -402,6 +409,11 @@ class JobEngine:
         )
         self._emit(events)
         return job
+
+    def _note(self, text: str) -> None:
+        """Progress in words for whoever watches this process (stored nowhere)."""
+        if self.on_note is not None:
+            self.on_note(text)
 
     def _emit(self, events: Sequence[Event]) -> None:
         if self.on_event is None or not events:
