@@ -11,6 +11,7 @@ import pytest
 from emery.cli import demo_cmd
 from emery.cli.app import main
 from emery.config import parse_config
+from emery.core.models import Candidate, Demo
 
 
 def run_cli(args: list[str]) -> int:
@@ -94,3 +95,18 @@ def test_demo_names_the_command_that_installs_a_missing_model(
     error = capsys.readouterr().err
     assert "emery models pull qwen2.5-coder-0.5b" in error
     assert not (tmp_path / ".emery" / "emery.db").exists()  # nothing created
+
+
+def test_the_prompt_shows_instruction_and_demos_as_turns() -> None:
+    demo = Demo(inputs={"question": "2 + 3?"}, output="Add them.\n\n2 + 3 = 5\nAnswer: 5")
+    candidate = Candidate(components={"solve": "Add."}, demos={"solve": (demo,)})
+    assert demo_cmd._prompt(candidate) == [
+        "  [solve instruction]",
+        "    Add.",
+        "  [solve demo 1]",
+        "    user> question: 2 + 3?",
+        "    assistant> Add them.",
+        "",
+        "               2 + 3 = 5",
+        "               Answer: 5",
+    ]

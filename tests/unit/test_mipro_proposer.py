@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+import pytest
 from test_mipro_support import (
     PROPOSALS,
     SUMMARY,
@@ -26,6 +27,7 @@ from emery.algorithms.mipro.proposer import (
     propose_stage,
 )
 from emery.algorithms.mipro.state import DemoSet, InstructionChoice
+from emery.algorithms.proposals import extract_proposal
 from emery.core.models import ChatMessage, Demo
 from emery.lm import FakeLM
 
@@ -162,3 +164,31 @@ def test_near_duplicate_and_problem_checks() -> None:
     assert near_duplicate("Solve it step by step.", ["solve it, step by step"]) == 0
     assert near_duplicate("Classify the message.", ["Solve it step by step."]) is None
     assert proposal_problem("Explain and then solve.", "Solve.", ["Solve."], []) is None
+
+
+def test_a_proposal_that_echoes_the_request_or_a_tip_is_rejected() -> None:
+    echo = (
+        "Write a new instruction for stage 'solve' that will score higher than the ones tried"
+        " so far. Do not repeat them and do not solve an example."
+    )
+    assert proposal_problem(echo, "Answer.", ["Answer."], [], "", "solve") == (
+        "echoes the proposer prompt"
+    )
+    assert proposal_problem(TIPS["describe"], "Answer.", ["Answer."], [], "", "solve") == (
+        "echoes the proposer prompt"
+    )
+    persona = "You are a careful tutor. Solve the problem, then end with 'Answer: <number>'."
+    assert proposal_problem(persona, "Answer.", ["Answer."], [], "", "solve") is None
+
+
+@pytest.mark.parametrize(
+    ("reply", "text"),
+    [
+        ("New instruction: 'Solve it, then give the number.'", "Solve it, then give the number."),
+        ("Instruction: Solve it carefully.", "Solve it carefully."),
+        ("Here is the improved prompt:\nSolve it.", "Solve it."),
+        ("Prompt engineering matters: solve it.", "Prompt engineering matters: solve it."),
+    ],
+)
+def test_labels_and_quotes_around_a_proposal_are_removed(reply: str, text: str) -> None:
+    assert extract_proposal(reply) == text

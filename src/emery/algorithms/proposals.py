@@ -15,14 +15,16 @@ from emery.systems.templates import placeholders
 _FENCE = re.compile(r"```(?:[a-zA-Z0-9_-]*[ \t]*\n)?(.*?)```", re.DOTALL)
 _PREFACE = re.compile(
     r"^\s*(?:sure[,!.]?\s*)?(?:here(?:'s| is) (?:the |an |my )?"
-    r"(?:new |improved |updated |revised )?(?:instruction|prompt|version)s?[^:\n]*:)\s*",
+    r"(?:new |improved |updated |revised )?(?:instruction|prompt|version)s?[^:\n]*:"
+    r"|(?:new |improved |updated |revised )?(?:instruction|prompt)\s*:)\s*",
     re.IGNORECASE,
 )
 
 
 def extract_proposal(reply: str) -> str | None:
     """The proposed text in a reply: the longest fenced block, else the reply without a
-    leading "Here is the new instruction:" and surrounding quotes. None if nothing is left."""
+    leading "Here is the new instruction:" (or "New instruction:") and surrounding quotes.
+    None if nothing is left."""
     blocks = [block.strip() for block in _FENCE.findall(reply) if block.strip()]
     text = max(blocks, key=len) if blocks else _PREFACE.sub("", reply.strip(), count=1).strip()
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":

@@ -110,9 +110,16 @@ def _prompt(candidate: Candidate) -> list[str]:
         for index, demo in enumerate(candidate.demos.get(name, ()), 1):
             lines.append(f"  [{name} demo {index}]")
             for field, value in demo.inputs.items():
-                lines += textwrap.indent(f"{field}: {value}", "    user> ").splitlines()
-            lines += textwrap.indent(demo.output, "    assistant> ").splitlines()
+                lines += _turn("user", f"{field}: {value}")
+            lines += _turn("assistant", demo.output)
     return lines
+
+
+def _turn(role: str, text: str) -> list[str]:
+    """``role> first line`` with the following lines indented under it."""
+    head = f"    {role}> "
+    first, *rest = text.splitlines() or [""]
+    return [head + first, *(" " * len(head) + line if line.strip() else "" for line in rest)]
 
 
 def summary(result: JobResult, config: JobConfig, files: list[Path]) -> str:

@@ -40,6 +40,9 @@ PROPOSER_SYSTEM = (
 NEAR_DUPLICATE = 0.9
 MIN_COPY_CHARS = 30
 PROMPT_COPY_CHARS = 80
+# The request, system message and tips are about writing instructions: no real instruction
+# for the task shares this much of them.
+META_COPY_CHARS = 40
 HEADERS = (
     "Dataset summary:",
     "Task description given with the data",
@@ -80,6 +83,15 @@ def render_demos(demos: Sequence[Demo], *, limit: int = 3) -> str:
     return "\n\n".join(blocks)
 
 
+def request(stage: str) -> str:
+    """The proposer prompt's closing request for one new instruction of ``stage``."""
+    return (
+        f"Write a new instruction for stage {stage!r} that will score higher than the ones"
+        " tried so far. Do not repeat them and do not solve an example. Reply with the"
+        " instruction only."
+    )
+
+
 def proposal_messages(
     grounding: StageGrounding,
     choices: Sequence[InstructionChoice],
@@ -112,11 +124,7 @@ def proposal_messages(
     )
     if tip:
         parts.append(f"Tip: {tip}")
-    parts.append(
-        f"Write a new instruction for stage {grounding.stage!r} that will score higher than the"
-        " ones tried so far. Do not repeat them and do not solve an example. Reply with the"
-        " instruction only."
-    )
+    parts.append(request(grounding.stage))
     return [
         {"role": "system", "content": PROPOSER_SYSTEM},
         {"role": "user", "content": "\n\n".join(parts)},
@@ -151,17 +159,25 @@ def near_duplicate(text: str, others: Sequence[str]) -> int | None:
     return None
 
 
-def copies_prompt(text: str, program_description: str) -> bool:
-    """Whether ``text`` echoes the proposer prompt: its section headers, or a long stretch
-    of the program description (a weak proposer often repeats what it was shown)."""
-    lowered = text.lower()
-    if any(header.lower() in lowered for header in HEADERS):
-        return True
-    mine, theirs = _normalized(text), _normalized(program_description)
+def _longest_shared(text: str, other: str) -> int:
+    mine, theirs = _normalized(text), _normalized(other)
     match = difflib.SequenceMatcher(None, mine, theirs, autojunk=False).find_longest_match(
         0, len(mine), 0, len(theirs)
     )
-    return match.size >= PROMPT_COPY_CHARS
+    return match.size
+
+
+def copies_prompt(text: str, program_description: str, stage: str = "") -> bool:
+    """Whether ``text`` echoes the proposer prompt: its section headers, a long stretch of
+    the program description, or part of the request, system message or a tip (a weak
+    proposer often repeats what it was shown, even the request itself)."""
+    lowered = text.lower()
+    if any(header.lower() in lowered for header in HEADERS):
+        return True
+    if _longest_shared(text, program_description) >= PROMPT_COPY_CHARS:
+        return True
+    meta = [request(stage), PROPOSER_SYSTEM, *TIPS.values()]
+    return any(_longest_shared(text, part) >= META_COPY_CHARS for part in meta if part)
 
 
 def proposal_problem(
@@ -170,6 +186,7 @@ def proposal_problem(
     existing: Sequence[str],
     example_texts: Sequence[str],
     program_description: str = "",
+    stage: str = "",
 ) -> str | None:
     """Why ``text`` cannot be a new choice, or None."""
     problem = instruction_problem(text, original=original)
@@ -178,7 +195,7 @@ def proposal_problem(
     for snippet in example_texts:
         if len(snippet) >= MIN_COPY_CHARS and _normalized(snippet) in _normalized(text):
             return "copies a training example"
-    if copies_prompt(text, program_description):
+    if copies_prompt(text, program_description, stage):
         return "echoes the proposer prompt"
     duplicate = near_duplicate(text, existing)
     if duplicate is not None:
@@ -220,6 +237,7 @@ async def propose_stage(
                 [c.text for c in outcome.choices],
                 example_texts,
                 grounding.program_description,
+                grounding.stage,
             )
         )
         if problem is not None or text is None:
