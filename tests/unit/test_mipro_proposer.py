@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from test_mipro_support import (
@@ -192,3 +193,41 @@ def test_a_proposal_that_echoes_the_request_or_a_tip_is_rejected() -> None:
 )
 def test_labels_and_quotes_around_a_proposal_are_removed(reply: str, text: str) -> None:
     assert extract_proposal(reply) == text
+
+
+class SeedRecorder(FakeLM):
+    """A FakeLM that also records the ``seed`` each call carried."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda messages: "42")
+        self.seeds: list[Any] = []
+
+    async def complete(self, messages: Any, **params: Any) -> Any:
+        self.seeds.append(params.get("seed"))
+        return await super().complete(messages, **params)
+
+
+async def test_seeded_proposer_calls_repeat_from_run_to_run_and_differ_between_calls() -> None:
+    async def seeds(seed_calls: bool) -> list[Any]:
+        proposer = SeedRecorder()
+        await propose_stage(
+            proposer,
+            grounding(),
+            [InstructionChoice(text="Answer the question.", source="original")],
+            [],
+            [],
+            random.Random(1),
+            wanted=5,
+            attempts=3,
+            use_tips=True,
+            max_tokens=100,
+            temperature=0.7,
+            seed_calls=seed_calls,
+        )
+        return proposer.seeds
+
+    first, again = await seeds(True), await seeds(True)
+    assert first == again
+    assert len(set(first)) == 3
+    assert all(isinstance(seed, int) and 0 <= seed < 2**31 for seed in first)
+    assert await seeds(False) == [None, None, None]

@@ -13,3 +13,8 @@ def canonical_json(value: Any) -> str:
 def content_hash(value: Any, length: int = 16) -> str:
     """A hex sha256 prefix of the canonical JSON of ``value``."""
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:length]
+
+
+def call_seed(*parts: Any) -> int:
+    """A sampling seed (0 to 2**31 - 1) that is a pure function of ``parts``."""
+    return int(content_hash(list(parts), 8), 16) % 2**31

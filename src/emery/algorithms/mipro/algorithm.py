@@ -218,6 +218,7 @@ class Mipro:
                 batch_size=settings.summary_batch_size,
                 max_tokens=settings.proposer_max_tokens,
                 temperature=settings.proposer_temperature,
+                seed_calls=settings.seed_lm_calls,
             )
         else:
             state.dataset_summary, observations = fallback_summary(ctx.dataset), []
@@ -263,6 +264,7 @@ class Mipro:
                 use_tips=settings.use_tips,
                 max_tokens=settings.proposer_max_tokens,
                 temperature=settings.proposer_temperature,
+                seed_calls=settings.seed_lm_calls,
             )
             state.instructions[stage_name] = outcome.choices
             state.rejected.extend(outcome.rejected)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from emery.algorithms.mipro.formats import format_description, gold_text
+from emery.core.hashing import call_seed
 from emery.core.models import Candidate, ChatMessage, Dataset, Example
 from emery.lm.base import LM
 from emery.systems.prompt_program import PromptProgram
@@ -85,6 +87,7 @@ async def summarize_dataset(
     batch_size: int,
     max_tokens: int,
     temperature: float | None,
+    seed_calls: bool = False,
 ) -> tuple[str, list[str]]:
     """(summary, observations) written by ``proposer`` from shuffled train batches."""
     examples = list(dataset.train)
@@ -98,6 +101,7 @@ async def summarize_dataset(
             observation_messages(batch, observations, dataset.description),
             temperature=temperature,
             max_tokens=max_tokens,
+            **_seed(seed_calls, index, [example.id for example in batch]),
         )
         observations.extend(
             line.strip(" -*\t") for line in reply.text.splitlines() if line.strip(" -*\t")
@@ -105,7 +109,10 @@ async def summarize_dataset(
     if not observations:
         return fallback_summary(dataset), observations
     reply = await proposer.complete(
-        summary_messages(observations), temperature=temperature, max_tokens=max_tokens
+        summary_messages(observations),
+        temperature=temperature,
+        max_tokens=max_tokens,
+        **_seed(seed_calls, observations),
     )
     summary = " ".join(reply.text.split())
     if len(summary) < MIN_SUMMARY_CHARS:
@@ -141,3 +148,8 @@ def stage_reads(program: PromptProgram) -> Mapping[str, list[str]]:
         stage.name: sorted(set().union(*(placeholders(m.template) for m in stage.messages)))
         for stage in program.config.stages
     }
+
+
+def _seed(seed_calls: bool, *parts: Any) -> dict[str, Any]:
+    """A seed that is a function of what the call sees, so sampled replies repeat."""
+    return {"seed": call_seed("mipro.summary", *parts)} if seed_calls else {}

@@ -14,9 +14,11 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from emery.algorithms.mipro.state import DemoSet, InstructionChoice, RejectedProposal
 from emery.algorithms.proposals import extract_proposal, instruction_problem
+from emery.core.hashing import call_seed
 from emery.core.models import ChatMessage, Demo
 from emery.lm.base import LM
 from emery.verifiers.base import as_text, clip
@@ -216,6 +218,7 @@ async def propose_stage(
     use_tips: bool,
     max_tokens: int,
     temperature: float | None,
+    seed_calls: bool = False,
 ) -> ProposalRound:
     """Ask for instructions until ``wanted`` choices exist or ``attempts`` calls are spent."""
     outcome = ProposalRound(choices=list(choices))
@@ -225,7 +228,10 @@ async def propose_stage(
         tip_name = rng.choice(sorted(TIPS)) if use_tips else "none"
         demos = rng.choice(with_demos) if with_demos else []
         messages = proposal_messages(grounding, outcome.choices, demos, TIPS[tip_name])
-        reply = await proposer.complete(messages, temperature=temperature, max_tokens=max_tokens)
+        params: dict[str, Any] = {"seed": call_seed(messages, outcome.calls)} if seed_calls else {}
+        reply = await proposer.complete(
+            messages, temperature=temperature, max_tokens=max_tokens, **params
+        )
         outcome.calls += 1
         text = _clean(extract_proposal(reply.text))
         problem = (

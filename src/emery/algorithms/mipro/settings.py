@@ -52,6 +52,9 @@ class MiproSettings(AlgorithmSettings):
     """Proposer calls allowed per stage (None: twice the number of proposals wanted)."""
     proposer_temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     proposer_max_tokens: int = Field(default=256, ge=16)
+    seed_lm_calls: bool = True
+    """Send a seed derived from each proposer call's prompt, so sampled proposals repeat
+    from run to run (however the calls interleave with the task's)."""
     use_tips: bool = True
     use_dataset_summary: bool = True
 
