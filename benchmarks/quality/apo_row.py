@@ -59,7 +59,13 @@ def arguments() -> argparse.Namespace:
         "--apo-settings", default=json.dumps(DEFAULT_SETTINGS), help="[algorithm.apo] as JSON"
     )
     parser.add_argument(
-        "--with", dest="others", type=Path, nargs="*", default=[], help="rows from --output"
+        "--with",
+        dest="others",
+        type=Path,
+        nargs="+",
+        action="extend",
+        default=[],
+        help="rows other scripts wrote with --output (repeatable)",
     )
     parser.add_argument("--output", type=Path, default=None, help="write the row here (JSON)")
     parser.add_argument("--quiet", action="store_true", help="do not print APO's events")
