@@ -31,6 +31,11 @@ from dspy.clients.base_lm import GLOBAL_HISTORY
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 
+def fraction(percent: float | None) -> float | None:
+    """DSPy reports evaluation scores in percent; the harness wants 0..1."""
+    return None if percent is None else percent / 100
+
+
 def score(example: Any, prediction: Any) -> float:
     found = NUMBER.findall(str(getattr(prediction, "answer", "") or ""))
     if not found:
@@ -151,8 +156,8 @@ def main() -> None:
             }
             for demo in predictor.demos
         ],
-        "baseline_val": full[0] if full else None,
-        "best_val": getattr(optimized, "score", None),
+        "baseline_val": fraction(full[0] if full else None),
+        "best_val": fraction(getattr(optimized, "score", None)),
         "metric_calls": metric.calls,
         "lm": lm_usage,
         "wall_time_s": wall,
