@@ -27,7 +27,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from common import ModelSpec, RowReport, Server, TaskSpec, markdown_table, run, run_emery
+from common import (
+    ModelSpec,
+    RowReport,
+    Server,
+    TaskSpec,
+    comparison_parser,
+    markdown_table,
+    run,
+    run_emery,
+)
 
 from emery.algorithms import StepRecord
 
@@ -42,17 +51,9 @@ DEFAULT_SETTINGS = {
 
 
 def arguments() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
-    parser.add_argument("--n-train", type=int, default=20)
-    parser.add_argument("--n-val", type=int, default=15)
-    parser.add_argument("--n-test", type=int, default=50)
+    parser = comparison_parser(__doc__.splitlines()[0], port=8433)
     parser.add_argument("--metric-calls", type=int, default=150)
-    parser.add_argument("--task-max-tokens", type=int, default=256)
     parser.add_argument("--reflection-max-tokens", type=int, default=400)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--port", type=int, default=8433)
-    parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--n-threads", type=int, default=None, help="in-process model threads")
     parser.add_argument("--in-process", action="store_true", help="no endpoint: load the model")
     parser.add_argument(
@@ -67,9 +68,7 @@ def arguments() -> argparse.Namespace:
         default=[],
         help="rows other scripts wrote with --output (repeatable)",
     )
-    parser.add_argument("--output", type=Path, default=None, help="write the row here (JSON)")
     parser.add_argument("--quiet", action="store_true", help="do not print APO's events")
-    parser.add_argument("--smoke", action="store_true", help="SmolLM2 and a tiny budget")
     args = parser.parse_args()
     if args.smoke:
         args.model = "local/smollm2-135m"

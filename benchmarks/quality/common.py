@@ -8,6 +8,7 @@ split by the same emery evaluator, so test accuracy is measured identically on a
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import subprocess
@@ -222,6 +223,22 @@ async def run_emery(
         best_components=dict(best.components),
     )
     return EmeryRun(report=report, records=records, candidates=dict(ctx.candidates))
+
+
+def comparison_parser(description: str, *, port: int) -> argparse.ArgumentParser:
+    """The arguments every side-by-side script shares: task, splits, model, endpoint, output."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
+    parser.add_argument("--n-train", type=int, default=20)
+    parser.add_argument("--n-val", type=int, default=15)
+    parser.add_argument("--n-test", type=int, default=50)
+    parser.add_argument("--task-max-tokens", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--port", type=int, default=port)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--output", type=Path, default=None, help="write the rows here (JSON)")
+    parser.add_argument("--smoke", action="store_true", help="SmolLM2 and a tiny budget")
+    return parser
 
 
 def ensure_venv(name: str, requirements: list[str]) -> Path:

@@ -35,6 +35,7 @@ from common import (
     RowReport,
     Server,
     TaskSpec,
+    comparison_parser,
     ensure_venv,
     markdown_table,
     peer_examples,
@@ -51,25 +52,15 @@ PEER = Path(__file__).resolve().parent / "peers" / "dspy_mipro.py"
 
 
 def arguments() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
-    parser.add_argument("--n-train", type=int, default=20)
-    parser.add_argument("--n-val", type=int, default=15)
-    parser.add_argument("--n-test", type=int, default=50)
+    parser = comparison_parser(__doc__.splitlines()[0], port=8432)
     parser.add_argument("--num-candidates", type=int, default=6)
     parser.add_argument("--num-trials", type=int, default=10)
     parser.add_argument("--minibatch-size", type=int, default=8)
     parser.add_argument("--full-eval-every", type=int, default=5)
     parser.add_argument("--max-demos", type=int, default=3)
-    parser.add_argument("--task-max-tokens", type=int, default=256)
     parser.add_argument("--proposer-max-tokens", type=int, default=300)
     parser.add_argument("--dspy-module", choices=["cot", "predict"], default="cot")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--port", type=int, default=8432)
-    parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--skip-peer", action="store_true", help="only the emery row")
-    parser.add_argument("--output", type=Path, default=None, help="write the rows here (JSON)")
-    parser.add_argument("--smoke", action="store_true", help="SmolLM2 and a tiny budget")
     args = parser.parse_args()
     if args.smoke:
         args.model = "local/smollm2-135m"

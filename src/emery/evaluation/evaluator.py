@@ -93,7 +93,6 @@ class Evaluator:
         self.tracing = RolloutTracing(recorder or NullRecorder())
         self.runner = RolloutRunner(self.tracing, rollouts, job_id=job_id, proxy=proxy)
         self._seed_components: dict[str, str] | None = None
-        self._batches = 0
 
     @property
     def recorder(self) -> RolloutRecorder:
@@ -112,6 +111,15 @@ class Evaluator:
         self, candidate: Candidate, example: Example, split: Split | None = None
     ) -> ExampleResult:
         """Run and score one example. Any exception becomes a 0 score with the error as feedback."""
+        try:
+            return await self._run(candidate, example, split)
+        finally:
+            self.tracing.flush()
+
+    async def _run(
+        self, candidate: Candidate, example: Example, split: Split | None
+    ) -> ExampleResult:
+        """``run_one`` without storing the trace (a batch stores its traces at its end)."""
         tally = TallyLM(self.lm)
         traced = TracedLM(tally)
 
@@ -130,8 +138,6 @@ class Evaluator:
         rollout = outcome.rollout
         rollout.score, rollout.output = score, run.output
         self.recorder.save_rollout(rollout)
-        if not self._batches:  # a single run: store its trace now (a batch does at its end)
-            self.tracing.flush()
         return ExampleResult(
             candidate_id=candidate.id,
             example_id=example.id,
@@ -205,12 +211,11 @@ class Evaluator:
 
         async def worker() -> None:
             for index, example in todo:
-                result = await self.run_one(candidate, example, split)
+                result = await self._run(candidate, example, split)
                 results[index] = result
                 if on_result is not None:
                     on_result(result)
 
-        self._batches += 1
         workers = [
             asyncio.ensure_future(worker()) for _ in range(min(self.concurrency, len(examples)))
         ]
@@ -219,7 +224,6 @@ class Evaluator:
         finally:
             for task in workers:  # on an error or a cancel, stop the other workers too
                 task.cancel()
-            self._batches -= 1
             self.tracing.flush()
         done = [result for result in results if result is not None]
         return EvalResult(candidate_id=candidate.id, split=split, results=done)

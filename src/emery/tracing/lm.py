@@ -190,6 +190,13 @@ class TracedLM:
             return await self.inner.complete(
                 messages, temperature=temperature, max_tokens=max_tokens, stop=stop, **params
             )
+
+        async def call() -> Completion:
+            with suppress_instrumentation():
+                return await self.inner.complete(
+                    messages, temperature=temperature, max_tokens=max_tokens, stop=stop, **params
+                )
+
         if scope.sink is not None:
             record = ChatRecord(
                 scope,
@@ -202,14 +209,7 @@ class TracedLM:
                 tools=params.get("tools"),
             )
             try:
-                with suppress_instrumentation():
-                    completion = await self.inner.complete(
-                        messages,
-                        temperature=temperature,
-                        max_tokens=max_tokens,
-                        stop=stop,
-                        **params,
-                    )
+                completion = await call()
             except BaseException as exc:
                 record.fail(exc)
                 raise
@@ -225,9 +225,6 @@ class TracedLM:
             stop=stop,
             tools=params.get("tools"),
         ) as chat:
-            with suppress_instrumentation():
-                completion = await self.inner.complete(
-                    messages, temperature=temperature, max_tokens=max_tokens, stop=stop, **params
-                )
+            completion = await call()
             chat.finish_completion(completion)
         return completion
