@@ -6,7 +6,13 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
-from emery.core.events import Event
+from emery.core.events import (
+    BaselineEvaluated,
+    BestUpdated,
+    CandidateEvaluated,
+    Event,
+    IterationCompleted,
+)
 
 
 @dataclass
@@ -25,17 +31,22 @@ class ScoreChart:
     best: list[tuple[int, float]] = field(default_factory=list)
 
     def feed(self, item: Event) -> None:
-        data = item.data
-        if item.kind == "candidate_evaluated" and data.get("split") != "test":
-            self.calls += int(data.get("new_rollouts", 0) or 0)
-            if data.get("split") == "val":
-                self.points.append((self.calls, float(data["score"])))
-        elif item.kind == "iteration_completed":
-            self.calls = int(data.get("metric_calls", self.calls))
-        elif item.kind == "baseline_evaluated":
-            self.baseline = float(data["score"])
-        elif item.kind == "best_updated":
-            self.best.append((self.calls, float(data["score"])))
+        """Take in one job event (kinds the chart does not plot, or cannot read, are ignored)."""
+        try:
+            payload = item.payload()
+        except ValueError:
+            return
+        match payload:
+            case CandidateEvaluated() as p if p.split != "test":
+                self.calls += p.new_rollouts
+                if p.split == "val":
+                    self.points.append((self.calls, p.score))
+            case IterationCompleted() as p:
+                self.calls = p.metric_calls
+            case BaselineEvaluated() as p:
+                self.baseline = p.score
+            case BestUpdated() as p:
+                self.best.append((self.calls, p.score))
 
     def _row(self, score: float) -> int:
         return self.height - 1 - round(min(1.0, max(0.0, score)) * (self.height - 1))

@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from emery.core.events import Event
+from emery.core.events import (
+    STATE_KINDS,
+    BaselineEvaluated,
+    BestUpdated,
+    BudgetWarning,
+    CandidateEvaluated,
+    CandidateProposed,
+    CheckpointSaved,
+    Event,
+    FrontierUpdated,
+    IterationCompleted,
+    Payload,
+    StateChanged,
+)
 
 
-def _pct(value: Any) -> str:
+def _pct(value: float | None) -> str:
     return "-" if value is None else f"{float(value):.1%}"
 
 
-def _short(candidate_id: Any) -> str:
+def _short(candidate_id: str | None) -> str:
     return str(candidate_id or "-")[:8]
 
 
@@ -22,64 +34,55 @@ def _brief(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _state(data: dict[str, Any]) -> str:
-    reason = data.get("reason")
-    return f" ({reason})" if reason else ""
-
-
-_FORMATS: dict[str, Callable[[dict[str, Any]], str]] = {
-    "baseline_evaluated": lambda d: (
-        f"baseline {_short(d['candidate_id'])} on {d['split']}: {_pct(d['score'])} (n={d['n']})"
-    ),
-    "candidate_proposed": lambda d: (
-        f"proposed {_short(d['candidate_id'])} by {d['operation']}"
-        + (f" from {', '.join(_short(p) for p in d['parents'])}" if d.get("parents") else "")
-        + (f" (changed: {', '.join(d['components'])})" if d.get("components") else "")
-    ),
-    "candidate_evaluated": lambda d: (
-        f"evaluated {_short(d['candidate_id'])} on {d['split']}: {_pct(d['score'])}"
-        f" (n={d['n']}, {d.get('new_rollouts', 0)} new rollouts)"
-    ),
-    "best_updated": lambda d: (
-        f"best is now {_short(d['candidate_id'])}: {_pct(d['score'])}"
-        + (f" (was {_pct(d['previous_score'])})" if d.get("previous_score") is not None else "")
-    ),
-    "frontier_updated": lambda d: (
-        f"frontier of {d['size']}, best {_short(d['best_candidate_id'])} {_pct(d['best_score'])}"
-    ),
-    "iteration_completed": lambda d: (
-        f"iteration {d['iteration']} done · {d['metric_calls']} metric calls"
-        f" · best {_pct(d.get('best_score'))}"
-    ),
-    "checkpoint_saved": lambda d: f"checkpoint {d['iteration']} saved",
-    "budget_warning": lambda d: (
-        f"budget warning: {d['resource']} at {d['used']:g} of {d['limit']:g}"
-    ),
-}
-STATE_KINDS = (
-    "created",
-    "queued",
-    "started",
-    "resumed",
-    "paused",
-    "succeeded",
-    "failed",
-    "cancelled",
-)
+def _words(kind: str, payload: Payload) -> str | None:
+    """The payload of a core kind in words; None for kinds shown as key=value."""
+    match payload:
+        case StateChanged(reason=reason):
+            return f"{kind} ({reason})" if reason else kind
+        case BaselineEvaluated() as p:
+            return f"baseline {_short(p.candidate_id)} on {p.split}: {_pct(p.score)} (n={p.n})"
+        case CandidateProposed() as p:
+            parents = ", ".join(_short(parent) for parent in p.parents)
+            return (
+                f"proposed {_short(p.candidate_id)} by {p.operation}"
+                + (f" from {parents}" if parents else "")
+                + (f" (changed: {', '.join(p.components)})" if p.components else "")
+            )
+        case CandidateEvaluated() as p:
+            return (
+                f"evaluated {_short(p.candidate_id)} on {p.split}: {_pct(p.score)}"
+                f" (n={p.n}, {p.new_rollouts} new rollouts)"
+            )
+        case BestUpdated() as p:
+            was = f" (was {_pct(p.previous_score)})" if p.previous_score is not None else ""
+            return f"best is now {_short(p.candidate_id)}: {_pct(p.score)}{was}"
+        case FrontierUpdated() as p:
+            return f"frontier of {p.size}, best {_short(p.best_candidate_id)} {_pct(p.best_score)}"
+        case IterationCompleted() as p:
+            return (
+                f"iteration {p.iteration} done · {p.metric_calls} metric calls"
+                f" · best {_pct(p.best_score)}"
+            )
+        case CheckpointSaved() as p:
+            return f"checkpoint {p.iteration} saved"
+        case BudgetWarning() as p:
+            return f"budget warning: {p.resource} at {p.used:g} of {p.limit:g}"
+    return None
 
 
 def describe_event(item: Event) -> str:
-    """``kind: details`` in words; unknown kinds show their data as key=value."""
-    data = item.data
+    """``kind: details`` in words; other kinds, and data that does not fit its kind's model
+    (an event stored by an older version), show their data as key=value."""
+    try:
+        text = _words(item.kind, item.payload())
+    except ValueError:
+        text = None
+    if text is not None:
+        return text
     if item.kind in STATE_KINDS:
-        return f"{item.kind}{_state(data)}"
-    formatter = _FORMATS.get(item.kind)
-    if formatter is not None:
-        try:
-            return formatter(data)
-        except (KeyError, TypeError, ValueError):
-            pass
-    details = " ".join(f"{key}={_brief(value)}" for key, value in data.items())
+        reason = item.data.get("reason")
+        return f"{item.kind} ({reason})" if reason else item.kind
+    details = " ".join(f"{key}={_brief(value)}" for key, value in item.data.items())
     return f"{item.kind} {details}".strip()
 
 

@@ -1,11 +1,69 @@
-"""Job events: a kind and a typed payload. The store gives each a per-job sequence number."""
+"""Job events: a kind and its typed payload. The store gives each a per-job sequence number.
+
+Every kind has one payload model (``PAYLOADS``): the job's own kinds are defined in
+``payloads``, the algorithms' in ``search_events``, and all are importable from here. Most
+models name their kind in ``kind``, so ``Event.of(BestUpdated(...))`` needs no kind string.
+An event is stored as plain JSON (``Event.data``), and ``Event.payload()`` parses it back
+into its model. Payloads forbid unknown fields, so a misspelt field fails where the event
+is made.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
+
+from emery.core.payloads import (
+    BaselineEvaluated,
+    BestUpdated,
+    BudgetWarning,
+    CandidateEvaluated,
+    CandidateProposed,
+    CheckpointSaved,
+    FrontierUpdated,
+    IterationCompleted,
+    Payload,
+    StateChanged,
+)
+from emery.core.search_events import (
+    ApoBeamUpdated,
+    ApoCritique,
+    ApoEdit,
+    ApoExpansionSkipped,
+    ApoFullValScored,
+    ApoRoundCut,
+    ApoRoundStarted,
+    BeamMember,
+    DemoSetSize,
+    GepaCandidateSelected,
+    GepaMergeAccepted,
+    GepaMergeAttempted,
+    GepaMergeRejected,
+    GepaMinibatchAccepted,
+    GepaMinibatchRejected,
+    GepaMinibatchSampled,
+    GepaMinibatchSkipped,
+    GepaProposal,
+    GepaProposalInvalid,
+    GepaReflectiveDataset,
+    GepaValEvaluated,
+    InstructionOption,
+    MiproDatasetSummary,
+    MiproDemosBootstrapped,
+    MiproFullEvaluation,
+    MiproInstructionsProposed,
+    MiproPlanned,
+    MiproProposalRejected,
+    MiproTrial,
+)
+
+P = TypeVar("P", bound=Payload)
+
+
+class EventKindError(ValueError):
+    """An event kind without a payload model, or a payload given for another kind."""
 
 
 class Event(BaseModel):
@@ -16,92 +74,92 @@ class Event(BaseModel):
     seq: int | None = None
     at: datetime | None = None
 
+    @classmethod
+    def of(cls, payload: Payload, kind: str | None = None) -> Event:
+        """The event carrying ``payload`` (``kind`` only for models shared by several kinds)."""
+        kind = kind or payload.kind
+        model = PAYLOADS.get(kind)
+        if model is None:
+            raise EventKindError(f"unknown event kind {kind!r}")
+        if type(payload) is not model:
+            raise EventKindError(f"{kind!r} carries {model.__name__}, not {type(payload).__name__}")
+        data = payload.model_dump(mode="json", warnings=False)
+        model.model_validate(data)  # a payload changed after it was built is checked too
+        return cls(kind=kind, data=data)
 
-class Payload(BaseModel):
-    """Base of the typed payloads of the engine's core event kinds."""
+    def payload(self) -> Payload:
+        """``data`` parsed into its kind's model (EventKindError or ValidationError if not)."""
+        model = PAYLOADS.get(self.kind)
+        if model is None:
+            raise EventKindError(f"unknown event kind {self.kind!r}")
+        return model.model_validate(self.data)
 
-
-class StateChanged(Payload):
-    """created, queued, started, paused, resumed, succeeded, failed, cancelled."""
-
-    state: str
-    reason: str | None = None
-
-
-class BaselineEvaluated(Payload):
-    candidate_id: str
-    split: str
-    score: float
-    n: int
-
-
-class CandidateProposed(Payload):
-    candidate_id: str
-    parents: list[str]
-    operation: str
-    components: list[str] = Field(default_factory=list)
-
-
-class CandidateEvaluated(Payload):
-    candidate_id: str
-    split: str
-    score: float
-    n: int
-    new_rollouts: int = 0
+    def payload_as(self, model: type[P]) -> P:
+        """``data`` as ``model``, which must be this event's kind's model."""
+        if PAYLOADS.get(self.kind) is not model:
+            raise EventKindError(f"a {self.kind!r} event does not carry {model.__name__}")
+        return model.model_validate(self.data)
 
 
-class BestUpdated(Payload):
-    candidate_id: str
-    score: float
-    previous_score: float | None = None
+STATE_KINDS = (
+    "created",
+    "queued",
+    "started",
+    "paused",
+    "resumed",
+    "succeeded",
+    "failed",
+    "cancelled",
+)
 
-
-class FrontierUpdated(Payload):
-    size: int
-    best_candidate_id: str
-    best_score: float
-
-
-class IterationCompleted(Payload):
-    iteration: int
-    metric_calls: int
-    best_score: float | None = None
-
-
-class CheckpointSaved(Payload):
-    iteration: int
-
-
-class BudgetWarning(Payload):
-    resource: str
-    used: float
-    limit: float
-
+_SINGLE_KIND: tuple[type[Payload], ...] = (
+    BaselineEvaluated,
+    CandidateProposed,
+    CandidateEvaluated,
+    BestUpdated,
+    FrontierUpdated,
+    IterationCompleted,
+    CheckpointSaved,
+    BudgetWarning,
+    GepaCandidateSelected,
+    GepaMinibatchSampled,
+    GepaMinibatchSkipped,
+    GepaMinibatchAccepted,
+    GepaMinibatchRejected,
+    GepaValEvaluated,
+    GepaReflectiveDataset,
+    GepaProposal,
+    GepaProposalInvalid,
+    GepaMergeAttempted,
+    GepaMergeAccepted,
+    GepaMergeRejected,
+    ApoRoundStarted,
+    ApoExpansionSkipped,
+    ApoRoundCut,
+    ApoBeamUpdated,
+    ApoFullValScored,
+    ApoCritique,
+    ApoEdit,
+    MiproPlanned,
+    MiproDemosBootstrapped,
+    MiproDatasetSummary,
+    MiproProposalRejected,
+    MiproInstructionsProposed,
+    MiproTrial,
+    MiproFullEvaluation,
+)
 
 PAYLOADS: dict[str, type[Payload]] = {
-    "created": StateChanged,
-    "queued": StateChanged,
-    "started": StateChanged,
-    "paused": StateChanged,
-    "resumed": StateChanged,
-    "succeeded": StateChanged,
-    "failed": StateChanged,
-    "cancelled": StateChanged,
-    "baseline_evaluated": BaselineEvaluated,
-    "candidate_proposed": CandidateProposed,
-    "candidate_evaluated": CandidateEvaluated,
-    "best_updated": BestUpdated,
-    "frontier_updated": FrontierUpdated,
-    "iteration_completed": IterationCompleted,
-    "checkpoint_saved": CheckpointSaved,
-    "budget_warning": BudgetWarning,
+    **dict.fromkeys(STATE_KINDS, StateChanged),
+    **{model.kind: model for model in _SINGLE_KIND},
 }
 
 
 def event(kind: str, payload: Payload | None = None, **data: Any) -> Event:
-    """An event; core kinds are validated against their payload model.
+    """An event of ``kind`` from a payload model or keyword fields.
 
-    Algorithm-specific kinds (``gepa.minibatch_accepted``, ...) carry free ``data``.
+    A registered kind is validated against its model. Unregistered kinds carry free
+    ``data``: only the store's own tests make them; algorithms emit models (``Event.of``).
     """
     if payload is not None:
         data = {**payload.model_dump(mode="json"), **data}
@@ -109,3 +167,51 @@ def event(kind: str, payload: Payload | None = None, **data: Any) -> Event:
     if model is not None:
         data = model.model_validate(data).model_dump(mode="json")
     return Event(kind=kind, data=data)
+
+
+__all__ = [
+    "PAYLOADS",
+    "STATE_KINDS",
+    "ApoBeamUpdated",
+    "ApoCritique",
+    "ApoEdit",
+    "ApoExpansionSkipped",
+    "ApoFullValScored",
+    "ApoRoundCut",
+    "ApoRoundStarted",
+    "BaselineEvaluated",
+    "BeamMember",
+    "BestUpdated",
+    "BudgetWarning",
+    "CandidateEvaluated",
+    "CandidateProposed",
+    "CheckpointSaved",
+    "DemoSetSize",
+    "Event",
+    "EventKindError",
+    "FrontierUpdated",
+    "GepaCandidateSelected",
+    "GepaMergeAccepted",
+    "GepaMergeAttempted",
+    "GepaMergeRejected",
+    "GepaMinibatchAccepted",
+    "GepaMinibatchRejected",
+    "GepaMinibatchSampled",
+    "GepaMinibatchSkipped",
+    "GepaProposal",
+    "GepaProposalInvalid",
+    "GepaReflectiveDataset",
+    "GepaValEvaluated",
+    "InstructionOption",
+    "IterationCompleted",
+    "MiproDatasetSummary",
+    "MiproDemosBootstrapped",
+    "MiproFullEvaluation",
+    "MiproInstructionsProposed",
+    "MiproPlanned",
+    "MiproProposalRejected",
+    "MiproTrial",
+    "Payload",
+    "StateChanged",
+    "event",
+]

@@ -1,0 +1,84 @@
+"""Typed payloads of the job's own event kinds (state changes, evaluations, best, budget).
+
+The algorithms' own kinds are in ``search_events``; ``events`` maps every kind to its model.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Payload(BaseModel):
+    """Base of event payloads; ``kind`` is the event kind a model is the payload of."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: ClassVar[str] = ""
+
+
+class StateChanged(Payload):
+    """created, queued, started, paused, resumed, succeeded, failed, cancelled."""
+
+    state: str
+    reason: str | None = None
+
+
+class BaselineEvaluated(Payload):
+    kind: ClassVar[str] = "baseline_evaluated"
+    candidate_id: str
+    split: str
+    score: float
+    n: int
+
+
+class CandidateProposed(Payload):
+    kind: ClassVar[str] = "candidate_proposed"
+    candidate_id: str
+    parents: list[str]
+    operation: str
+    components: list[str] = Field(default_factory=list)
+
+
+class CandidateEvaluated(Payload):
+    kind: ClassVar[str] = "candidate_evaluated"
+    candidate_id: str
+    split: str
+    score: float
+    n: int
+    new_rollouts: int = 0
+
+
+class BestUpdated(Payload):
+    """The best candidate by val changed (the seed becoming the first best included)."""
+
+    kind: ClassVar[str] = "best_updated"
+    candidate_id: str
+    score: float
+    previous_score: float | None = None
+
+
+class FrontierUpdated(Payload):
+    kind: ClassVar[str] = "frontier_updated"
+    size: int
+    best_candidate_id: str
+    best_score: float
+
+
+class IterationCompleted(Payload):
+    kind: ClassVar[str] = "iteration_completed"
+    iteration: int
+    metric_calls: int
+    best_score: float | None = None
+
+
+class CheckpointSaved(Payload):
+    kind: ClassVar[str] = "checkpoint_saved"
+    iteration: int
+
+
+class BudgetWarning(Payload):
+    kind: ClassVar[str] = "budget_warning"
+    resource: str
+    used: float
+    limit: float

@@ -1,0 +1,290 @@
+"""Typed payloads of the kinds GEPA, APO and MIPRO emit (``gepa.*``, ``apo.*``, ``mipro.*``)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel, Field
+
+from emery.core.payloads import Payload
+
+# -- GEPA ----------------------------------------------------------------------------------
+
+
+class GepaCandidateSelected(Payload):
+    """The parent of a reflective mutation and the components to change in it."""
+
+    kind: ClassVar[str] = "gepa.candidate_selected"
+    iteration: int
+    candidate_id: str
+    selection: str
+    val_score: float
+    front_weights: dict[str, int]
+    components: list[str]
+
+
+class GepaMinibatchSampled(Payload):
+    kind: ClassVar[str] = "gepa.minibatch_sampled"
+    iteration: int
+    example_ids: list[str]
+    epoch: int
+
+
+class GepaMinibatchSkipped(Payload):
+    kind: ClassVar[str] = "gepa.minibatch_skipped"
+    iteration: int
+    candidate_id: str
+    scores: list[float]
+    reason: str
+
+
+class GepaMinibatchAccepted(Payload):
+    """A child beat its parent on the minibatch (sums of scores ``before`` and ``after``)."""
+
+    kind: ClassVar[str] = "gepa.minibatch_accepted"
+    iteration: int
+    candidate_id: str
+    parent_id: str
+    components: list[str] = Field(default_factory=list)
+    before: float | None = None
+    after: float | None = None
+    reason: str | None = None
+
+
+class GepaMinibatchRejected(GepaMinibatchAccepted):
+    """A child did not beat its parent, or repeats a pool member (``reason``, no scores)."""
+
+    kind: ClassVar[str] = "gepa.minibatch_rejected"
+
+
+class GepaValEvaluated(Payload):
+    kind: ClassVar[str] = "gepa.val_evaluated"
+    iteration: int
+    candidate_id: str
+    score: float
+    n: int
+
+
+class GepaReflectiveDataset(Payload):
+    kind: ClassVar[str] = "gepa.reflective_dataset"
+    iteration: int
+    component: str
+    style: str
+    size: int
+    example_ids: list[str]
+    tokens: int
+    prompt: str
+
+
+class GepaProposal(Payload):
+    kind: ClassVar[str] = "gepa.proposal"
+    iteration: int
+    component: str
+    attempt: int
+    text: str | None
+
+
+class GepaProposalInvalid(Payload):
+    kind: ClassVar[str] = "gepa.proposal_invalid"
+    iteration: int
+    component: str
+    attempt: int
+    reason: str
+    reply: str
+
+
+class GepaMergeAttempted(Payload):
+    kind: ClassVar[str] = "gepa.merge_attempted"
+    iteration: int
+    parents: list[str]
+    ancestor: str
+    taken_from: dict[str, str]
+    subsample: list[str]
+
+
+class GepaMergeAccepted(Payload):
+    """``scores``: first, second and merged sums on the val subsample."""
+
+    kind: ClassVar[str] = "gepa.merge_accepted"
+    iteration: int
+    candidate_id: str
+    parents: list[str]
+    scores: dict[str, float]
+
+
+class GepaMergeRejected(GepaMergeAccepted):
+    kind: ClassVar[str] = "gepa.merge_rejected"
+
+
+# -- APO -----------------------------------------------------------------------------------
+
+
+class ApoRoundStarted(Payload):
+    kind: ClassVar[str] = "apo.round_started"
+    round: int
+    parents: list[str]
+    val_batch: list[str]
+
+
+class ApoExpansionSkipped(Payload):
+    kind: ClassVar[str] = "apo.expansion_skipped"
+    round: int
+    expansion: int
+    parent_id: str
+    component: str
+    train_examples: list[str]
+    reason: str
+
+
+class ApoRoundCut(Payload):
+    kind: ClassVar[str] = "apo.round_cut"
+    round: int
+    expansions_done: int
+    children: int
+    reason: str
+
+
+class BeamMember(BaseModel):
+    candidate_id: str
+    val_batch_score: float | None = None
+    full_val_score: float | None = None
+
+
+class ApoBeamUpdated(Payload):
+    kind: ClassVar[str] = "apo.beam_updated"
+    round: int
+    beam: list[BeamMember]
+    dropped: list[BeamMember] = Field(default_factory=list)
+    val_batch_size: int | None = None
+    reason: str | None = None
+
+
+class ApoFullValScored(Payload):
+    kind: ClassVar[str] = "apo.full_val_scored"
+    round: int
+    candidate_id: str
+    score: float
+    n: int
+    best_score: float | None
+    new_best: bool
+
+
+class ApoExpansion(Payload):
+    """Where an APO critique or edit happened: round, expansion, parent, branch, component."""
+
+    round: int
+    expansion: int
+    parent_id: str
+    branch: int
+    component: str
+
+
+class ApoCritique(ApoExpansion):
+    kind: ClassVar[str] = "apo.critique"
+    variant: str
+    train_examples: list[str]
+    batch_score: float
+    critique: str
+
+
+class ApoEdit(ApoExpansion):
+    kind: ClassVar[str] = "apo.edit"
+    variant: str | None
+    reply: str
+    proposal: str | None
+    accepted: bool
+    reason: str | None
+    child_id: str | None
+
+
+# -- MIPRO ---------------------------------------------------------------------------------
+
+
+class MiproPlanned(Payload):
+    """The resolved plan of a MIPRO run (``MiproPlan``'s fields) and its one-line summary."""
+
+    kind: ClassVar[str] = "mipro.plan"
+    preset: str
+    num_instructions: int
+    num_demo_sets: int
+    num_trials: int
+    minibatch_size: int
+    full_eval_every: int
+    tpe_startup_trials: int
+    bootstrap_examples: int
+    summary_calls: int
+    proposal_attempts: int
+    metric_calls: dict[str, int]
+    lm_calls: dict[str, int]
+    budget_metric_calls: int | None = None
+    notes: list[str] = Field(default_factory=list)
+    summary: str
+
+
+class DemoSetSize(BaseModel):
+    kind: str
+    size: int
+
+
+class MiproDemosBootstrapped(Payload):
+    kind: ClassVar[str] = "mipro.demos_bootstrapped"
+    teacher_candidate_id: str | None
+    runs: int
+    passed: int
+    normalised: int = 0
+    labeled: str
+    sets: dict[str, list[DemoSetSize]]
+
+
+class MiproDatasetSummary(Payload):
+    kind: ClassVar[str] = "mipro.dataset_summary"
+    summary: str
+    observations: list[str]
+    program: str
+
+
+class MiproProposalRejected(Payload):
+    kind: ClassVar[str] = "mipro.proposal_rejected"
+    stage: str
+    text: str
+    reason: str
+
+
+class InstructionOption(BaseModel):
+    text: str
+    source: str
+    tip: str | None = None
+
+
+class MiproInstructionsProposed(Payload):
+    kind: ClassVar[str] = "mipro.instructions_proposed"
+    stage: str
+    calls: int
+    rejected: int
+    choices: list[InstructionOption]
+
+
+class MiproTrial(Payload):
+    """A TPE trial scored on a val minibatch (``full``: the minibatch was all of val)."""
+
+    kind: ClassVar[str] = "mipro.trial"
+    number: int
+    params: dict[str, int]
+    candidate_id: str
+    score: float
+    n: int
+    full: bool
+
+
+class MiproFullEvaluation(Payload):
+    """A combination promoted to full val; ``best``: it became the best candidate."""
+
+    kind: ClassVar[str] = "mipro.full_evaluation"
+    trial: int
+    candidate_id: str
+    params: dict[str, int]
+    score: float
+    minibatch_mean: float | None
+    n: int
+    best: bool
+    final: bool
