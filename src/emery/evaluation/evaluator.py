@@ -12,6 +12,7 @@ from emery.core.models import Candidate, ChatMessage, Example, Split
 from emery.evaluation.results import EvalResult, ExampleResult
 from emery.evaluation.rollouts import RolloutOutcome, RolloutRunner
 from emery.lm.base import LM, Completion, TokenUsage
+from emery.lm.wrapper import LMWrapper
 from emery.systems.base import RunContext, System, SystemRun
 from emery.tracing.adapters import trace_excerpt
 from emery.tracing.lm import TracedLM
@@ -27,31 +28,17 @@ log = logging.getLogger(__name__)
 TRACE_CHARS = 1500
 
 
-class TallyLM:
+class TallyLM(LMWrapper):
     """Counts the calls and tokens one run spends through a shared LM."""
 
     def __init__(self, inner: LM) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
 
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        stop: Sequence[str] | None = None,
-        **params: Any,
-    ) -> Completion:
-        completion = await self.inner.complete(
-            messages, temperature=temperature, max_tokens=max_tokens, stop=stop, **params
-        )
+    async def _call(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Completion:
+        completion = await self.inner.complete(messages, **params)
         self.calls += 1
         if not completion.cached:
             self.prompt_tokens += completion.usage.prompt_tokens

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from emery.lm.local import LocalLM
     from emery.lm.openai_compat import OpenAICompatibleLM
     from emery.lm.usage import MeteredLM, Price, RoleUsage, UsageMeter
+    from emery.lm.wrapper import LMWrapper
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
@@ -35,6 +36,7 @@ __getattr__, __dir__ = lazy_exports(
         "Price": "emery.lm.usage",
         "RoleUsage": "emery.lm.usage",
         "UsageMeter": "emery.lm.usage",
+        "LMWrapper": "emery.lm.wrapper",
     },
 )
 
@@ -45,6 +47,7 @@ __all__ = [
     "FakeLM",
     "LMConfig",
     "LMError",
+    "LMWrapper",
     "LocalLM",
     "MeteredLM",
     "OpenAICompatibleLM",

@@ -72,6 +72,9 @@ def complete_sync(
     )
 
 
+SAMPLING_KEYS = frozenset({"temperature", "max_tokens", "stop"})
+
+
 def sampling_params(
     temperature: float | None,
     max_tokens: int | None,
@@ -88,3 +91,11 @@ def sampling_params(
     if stop:
         out["stop"] = list(stop)
     return out
+
+
+def sampling_params_of(params: dict[str, Any]) -> dict[str, Any]:
+    """``sampling_params`` of the keyword arguments one ``complete`` call was given."""
+    extra = {key: value for key, value in params.items() if key not in SAMPLING_KEYS}
+    return sampling_params(
+        params.get("temperature"), params.get("max_tokens"), params.get("stop"), extra
+    )

@@ -11,7 +11,8 @@ from typing import Any
 
 from emery.core.hashing import canonical_json, content_hash
 from emery.core.models import ChatMessage
-from emery.lm.base import LM, Completion, sampling_params
+from emery.lm.base import LM, Completion, sampling_params_of
+from emery.lm.wrapper import LMWrapper
 
 
 class ResponseCache:
@@ -105,42 +106,25 @@ class ResponseCache:
             self._db.close()
 
 
-class CachedLM:
+class CachedLM(LMWrapper):
     """Serves repeated calls from a ``ResponseCache``.
 
     Calls at temperature 0 are cached; sampled calls only when ``cache_sampled`` is set.
     """
 
     def __init__(self, inner: LM, cache: ResponseCache, *, cache_sampled: bool = False) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.cache = cache
         self.cache_sampled = cache_sampled
 
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        stop: Sequence[str] | None = None,
-        **params: Any,
-    ) -> Completion:
-        if (temperature or 0.0) != 0.0 and not self.cache_sampled:
-            return await self.inner.complete(
-                messages, temperature=temperature, max_tokens=max_tokens, stop=stop, **params
-            )
-        params_key = sampling_params(temperature, max_tokens, stop, params)
-        key = self.cache.key(self.model, messages, params_key)
+    async def _call(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Completion:
+        if (params.get("temperature") or 0.0) != 0.0 and not self.cache_sampled:
+            return await self.inner.complete(messages, **params)
+        key = self.cache.key(self.model, messages, sampling_params_of(params))
         hit = self.cache.get(key)
         if hit is not None:
             return hit
-        completion = await self.inner.complete(
-            messages, temperature=temperature, max_tokens=max_tokens, stop=stop, **params
-        )
+        completion = await self.inner.complete(messages, **params)
         self.cache.put(key, completion)
         return completion
 

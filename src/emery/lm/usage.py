@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from emery.core.models import ChatMessage
 from emery.lm.base import LM, Completion
+from emery.lm.wrapper import LMWrapper
 
 ROLES = ("task", "reflection", "proposer", "judge")
 
@@ -102,7 +103,7 @@ class UsageMeter:
         return total
 
 
-class MeteredLM:
+class MeteredLM(LMWrapper):
     """Records every call of ``inner`` under ``role`` in a ``UsageMeter``.
 
     Calls that leave ``temperature`` or ``max_tokens`` unset get this role's defaults.
@@ -118,32 +119,18 @@ class MeteredLM:
         temperature: float = 0.0,
         max_tokens: int | None = None,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.meter = meter
         self.role = role
         self.price = price or Price.for_model(inner.model)
         self.temperature = temperature
         self.max_tokens = max_tokens
 
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        stop: Sequence[str] | None = None,
-        **params: Any,
-    ) -> Completion:
-        completion = await self.inner.complete(
-            messages,
-            temperature=self.temperature if temperature is None else temperature,
-            max_tokens=self.max_tokens if max_tokens is None else max_tokens,
-            stop=stop,
-            **params,
-        )
+    async def _call(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Completion:
+        if params.get("temperature") is None:
+            params["temperature"] = self.temperature
+        if params.get("max_tokens") is None:
+            params["max_tokens"] = self.max_tokens
+        completion = await self.inner.complete(messages, **params)
         self.meter.record(self.role, completion, self.price.cost(completion))
         return completion

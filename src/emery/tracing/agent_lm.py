@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from emery.core.models import ChatMessage
-from emery.lm.base import LM, Completion
+from emery.lm.base import LM
+from emery.lm.wrapper import LMWrapper
 
 
 def as_messages(prompt: str | Sequence[ChatMessage], system: str | None) -> list[ChatMessage]:
@@ -21,7 +22,7 @@ def as_messages(prompt: str | Sequence[ChatMessage], system: str | None) -> list
     return messages
 
 
-class AgentLM:
+class AgentLM(LMWrapper):
     """Wraps the rollout's traced LM for agent code.
 
     ``await lm.complete(messages)`` (the LM protocol) and ``await lm.acall(prompt)`` in async
@@ -30,32 +31,15 @@ class AgentLM:
     """
 
     def __init__(self, lm: LM, loop: asyncio.AbstractEventLoop) -> None:
-        self._lm = lm
+        super().__init__(lm)
         self._loop = loop
         self._loop_thread = threading.get_ident()
-
-    @property
-    def model(self) -> str:
-        return self._lm.model
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        stop: Sequence[str] | None = None,
-        **params: Any,
-    ) -> Completion:
-        return await self._lm.complete(
-            messages, temperature=temperature, max_tokens=max_tokens, stop=stop, **params
-        )
 
     async def acall(
         self, prompt: str | Sequence[ChatMessage], *, system: str | None = None, **params: Any
     ) -> str:
         """The reply text to ``prompt`` (async agents)."""
-        completion = await self._lm.complete(as_messages(prompt, system), **params)
+        completion = await self.inner.complete(as_messages(prompt, system), **params)
         return completion.text
 
     def __call__(

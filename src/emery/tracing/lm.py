@@ -15,6 +15,7 @@ from opentelemetry.util.types import AttributeValue
 
 from emery.core.models import ChatMessage
 from emery.lm.base import LM, Completion
+from emery.lm.wrapper import LMWrapper
 from emery.tracing import conventions as sc
 from emery.tracing.chat_record import ChatRecord
 from emery.tracing.scope import AttemptScope, LMCall, current_scope
@@ -164,67 +165,39 @@ def chat_span(scope: AttemptScope, **kwargs: Any) -> Iterator[ChatSpan]:
     chat.end()
 
 
-class TracedLM:
+class TracedLM(LMWrapper):
     """Records every call of ``inner`` made inside a rollout as a GenAI ``chat`` span
     (built directly as a record where the attempt has a recorder: ``ChatRecord``)."""
 
     def __init__(self, inner: LM, *, source: str = "emery") -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.source = source
 
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        stop: Sequence[str] | None = None,
-        **params: Any,
-    ) -> Completion:
+    async def _call(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Completion:
         scope = current_scope()
         if scope is None:
-            return await self.inner.complete(
-                messages, temperature=temperature, max_tokens=max_tokens, stop=stop, **params
-            )
-
-        async def call() -> Completion:
-            with suppress_instrumentation():
-                return await self.inner.complete(
-                    messages, temperature=temperature, max_tokens=max_tokens, stop=stop, **params
-                )
-
+            return await self.inner.complete(messages, **params)
+        request: dict[str, Any] = {
+            "model": self.inner.model,
+            "messages": messages,
+            "source": self.source,
+            "temperature": params.get("temperature"),
+            "max_tokens": params.get("max_tokens"),
+            "stop": params.get("stop"),
+            "tools": params.get("tools"),
+        }
         if scope.sink is not None:
-            record = ChatRecord(
-                scope,
-                model=self.inner.model,
-                messages=messages,
-                source=self.source,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                stop=stop,
-                tools=params.get("tools"),
-            )
+            record = ChatRecord(scope, **request)
             try:
-                completion = await call()
+                with suppress_instrumentation():
+                    completion = await self.inner.complete(messages, **params)
             except BaseException as exc:
                 record.fail(exc)
                 raise
             record.finish(completion)
             return completion
-        with chat_span(
-            scope,
-            model=self.inner.model,
-            messages=messages,
-            source=self.source,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            stop=stop,
-            tools=params.get("tools"),
-        ) as chat:
-            completion = await call()
+        with chat_span(scope, **request) as chat:
+            with suppress_instrumentation():
+                completion = await self.inner.complete(messages, **params)
             chat.finish_completion(completion)
         return completion
