@@ -96,13 +96,7 @@ def make_plan(settings: MiproSettings, inputs: PlanInputs) -> MiproPlan:
     )
     n_val = inputs.n_val
     minibatch = min(settings.minibatch_size or DEFAULT_MINIBATCH, n_val) if n_val else 0
-    pool = max(0, inputs.n_train - inputs.labeled_examples)
-    bootstrapped_sets = max(0, n_demo - 2)
-    wanted = settings.max_bootstrapped_demos * bootstrapped_sets
-    if settings.bootstrap_examples is not None:
-        bootstrap = min(pool, settings.bootstrap_examples)
-    else:
-        bootstrap = min(pool, max(2 * wanted, 10)) if wanted else 0
+    bootstrap = _bootstrap_examples(settings, inputs, n_demo)
     budget = inputs.budget_metric_calls
     if budget is not None:
         if settings.bootstrap_examples is None and bootstrap > budget // 4:
@@ -110,20 +104,8 @@ def make_plan(settings: MiproSettings, inputs: PlanInputs) -> MiproPlan:
             notes.append(f"bootstrapping capped at {bootstrap} rollouts (a quarter of the budget)")
         available = budget - n_val - bootstrap
         minibatch, trials = _fit(settings, available, minibatch, trials, k, n_val, notes)
-    promotions = _promotions(trials, k, minibatch, n_val)
-    search_calls = trials * minibatch + promotions * max(0, n_val - minibatch)
-    metric = {
-        "baseline": n_val,
-        "bootstrap": bootstrap,
-        "trials": trials * minibatch,
-        "full_evals": promotions * max(0, n_val - minibatch),
-    }
-    metric["total"] = n_val + bootstrap + search_calls
-    summary_calls = 0
-    if settings.use_dataset_summary and settings.summary_batches and inputs.n_train:
-        available = math.ceil(inputs.n_train / settings.summary_batch_size)
-        batches = min(settings.summary_batches, available)
-        summary_calls = batches + 1
+    metric = _metric_calls(n_val, bootstrap, trials, minibatch, k)
+    summary_calls = _summary_calls(settings, inputs.n_train)
     wanted_proposals = max(0, n_instr - inputs.fixed_instructions)
     attempts = (
         settings.proposal_attempts
@@ -153,6 +135,39 @@ def make_plan(settings: MiproSettings, inputs: PlanInputs) -> MiproPlan:
         budget_metric_calls=budget,
         notes=notes,
     )
+
+
+def _bootstrap_examples(settings: MiproSettings, inputs: PlanInputs, n_demo: int) -> int:
+    """Train examples the teacher may run to find passing demos (before any budget cap)."""
+    pool = max(0, inputs.n_train - inputs.labeled_examples)
+    wanted = settings.max_bootstrapped_demos * max(0, n_demo - 2)
+    if settings.bootstrap_examples is not None:
+        return min(pool, settings.bootstrap_examples)
+    return min(pool, max(2 * wanted, 10)) if wanted else 0
+
+
+def _metric_calls(
+    n_val: int, bootstrap: int, trials: int, minibatch: int, k: int
+) -> dict[str, int]:
+    """The planned metric calls of each phase and in total."""
+    promotions = _promotions(trials, k, minibatch, n_val)
+    full_evals = promotions * max(0, n_val - minibatch)
+    metric = {
+        "baseline": n_val,
+        "bootstrap": bootstrap,
+        "trials": trials * minibatch,
+        "full_evals": full_evals,
+    }
+    metric["total"] = n_val + bootstrap + trials * minibatch + full_evals
+    return metric
+
+
+def _summary_calls(settings: MiproSettings, n_train: int) -> int:
+    """Proposer calls for the dataset summary: one per train batch plus the final summary."""
+    if not (settings.use_dataset_summary and settings.summary_batches and n_train):
+        return 0
+    available = math.ceil(n_train / settings.summary_batch_size)
+    return min(settings.summary_batches, available) + 1
 
 
 def _promotions(trials: int, k: int, minibatch: int, n_val: int) -> int:
