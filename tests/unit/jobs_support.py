@@ -8,7 +8,8 @@ through ``PYTHONPATH``. Importing it registers the ``random_search`` algorithm.
 - ``reflection_lm``: turns any prompt into a new instruction named after its hash.
 - ``RandomSearch``: picks a parent and a train minibatch with a checkpointed RNG, asks the
   reflection model for a child, keeps it when it is no worse on the minibatch, scores it
-  on val. Small, but it exercises every piece of state a real algorithm checkpoints.
+  on val and reports a new best with ``best_updated``. Small, but it exercises every piece
+  of state a real algorithm checkpoints.
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ class RandomSearchSettings(AlgorithmSettings):
     iterations: int = Field(default=8, ge=1)
     minibatch: int = Field(default=3, ge=1)
     fail_at: int | None = None  # a bug that raises at this iteration
+    report_best: bool = True  # False: a bug that keeps a better child without best_updated
 
 
 class RandomSearchState(AlgorithmState):
@@ -142,8 +144,7 @@ class RandomSearch:
         seed = ctx.add_candidate(ctx.seed_candidate)
         result = await ctx.evaluate(seed, ctx.val, "val")
         ctx.emit(
-            "baseline_evaluated",
-            BaselineEvaluated(candidate_id=seed.id, split="val", score=result.mean, n=len(ctx.val)),
+            BaselineEvaluated(candidate_id=seed.id, split="val", score=result.mean, n=len(ctx.val))
         )
         state = RandomSearchState(
             seed_candidate_id=seed.id, rng_state=save_rng(load_rng([], ctx.seed))
@@ -151,6 +152,7 @@ class RandomSearch:
         state.baseline_val_score = state.best_val_score = result.mean
         state.best_candidate_id = seed.id
         state.scores[seed.id] = result.mean
+        ctx.emit(BestUpdated(candidate_id=seed.id, score=result.mean))
         return state
 
     async def step(self, ctx: SearchContext, state: RandomSearchState) -> RandomSearchState:
@@ -185,14 +187,14 @@ class RandomSearch:
             scored = await ctx.evaluate(child, ctx.val, "val")
             state.scores[child.id] = scored.mean
             if state.best_val_score is None or scored.mean > state.best_val_score:
-                ctx.emit(
-                    "best_updated",
-                    BestUpdated(
-                        candidate_id=child.id,
-                        score=scored.mean,
-                        previous_score=state.best_val_score,
-                    ),
-                )
+                if self.settings.report_best:
+                    ctx.emit(
+                        BestUpdated(
+                            candidate_id=child.id,
+                            score=scored.mean,
+                            previous_score=state.best_val_score,
+                        )
+                    )
                 state.best_candidate_id, state.best_val_score = child.id, scored.mean
         state.iteration += 1
         state.rng_state = save_rng(rng)

@@ -264,6 +264,22 @@ def test_a_bug_in_the_algorithm_fails_the_job_and_keeps_its_data(tmp_path: Path)
     assert store.get_checkpoint(job_id).number == 2  # type: ignore[union-attr]
 
 
+def test_a_new_best_the_algorithm_does_not_report_fails_the_job(tmp_path: Path) -> None:
+    store = MemoryStore()
+    job_id = new_job(store, tmp_path, settings={"iterations": 8, "report_best": False})
+    job = run_job(store, job_id)
+    assert job.state == "failed"
+    assert job.error is not None
+    assert job.error.startswith("AlgorithmContractError: algorithm 'random_search' made ")
+    assert job.error.endswith("the best candidate without emitting best_updated for it")
+    assert "\n" not in job.error
+    checkpoint = store.get_checkpoint(job_id)
+    assert checkpoint is not None
+    assert checkpoint.number < 8  # the step that broke the rule was not stored
+    best = [e.data["candidate_id"] for e in store.list_events(job_id, kinds=["best_updated"])]
+    assert best == [checkpoint.state["seed_candidate_id"]]  # the baseline, reported by start
+
+
 def test_a_config_that_cannot_run_fails_a_new_job(tmp_path: Path) -> None:
     config = js.search_config(tmp_path)
     config["lm"]["task"]["model"] = "python/jobs_support:no_such_model"

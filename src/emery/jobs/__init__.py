@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from emery.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from emery.jobs.engine import JobBusy, JobEngine
+    from emery.jobs.engine import JobEngine
     from emery.jobs.evaluate import EvaluationReport, evaluate_config
     from emery.jobs.manage import (
         cancel_job,
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         spawn_worker,
         wait_for,
     )
+    from emery.jobs.ownership import JobBusy
     from emery.jobs.report import render_report
     from emery.jobs.results import CandidateSummary, JobResult, build_result
     from emery.jobs.runtime import JobInputs
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "JobBusy": "emery.jobs.engine",
+        "JobBusy": "emery.jobs.ownership",
         "JobEngine": "emery.jobs.engine",
         "EvaluationReport": "emery.jobs.evaluate",
         "evaluate_config": "emery.jobs.evaluate",

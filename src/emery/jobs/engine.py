@@ -1,63 +1,60 @@
 """The job engine: runs one job's search with every step stored in one transaction.
 
 ``JobEngine(store, job_id).run()`` claims the job (``started``, or ``resumed`` from its
-last checkpoint, also after a crash), preloads the job's stored evaluations as free cache
-hits, runs the algorithm through ``run_search`` and stores each completed step (its
-evaluations with their rollouts, new candidates, events and a checkpoint) atomically.
+last checkpoint, also after a crash; see ``ownership``), preloads the job's stored
+evaluations as free cache hits, runs the algorithm through ``run_search`` and stores each
+completed step (its evaluations with their rollouts, new candidates, events and a
+checkpoint) atomically. A step that changes the best candidate must report it with a
+``best_updated`` event: one that does not is a bug in the algorithm and fails the job.
 
-A pause or cancel, asked here (``request``) or by another process through the store, stops
-the search at once: the step in flight is abandoned and rolled back, the job keeps what
-its last checkpoint holds, and a resume repeats that step (the LM response cache makes the
-repeat cheap). When the search ends, the seed and the best candidate are scored on test
-(not charged to the budget), the result and report are written, and the job succeeds with
-the stop reason.
+A pause or cancel, asked here (``request``) or by another process through the store (see
+``control``), stops the search at once: the step in flight is abandoned and rolled back,
+the job keeps what its last checkpoint holds, and a resume repeats that step (the LM
+response cache makes the repeat cheap). When the search ends, ``finishing`` scores the
+seed and the best candidate on test, writes the result and report, and the job succeeds
+with the stop reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from emery.algorithms.base import AlgorithmState, SearchContext
 from emery.algorithms.context import build_search_context
-from emery.algorithms.runner import SearchOutcome, StepRecord, run_search
+from emery.algorithms.runner import StepRecord, run_search
 from emery.config.loading import parse_config
 from emery.core.errors import EmeryError
-from emery.core.events import BestUpdated, CheckpointSaved, Event, event
+from emery.core.events import BestUpdated, CheckpointSaved, Event
+from emery.core.rollouts import RolloutConfig
 from emery.evaluation.budget import BudgetExhausted, BudgetUsage
 from emery.evaluation.results import ExampleResult
 from emery.evaluation.service import EvalKey, eval_key
 from emery.jobs.collector import quiet_collector
-from emery.jobs.control import LOST, ControlWatcher
-from emery.jobs.ownership import owner_alive, owner_id
-from emery.jobs.report import render_report
-from emery.jobs.results import build_result, result_paths, write_result
-from emery.jobs.rows import evaluation_rows
+from emery.jobs.control import ControlWatcher, StopRequest, fail_job, stop_job
+from emery.jobs.finishing import finish_job
+from emery.jobs.ownership import JobBusy, check_runnable, claim_job, owner_id
+from emery.jobs.rows import EvaluationRows, evaluation_rows
 from emery.jobs.runtime import JobInputs, Runtime, build_runtime
 from emery.lm.usage import RoleUsage
 from emery.store.protocol import Store
-from emery.store.records import (
-    CheckpointRecord,
-    JobRecord,
-    StepWrite,
-)
-from emery.store.sql.jobs import OwnershipLost
-from emery.store.states import IllegalTransition
-from emery.tracing.records import RolloutConfig
+from emery.store.records import CheckpointRecord, JobRecord, StepWrite
+from emery.store.states import OwnershipLost
 from emery.tracing.store_recorder import StoreRecorder
 
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[Sequence[Event]], None]
 
+__all__ = ["AlgorithmContractError", "EventSink", "JobBusy", "JobEngine"]
 
-class JobBusy(EmeryError):
-    """The job is being run by another live process."""
+Best = tuple[str, float | None]
+
+
+class AlgorithmContractError(RuntimeError):
+    """An algorithm broke a rule every algorithm keeps: a bug in the algorithm."""
 
 
 class JobEngine:
@@ -82,67 +79,30 @@ class JobEngine:
         self.poll_s = poll_s
         self.heartbeat_s = heartbeat_s
         self.owner = owner_id()
-        self._lock = threading.Lock()
-        self._action: str | None = None
-        self._reason: str | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Future[JobRecord] | None = None
-        self._best: tuple[str, float | None] | None = None
+        self._stop_request = StopRequest()
+        self._best: Best | None = None
         self._recorder: StoreRecorder | None = None
-
-    # --- control ----------------------------------------------------------------------
 
     def request(self, action: str, reason: str | None = None) -> None:
         """Pause (``"pause"``) or cancel (``"cancel"``) the run now; safe from any thread
         and from signal handlers. The first request wins."""
-        with self._lock:
-            if self._action is None:
-                self._action, self._reason = action, reason
-        loop, task = self._loop, self._task
-        if loop is not None and task is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(task.cancel)
+        self._stop_request.ask(action, reason)
 
     @property
     def requested(self) -> str | None:
-        return self._action
-
-    def _should_stop(self) -> str | None:
-        return self._action
-
-    def _remote(self, action: str) -> None:
-        reason = {
-            "pause": "pause requested",
-            "cancel": "cancel requested",
-            LOST: "another process took the job over",
-        }[action]
-        self.request(action, reason)
+        return self._stop_request.action
 
     # --- the run ----------------------------------------------------------------------
 
     async def run(self) -> JobRecord:
         """Run (or resume) the job until it succeeds, fails, pauses or is cancelled."""
         job = self.store.get_job(self.job_id)
-        if job.terminal:
-            raise IllegalTransition(f"job {job.id} has already {job.state}: nothing to run")
-        if job.state == "running" and owner_alive(job):
-            raise JobBusy(f"job {job.id} is running in process {job.owner}")
+        check_runnable(job)
         self._check_inputs(job)
         checkpoint = self.store.get_checkpoint(job.id)
+        runtime = self._build_runtime(job, checkpoint)
         try:
-            config = parse_config(job.resolved_config or job.config, f"job {job.id}")
-            base_dir = Path(job.base_dir or ".")
-            usage = (
-                {r: RoleUsage.model_validate(u) for r, u in checkpoint.usage.items()}
-                if checkpoint
-                else None
-            )
-            runtime = build_runtime(config, base_dir=base_dir, inputs=self.inputs, usage=usage)
-        except EmeryError as exc:
-            if job.state in ("created", "queued"):
-                self.store.transition(job.id, "failed", reason=str(exc), fields={"error": str(exc)})
-            raise
-        try:
-            job = self._claim(job, runtime)
+            claim_job(self.store, job, owner=self.owner, scope=runtime.scope, emit=self._emit)
             with quiet_collector():  # the collector's passes took 1/5 of a fast run's CPU
                 return await self._supervise(runtime, checkpoint)
         finally:
@@ -157,68 +117,62 @@ class JobEngine:
                 " it from Python, passing them again (emery.Job.get(...).resume(...))"
             )
 
-    def _claim(self, job: JobRecord, runtime: Runtime) -> JobRecord:
-        fields: dict[str, Any] = {
-            "owner": self.owner,
-            "heartbeat_at": time.time(),
-            "requested_action": None,
-            "eval_scope": runtime.scope,
-        }
-        if job.eval_scope and job.eval_scope != runtime.scope:
-            log.warning(
-                "job %s: the system, task model or verifier changed since the job started;"
-                " its stored evaluations are not reused",
-                job.id,
+    def _build_runtime(self, job: JobRecord, checkpoint: CheckpointRecord | None) -> Runtime:
+        """The job's runtime, its LM usage restored; a job that cannot start fails."""
+        try:
+            config = parse_config(job.resolved_config or job.config, f"job {job.id}")
+            usage = (
+                {r: RoleUsage.model_validate(u) for r, u in checkpoint.usage.items()}
+                if checkpoint
+                else None
             )
-        if job.state == "created":
-            job, events = self.store.transition(job.id, "queued", expect=["created"])
-            self._emit(events)
-        if job.state == "running":
-            previous = job.owner
-            job, events = self.store.take_over(
-                job.id,
-                owner=self.owner,
-                expect_owner=previous,
-                reason=f"recovered: the previous run ({previous or 'unknown'}) is gone",
+            return build_runtime(
+                config, base_dir=Path(job.base_dir or "."), inputs=self.inputs, usage=usage
             )
-            job = self.store.update_job(job.id, **fields)
-        else:
-            kind = "resumed" if job.started_at is not None else "started"
-            job, events = self.store.transition(
-                job.id, "running", event_kind=kind, expect=[job.state], fields=fields
-            )
-        self._emit(events)
-        return job
+        except EmeryError as exc:
+            if job.state in ("created", "queued"):
+                self.store.transition(job.id, "failed", reason=str(exc), fields={"error": str(exc)})
+            raise
 
     async def _supervise(self, runtime: Runtime, checkpoint: CheckpointRecord | None) -> JobRecord:
+        """Run the search as a task that a pause, a cancel or a lost job cancels at once;
+        turn how it ended into the job's state."""
         ctx = self._context(runtime, checkpoint)
-        algorithm = runtime.algorithm
         state: AlgorithmState | None = None
         if checkpoint is not None:
-            state = algorithm.state_type.model_validate(checkpoint.state)
+            state = runtime.algorithm.state_type.model_validate(checkpoint.state)
             self._best = (state.best_candidate_id, state.best_val_score)
-        self._loop = asyncio.get_running_loop()
-        self._task = asyncio.ensure_future(self._work(ctx, runtime, state))
-        if self._action is not None:
-            self._task.cancel()
+        task = asyncio.ensure_future(self._work(ctx, runtime, state))
+        self._stop_request.watch(task)
         watcher = ControlWatcher(
             self.store,
             self.job_id,
             self.owner,
-            self._remote,
+            self._stop_request.ask_from_store,
             poll_s=self.poll_s,
             heartbeat_s=self.heartbeat_s,
         )
         watcher.start()
         try:
-            return await self._task
+            return await self._outcome(task)
+        finally:
+            watcher.stop()
+            self._stop_request.watch(None)
+            if self._recorder is not None:  # live rows of an abandoned step, if any
+                self._recorder.flush()
+
+    async def _outcome(self, task: asyncio.Future[JobRecord]) -> JobRecord:
+        """The job as the search task left it: succeeded, stopped or failed."""
+        request = self._stop_request
+        try:
+            return await task
         except asyncio.CancelledError:
-            if self._action is None:  # cancelled from outside: keep the job resumable
+            if request.action is None:  # cancelled from outside: keep the job resumable
                 self._stop("pause", "interrupted")
                 raise
-            return self._stop(self._action, self._reason)
+            return self._stop(request.action, request.reason)
         except _Stop:
-            return self._stop(self._action or "pause", self._reason)
+            return self._stop(request.action or "pause", request.reason)
         except OwnershipLost as exc:
             log.warning("job %s: %s", self.job_id, exc)
             return self.store.get_job(self.job_id)
@@ -229,11 +183,6 @@ class JobEngine:
         except Exception as exc:
             log.exception("job %s failed", self.job_id)
             return self._fail(f"{type(exc).__name__}: {exc}")
-        finally:
-            watcher.stop()
-            self._task = None
-            if self._recorder is not None:  # live rows of an abandoned step, if any
-                self._recorder.flush()
 
     async def _work(
         self, ctx: SearchContext, runtime: Runtime, state: AlgorithmState | None
@@ -242,11 +191,26 @@ class JobEngine:
             self._commit_step(runtime, record)
 
         outcome = await run_search(
-            runtime.algorithm, ctx, state=state, on_step=on_step, should_stop=self._should_stop
+            runtime.algorithm,
+            ctx,
+            state=state,
+            on_step=on_step,
+            should_stop=lambda: self._stop_request.action,
         )
-        if self._action is not None:
+        if self._stop_request.action is not None:
             raise _Stop()
-        return await self._finish(ctx, runtime, outcome)
+        self._emit(
+            await finish_job(
+                self.store,
+                self.job_id,
+                owner=self.owner,
+                ctx=ctx,
+                runtime=runtime,
+                outcome=outcome,
+                note=self._note,
+            )
+        )
+        return self.store.get_job(self.job_id)
 
     def _context(self, runtime: Runtime, checkpoint: CheckpointRecord | None) -> SearchContext:
         known: dict[EvalKey, ExampleResult] = {}
@@ -278,135 +242,25 @@ class JobEngine:
     # --- storing steps ----------------------------------------------------------------
 
     def _commit_step(self, runtime: Runtime, record: StepRecord) -> None:
-        state = record.state
-        events = list(record.events)
-        best = (state.best_candidate_id, state.best_val_score)
-        if state.best_candidate_id and best != self._best:
-            if not any(e.kind == "best_updated" for e in events):
-                update = event(
-                    "best_updated",
-                    BestUpdated(
-                        candidate_id=state.best_candidate_id,
-                        score=state.best_val_score or 0.0,
-                        previous_score=self._best[1] if self._best else None,
-                    ),
-                )
-                at = next(
-                    (i for i, e in enumerate(events) if e.kind == "iteration_completed"),
-                    len(events),
-                )
-                events.insert(at, update)
-            self._best = best
-        events.append(
-            event("checkpoint_saved", CheckpointSaved(iteration=record.budget.iterations))
-        )
-        evaluations, rollouts, attempts = evaluation_rows(
-            runtime, record.results, job_id=self.job_id, worker=self.owner
-        )
-        write = StepWrite(
-            events=events,
-            candidates=record.candidates,
-            evaluations=evaluations,
-            rollouts=rollouts,
-            attempts=attempts,
-            checkpoint=CheckpointRecord(
-                job_id=self.job_id,
-                number=record.budget.iterations,
-                state=state.model_dump(mode="json"),
-                budget=record.budget.model_dump(mode="json"),
-                usage={role: u.model_dump(mode="json") for role, u in record.usage.items()},
-            ),
-            job_fields={
-                "best_candidate_id": state.best_candidate_id or None,
-                "best_score": state.best_val_score,
-                "baseline_score": state.baseline_val_score,
-            },
-            expect_owner=self.owner,
-        )
+        """Store one step (with a ``checkpoint_saved`` event) in one transaction."""
+        self._best = check_best_reported(runtime.algorithm.name, self._best, record)
+        events = [
+            *record.events,
+            Event.of(CheckpointSaved(iteration=record.budget.iterations)),
+        ]
+        rows = evaluation_rows(runtime, record.results, job_id=self.job_id, worker=self.owner)
+        write = step_write(record, events, rows, job_id=self.job_id, owner=self.owner)
         self._emit(self.store.commit_step(self.job_id, write))
 
     # --- the end ----------------------------------------------------------------------
 
-    async def _finish(
-        self, ctx: SearchContext, runtime: Runtime, outcome: SearchOutcome
-    ) -> JobRecord:
-        """Score seed and best on test (uncharged), write the result, succeed — one commit."""
-        state = outcome.state
-        seed = ctx.candidates.get(state.seed_candidate_id, ctx.seed_candidate)
-        best = ctx.candidates.get(state.best_candidate_id, seed)
-        tests = {}
-        if runtime.dataset.test:
-            targets = [("seed", seed)] + ([("best", best)] if best.id != seed.id else [])
-            for label, candidate in targets:
-                self._note(
-                    f"scoring the {label} candidate {candidate.id[:8]} on the test split"
-                    f" ({len(runtime.dataset.test)} examples)"
-                )
-                scored = await ctx.evaluations.evaluate(
-                    candidate, runtime.dataset.test, "test", charge=False
-                )
-                tests[candidate.id] = scored.summary()
-        events, candidates = ctx.log.drain()
-        evaluations, rollouts, attempts = evaluation_rows(
-            runtime, ctx.evaluations.drain(), job_id=self.job_id, worker=self.owner
-        )
-        job = self.store.get_job(self.job_id)
-        result = build_result(
-            self.store,
-            job,
-            baseline_test=tests.get(seed.id),
-            best_test=tests.get(best.id),
-            usage=ctx.budget.meter.by_role(),
-            state="succeeded",
-            stop_reason=outcome.reason,
-            dataset_sizes={str(k): v for k, v in runtime.dataset.sizes().items()},
-        )
-        result.evaluations_paid += len(evaluations)
-        json_path, text_path = result_paths(job, runtime.base_dir)
-        result.files = {"json": str(json_path), "report": str(text_path)}
-        write_result(result, render_report(result), json_path, text_path)
-        write = StepWrite(
-            events=events,
-            candidates=candidates,
-            evaluations=evaluations,
-            rollouts=rollouts,
-            attempts=attempts,
-            job_fields={
-                "result": result.model_dump(mode="json"),
-                "stop_reason": outcome.reason,
-                "best_candidate_id": best.id,
-                "best_score": state.best_val_score,
-                "baseline_score": state.baseline_val_score,
-            },
-            expect_owner=self.owner,
-            final_state="succeeded",
-            final_reason=outcome.reason,
-        )
-        self._emit(self.store.commit_step(self.job_id, write))
-        return self.store.get_job(self.job_id)
-
     def _stop(self, action: str, reason: str | None) -> JobRecord:
-        job = self.store.get_job(self.job_id)
-        if action == LOST or job.state != "running" or job.owner != self.owner:
-            return job
-        target = "cancelled" if action == "cancel" else "paused"
-        job, events = self.store.transition(
-            self.job_id,
-            target,
-            reason=reason,
-            expect=["running"],
-            fields={"requested_action": None, "owner": None, "stop_reason": reason},
-        )
+        job, events = stop_job(self.store, self.job_id, self.owner, action, reason)
         self._emit(events)
         return job
 
     def _fail(self, message: str) -> JobRecord:
-        job = self.store.get_job(self.job_id)
-        if job.state != "running" or job.owner != self.owner:
-            return job
-        job, events = self.store.transition(
-            self.job_id, "failed", reason=message, expect=["running"], fields={"error": message}
-        )
+        job, events = fail_job(self.store, self.job_id, self.owner, message)
         self._emit(events)
         return job
 
@@ -422,6 +276,59 @@ class JobEngine:
             self.on_event(events)
         except Exception:  # a display must never break the job
             log.exception("job %s: event listener failed", self.job_id)
+
+
+def check_best_reported(algorithm: str, previous: Best | None, record: StepRecord) -> Best | None:
+    """The best (candidate, val score) after ``record``'s step, checking that the step
+    emitted ``best_updated`` for it if it changed; raise ``AlgorithmContractError`` if not."""
+    state = record.state
+    best = (state.best_candidate_id, state.best_val_score)
+    if not state.best_candidate_id or best == previous:
+        return previous
+    reported = any(
+        e.kind == BestUpdated.kind and e.data.get("candidate_id") == state.best_candidate_id
+        for e in record.events
+    )
+    if not reported:
+        raise AlgorithmContractError(
+            f"algorithm {algorithm!r} made {state.best_candidate_id[:8]}"
+            f" (val {state.best_val_score}) the best candidate without emitting best_updated"
+            " for it"
+        )
+    return best
+
+
+def step_write(
+    record: StepRecord,
+    events: list[Event],
+    rows: EvaluationRows,
+    *,
+    job_id: str,
+    owner: str,
+) -> StepWrite:
+    """The transaction storing one step: its rows, events, checkpoint and best so far."""
+    state = record.state
+    evaluations, rollouts, attempts = rows
+    return StepWrite(
+        events=events,
+        candidates=record.candidates,
+        evaluations=evaluations,
+        rollouts=rollouts,
+        attempts=attempts,
+        checkpoint=CheckpointRecord(
+            job_id=job_id,
+            number=record.budget.iterations,
+            state=state.model_dump(mode="json"),
+            budget=record.budget.model_dump(mode="json"),
+            usage={role: u.model_dump(mode="json") for role, u in record.usage.items()},
+        ),
+        job_fields={
+            "best_candidate_id": state.best_candidate_id or None,
+            "best_score": state.best_val_score,
+            "baseline_score": state.baseline_val_score,
+        },
+        expect_owner=owner,
+    )
 
 
 class _Stop(Exception):

@@ -1,14 +1,28 @@
-"""Which process runs a job: ``host:pid`` owners, heartbeats, and telling a dead owner."""
+"""Which process runs a job: ``host:pid`` owners, heartbeats, telling a dead owner, and
+claiming a job for this process."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from emery.core.errors import EmeryError
+from emery.core.events import Event
+from emery.store.protocol import Store
 from emery.store.records import JobRecord
+from emery.store.states import IllegalTransition
+
+log = logging.getLogger(__name__)
 
 STALE_AFTER_S = 30.0
+
+
+class JobBusy(EmeryError):
+    """The job is being run by another live process."""
 
 
 def owner_id() -> str:
@@ -53,3 +67,54 @@ def owner_alive(job: JobRecord, *, stale_after_s: float = STALE_AFTER_S) -> bool
 def is_stale(job: JobRecord) -> bool:
     """A job recorded as running whose engine is gone (crashed, killed): resumable."""
     return job.state == "running" and not owner_alive(job)
+
+
+def check_runnable(job: JobRecord) -> None:
+    """Refuse a finished job and one that another live process runs."""
+    if job.terminal:
+        raise IllegalTransition(f"job {job.id} has already {job.state}: nothing to run")
+    if job.state == "running" and owner_alive(job):
+        raise JobBusy(f"job {job.id} is running in process {job.owner}")
+
+
+def claim_job(
+    store: Store,
+    job: JobRecord,
+    *,
+    owner: str,
+    scope: str,
+    emit: Callable[[Sequence[Event]], None],
+) -> JobRecord:
+    """Make ``owner`` run ``job``: queue a new job, then start or resume it, or take over a
+    running job whose owner is gone. Emits the state events as they are stored."""
+    fields: dict[str, Any] = {
+        "owner": owner,
+        "heartbeat_at": time.time(),
+        "requested_action": None,
+        "eval_scope": scope,
+    }
+    if job.eval_scope and job.eval_scope != scope:
+        log.warning(
+            "job %s: the system, task model or verifier changed since the job started;"
+            " its stored evaluations are not reused",
+            job.id,
+        )
+    if job.state == "created":
+        job, events = store.transition(job.id, "queued", expect=["created"])
+        emit(events)
+    if job.state == "running":
+        previous = job.owner
+        job, events = store.take_over(
+            job.id,
+            owner=owner,
+            expect_owner=previous,
+            reason=f"recovered: the previous run ({previous or 'unknown'}) is gone",
+        )
+        job = store.update_job(job.id, **fields)
+    else:
+        kind = "resumed" if job.started_at is not None else "started"
+        job, events = store.transition(
+            job.id, "running", event_kind=kind, expect=[job.state], fields=fields
+        )
+    emit(events)
+    return job

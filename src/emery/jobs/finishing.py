@@ -1,0 +1,107 @@
+"""Finishing a job whose search ended: test scores, the result and its files, success.
+
+The seed and the best candidate are scored on the test split (not charged to the budget),
+the result is built from the store and written as JSON and text next to the config, and
+the last rows, the result and the ``succeeded`` state are stored in one commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from emery.algorithms.base import SearchContext
+from emery.algorithms.runner import SearchOutcome
+from emery.core.events import Event
+from emery.core.models import Candidate
+from emery.evaluation.stats import ScoreSummary
+from emery.jobs.report import render_report
+from emery.jobs.results import JobResult, build_result, result_paths, write_result
+from emery.jobs.rows import evaluation_rows
+from emery.jobs.runtime import Runtime
+from emery.store.protocol import Store
+from emery.store.records import JobRecord, StepWrite
+
+
+async def finish_job(
+    store: Store,
+    job_id: str,
+    *,
+    owner: str,
+    ctx: SearchContext,
+    runtime: Runtime,
+    outcome: SearchOutcome,
+    note: Callable[[str], None],
+) -> list[Event]:
+    """Score seed and best on test (uncharged), write the result, succeed: one commit.
+    Returns the events stored."""
+    state = outcome.state
+    seed = ctx.candidates.get(state.seed_candidate_id, ctx.seed_candidate)
+    best = ctx.candidates.get(state.best_candidate_id, seed)
+    tests = await score_on_test(ctx, runtime, seed, best, note)
+    events, candidates = ctx.log.drain()
+    evaluations, rollouts, attempts = evaluation_rows(
+        runtime, ctx.evaluations.drain(), job_id=job_id, worker=owner
+    )
+    job = store.get_job(job_id)
+    result = build_result(
+        store,
+        job,
+        baseline_test=tests.get(seed.id),
+        best_test=tests.get(best.id),
+        usage=ctx.budget.meter.by_role(),
+        state="succeeded",
+        stop_reason=outcome.reason,
+        dataset_sizes={str(k): v for k, v in runtime.dataset.sizes().items()},
+    )
+    result.evaluations_paid += len(evaluations)
+    write_result_files(job, result, runtime.base_dir)
+    write = StepWrite(
+        events=events,
+        candidates=candidates,
+        evaluations=evaluations,
+        rollouts=rollouts,
+        attempts=attempts,
+        job_fields={
+            "result": result.model_dump(mode="json"),
+            "stop_reason": outcome.reason,
+            "best_candidate_id": best.id,
+            "best_score": state.best_val_score,
+            "baseline_score": state.baseline_val_score,
+        },
+        expect_owner=owner,
+        final_state="succeeded",
+        final_reason=outcome.reason,
+    )
+    return store.commit_step(job_id, write)
+
+
+async def score_on_test(
+    ctx: SearchContext,
+    runtime: Runtime,
+    seed: Candidate,
+    best: Candidate,
+    note: Callable[[str], None],
+) -> dict[str, ScoreSummary]:
+    """Test summaries of the seed and the best candidate by id (none without a test split)."""
+    tests: dict[str, ScoreSummary] = {}
+    if not runtime.dataset.test:
+        return tests
+    targets = [("seed", seed)] + ([("best", best)] if best.id != seed.id else [])
+    for label, candidate in targets:
+        note(
+            f"scoring the {label} candidate {candidate.id[:8]} on the test split"
+            f" ({len(runtime.dataset.test)} examples)"
+        )
+        scored = await ctx.evaluations.evaluate(
+            candidate, runtime.dataset.test, "test", charge=False
+        )
+        tests[candidate.id] = scored.summary()
+    return tests
+
+
+def write_result_files(job: JobRecord, result: JobResult, base_dir: Path) -> None:
+    """Write the JSON result and the text report; record their paths in ``result.files``."""
+    json_path, text_path = result_paths(job, base_dir)
+    result.files = {"json": str(json_path), "report": str(text_path)}
+    write_result(result, render_report(result), json_path, text_path)
