@@ -1,4 +1,5 @@
-"""Components of function agents: ``PromptTemplate`` and which LM call used which text."""
+"""Components of function agents: ``PromptTemplate``, how an agent declares its components,
+and which LM call used which text."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
+from emery.core.errors import ConfigError
+from emery.systems.agent_runtime import ModuleString
 from emery.systems.base import ComponentCall
 from emery.systems.templates import render
 from emery.tracing.adapters import mentions, text_anchors
@@ -55,6 +58,81 @@ def used_globals(fn: Callable[..., Any]) -> list[str]:
         names.extend(n for n in current.co_names if n not in names)
         stack.extend(c for c in current.co_consts if inspect.iscode(c))
     return names
+
+
+class DeclaredComponents:
+    """The components of agent ``agent`` (function ``fn``): ``PromptTemplate``s, module-level
+    strings (rebound to a candidate's texts by ``bind``) and plain named texts.
+
+    ``declared`` is what ``@emery.agent(components=...)`` got: None (the module-level
+    templates the function uses), a dict of name → seed text, or names and templates.
+    """
+
+    def __init__(self, agent: str, fn: Callable[..., Any], declared: Any) -> None:
+        self.agent = agent
+        self.templates: dict[str, PromptTemplate] = {}
+        self.module_strings: dict[str, ModuleString] = {}
+        self.plain: dict[str, str] = {}
+        module_globals: dict[str, Any] = getattr(fn, "__globals__", {})
+        if declared is None:
+            for var in used_globals(fn):
+                value = module_globals.get(var)
+                if isinstance(value, PromptTemplate):
+                    self._add_template(var, value)
+        elif isinstance(declared, Mapping):
+            self.plain = {str(k): str(v) for k, v in declared.items()}
+        else:
+            for item in declared:
+                self._add_declared(item, fn, module_globals)
+
+    def _add_declared(
+        self, item: Any, fn: Callable[..., Any], module_globals: dict[str, Any]
+    ) -> None:
+        if isinstance(item, PromptTemplate):
+            found = next((k for k, v in module_globals.items() if v is item), None)
+            self._add_template(found, item)
+        elif isinstance(item, str) and isinstance(module_globals.get(item), PromptTemplate):
+            self._add_template(item, module_globals[item])
+        elif isinstance(item, str) and isinstance(module_globals.get(item), str):
+            module = inspect.getmodule(fn)
+            if module is None:
+                raise ConfigError(f"agent {self.agent}: cannot find the module of {item!r}")
+            self.module_strings[item] = ModuleString(module, item, module_globals[item])
+            self.plain[item] = module_globals[item]
+        else:
+            raise ConfigError(
+                f"agent {self.agent}: component {item!r} is neither a PromptTemplate nor"
+                " the name of a module-level string or PromptTemplate"
+            )
+
+    def _add_template(self, var: str | None, template: PromptTemplate) -> None:
+        if template.name is None:
+            if var is None:
+                raise ConfigError(f"agent {self.agent}: give the PromptTemplate a name=")
+            template.name = var
+        self.templates[template.name] = template
+
+    def set_seed(self, component: str, text: str) -> None:
+        if component in self.templates:
+            self.templates[component].seed = text
+        elif component in self.plain:
+            self.plain[component] = text
+        else:
+            raise ConfigError(f"agent {self.agent}: unknown component {component!r}")
+
+    def seed_texts(self) -> dict[str, str]:
+        texts = {name: template.seed for name, template in self.templates.items()}
+        return {**texts, **self.plain}
+
+    def bind(self, components: Mapping[str, str]) -> None:
+        """Set the module-level strings to a candidate's texts."""
+        for name, target in self.module_strings.items():
+            setattr(target.module, target.attribute, components[name])
+
+    def restore(self) -> None:
+        """Set the module-level strings back to their seeds."""
+        for target in self.module_strings.values():
+            setattr(target.module, target.attribute, target.original)
 
 
 def attribute_calls(calls: Sequence[LMCall], components: Mapping[str, str]) -> list[ComponentCall]:
