@@ -107,7 +107,28 @@ def _candidate_html(candidate: Candidate) -> str:
 def render_html(data: ReportData) -> str:
     """The report as one HTML document."""
     r = data.result
-    val_size = r.dataset_sizes.get("val", 0)
+    sections = [
+        *_heading(r),
+        *_scores(r),
+        "<h2>Score over budget</h2>",
+        score_over_budget(score_points(data.events), r.dataset_sizes.get("val", 0)),
+        *_best(r),
+        *_lineage(data),
+        *_candidates(data),
+        *_usage(r),
+        "<h2>Config</h2>",
+        f"<pre>{_e(json.dumps(data.config, indent=2, ensure_ascii=False))}</pre>",
+    ]
+    body = "\n".join(sections)
+    return (
+        "<!doctype html><html><head><meta charset=utf-8>"
+        f"<title>emery · {_e(r.name)} · {_e(r.job_id)}</title><style>{STYLE}</style></head>"
+        f"<body>{body}</body></html>\n"
+    )
+
+
+def _heading(r: JobResult) -> list[str]:
+    """Name, id, algorithm, state, times and error."""
     sections = [
         f"<h1>{_e(r.name)} <span class=muted>{_e(r.job_id)}</span></h1>",
         f"<p class=muted>{_e(r.algorithm)} · {_e(r.state)}"
@@ -118,92 +139,104 @@ def render_html(data: ReportData) -> str:
     ]
     if r.error:
         sections.append(f"<p><b>error:</b> {_e(r.error)}</p>")
-    sections.append("<h2>Scores</h2>")
-    sections.append(
+    return sections
+
+
+def _scores(r: JobResult) -> list[str]:
+    """Baseline and best on val and test, and the lift."""
+    sections = [
+        "<h2>Scores</h2>",
         _table(
             ["split", "baseline (seed)", "best"],
             [
                 ["val", _pct(r.baseline_val), _pct(r.best_val)],
                 ["test", _summary(r.baseline_test), _summary(r.best_test)],
             ],
-        )
-    )
+        ),
+    ]
     if r.lift_abs is not None:
         relative = "" if r.lift_rel is None else f" ({r.lift_rel:+.1%} relative)"
         sections.append(
             f"<p class=lift>lift on {_e(r.lift_split)}: "
             f"{r.lift_abs * 100:+.1f} points{relative}</p>"
         )
-    sections.append("<h2>Score over budget</h2>")
-    sections.append(score_over_budget(score_points(data.events), val_size))
+    return sections
+
+
+def _best(r: JobResult) -> list[str]:
+    """The best candidate's texts and its diff against the seed."""
     best, seed = r.best_candidate, r.seed_candidate
-    if best is not None:
-        sections.append(f"<h2>Best candidate <span class=muted>{_e(best.id)}</span></h2>")
-        sections.append(_candidate_html(best))
-        if seed is not None:
-            diff = component_diff(seed, best)
-            sections.append("<h3>Diff against the seed</h3>")
-            sections.append(
-                _diff_html(diff) if diff else "<p class=muted>identical to the seed</p>"
-            )
-    sections.append("<h2>Lineage</h2>")
+    if best is None:
+        return []
+    sections = [
+        f"<h2>Best candidate <span class=muted>{_e(best.id)}</span></h2>",
+        _candidate_html(best),
+    ]
+    if seed is not None:
+        diff = component_diff(seed, best)
+        sections.append("<h3>Diff against the seed</h3>")
+        sections.append(_diff_html(diff) if diff else "<p class=muted>identical to the seed</p>")
+    return sections
+
+
+def _lineage(data: ReportData) -> list[str]:
+    """The lineage plot and tree."""
+    best = data.result.best_candidate
     best_id = best.id if best else None
-    sections.append(lineage_plot(data.candidates, data.scores, best_id))
-    sections.append(f"<pre>{_e(lineage_tree(data.candidates, data.scores, best_id=best_id))}</pre>")
-    sections.append(f"<h2>Candidates <span class=muted>({len(data.candidates)})</span></h2>")
+    return [
+        "<h2>Lineage</h2>",
+        lineage_plot(data.candidates, data.scores, best_id),
+        f"<pre>{_e(lineage_tree(data.candidates, data.scores, best_id=best_id))}</pre>",
+    ]
+
+
+def _candidates(data: ReportData) -> list[str]:
+    """Every candidate, best val score first."""
     ranked = sorted(
         data.candidates,
         key=lambda c: (data.scores.get(c.id) is None, -(data.scores.get(c.id) or 0)),
     )
-    sections.append(
-        _table(
-            ["id", "val", "operation", "generation", "iteration", "parents"],
-            [
-                [
-                    _e(c.id),
-                    _pct(data.scores.get(c.id)),
-                    _e(c.lineage.operation),
-                    str(c.lineage.generation),
-                    "–" if c.lineage.iteration is None else str(c.lineage.iteration),
-                    _e(", ".join(p[:8] for p in c.lineage.parents) or "–"),
-                ]
-                for c in ranked
-            ],
-        )
-    )
-    sections.append("<h2>LM usage</h2>")
-    sections.append(
-        _table(
-            ["role", "calls", "cached", "prompt tokens", "completion tokens", "cost", "LM time"],
-            [
-                [
-                    _e(role),
-                    str(u.calls),
-                    str(u.cache_hits),
-                    str(u.prompt_tokens),
-                    str(u.completion_tokens),
-                    f"${u.cost_usd:.4f}",
-                    f"{u.latency_s:.1f}s",
-                ]
-                for role, u in sorted(r.usage.items())
-            ],
-        )
-    )
+    rows = [
+        [
+            _e(c.id),
+            _pct(data.scores.get(c.id)),
+            _e(c.lineage.operation),
+            str(c.lineage.generation),
+            "–" if c.lineage.iteration is None else str(c.lineage.iteration),
+            _e(", ".join(p[:8] for p in c.lineage.parents) or "–"),
+        ]
+        for c in ranked
+    ]
+    return [
+        f"<h2>Candidates <span class=muted>({len(data.candidates)})</span></h2>",
+        _table(["id", "val", "operation", "generation", "iteration", "parents"], rows),
+    ]
+
+
+def _usage(r: JobResult) -> list[str]:
+    """LM usage by role and the budget used."""
+    rows = [
+        [
+            _e(role),
+            str(u.calls),
+            str(u.cache_hits),
+            str(u.prompt_tokens),
+            str(u.completion_tokens),
+            f"${u.cost_usd:.4f}",
+            f"{u.latency_s:.1f}s",
+        ]
+        for role, u in sorted(r.usage.items())
+    ]
+    header = ["role", "calls", "cached", "prompt tokens", "completion tokens", "cost", "LM time"]
     b = r.budget
-    sections.append(
+    return [
+        "<h2>LM usage</h2>",
+        _table(header, rows),
         f"<p>metric calls {b.metric_calls}"
         + (f" of {r.limits.metric_calls}" if r.limits.metric_calls is not None else "")
         + f" · proposals {b.proposals} · iterations {b.iterations}"
-        + f" · search time {b.wall_time_s:.0f}s</p>"
-    )
-    sections.append("<h2>Config</h2>")
-    sections.append(f"<pre>{_e(json.dumps(data.config, indent=2, ensure_ascii=False))}</pre>")
-    body = "\n".join(sections)
-    return (
-        "<!doctype html><html><head><meta charset=utf-8>"
-        f"<title>emery · {_e(r.name)} · {_e(r.job_id)}</title><style>{STYLE}</style></head>"
-        f"<body>{body}</body></html>\n"
-    )
+        + f" · search time {b.wall_time_s:.0f}s</p>",
+    ]
 
 
 def write_html(data: ReportData, path: Path) -> Path:

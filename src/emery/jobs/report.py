@@ -50,6 +50,22 @@ def _candidate_block(candidate: Candidate) -> list[str]:
 
 def render_report(result: JobResult) -> str:
     """The whole report as text."""
+    lines = [
+        *_heading(result),
+        *_scores(result),
+        *_best(result),
+        *_top_candidates(result),
+        *_budget(result),
+        *_usage(result),
+    ]
+    if result.files:
+        lines += ["", "Files"]
+        lines += [f"  {kind}: {path}" for kind, path in result.files.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _heading(result: JobResult) -> list[str]:
+    """Job, algorithm, state, error and dataset sizes."""
     head = f"Job {result.job_id} ({result.name}) · {result.algorithm} · {result.state}"
     if result.stop_reason:
         head += f" ({result.stop_reason})"
@@ -59,50 +75,69 @@ def render_report(result: JobResult) -> str:
     if result.dataset_sizes:
         sizes = ", ".join(f"{split} {n}" for split, n in result.dataset_sizes.items())
         lines.append(f"dataset: {sizes}")
-    lines += ["", "Scores"]
+    return lines
+
+
+def _scores(result: JobResult) -> list[str]:
+    """Baseline and best on val (and test), and the lift."""
     rows = [
         ["split", "baseline", "best"],
         ["val", _pct(result.baseline_val), _pct(result.best_val)],
     ]
     if result.baseline_test is not None or result.best_test is not None:
         rows.append(["test", _summary(result.baseline_test), _summary(result.best_test)])
-    lines += _table(rows)
+    lines = ["", "Scores", *_table(rows)]
     if result.lift_abs is not None:
         relative = "" if result.lift_rel is None else f" ({result.lift_rel:+.1%} relative)"
         lines.append(
             f"  lift on {result.lift_split}: {result.lift_abs * 100:+.1f} points{relative}"
         )
-    best = result.best_candidate
-    if best is not None:
-        lineage = best.lineage
-        origin = lineage.operation
-        if lineage.parents:
-            origin += f", generation {lineage.generation}, parents {', '.join(lineage.parents)}"
-        same = result.seed_candidate is not None and best.id == result.seed_candidate.id
-        lines += ["", f"Best candidate {best.id} ({'the seed' if same else origin})"]
-        lines += _candidate_block(best)
-        if result.seed_candidate is not None and not same:
-            diff = component_diff(result.seed_candidate, best)
-            if diff:
-                lines += ["", "Diff against the seed"]
-                lines += textwrap.indent(diff, "  ").splitlines()
-    if result.top_candidates:
-        lines += ["", f"Top candidates on val ({result.candidates_total} in all)"]
-        rows = [["id", "val", "n", "operation", "gen", "parents"]]
-        for summary in result.top_candidates:
-            rows.append(
-                [
-                    summary.id,
-                    _pct(summary.score),
-                    str(summary.n),
-                    summary.operation,
-                    str(summary.generation),
-                    ", ".join(p[:8] for p in summary.parents) or "-",
-                ]
-            )
-        lines += _table(rows)
+    return lines
+
+
+def _best(result: JobResult) -> list[str]:
+    """The best candidate, where it came from, and its diff against the seed."""
+    best, seed = result.best_candidate, result.seed_candidate
+    if best is None:
+        return []
+    lineage = best.lineage
+    origin = lineage.operation
+    if lineage.parents:
+        origin += f", generation {lineage.generation}, parents {', '.join(lineage.parents)}"
+    same = seed is not None and best.id == seed.id
+    lines = ["", f"Best candidate {best.id} ({'the seed' if same else origin})"]
+    lines += _candidate_block(best)
+    if seed is not None and not same:
+        diff = component_diff(seed, best)
+        if diff:
+            lines += ["", "Diff against the seed"]
+            lines += textwrap.indent(diff, "  ").splitlines()
+    return lines
+
+
+def _top_candidates(result: JobResult) -> list[str]:
+    """The top candidates on val."""
+    if not result.top_candidates:
+        return []
+    rows = [["id", "val", "n", "operation", "gen", "parents"]]
+    for summary in result.top_candidates:
+        rows.append(
+            [
+                summary.id,
+                _pct(summary.score),
+                str(summary.n),
+                summary.operation,
+                str(summary.generation),
+                ", ".join(p[:8] for p in summary.parents) or "-",
+            ]
+        )
+    return ["", f"Top candidates on val ({result.candidates_total} in all)", *_table(rows)]
+
+
+def _budget(result: JobResult) -> list[str]:
+    """The budget used against its limits."""
     budget, limits = result.budget, result.limits
-    lines += [
+    return [
         "",
         "Budget used",
         f"  metric calls {budget.metric_calls} of {_limit(limits.metric_calls)}"
@@ -111,23 +146,23 @@ def render_report(result: JobResult) -> str:
         f" iterations {budget.iterations},"
         f" search time {budget.wall_time_s:.1f}s of {_limit(limits.wall_time_s, 's')}",
     ]
-    if result.usage:
-        lines += ["", "LM usage"]
-        rows = [["role", "calls", "cached", "prompt tok", "completion tok", "cost", "LM time"]]
-        for role, usage in sorted(result.usage.items()):
-            rows.append(
-                [
-                    role,
-                    str(usage.calls),
-                    str(usage.cache_hits),
-                    str(usage.prompt_tokens),
-                    str(usage.completion_tokens),
-                    f"${usage.cost_usd:.4f}",
-                    f"{usage.latency_s:.1f}s",
-                ]
-            )
-        lines += _table(rows)
-    if result.files:
-        lines += ["", "Files"]
-        lines += [f"  {kind}: {path}" for kind, path in result.files.items()]
-    return "\n".join(lines) + "\n"
+
+
+def _usage(result: JobResult) -> list[str]:
+    """LM usage by role."""
+    if not result.usage:
+        return []
+    rows = [["role", "calls", "cached", "prompt tok", "completion tok", "cost", "LM time"]]
+    for role, usage in sorted(result.usage.items()):
+        rows.append(
+            [
+                role,
+                str(usage.calls),
+                str(usage.cache_hits),
+                str(usage.prompt_tokens),
+                str(usage.completion_tokens),
+                f"${usage.cost_usd:.4f}",
+                f"{usage.latency_s:.1f}s",
+            ]
+        )
+    return ["", "LM usage", *_table(rows)]

@@ -14,7 +14,7 @@ from emery.evaluation.budget import BudgetConfig, BudgetUsage
 from emery.evaluation.stats import ScoreSummary
 from emery.lm.usage import RoleUsage
 from emery.store.protocol import Store
-from emery.store.records import JobRecord
+from emery.store.records import CandidateRecord, JobRecord
 from emery.store.states import NotFound
 
 TOP_CANDIDATES = 10
@@ -100,10 +100,10 @@ def build_result(
     checkpoint = store.get_checkpoint(job.id)
     algo_state: dict[str, Any] = checkpoint.state if checkpoint is not None else {}
     stored = job.result or {}
-    if baseline_test is None and stored.get("baseline_test"):
-        baseline_test = ScoreSummary.model_validate(stored["baseline_test"])
-    if best_test is None and stored.get("best_test"):
-        best_test = ScoreSummary.model_validate(stored["best_test"])
+    if baseline_test is None:
+        baseline_test = _stored_summary(stored, "baseline_test")
+    if best_test is None:
+        best_test = _stored_summary(stored, "best_test")
     if usage is None:
         usage = {
             role: RoleUsage.model_validate(value)
@@ -111,15 +111,9 @@ def build_result(
         }
     page = store.list_candidates(job.id, limit=top)
     resolved = job.resolved_config or job.config
-    limits = BudgetConfig.model_validate(resolved.get("job", {}).get("budget", {}))
     baseline_val = algo_state.get("baseline_val_score", job.baseline_score)
     best_val = algo_state.get("best_val_score", job.best_score)
-    if baseline_test is not None and best_test is not None:
-        split: str | None = "test"
-        lift_abs, lift_rel = _lift(baseline_test.mean, best_test.mean)
-    else:
-        split = "val" if baseline_val is not None else None
-        lift_abs, lift_rel = _lift(baseline_val, best_val)
+    split, lift_abs, lift_rel = _lift_on(baseline_val, best_val, baseline_test, best_test)
     return JobResult(
         job_id=job.id,
         name=job.name,
@@ -140,26 +134,47 @@ def build_result(
         lift_split=split,
         lift_abs=lift_abs,
         lift_rel=lift_rel,
-        top_candidates=[
-            CandidateSummary(
-                id=record.id,
-                score=record.score,
-                n=record.n,
-                parents=list(record.candidate.lineage.parents),
-                operation=record.candidate.lineage.operation,
-                generation=record.candidate.lineage.generation,
-                iteration=record.candidate.lineage.iteration,
-            )
-            for record in page.items
-        ],
+        top_candidates=[_summary(record) for record in page.items],
         candidates_total=page.total,
         evaluations_paid=store.count_evaluations(job.id),
         budget=BudgetUsage.model_validate(checkpoint.budget if checkpoint else {}),
-        limits=limits,
+        limits=BudgetConfig.model_validate(resolved.get("job", {}).get("budget", {})),
         usage=usage,
         created_at=job.created_at,
         finished_at=job.finished_at,
         files=dict(stored.get("files", {})),
+    )
+
+
+def _stored_summary(stored: dict[str, Any], key: str) -> ScoreSummary | None:
+    """A test summary kept in a stored result, if any."""
+    return ScoreSummary.model_validate(stored[key]) if stored.get(key) else None
+
+
+def _lift_on(
+    baseline_val: float | None,
+    best_val: float | None,
+    baseline_test: ScoreSummary | None,
+    best_test: ScoreSummary | None,
+) -> tuple[str | None, float | None, float | None]:
+    """The split the lift is measured on (test when both were scored), and the lift."""
+    if baseline_test is not None and best_test is not None:
+        return ("test", *_lift(baseline_test.mean, best_test.mean))
+    split = "val" if baseline_val is not None else None
+    return (split, *_lift(baseline_val, best_val))
+
+
+def _summary(record: CandidateRecord) -> CandidateSummary:
+    """One row of the result's candidate table."""
+    lineage = record.candidate.lineage
+    return CandidateSummary(
+        id=record.id,
+        score=record.score,
+        n=record.n,
+        parents=list(lineage.parents),
+        operation=lineage.operation,
+        generation=lineage.generation,
+        iteration=lineage.iteration,
     )
 
 

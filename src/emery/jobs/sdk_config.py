@@ -93,6 +93,50 @@ def _lm_section(value: LMArg, role: str, inputs: dict[str, LM]) -> dict[str, Any
     return {"model": f"python/{type(value).__module__}:{type(value).__qualname__}"}
 
 
+def _job_section(algorithm: str, seed: int, name: str | None, budget: BudgetArg) -> dict[str, Any]:
+    """``[job]``: algorithm, seed, name and budget."""
+    job: dict[str, Any] = {"algorithm": algorithm, "seed": seed}
+    if name is not None:
+        job["name"] = name
+    if isinstance(budget, int):
+        job["budget"] = {"metric_calls": budget}
+    elif isinstance(budget, BaseModel):
+        job["budget"] = budget.model_dump(mode="json", exclude_defaults=True)
+    elif budget is not None:
+        job["budget"] = dict(budget)
+    return job
+
+
+def _system_section(system: SystemArg, inputs: JobInputs) -> dict[str, Any] | None:
+    """``[system]`` for a system that can be written down; else it goes to ``inputs``."""
+    if isinstance(system, PromptProgram):
+        return system.config.model_dump(mode="json")
+    if isinstance(system, PromptProgramConfig):
+        return system.model_dump(mode="json")
+    if isinstance(system, Mapping):
+        return dict(system)
+    if isinstance(system, System):
+        inputs.system = system
+    elif callable(system):
+        inputs.system = FunctionAgent(system)
+    elif system is not None:
+        raise ConfigError("system: give a System, a function, a PromptProgram or a [system] dict")
+    return None
+
+
+def _verifier_section(verifier: VerifierArg, inputs: JobInputs) -> dict[str, Any] | None:
+    """``[verifier]`` for a verifier that can be written down; else it goes to ``inputs``."""
+    if isinstance(verifier, str):
+        return {"kind": verifier}
+    if isinstance(verifier, VerifierConfig):
+        return verifier.model_dump(mode="json", exclude_defaults=True)
+    if isinstance(verifier, Mapping):
+        return dict(verifier)
+    if verifier is not None:
+        inputs.verifier = verifier
+    return None
+
+
 def optimize_config(
     *,
     system: SystemArg,
@@ -109,37 +153,15 @@ def optimize_config(
     workdir: Path,
 ) -> tuple[JobConfig, dict[str, Any], JobInputs]:
     """(the config, the config as a dict, the objects passed in-process)."""
-    data: dict[str, Any] = {"job": {"algorithm": algorithm, "seed": seed}}
-    if name is not None:
-        data["job"]["name"] = name
-    if isinstance(budget, int):
-        data["job"]["budget"] = {"metric_calls": budget}
-    elif isinstance(budget, BaseModel):
-        data["job"]["budget"] = budget.model_dump(mode="json", exclude_defaults=True)
-    elif budget is not None:
-        data["job"]["budget"] = dict(budget)
+    data: dict[str, Any] = {"job": _job_section(algorithm, seed, name, budget)}
     inputs = JobInputs()
-    if isinstance(system, PromptProgram):
-        data["system"] = system.config.model_dump(mode="json")
-    elif isinstance(system, PromptProgramConfig):
-        data["system"] = system.model_dump(mode="json")
-    elif isinstance(system, Mapping):
-        data["system"] = dict(system)
-    elif isinstance(system, System):
-        inputs.system = system
-    elif callable(system):
-        inputs.system = FunctionAgent(system)
-    elif system is not None:
-        raise ConfigError("system: give a System, a function, a PromptProgram or a [system] dict")
+    system_section = _system_section(system, inputs)
+    if system_section is not None:
+        data["system"] = system_section
     data["dataset"] = _dataset_section(dataset, workdir)
-    if isinstance(verifier, str):
-        data["verifier"] = {"kind": verifier}
-    elif isinstance(verifier, VerifierConfig):
-        data["verifier"] = verifier.model_dump(mode="json", exclude_defaults=True)
-    elif isinstance(verifier, Mapping):
-        data["verifier"] = dict(verifier)
-    elif verifier is not None:
-        inputs.verifier = verifier
+    verifier_section = _verifier_section(verifier, inputs)
+    if verifier_section is not None:
+        data["verifier"] = verifier_section
     lms: dict[str, LM] = {}
     sections = {"task": _lm_section(lm, "task", lms)}
     for role in ("reflection", "proposer"):
