@@ -235,88 +235,115 @@ async def stream_chunks(
     yield b"data: [DONE]\n\n"
 
 
+def _model_list(model: str) -> dict[str, Any]:
+    """A ``/v1/models`` reply listing one model."""
+    return {
+        "object": "list",
+        "data": [{"id": model, "object": "model", "created": 0, "owned_by": "emery"}],
+    }
+
+
+def _unknown(rollout_id: str, attempt_id: str | None) -> Response:
+    what = f"rollout {rollout_id!r}" + (f" attempt {attempt_id!r}" if attempt_id else "")
+    return error_response(404, f"unknown or finished {what}", "not_found")
+
+
+async def _read_chat_request(request: Request) -> tuple[dict[str, Any], list[ChatMessage]]:
+    """The JSON body of a chat request and its messages; ``ProxyError`` when malformed."""
+    try:
+        body = await request.json()
+    except ValueError:
+        raise ProxyError(400, "the body must be JSON", "invalid_request_error") from None
+    if not isinstance(body, dict):
+        raise ProxyError(400, "the body must be a JSON object", "invalid_request_error")
+    return body, normalize_messages(body.get("messages"))
+
+
+async def _complete(
+    backend: ProxyBackend,
+    scope: AttemptScope | None,
+    messages: list[ChatMessage],
+    requested: str,
+    body: Mapping[str, Any],
+) -> Completion:
+    """Forward to the default model (no scope) or record the call in the attempt's scope."""
+    if scope is None:
+        lm = backend.default_lm()
+        if lm is None:
+            raise ProxyError(
+                503, "this server has no default model; use a rollout URL", "unavailable"
+            )
+        return await lm.complete(messages, **_sampling(body))
+    if scope.lm is None:
+        raise ProxyError(503, "the attempt has no model", "unavailable")
+    messages = substitute(messages, scope.substitutions())
+    return await _on_loop(_recorded(scope, scope.lm, requested, messages, body), scope.loop)
+
+
+async def handle_chat(
+    backend: ProxyBackend, request: Request, scope: AttemptScope | None
+) -> Response:
+    """Answer one chat completion request, streamed when it asks for it."""
+    try:
+        body, messages = await _read_chat_request(request)
+    except ProxyError as exc:
+        return error_response(exc.status, str(exc), exc.kind)
+    requested = str(body.get("model") or "")
+    response_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+    try:
+        completion = await _complete(backend, scope, messages, requested, body)
+    except ProxyError as exc:
+        return error_response(exc.status, str(exc), exc.kind)
+    except Exception as exc:
+        return error_response(502, f"the model failed: {exc}", "upstream_error")
+    if body.get("stream"):
+        options = body.get("stream_options") or {}
+        return StreamingResponse(
+            stream_chunks(completion, requested, response_id, bool(options.get("include_usage"))),
+            media_type="text/event-stream",
+        )
+    return JSONResponse(completion_body(completion, requested, response_id))
+
+
 def proxy_router(backend: ProxyBackend) -> APIRouter:
     """The proxy's routes over ``backend``."""
     router = APIRouter(tags=["lm-proxy"])
 
-    def model_list(model: str) -> dict[str, Any]:
-        return {
-            "object": "list",
-            "data": [{"id": model, "object": "model", "created": 0, "owned_by": "emery"}],
-        }
-
-    async def handle(request: Request, scope: AttemptScope | None) -> Response:
-        try:
-            body = await request.json()
-        except ValueError:
-            return error_response(400, "the body must be JSON", "invalid_request_error")
-        if not isinstance(body, dict):
-            return error_response(400, "the body must be a JSON object", "invalid_request_error")
-        try:
-            messages = normalize_messages(body.get("messages"))
-        except ProxyError as exc:
-            return error_response(exc.status, str(exc), exc.kind)
-        requested = str(body.get("model") or "")
-        response_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-        try:
-            if scope is None:
-                lm = backend.default_lm()
-                if lm is None:
-                    return error_response(
-                        503, "this server has no default model; use a rollout URL", "unavailable"
-                    )
-                completion = await lm.complete(messages, **_sampling(body))
-            else:
-                if scope.lm is None:
-                    return error_response(503, "the attempt has no model", "unavailable")
-                messages = substitute(messages, scope.substitutions())
-                completion = await _on_loop(
-                    _recorded(scope, scope.lm, requested, messages, body), scope.loop
-                )
-        except Exception as exc:
-            return error_response(502, f"the model failed: {exc}", "upstream_error")
-        if body.get("stream"):
-            options = body.get("stream_options") or {}
-            return StreamingResponse(
-                stream_chunks(
-                    completion, requested, response_id, bool(options.get("include_usage"))
-                ),
-                media_type="text/event-stream",
-            )
-        return JSONResponse(completion_body(completion, requested, response_id))
-
-    def unknown(rollout_id: str, attempt_id: str | None) -> Response:
-        what = f"rollout {rollout_id!r}" + (f" attempt {attempt_id!r}" if attempt_id else "")
-        return error_response(404, f"unknown or finished {what}", "not_found")
-
     @router.get("/v1/models")
     async def models() -> Response:
         lm = backend.default_lm()
-        return JSONResponse(model_list(lm.model if lm is not None else "emery"))
+        return JSONResponse(_model_list(lm.model if lm is not None else "emery"))
 
     @router.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
-        return await handle(request, None)
+        return await handle_chat(backend, request, None)
+
+    _add_attempt_routes(router, backend)
+    return router
+
+
+def _add_attempt_routes(router: APIRouter, backend: ProxyBackend) -> None:
+    """The routes of running attempts: their models, chat and heartbeat."""
 
     @router.get("/rollouts/{rollout_id}/attempts/{attempt_id}/v1/models")
     async def attempt_models(rollout_id: str, attempt_id: str) -> Response:
         scope = backend.attempt(rollout_id, attempt_id)
         if scope is None or scope.lm is None:
-            return unknown(rollout_id, attempt_id)
-        return JSONResponse(model_list(scope.lm.model))
+            return _unknown(rollout_id, attempt_id)
+        return JSONResponse(_model_list(scope.lm.model))
 
     @router.post("/rollouts/{rollout_id}/attempts/{attempt_id}/v1/chat/completions")
     async def attempt_chat(request: Request, rollout_id: str, attempt_id: str) -> Response:
         scope = backend.attempt(rollout_id, attempt_id)
         if scope is None:
-            return unknown(rollout_id, attempt_id)
-        return await handle(request, scope)
+            return _unknown(rollout_id, attempt_id)
+        return await handle_chat(backend, request, scope)
 
     @router.post("/rollouts/{rollout_id}/attempts/{attempt_id}/heartbeat")
     async def attempt_heartbeat(rollout_id: str, attempt_id: str) -> Response:
         scope = backend.attempt(rollout_id, attempt_id)
         if scope is None:
-            return unknown(rollout_id, attempt_id)
+            return _unknown(rollout_id, attempt_id)
         scope.touch()
         return Response(status_code=204)
 
@@ -324,7 +351,5 @@ def proxy_router(backend: ProxyBackend) -> APIRouter:
     async def rollout_chat(request: Request, rollout_id: str) -> Response:
         scope = backend.attempt(rollout_id, None)
         if scope is None:
-            return unknown(rollout_id, None)
-        return await handle(request, scope)
-
-    return router
+            return _unknown(rollout_id, None)
+        return await handle_chat(backend, request, scope)
