@@ -6,10 +6,40 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
+
+_UNLIMITED = 1_000_000
+
+
+def print_table(table: Table) -> None:
+    """Print ``table`` on stdout without cutting a value: at its natural width when stdout
+    is not a terminal (a pipe, a file), so scripts read whole ids, names and paths; in a
+    terminal, at the terminal's width (give such columns ``overflow="fold"``)."""
+    if _stdout_is_tty():
+        out.print(table)
+        return
+    natural = Measurement.get(out, out.options.update_width(_UNLIMITED), table).maximum
+    wide = Console(
+        file=out.file,
+        width=max(natural, out.width),
+        highlight=False,
+        force_terminal=out.is_terminal,  # FORCE_COLOR keeps its colours in a pipe
+        color_system="auto" if out.color_system else None,
+    )
+    wide.print(table)
+
+
+def _stdout_is_tty() -> bool:
+    isatty = getattr(out.file, "isatty", None)
+    try:
+        return bool(isatty is not None and isatty())
+    except ValueError:  # a closed file
+        return False
 
 
 def print_json(value: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 import typer
 from rich.table import Table
 
-from emery.cli.console import err, out, print_json, progress_bar
+from emery.cli.console import err, out, print_json, print_table, progress_bar
 from emery.config.loading import load_config, parse_config
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
@@ -126,7 +126,10 @@ def _print_report(report: EvaluationReport, failures: bool) -> None:
         out.print(f"[yellow]{errors} runs failed[/yellow] (scored 0); --failures lists them")
     if failures:
         failed = [result for result in report.results if result.score < 1.0]
-        table = Table("example", "score", "output", "feedback", show_lines=False)
+        table = Table(show_lines=False)
+        table.add_column("example", overflow="fold")
+        for header in ("score", "output", "feedback"):
+            table.add_column(header)
         for result in failed:
             table.add_row(
                 result.example_id,
@@ -134,5 +137,5 @@ def _print_report(report: EvaluationReport, failures: bool) -> None:
                 clip(as_text(result.output) if result.error is None else "", 60),
                 clip(result.feedback, 100),
             )
-        out.print(table)
+        print_table(table)
     err.print("")

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from emery.cli.common import JsonOption, StoreOption, open_cli_store, resolve
-from emery.cli.console import err, out, print_json
+from emery.cli.console import err, out, print_json, print_table
 from emery.cli.events_text import event_line
 from emery.core.errors import EmeryError
 from emery.jobs.manage import (
@@ -85,7 +85,11 @@ def list_jobs(
         return
     table = Table()
     for header in ("id", "name", "algorithm", "system", "state", "baseline", "best", "created"):
-        table.add_column(header, no_wrap=header in ("id", "best", "baseline"))
+        table.add_column(
+            header,
+            no_wrap=header in ("best", "baseline"),
+            overflow="fold" if header in ("id", "name", "system") else "ellipsis",
+        )
     for job in page.items:
         table.add_row(
             job.id,
@@ -97,7 +101,7 @@ def list_jobs(
             _pct(job.best_score),
             _when(job.created_at),
         )
-    out.print(table)
+    print_table(table)
     shown = f"{offset + 1}-{offset + len(page.items)}" if page.items else "none"
     err.print(f"{shown} of {page.total} jobs")
 
@@ -151,7 +155,7 @@ def show(
         rows += [(kind, path) for kind, path in record.result["files"].items()]
     width = max(len(label) for label, _ in rows)
     for label, value in rows:
-        out.print(f"[bold]{label.ljust(width)}[/bold]  {escape(str(value))}")
+        out.print(f"[bold]{label.ljust(width)}[/bold]  {escape(str(value))}", soft_wrap=True)
 
 
 @app.command("events")

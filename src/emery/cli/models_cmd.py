@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from emery.cli.console import err, out, print_json
+from emery.cli.console import err, out, print_json, print_table
 from emery.lm import catalog
 
 app = typer.Typer(help="List and install the embedded local models.", no_args_is_help=True)
@@ -22,7 +22,9 @@ def list_models(
     if as_json:
         print_json([status.model_dump() for status in statuses])
         return
-    table = Table("model", "installed", "size", "path", "description")
+    table = Table()
+    for header in ("model", "installed", "size", "path", "description"):
+        table.add_column(header, overflow="fold" if header in ("model", "path") else "ellipsis")
     for status in statuses:
         table.add_row(
             f"local/{status.name}",
@@ -31,7 +33,7 @@ def list_models(
             status.path,
             status.description,
         )
-    out.print(table)
+    print_table(table)
 
 
 @app.command("pull")
