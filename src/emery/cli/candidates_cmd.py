@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
@@ -11,9 +12,10 @@ from rich.table import Table
 
 from emery.algorithms.lineage import lineage_tree
 from emery.cli.common import JsonOption, StoreOption, open_cli_store, resolve
-from emery.cli.console import out, print_json
+from emery.cli.console import out, print_json, print_table
 from emery.core.errors import EmeryError
 from emery.store.protocol import Store
+from emery.store.records import CandidateRecord
 
 
 def candidates(
@@ -39,19 +41,28 @@ def candidates(
     job_id = resolve(store, job)
     if show is not None:
         _show(store, job_id, show, as_json)
-        return
-    if tree:
-        records = store.list_candidates(job_id, split=split, sort="ordinal", limit=None).items
-        drawing = lineage_tree(
-            [record.candidate for record in records],
-            {record.id: record.score for record in records},
-            best_id=store.get_job(job_id).best_candidate_id,
-        )
-        if as_json:
-            print_json({"tree": drawing})
-        else:
-            out.print(escape(drawing), highlight=False, soft_wrap=True)
-        return
+    elif tree:
+        _tree(store, job_id, split, as_json)
+    else:
+        _list(store, job_id, split=split, sort=sort, top=top, as_json=as_json)
+
+
+def _tree(store: Store, job_id: str, split: str, as_json: bool) -> None:
+    """The lineage tree with scores on ``split``."""
+    records = store.list_candidates(job_id, split=split, sort="ordinal", limit=None).items
+    drawing = lineage_tree(
+        [record.candidate for record in records],
+        {record.id: record.score for record in records},
+        best_id=store.get_job(job_id).best_candidate_id,
+    )
+    if as_json:
+        print_json({"tree": drawing})
+    else:
+        out.print(escape(drawing), highlight=False, soft_wrap=True)
+
+
+def _list(store: Store, job_id: str, *, split: str, sort: str, top: int, as_json: bool) -> None:
+    """The ``top`` candidates in ``sort`` order, as a table or JSON."""
     page = store.list_candidates(job_id, split=split, sort=sort, limit=top)
     if as_json:
         print_json(
@@ -64,13 +75,21 @@ def candidates(
             }
         )
         return
-    job_record = store.get_job(job_id)
+    print_table(_table(page.items, split, store.get_job(job_id).best_candidate_id))
+    out.print(f"{len(page.items)} of {page.total} candidates; * = the job's best")
+
+
+def _table(records: Sequence[CandidateRecord], split: str, best_id: str | None) -> Table:
     table = Table()
     for header in ("#", "id", split, "n", "operation", "gen", "parents", "components"):
-        table.add_column(header, no_wrap=header in ("id", split))
-    for rank, record in enumerate(page.items, 1):
+        table.add_column(
+            header,
+            no_wrap=header == split,
+            overflow="fold" if header in ("id", "components") else "ellipsis",
+        )
+    for rank, record in enumerate(records, 1):
         lineage = record.candidate.lineage
-        marker = " *" if record.id == job_record.best_candidate_id else ""
+        marker = " *" if record.id == best_id else ""
         table.add_row(
             str(rank),
             record.id + marker,
@@ -81,8 +100,7 @@ def candidates(
             ", ".join(p[:8] for p in lineage.parents) or "-",
             escape(", ".join(record.candidate.components)),
         )
-    out.print(table)
-    out.print(f"{len(page.items)} of {page.total} candidates; * = the job's best")
+    return table
 
 
 def _show(store: Store, job_id: str, candidate_id: str, as_json: bool) -> None:
