@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.runner import SearchOutcome
@@ -62,18 +63,24 @@ async def finish_job(
         evaluations=evaluations,
         rollouts=rollouts,
         attempts=attempts,
-        job_fields={
-            "result": result.model_dump(mode="json"),
-            "stop_reason": outcome.reason,
-            "best_candidate_id": best.id,
-            "best_score": state.best_val_score,
-            "baseline_score": state.baseline_val_score,
-        },
+        job_fields=_final_fields(result, outcome, best.id),
         expect_owner=owner,
         final_state="succeeded",
         final_reason=outcome.reason,
     )
     return store.commit_step(job_id, write)
+
+
+def _final_fields(result: JobResult, outcome: SearchOutcome, best_id: str) -> dict[str, Any]:
+    """The job row's columns when it succeeds."""
+    state = outcome.state
+    return {
+        "result": result.model_dump(mode="json"),
+        "stop_reason": outcome.reason,
+        "best_candidate_id": best_id,
+        "best_score": state.best_val_score,
+        "baseline_score": state.baseline_val_score,
+    }
 
 
 async def score_on_test(

@@ -14,7 +14,7 @@ from emery.evaluation.budget import BudgetConfig, BudgetUsage
 from emery.evaluation.stats import ScoreSummary
 from emery.lm.usage import RoleUsage
 from emery.store.protocol import Store
-from emery.store.records import CandidateRecord, JobRecord
+from emery.store.records import CandidateRecord, CheckpointRecord, JobRecord
 from emery.store.states import NotFound
 
 TOP_CANDIDATES = 10
@@ -105,10 +105,7 @@ def build_result(
     if best_test is None:
         best_test = _stored_summary(stored, "best_test")
     if usage is None:
-        usage = {
-            role: RoleUsage.model_validate(value)
-            for role, value in (checkpoint.usage if checkpoint else {}).items()
-        }
+        usage = _stored_usage(checkpoint)
     page = store.list_candidates(job.id, limit=top)
     resolved = job.resolved_config or job.config
     baseline_val = algo_state.get("baseline_val_score", job.baseline_score)
@@ -144,6 +141,12 @@ def build_result(
         finished_at=job.finished_at,
         files=dict(stored.get("files", {})),
     )
+
+
+def _stored_usage(checkpoint: CheckpointRecord | None) -> dict[str, RoleUsage]:
+    """The LM usage by role kept in the last checkpoint."""
+    stored = checkpoint.usage if checkpoint is not None else {}
+    return {role: RoleUsage.model_validate(value) for role, value in stored.items()}
 
 
 def _stored_summary(stored: dict[str, Any], key: str) -> ScoreSummary | None:
