@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from events_support import assert_best_updates_follow_the_state, payloads
 from test_apo_support import (
     CONSERVATIVE,
     GOOD,
     HALF,
     context,
     dataset,
-    events,
     fenced,
     program,
     reflection_lm,
@@ -21,6 +21,19 @@ from test_apo_support import (
 from emery.algorithms import build_algorithm
 from emery.algorithms.apo import Apo, ApoSettings, ApoState
 from emery.core.errors import ConfigError
+from emery.core.events import (
+    ApoBeamUpdated,
+    ApoCritique,
+    ApoEdit,
+    ApoExpansionSkipped,
+    ApoFullValScored,
+    ApoRoundCut,
+    ApoRoundStarted,
+    BaselineEvaluated,
+    BestUpdated,
+    CandidateEvaluated,
+    CandidateProposed,
+)
 from emery.core.models import Lineage
 from emery.evaluation.budget import BudgetConfig
 from emery.lm import FakeLM
@@ -40,30 +53,30 @@ async def test_search_finds_the_better_prompt_and_reports_it() -> None:
     assert best.lineage.operation == "apo_edit"
     assert best.lineage.parents == (state.seed_candidate_id,)
     # beam_width 2 x branch_factor 2 = 4 expansions, each with a critique and an edit
-    assert len(events(records, "apo.critique")) == 4
-    edits = events(records, "apo.edit")
+    assert len(payloads(records, ApoCritique)) == 4
+    edits = payloads(records, ApoEdit)
     assert len(edits) == 4
-    assert all(e["critique"] for e in events(records, "apo.critique"))
-    assert {e["proposal"] for e in edits} == {HALF, GOOD}
-    accepted = [e for e in edits if e["accepted"]]
+    assert all(e.critique for e in payloads(records, ApoCritique))
+    assert {e.proposal for e in edits} == {HALF, GOOD}
+    accepted = [e for e in edits if e.accepted]
     assert len(accepted) == 2  # the repeats of HALF and GOOD are duplicates of this round
-    assert {e["reason"] for e in edits if not e["accepted"]} == {
-        f"same text as candidate {accepted[1]['child_id']} of this round"
+    assert {e.reason for e in edits if not e.accepted} == {
+        f"same text as candidate {accepted[1].child_id} of this round"
     }
-    beam = events(records, "apo.beam_updated")[-1]["beam"]
-    assert [entry["candidate_id"] for entry in beam] == [best.id, accepted[0]["child_id"]]
-    full = events(records, "apo.full_val_scored")
+    beam = payloads(records, ApoBeamUpdated)[-1].beam
+    assert [entry.candidate_id for entry in beam] == [best.id, accepted[0].child_id]
+    full = payloads(records, ApoFullValScored)
     assert full == [
-        {
-            "round": 0,
-            "candidate_id": best.id,
-            "score": 1.0,
-            "n": 6,
-            "best_score": 0.0,
-            "new_best": True,
-        }
+        ApoFullValScored(
+            round=0, candidate_id=best.id, score=1.0, n=6, best_score=0.0, new_best=True
+        )
     ]
-    assert events(records, "best_updated")[-1]["candidate_id"] == best.id
+    # The seed is the first best (the baseline), the leader of the round the next.
+    assert payloads(records, BestUpdated) == [
+        BestUpdated(candidate_id=state.seed_candidate_id, score=0.0),
+        BestUpdated(candidate_id=best.id, score=1.0, previous_score=0.0),
+    ]
+    assert_best_updates_follow_the_state(records)
 
 
 async def test_critique_sees_the_experiments_and_the_edit_sees_the_critique() -> None:
@@ -98,15 +111,15 @@ async def test_children_that_drop_or_invent_placeholders_are_rejected() -> None:
     ctx = context(reflection_lm(edit), system=program(seed))
     outcome, records = await run(ctx, Apo(settings(rounds=1)))
 
-    edits = events(records, "apo.edit")
-    assert [e["reason"] for e in edits] == [
+    edits = payloads(records, ApoEdit)
+    assert [e.reason for e in edits] == [
         "dropped placeholder {question}",
         "invented placeholder {context}",
         None,
         None,
     ]
-    assert [e["child_id"] is None for e in edits] == [True, True, False, False]
-    proposed = events(records, "candidate_proposed")
+    assert [e.child_id is None for e in edits] == [True, True, False, False]
+    proposed = payloads(records, CandidateProposed)
     assert len(proposed) == 2  # rejected edits never become candidates
     for candidate_id in outcome.state.beam:
         assert "{question}" in ctx.candidates[candidate_id].components["solve"]
@@ -127,11 +140,11 @@ async def test_unusable_edits_are_rejected_with_a_reason(reply: str, reason: str
     ctx = context(reflection_lm([reply]))
     outcome, records = await run(ctx, Apo(settings(rounds=1, beam_width=1, branch_factor=1)))
 
-    (edit,) = events(records, "apo.edit")
-    assert not edit["accepted"]
-    assert edit["reason"].startswith(reason)
+    (edit,) = payloads(records, ApoEdit)
+    assert not edit.accepted
+    assert edit.reason.startswith(reason)
     assert outcome.state.best_candidate_id == outcome.state.seed_candidate_id
-    assert events(records, "apo.beam_updated")[0]["reason"] == "no child was accepted this round"
+    assert payloads(records, ApoBeamUpdated)[0].reason == "no child was accepted this round"
 
 
 async def test_conservative_edits_append_one_sentence() -> None:
@@ -140,10 +153,10 @@ async def test_conservative_edits_append_one_sentence() -> None:
     outcome, records = await run(
         ctx, Apo(settings(rounds=1, beam_width=1, branch_factor=1, edit_prompts=[CONSERVATIVE]))
     )
-    (edit,) = events(records, "apo.edit")
-    assert edit["variant"] == "edit_conservative"
-    assert edit["proposal"] == "Reply. " + addition
-    assert edit["accepted"]
+    (edit,) = payloads(records, ApoEdit)
+    assert edit.variant == "edit_conservative"
+    assert edit.proposal == "Reply. " + addition
+    assert edit.accepted
     assert ctx.candidates[outcome.state.best_candidate_id].components["solve"] == (
         "Reply. " + addition
     )
@@ -167,9 +180,9 @@ async def test_conservative_edits_that_add_nothing_usable_are_rejected(
     _, records = await run(
         ctx, Apo(settings(rounds=1, beam_width=1, branch_factor=1, edit_prompts=[CONSERVATIVE]))
     )
-    (edit,) = events(records, "apo.edit")
-    assert not edit["accepted"]
-    assert edit["reason"].startswith(reason)
+    (edit,) = payloads(records, ApoEdit)
+    assert not edit.accepted
+    assert edit.reason.startswith(reason)
 
 
 async def test_default_prompts_draw_every_variant() -> None:
@@ -189,12 +202,12 @@ async def test_default_prompts_draw_every_variant() -> None:
             )
         ),
     )
-    assert {e["variant"] for e in events(records, "apo.critique")} == {
+    assert {e.variant for e in payloads(records, ApoCritique)} == {
         "critique_bullets",
         "critique_spans",
         "critique_audit",
     }
-    assert {e["variant"] for e in events(records, "apo.edit")} == {
+    assert {e.variant for e in payloads(records, ApoEdit)} == {
         "edit_rewrite",
         "edit_conservative",
     }
@@ -211,19 +224,19 @@ async def test_beam_keeps_the_top_k_on_the_val_batch() -> None:
     ctx = context(reflection_lm(texts))
     outcome, records = await run(ctx, Apo(settings(rounds=1, beam_width=3, branch_factor=2)))
 
-    update = events(records, "apo.beam_updated")[-1]
-    scores = {e["candidate_id"]: e["val_batch_score"] for e in update["beam"]}
+    update = payloads(records, ApoBeamUpdated)[-1]
+    scores = {e.candidate_id: e.val_batch_score for e in update.beam}
     assert list(scores.values()) == [1.0, 1.0, 0.5]
     by_text = {ctx.candidates[c].components["solve"]: c for c in outcome.state.beam}
     assert set(by_text) == {GOOD, GOOD + " Be brief.", HALF}
     assert outcome.state.beam[:2] == [by_text[GOOD], by_text[GOOD + " Be brief."]]  # tie: earlier
-    dropped = {e["candidate_id"] for e in update["dropped"]}
+    dropped = {e.candidate_id for e in update.dropped}
     assert dropped == {
         outcome.state.seed_candidate_id,
         next(
-            e["child_id"]
-            for e in events(records, "apo.edit")
-            if e["proposal"] == "Say what you think of it."
+            e.child_id
+            for e in payloads(records, ApoEdit)
+            if e.proposal == "Say what you think of it."
         ),
     }
 
@@ -232,10 +245,10 @@ async def test_round_parents_repeat_the_beam_and_cover_it() -> None:
     ctx = context(reflection_lm([fenced(HALF), fenced(GOOD), fenced(GOOD + " Be brief.")]))
     outcome, records = await run(ctx, Apo(settings(rounds=2, beam_width=3, branch_factor=1)))
 
-    first, second = events(records, "apo.round_started")
+    first, second = payloads(records, ApoRoundStarted)
     seed = outcome.state.seed_candidate_id
-    assert first["parents"] == [seed, seed, seed]
-    assert len(set(second["parents"])) == 3
+    assert first.parents == [seed, seed, seed]
+    assert len(set(second.parents)) == 3
 
 
 async def _select_with(full_val_task: FakeLM, best_score: float) -> tuple[ApoState, list[str]]:
@@ -282,24 +295,18 @@ async def test_failed_rollouts_count_as_zero_and_are_never_dropped() -> None:
     ctx = context(reflection_lm([fenced(crash)]))
     outcome, records = await run(ctx, Apo(settings(rounds=1, beam_width=1, branch_factor=1)))
 
-    child_id = events(records, "apo.edit")[0]["child_id"]
+    child_id = payloads(records, ApoEdit)[0].child_id
     results = [r for rec in records for r in rec.results if r.candidate_id == child_id]
     assert len(results) == 6
     assert all(r.score == 0.0 and r.error for r in results)
-    scored = [e for e in events(records, "candidate_evaluated") if e["candidate_id"] == child_id]
+    scored = [e for e in payloads(records, CandidateEvaluated) if e.candidate_id == child_id]
     assert scored == [
-        {
-            "candidate_id": child_id,
-            "split": "val",
-            "score": 0.0,
-            "n": 6,
-            "new_rollouts": 6,
-        }
+        CandidateEvaluated(candidate_id=child_id, split="val", score=0.0, n=6, new_rollouts=6)
     ]
     assert outcome.state.val_batch_scores == {}  # the round ended
-    update = events(records, "apo.beam_updated")[0]
-    ranked = update["beam"] + update["dropped"]
-    assert {e["candidate_id"]: e["val_batch_score"] for e in ranked}[child_id] == 0.0
+    update = payloads(records, ApoBeamUpdated)[0]
+    ranked = update.beam + update.dropped
+    assert {e.candidate_id: e.val_batch_score for e in ranked}[child_id] == 0.0
 
 
 async def test_failed_train_runs_are_shown_to_the_critic() -> None:
@@ -319,17 +326,17 @@ async def test_multi_component_systems_take_turns_and_events_say_which() -> None
     ctx = context(reflection_lm(edit), system=program(stages=2))
     _, records = await run(ctx, Apo(settings(rounds=1, beam_width=2, branch_factor=2)))
 
-    assert [e["component"] for e in events(records, "apo.critique")] == [
+    assert [e.component for e in payloads(records, ApoCritique)] == [
         "solve",
         "check",
         "solve",
         "check",
     ]
-    first_child = events(records, "apo.edit")[0]["child_id"]
+    first_child = payloads(records, ApoEdit)[0].child_id
     child = ctx.candidates[first_child]
     assert child.components == {"solve": GOOD, "check": "Reply."}
-    proposed = events(records, "candidate_proposed")
-    assert proposed[0]["components"] == ["solve"]
+    proposed = payloads(records, CandidateProposed)
+    assert proposed[0].components == ["solve"]
 
 
 async def test_components_setting_limits_what_is_edited() -> None:
@@ -337,7 +344,7 @@ async def test_components_setting_limits_what_is_edited() -> None:
     _, records = await run(
         ctx, Apo(settings(rounds=1, components=["check"], component_selection="random"))
     )
-    assert {e["component"] for e in events(records, "apo.critique")} == {"check"}
+    assert {e.component for e in payloads(records, ApoCritique)} == {"check"}
 
     bad = context(reflection_lm([fenced(GOOD)]), system=program(stages=2))
     with pytest.raises(ConfigError, match="unknown component 'answer'"):
@@ -350,7 +357,7 @@ async def test_perfect_train_batches_propose_nothing() -> None:
     outcome, records = await run(ctx, Apo(settings(rounds=2)))
 
     assert reflection.calls == []
-    assert len(events(records, "apo.expansion_skipped")) == 8
+    assert len(payloads(records, ApoExpansionSkipped)) == 8
     assert outcome.state.best_val_score == 1.0
     assert outcome.reason == "completed 2 rounds"
 
@@ -360,9 +367,11 @@ async def test_initial_validation_can_be_skipped() -> None:
     outcome, records = await run(
         ctx, Apo(settings(rounds=1, beam_width=1, branch_factor=1, run_initial_validation=False))
     )
-    assert events(records, "baseline_evaluated") == []
+    assert payloads(records, BaselineEvaluated) == []
     assert outcome.state.baseline_val_score is None
     assert outcome.state.best_val_score == 1.0
+    assert_best_updates_follow_the_state(records)
+    assert [u.previous_score for u in payloads(records, BestUpdated)] == [None]
 
 
 async def test_a_small_budget_cuts_the_round_and_still_scores_its_children() -> None:
@@ -371,9 +380,9 @@ async def test_a_small_budget_cuts_the_round_and_still_scores_its_children() -> 
     ctx = context(reflection_lm([fenced(GOOD)]), budget=BudgetConfig(metric_calls=20))
     outcome, records = await run(ctx, Apo(settings(rounds=3)))
 
-    cut, last = events(records, "apo.round_cut")
-    assert (cut["round"], cut["expansions_done"], cut["children"]) == (0, 1, 1)
-    assert (last["round"], last["children"]) == (1, 0)
+    cut, last = payloads(records, ApoRoundCut)
+    assert (cut.round, cut.expansions_done, cut.children) == (0, 1, 1)
+    assert (last.round, last.children) == (1, 0)
     assert outcome.state.best_val_score == 1.0
     assert ctx.budget.usage.metric_calls <= 20
     assert (outcome.state.done_reason or "").startswith("metric_calls")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from events_support import payloads
 from test_apo_support import GOOD, context, fenced, reflection_lm, run
 
 from emery.algorithms import build_algorithm, parse_settings
@@ -15,6 +16,7 @@ from emery.algorithms.apo.prompts import (
     load_prompts,
 )
 from emery.core.errors import ConfigError
+from emery.core.events import ApoCritique, ApoEdit
 from emery.systems.templates import placeholders
 
 
@@ -71,13 +73,9 @@ async def test_user_prompt_files_replace_the_shipped_ones(tmp_path: Path) -> Non
     )
     assert critique_request.endswith("Keep {braces}.")
     assert edit_request.startswith("CUSTOM EDIT of Reply. given - no answer line")
-    variants = [
-        e.data["variant"]
-        for r in records
-        for e in r.events
-        if e.kind.startswith("apo.") and "variant" in e.data
-    ]
-    assert variants == ["terse", "mine"]
+    (critique,) = payloads(records, ApoCritique)
+    (edit_event,) = payloads(records, ApoEdit)
+    assert [critique.variant, edit_event.variant] == ["terse", "mine"]
 
 
 @pytest.mark.parametrize(

@@ -161,10 +161,6 @@ async def run(ctx: SearchContext, apo: Apo, **kwargs: Any) -> tuple[Any, list[St
     return outcome, records
 
 
-def events(records: Sequence[StepRecord], kind: str) -> list[dict[str, Any]]:
-    return [e.data for r in records for e in r.events if e.kind == kind]
-
-
 def stored_results(records: Sequence[StepRecord]) -> dict[EvalKey, ExampleResult]:
     return {
         eval_key(r.candidate_id, r.example_id, r.split): r

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 import pytest
+from events_support import payloads
 from test_gepa_support import (
     FORMAT_RULE,
     RULES,
@@ -20,6 +21,16 @@ from test_gepa_support import (
 
 from emery.algorithms.gepa import GepaState
 from emery.core.errors import ConfigError
+from emery.core.events import (
+    BestUpdated,
+    GepaMinibatchAccepted,
+    GepaMinibatchRejected,
+    GepaMinibatchSkipped,
+    GepaProposal,
+    GepaProposalInvalid,
+    GepaReflectiveDataset,
+    GepaValEvaluated,
+)
 from emery.core.models import Candidate
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import BudgetConfig
@@ -63,28 +74,26 @@ async def test_gepa_raises_val_and_test_scores() -> None:
     assert seed_test == 0.0
     assert best_test >= 0.6  # test has kinds of problems val lacks
     # Every accepted child improved on its minibatch and was then scored on all of val.
-    accepted = events(records, "gepa.minibatch_accepted")
+    accepted = payloads(records, GepaMinibatchAccepted)
     assert accepted
-    assert all(e.data["after"] > e.data["before"] for e in accepted)
-    val_scored = {e.data["candidate_id"] for e in events(records, "gepa.val_evaluated")}
-    assert {e.data["candidate_id"] for e in accepted} <= val_scored
-    assert [item.id for item in state.pool][1:] == [e.data["candidate_id"] for e in accepted]
+    assert all(_after(e) > _before(e) for e in accepted)
+    val_scored = {e.candidate_id for e in payloads(records, GepaValEvaluated)}
+    assert {e.candidate_id for e in accepted} <= val_scored
+    assert [item.id for item in state.pool][1:] == [e.candidate_id for e in accepted]
 
 
 async def test_rejected_children_never_reach_val() -> None:
     dataset = word_problems()
     ctx = word_problem_context(dataset, budget=BudgetConfig(metric_calls=300))
     _, records = await run_gepa(ctx)
-    rejected = events(records, "gepa.minibatch_rejected")
+    rejected = payloads(records, GepaMinibatchRejected)
     assert rejected, "the scripted run rejects some proposals"
-    assert all(e.data["after"] <= e.data["before"] for e in rejected)
+    assert all(_after(e) <= _before(e) for e in rejected)
     val_ids = {r.candidate_id for rec in records for r in rec.results if r.split == "val"}
-    pool_ids = {e.data["candidate_id"] for e in events(records, "gepa.val_evaluated")}
+    pool_ids = {e.candidate_id for e in payloads(records, GepaValEvaluated)}
     assert val_ids == pool_ids
     for record in records:
-        rejected_here = {
-            e.data["candidate_id"] for e in record.events if e.kind == "gepa.minibatch_rejected"
-        }
+        rejected_here = {e.candidate_id for e in payloads([record], GepaMinibatchRejected)}
         val_here = {r.candidate_id for r in record.results if r.split == "val"}
         assert not rejected_here & val_here
 
@@ -93,28 +102,35 @@ async def test_equal_minibatch_scores_are_accepted_only_when_asked() -> None:
     dataset = word_problems()
     strict_ctx = word_problem_context(dataset, budget=BudgetConfig(metric_calls=300))
     _, strict = await run_gepa(strict_ctx)
-    ties = [
-        e for e in events(strict, "gepa.minibatch_rejected") if e.data["before"] == e.data["after"]
-    ]
+    ties = [e for e in payloads(strict, GepaMinibatchRejected) if _before(e) == _after(e)]
     assert ties, "the scripted run has a child that ties its parent"
     loose_ctx = word_problem_context(dataset, budget=BudgetConfig(metric_calls=300))
     _, loose = await run_gepa(loose_ctx, {"accept": "improvement_or_equal"})
-    assert all(e.data["after"] < e.data["before"] for e in events(loose, "gepa.minibatch_rejected"))
-    assert any(
-        e.data["after"] == e.data["before"] for e in events(loose, "gepa.minibatch_accepted")
-    )
+    assert all(_after(e) < _before(e) for e in payloads(loose, GepaMinibatchRejected))
+    assert any(_after(e) == _before(e) for e in payloads(loose, GepaMinibatchAccepted))
+
+
+def _before(verdict: GepaMinibatchAccepted) -> float:
+    assert verdict.before is not None, "a verdict after scoring has the parent's sum"
+    return verdict.before
+
+
+def _after(verdict: GepaMinibatchAccepted) -> float:
+    assert verdict.after is not None, "a verdict after scoring has the child's sum"
+    return verdict.after
 
 
 async def test_every_proposal_is_a_candidate_with_its_reflection_recorded() -> None:
     dataset = word_problems()
     ctx = word_problem_context(dataset, budget=BudgetConfig(metric_calls=300))
     outcome, records = await run_gepa(ctx)
-    proposals = events(records, "gepa.proposal")
+    proposals = payloads(records, GepaProposal)
     stored = {c.id: c for record in records for c in record.candidates}
     texts = {c.components["solve"]: c for c in stored.values()}
     assert proposals
     for proposal in proposals:
-        candidate = texts[proposal.data["text"]]
+        assert proposal.text is not None
+        candidate = texts[proposal.text]
         details = candidate.lineage.details
         assert candidate.lineage.operation == "reflect"
         assert len(candidate.lineage.parents) == 1
@@ -122,7 +138,7 @@ async def test_every_proposal_is_a_candidate_with_its_reflection_recorded() -> N
         assert details["minibatch_after"]
         reflection = details["reflection"]["solve"]
         assert "Answer the question." in reflection["prompt"] or "Answer:" in reflection["prompt"]
-        assert proposal.data["text"] in reflection["reply"]
+        assert proposal.text in reflection["reply"]
     # The state is one JSON-serialisable object.
     state = outcome.state
     again = GepaState.model_validate_json(state.model_dump_json())
@@ -149,11 +165,13 @@ async def test_events_describe_each_iteration() -> None:
         "candidate_proposed",
         "iteration_completed",
     } <= kinds
-    dataset_event = events(records, "gepa.reflective_dataset")[0]
-    assert dataset_event.data["size"] == 3
-    assert dataset_event.data["tokens"] > 0
-    best = events(records, "best_updated")
-    assert [e.data["score"] for e in best] == sorted(e.data["score"] for e in best)
+    dataset_event = payloads(records, GepaReflectiveDataset)[0]
+    assert dataset_event.size == 3
+    assert dataset_event.tokens > 0
+    best = payloads(records, BestUpdated)
+    assert [e.score for e in best] == sorted(e.score for e in best)
+    assert best[0].previous_score is None  # the seed is the first best
+    assert len({e.score for e in best}) == len(best)  # each update is a strict improvement
 
 
 async def test_unusable_reflection_replies_are_retried_then_rejected() -> None:
@@ -164,10 +182,10 @@ async def test_unusable_reflection_replies_are_retried_then_rejected() -> None:
         reflection=reflection_lm(broken_every=2),
     )
     outcome, records = await run_gepa(ctx)
-    invalid = events(records, "gepa.proposal_invalid")
+    invalid = payloads(records, GepaProposalInvalid)
     assert invalid
-    assert all(e.data["reason"] == "an answer to an example, not an instruction" for e in invalid)
-    assert all(e.data["attempt"] == 1 for e in invalid)  # the retry always succeeds here
+    assert all(e.reason == "an answer to an example, not an instruction" for e in invalid)
+    assert all(e.attempt == 1 for e in invalid)  # the retry always succeeds here
     assert outcome.state.best_val_score == 1.0
     reflections = [c for r in records for c in r.candidates if c.lineage.operation == "reflect"]
     retried = [
@@ -192,7 +210,7 @@ async def test_a_reflection_model_that_never_helps_ends_the_search_cleanly(reply
     assert state.counters.proposals == 0
     assert state.counters.invalid_proposals == state.counters.reflections > 0
     assert len(state.pool) == 1
-    assert len(events(records, "gepa.proposal_invalid")) == 2 * state.counters.reflections
+    assert len(payloads(records, GepaProposalInvalid)) == 2 * state.counters.reflections
 
 
 async def test_perfect_minibatches_are_skipped_without_reflection() -> None:
@@ -218,9 +236,9 @@ async def test_perfect_minibatches_are_skipped_without_reflection() -> None:
     assert reflection.calls == []
     assert state.counters.skipped_perfect == state.iteration
     assert state.counters.reflections == 0
-    skipped = events(records, "gepa.minibatch_skipped")
+    skipped = payloads(records, GepaMinibatchSkipped)
     assert len(skipped) == state.iteration
-    assert all(e.data["scores"] for e in skipped)
+    assert all(e.scores for e in skipped)
     # The first epoch pays for the parent's train runs; then four free iterations end it.
     assert state.iteration == 4 + 4
     assert ctx.budget.usage.metric_calls == len(dataset.val) + len(dataset.train)

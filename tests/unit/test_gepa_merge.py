@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 
-from test_gepa_support import events, keyword_context, keyword_example, run_gepa
+from events_support import payloads
+from test_gepa_support import keyword_context, keyword_example, run_gepa
 
 from emery.algorithms.base import save_rng
 from emery.algorithms.gepa import Gepa, GepaSettings, GepaState, PoolEntry
@@ -15,6 +16,7 @@ from emery.algorithms.gepa.merge import (
     merged_components,
 )
 from emery.algorithms.gepa.pareto import per_example_front
+from emery.core.events import GepaMergeAccepted, GepaMergeRejected
 from emery.core.models import Candidate, Dataset, Lineage
 from emery.evaluation.budget import BudgetConfig
 
@@ -159,9 +161,11 @@ async def test_merge_step_rejects_a_merge_worse_than_a_parent() -> None:
     )
     ctx = keyword_context(DATASET, budget=BudgetConfig(metric_calls=100))
     after = await Gepa(GepaSettings(merge_subsample=4)).step(ctx, state)
-    rejected = [e for e in ctx.log.events if e.kind == "gepa.merge_rejected"]
+    rejected = [
+        e.payload_as(GepaMergeRejected) for e in ctx.log.events if e.kind == GepaMergeRejected.kind
+    ]
     assert len(rejected) == 1
-    assert rejected[0].data["scores"] == {"first": 3.5, "second": 3.5, "merged": 3.0}
+    assert rejected[0].scores == {"first": 3.5, "second": 3.5, "merged": 3.0}
     assert len(after.pool) == 3
     assert after.counters.merges_rejected == 1
     assert after.best_candidate_id == second.id
@@ -177,9 +181,9 @@ async def test_merges_happen_only_after_an_acceptance_and_within_the_limit() -> 
     )
     state = outcome.state
     assert isinstance(state, GepaState)
-    accepted = events(records, "gepa.merge_accepted")
+    accepted = payloads(records, GepaMergeAccepted)
     assert len(accepted) == 1
-    merged = state.entry(accepted[0].data["candidate_id"])
+    merged = state.entry(accepted[0].candidate_id)
     assert merged.operation == "merge"
     assert len(merged.parents) == 2
     for record in records:

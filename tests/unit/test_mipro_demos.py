@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from emery.algorithms.mipro.formats import format_sentence
+from events_support import payloads
 from test_mipro_support import (
     TASK,
     TWO_STAGES,
     dataset,
-    events_of,
     format_and_demos_lm,
     gold_table,
     make_ctx,
@@ -27,7 +28,7 @@ from emery.algorithms.mipro.demos import (
     labeled_stage,
     teacher_candidate,
 )
-from emery.algorithms.mipro.formats import format_sentence
+from emery.core.events import MiproDemosBootstrapped
 from emery.core.models import ChatMessage, Dataset, Demo, Example
 from emery.lm import FakeLM
 from emery.systems.prompt_program import (
@@ -107,9 +108,9 @@ async def test_bootstrapped_demos_come_only_from_runs_that_pass_the_verifier() -
     assert {d.example_id for d in bootstrapped} <= passed
     assert not {d.example_id for d in bootstrapped} & failed
     assert all(len(s.demos) <= 4 for s in state.demo_sets["solve"])
-    event = events_of(records, "mipro.demos_bootstrapped")[0]
-    assert event["passed"] == len(passed)
-    assert event["runs"] == len(teacher_runs)
+    event = payloads(records, MiproDemosBootstrapped)[0]
+    assert event.passed == len(passed)
+    assert event.runs == len(teacher_runs)
     # bootstrapping rollouts are charged like every other rollout
     assert ctx.budget.usage.metric_calls == len(data.val) + len(teacher_runs)
 

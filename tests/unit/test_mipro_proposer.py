@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from events_support import payloads
 from test_mipro_support import (
     PROPOSALS,
     SUMMARY,
     dataset,
-    events_of,
     format_and_demos_lm,
     make_ctx,
     proposer_lm,
@@ -29,6 +29,7 @@ from emery.algorithms.mipro.proposer import (
 )
 from emery.algorithms.mipro.state import DemoSet, InstructionChoice
 from emery.algorithms.proposals import extract_proposal
+from emery.core.events import MiproInstructionsProposed
 from emery.core.models import ChatMessage, Demo
 from emery.lm import FakeLM
 
@@ -73,7 +74,7 @@ async def test_proposer_prompts_carry_summary_program_demos_history_and_tip() ->
     assert proposed
     for choice in proposed:
         assert choice.text == PROPOSALS[choice.tip or "none"]
-    assert events_of(records, "mipro.instructions_proposed")[0]["stage"] == "solve"
+    assert payloads(records, MiproInstructionsProposed)[0].stage == "solve"
 
 
 def grounding() -> StageGrounding:

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from emery.core.events import CandidateProposed, Event, Payload, event
+from emery.core.events import CandidateProposed, Event, Payload
 from emery.core.models import Candidate, Dataset, Example, Split
 from emery.evaluation.budget import Budget
 from emery.evaluation.results import EvalResult
@@ -102,8 +102,9 @@ class SearchContext:
         """The model for ``role`` (reflection, proposer, judge, task)."""
         return self.lms[role]
 
-    def emit(self, kind: str, payload: Payload | None = None, **data: Any) -> None:
-        self.log.add(event(kind, payload, **data))
+    def emit(self, payload: Payload) -> None:
+        """Record the event ``payload`` is the data of (its model names the kind)."""
+        self.log.add(Event.of(payload))
 
     def add_candidate(self, candidate: Candidate) -> Candidate:
         """Record a candidate (the seed, or a proposal, which counts against the budget).
@@ -119,7 +120,6 @@ class SearchContext:
         if candidate.lineage.operation != "seed":
             self.budget.count_proposal()
             self.emit(
-                "candidate_proposed",
                 CandidateProposed(
                     candidate_id=candidate.id,
                     parents=list(candidate.lineage.parents),

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from emery.algorithms.base import AlgorithmSettings, AlgorithmState, SearchContext
 from emery.algorithms.registry import AlgorithmSpec
-from emery.core.events import BaselineEvaluated
+from emery.core.events import BaselineEvaluated, BestUpdated
 from emery.core.models import Lineage
 
 
@@ -36,14 +36,13 @@ class Baseline:
         state = BaselineState(seed_candidate_id=seed.id)
         result = await ctx.evaluate(seed, ctx.val, "val")
         ctx.emit(
-            "baseline_evaluated",
             BaselineEvaluated(
                 candidate_id=seed.id, split="val", score=result.mean, n=len(result.results)
-            ),
+            )
         )
         state.baseline_val_score = result.mean
         state.scores[seed.id] = result.mean
-        state.best_candidate_id, state.best_val_score = seed.id, result.mean
+        _update_best(ctx, state, seed.id, result.mean)
         state.done = not self.settings.candidates
         state.done_reason = "seed scored" if state.done else None
         return state
@@ -61,12 +60,19 @@ class Baseline:
         )
         result = await ctx.evaluate(candidate, ctx.val, "val")
         state.scores[candidate.id] = result.mean
-        if state.best_val_score is None or result.mean > state.best_val_score:
-            state.best_candidate_id, state.best_val_score = candidate.id, result.mean
+        _update_best(ctx, state, candidate.id, result.mean)
         state.iteration += 1
         if state.iteration >= len(self.settings.candidates):
             state.done, state.done_reason = True, "all candidates scored"
         return state
+
+
+def _update_best(ctx: SearchContext, state: BaselineState, candidate_id: str, score: float) -> None:
+    """Make ``candidate_id`` the best if its val ``score`` beats the best so far."""
+    previous = state.best_val_score
+    if previous is None or score > previous:
+        state.best_candidate_id, state.best_val_score = candidate_id, score
+        ctx.emit(BestUpdated(candidate_id=candidate_id, score=score, previous_score=previous))
 
 
 def _build(settings: BaselineSettings) -> Baseline:

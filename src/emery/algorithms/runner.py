@@ -1,7 +1,8 @@
 """The search loop shared by the job engine and in-memory runs.
 
-``run_search`` calls ``start`` (or continues from a given state), then ``step`` until the
-algorithm is done, a budget limit is reached or ``should_stop`` says so. After ``start``
+``run_search`` calls ``start`` (or continues from a given state), then ``step`` until its
+``StopPolicy`` gives a reason to stop: the algorithm is done, a budget limit is reached or
+``should_stop`` (a request from outside, such as a pause) says so. After ``start``
 and after each completed step it hands a ``StepRecord`` to ``on_step`` (the engine stores
 it in one transaction). A step cut short by the budget, a pause or a crash is abandoned
 whole: its state changes, budget charges and results are rolled back, so a resumed run
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from emery.algorithms.base import Algorithm, AlgorithmState, SearchContext
-from emery.core.events import Event, IterationCompleted
+from emery.algorithms.stopping import StopPolicy, StopRequest
+from emery.core.events import BudgetWarning, Event, IterationCompleted
 from emery.core.models import Candidate
 from emery.evaluation.budget import BudgetExhausted, BudgetUsage
 from emery.evaluation.results import ExampleResult
@@ -52,40 +54,43 @@ async def run_search(
     *,
     state: AlgorithmState | None = None,
     on_step: StepCallback | None = None,
-    should_stop: Callable[[], str | None] | None = None,
+    should_stop: StopRequest | None = None,
 ) -> SearchOutcome:
     """Run ``algorithm`` from ``state`` (or from the start) until it stops."""
+    policy = StopPolicy(ctx.budget, should_stop)
     if state is None:
         started = await _attempt(ctx, algorithm.start(ctx))
         if started is None:
             raise BudgetExhausted("the budget cannot pay for scoring the seed on val")
         state = started
         await _commit(ctx, state, on_step)
-    while not state.done:
-        reason = ctx.budget.exhausted() or (should_stop() if should_stop else None)
-        if reason is not None:
-            return SearchOutcome(state=state, reason=reason)
-        previous_best = state.best_val_score
+    while (reason := policy.reason(state)) is None:
         stepped = await _attempt(ctx, algorithm.step(ctx, state.model_copy(deep=True)))
         if stepped is None:
-            return SearchOutcome(state=state, reason=ctx.budget.exhausted() or "metric_calls")
+            return SearchOutcome(state=state, reason=policy.out_of_budget())
+        _close_iteration(ctx, previous_best=state.best_val_score, state=stepped)
         state = stepped
-        improved = state.best_val_score is not None and (
-            previous_best is None or state.best_val_score > previous_best
-        )
-        ctx.budget.record_iteration(improved)
-        ctx.emit(
-            "iteration_completed",
-            IterationCompleted(
-                iteration=ctx.budget.usage.iterations,
-                metric_calls=ctx.budget.usage.metric_calls,
-                best_score=state.best_val_score,
-            ),
-        )
-        for name, used, limit in ctx.budget.warnings():
-            ctx.emit("budget_warning", resource=name, used=used, limit=limit)
         await _commit(ctx, state, on_step)
-    return SearchOutcome(state=state, reason=state.done_reason or "converged")
+    return SearchOutcome(state=state, reason=reason)
+
+
+def _close_iteration(
+    ctx: SearchContext, *, previous_best: float | None, state: AlgorithmState
+) -> None:
+    """Count the iteration (improved or not) and report it and any budget warnings."""
+    improved = state.best_val_score is not None and (
+        previous_best is None or state.best_val_score > previous_best
+    )
+    ctx.budget.record_iteration(improved)
+    ctx.emit(
+        IterationCompleted(
+            iteration=ctx.budget.usage.iterations,
+            metric_calls=ctx.budget.usage.metric_calls,
+            best_score=state.best_val_score,
+        )
+    )
+    for name, used, limit in ctx.budget.warnings():
+        ctx.emit(BudgetWarning(resource=name, used=used, limit=limit))
 
 
 async def _attempt(

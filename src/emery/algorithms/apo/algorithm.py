@@ -28,7 +28,16 @@ from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.apo.state import ApoState
 from emery.algorithms.base import SearchContext, load_rng, save_rng
 from emery.core.errors import ConfigError
-from emery.core.events import BaselineEvaluated, BestUpdated
+from emery.core.events import (
+    ApoBeamUpdated,
+    ApoExpansionSkipped,
+    ApoFullValScored,
+    ApoRoundCut,
+    ApoRoundStarted,
+    BaselineEvaluated,
+    BeamMember,
+    BestUpdated,
+)
 from emery.core.models import Candidate, Example, Split
 
 
@@ -52,7 +61,6 @@ class Apo:
         batches = ShuffledBatches([e.id for e in ctx.train], ctx.seed)
         state = ApoState(
             seed_candidate_id=seed.id,
-            best_candidate_id=seed.id,
             beam=[seed.id],
             pool={seed.id: seed},
             seen=[seed.id],
@@ -62,13 +70,13 @@ class Apo:
         if self.settings.run_initial_validation:
             result = await ctx.evaluate(seed, ctx.val, "val")
             ctx.emit(
-                "baseline_evaluated",
                 BaselineEvaluated(
                     candidate_id=seed.id, split="val", score=result.mean, n=len(result.results)
-                ),
+                )
             )
-            state.baseline_val_score = state.best_val_score = result.mean
+            state.baseline_val_score = result.mean
             state.full_val_scores[seed.id] = result.mean
+            self._update_best(ctx, state, seed.id, result.mean)
         return state
 
     def _check(self, ctx: SearchContext) -> None:
@@ -123,10 +131,9 @@ class Apo:
         size = self.settings.val_batch_size
         state.val_batch = val_ids if size >= len(val_ids) else rng.sample(val_ids, size)
         ctx.emit(
-            "apo.round_started",
-            round=state.round,
-            parents=list(state.parents),
-            val_batch=list(state.val_batch),
+            ApoRoundStarted(
+                round=state.round, parents=list(state.parents), val_batch=list(state.val_batch)
+            )
         )
 
     async def _expand(self, ctx: SearchContext, state: ApoState, rng: random.Random) -> None:
@@ -148,13 +155,14 @@ class Apo:
         if self.settings.skip_perfect_batches and all(s >= 1.0 for s in result.scores):
             state.expansions_skipped += 1
             ctx.emit(
-                "apo.expansion_skipped",
-                round=state.round,
-                expansion=state.expansions_done,
-                parent_id=parent.id,
-                component=component,
-                train_examples=[e.id for e in examples],
-                reason="every run on the train batch scored 1",
+                ApoExpansionSkipped(
+                    round=state.round,
+                    expansion=state.expansions_done,
+                    parent_id=parent.id,
+                    component=component,
+                    train_examples=[e.id for e in examples],
+                    reason="every run on the train batch scored 1",
+                )
             )
         else:
             await self.proposer.propose(
@@ -186,11 +194,12 @@ class Apo:
         """The budget cannot pay for another child: score what the round has, or stop."""
         reason = f"metric_calls: another child needs up to {need}, {left} left"
         ctx.emit(
-            "apo.round_cut",
-            round=state.round,
-            expansions_done=state.expansions_done,
-            children=len(state.children),
-            reason=reason,
+            ApoRoundCut(
+                round=state.round,
+                expansions_done=state.expansions_done,
+                children=len(state.children),
+                reason=reason,
+            )
         )
         if state.children:
             state.phase = "score"
@@ -211,11 +220,12 @@ class Apo:
             state.phase = "score"
             return
         ctx.emit(
-            "apo.beam_updated",
-            round=state.round,
-            beam=[self._beam_entry(state, cid) for cid in state.beam],
-            dropped=[],
-            reason="no child was accepted this round",
+            ApoBeamUpdated(
+                round=state.round,
+                beam=[self._beam_entry(state, cid) for cid in state.beam],
+                dropped=[],
+                reason="no child was accepted this round",
+            )
         )
         self._next_round(state)
 
@@ -235,12 +245,12 @@ class Apo:
         if len(pending) == 1:
             state.phase = "select"
 
-    def _beam_entry(self, state: ApoState, candidate_id: str) -> dict[str, object]:
-        return {
-            "candidate_id": candidate_id,
-            "val_batch_score": state.val_batch_scores.get(candidate_id),
-            "full_val_score": state.full_val_scores.get(candidate_id),
-        }
+    def _beam_entry(self, state: ApoState, candidate_id: str) -> BeamMember:
+        return BeamMember(
+            candidate_id=candidate_id,
+            val_batch_score=state.val_batch_scores.get(candidate_id),
+            full_val_score=state.full_val_scores.get(candidate_id),
+        )
 
     async def _select(self, ctx: SearchContext, state: ApoState) -> None:
         ranked = unique(state.beam + state.children)
@@ -249,31 +259,35 @@ class Apo:
         result = await ctx.evaluate(leader, ctx.val, "val")
         state.full_val_scores[leader.id] = result.mean
         ctx.emit(
-            "apo.beam_updated",
-            round=state.round,
-            beam=[self._beam_entry(state, cid) for cid in beam],
-            dropped=[self._beam_entry(state, cid) for cid in ranked if cid not in beam],
-            val_batch_size=len(state.val_batch),
+            ApoBeamUpdated(
+                round=state.round,
+                beam=[self._beam_entry(state, cid) for cid in beam],
+                dropped=[self._beam_entry(state, cid) for cid in ranked if cid not in beam],
+                val_batch_size=len(state.val_batch),
+            )
         )
         previous = state.best_val_score
-        improved = previous is None or result.mean > previous
         ctx.emit(
-            "apo.full_val_scored",
-            round=state.round,
-            candidate_id=leader.id,
-            score=result.mean,
-            n=len(result.results),
-            best_score=previous,
-            new_best=improved,
-        )
-        if improved:
-            state.best_candidate_id, state.best_val_score = leader.id, result.mean
-            ctx.emit(
-                "best_updated",
-                BestUpdated(candidate_id=leader.id, score=result.mean, previous_score=previous),
+            ApoFullValScored(
+                round=state.round,
+                candidate_id=leader.id,
+                score=result.mean,
+                n=len(result.results),
+                best_score=previous,
+                new_best=previous is None or result.mean > previous,
             )
+        )
+        self._update_best(ctx, state, leader.id, result.mean)
         state.beam = beam
         self._next_round(state)
+
+    @staticmethod
+    def _update_best(ctx: SearchContext, state: ApoState, candidate_id: str, score: float) -> None:
+        """Make ``candidate_id`` the best if its full-val ``score`` beats the best so far."""
+        previous = state.best_val_score
+        if previous is None or score > previous:
+            state.best_candidate_id, state.best_val_score = candidate_id, score
+            ctx.emit(BestUpdated(candidate_id=candidate_id, score=score, previous_score=previous))
 
     def _next_round(self, state: ApoState) -> None:
         state.round += 1

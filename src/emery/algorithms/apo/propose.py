@@ -7,17 +7,44 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from emery.algorithms.apo.critique import Sampling, critique_prompt
-from emery.algorithms.apo.edit import edit_prompt
+from emery.algorithms.apo.critique import Critique, Sampling, critique_prompt
+from emery.algorithms.apo.edit import Edit, edit_prompt
 from emery.algorithms.apo.experiments import as_text, build_experiments
 from emery.algorithms.apo.prompts import PromptTemplate
 from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.apo.state import ApoState
 from emery.algorithms.base import SearchContext
+from emery.core.events import ApoCritique, ApoEdit
 from emery.core.models import Candidate, Example, Lineage
 from emery.evaluation.results import EvalResult
 
 OPERATION = "apo_edit"
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """One parent's component to improve from its runs on a train batch."""
+
+    parent: Candidate
+    component: str
+    branch: int
+    examples: Sequence[Example]
+    result: EvalResult
+    experiments: str
+
+    @property
+    def prompt(self) -> str:
+        return self.parent.components[self.component]
+
+    def where(self, state: ApoState) -> dict[str, Any]:
+        """The fields that place a critique or an edit event in the search."""
+        return {
+            "round": state.round,
+            "expansion": state.expansions_done,
+            "parent_id": self.parent.id,
+            "branch": self.branch,
+            "component": self.component,
+        }
 
 
 @dataclass(frozen=True)
@@ -44,103 +71,149 @@ class Proposer:
         result: EvalResult,
     ) -> None:
         """Critique the parent's ``component`` from the batch, edit it, keep a usable child."""
-        settings = self.settings
-        prompt = parent.components[component]
-        task = ctx.dataset.description
         experiments = build_experiments(
             examples,
             result.results,
             component=component,
-            prompt=prompt,
-            max_chars=settings.max_message_chars,
+            prompt=parent.components[component],
+            max_chars=self.settings.max_message_chars,
         )
+        expansion = Expansion(parent, component, branch, examples, result, experiments)
         critique_template = rng.choice(self.critique_prompts)
         edit_template = rng.choice(self.edit_prompts)
-        where: dict[str, Any] = {
-            "round": state.round,
-            "expansion": state.expansions_done,
-            "parent_id": parent.id,
-            "branch": branch,
-            "component": component,
-        }
+        critique = await self.critique(ctx, state, rng, expansion, critique_template)
+        if not critique.text:
+            self.reject(ctx, state, expansion, "the critique was empty")
+            return
+        edit = await self.edit(ctx, rng, expansion, edit_template, critique)
+        problem, child_id = edit.problem, None
+        if edit.accepted and edit.proposal is not None:
+            child = self.child(state, expansion, critique, edit.proposal, edit.variant)
+            if child.id in state.beam or child.id in state.children:
+                problem = f"same text as candidate {child.id} of this round"
+            else:
+                child_id = self.keep(ctx, state, child).id
+        self.record_edit(ctx, state, expansion, edit, problem, child_id)
+
+    async def critique(
+        self,
+        ctx: SearchContext,
+        state: ApoState,
+        rng: random.Random,
+        expansion: Expansion,
+        template: PromptTemplate,
+    ) -> Critique:
+        """The gradient LM's critique of the prompt from the experiments (reported)."""
         critique = await critique_prompt(
-            ctx.lm(settings.gradient_role),
-            critique_template,
-            prompt=prompt,
-            component=component,
-            task=task,
-            experiments=experiments,
-            sampling=self.sampling(rng, settings.critique_max_tokens),
+            ctx.lm(self.settings.gradient_role),
+            template,
+            prompt=expansion.prompt,
+            component=expansion.component,
+            task=ctx.dataset.description,
+            experiments=expansion.experiments,
+            sampling=self.sampling(rng, self.settings.critique_max_tokens),
         )
         state.critiques += 1
         ctx.emit(
-            "apo.critique",
-            **where,
-            variant=critique.variant,
-            train_examples=[e.id for e in examples],
-            batch_score=result.mean,
-            critique=critique.text,
+            ApoCritique(
+                **expansion.where(state),
+                variant=critique.variant,
+                train_examples=[e.id for e in expansion.examples],
+                batch_score=expansion.result.mean,
+                critique=critique.text,
+            )
         )
-        if not critique.text:
-            state.edits_rejected += 1
-            ctx.emit(
-                "apo.edit",
-                **where,
+        return critique
+
+    async def edit(
+        self,
+        ctx: SearchContext,
+        rng: random.Random,
+        expansion: Expansion,
+        template: PromptTemplate,
+        critique: Critique,
+    ) -> Edit:
+        """The edit LM's rewrite of the prompt from the critique, checked for usability."""
+        return await edit_prompt(
+            ctx.lm(self.settings.edit_role),
+            template,
+            prompt=expansion.prompt,
+            component=expansion.component,
+            task=ctx.dataset.description,
+            critique=critique.text,
+            experiments=expansion.experiments,
+            examples=[as_text(e.input) for e in expansion.examples],
+            sampling=self.sampling(rng, self.settings.edit_max_tokens),
+        )
+
+    @staticmethod
+    def child(
+        state: ApoState, expansion: Expansion, critique: Critique, text: str, edit_variant: str
+    ) -> Candidate:
+        """The parent with the edited component (not yet recorded)."""
+        parent = expansion.parent
+        return parent.derive(
+            components={expansion.component: text},
+            lineage=Lineage(
+                parents=(parent.id,),
+                generation=parent.lineage.generation + 1,
+                operation=OPERATION,
+                iteration=state.round,
+                details={
+                    "component": expansion.component,
+                    "critique_variant": critique.variant,
+                    "edit_variant": edit_variant,
+                },
+            ),
+        )
+
+    def keep(self, ctx: SearchContext, state: ApoState, child: Candidate) -> Candidate:
+        """Add a new child to the round and the pool."""
+        child = self.register(ctx, state, child)
+        state.children.append(child.id)
+        state.pool[child.id] = child
+        return child
+
+    @staticmethod
+    def reject(ctx: SearchContext, state: ApoState, expansion: Expansion, reason: str) -> None:
+        """Record an expansion that produced no edit."""
+        state.edits_rejected += 1
+        ctx.emit(
+            ApoEdit(
+                **expansion.where(state),
                 variant=None,
                 reply="",
                 proposal=None,
                 accepted=False,
-                reason="the critique was empty",
+                reason=reason,
                 child_id=None,
             )
-            return
-        edit = await edit_prompt(
-            ctx.lm(settings.edit_role),
-            edit_template,
-            prompt=prompt,
-            component=component,
-            task=task,
-            critique=critique.text,
-            experiments=experiments,
-            examples=[as_text(e.input) for e in examples],
-            sampling=self.sampling(rng, settings.edit_max_tokens),
         )
-        problem, child_id = edit.problem, None
-        if edit.accepted and edit.proposal is not None:
-            child = parent.derive(
-                components={component: edit.proposal},
-                lineage=Lineage(
-                    parents=(parent.id,),
-                    generation=parent.lineage.generation + 1,
-                    operation=OPERATION,
-                    iteration=state.round,
-                    details={
-                        "component": component,
-                        "critique_variant": critique.variant,
-                        "edit_variant": edit.variant,
-                    },
-                ),
-            )
-            if child.id in state.beam or child.id in state.children:
-                problem = f"same text as candidate {child.id} of this round"
-            else:
-                child = self.register(ctx, state, child)
-                state.children.append(child.id)
-                state.pool[child.id] = child
-                child_id = child.id
+
+    @staticmethod
+    def record_edit(
+        ctx: SearchContext,
+        state: ApoState,
+        expansion: Expansion,
+        edit: Edit,
+        problem: str | None,
+        child_id: str | None,
+    ) -> None:
+        """Count the edit as accepted or rejected and report it."""
         if problem is None:
             state.edits_accepted += 1
         else:
             state.edits_rejected += 1
         ctx.emit(
-            "apo.edit",
-            **where,
-            variant=edit.variant,
-            reply=edit.reply,
-            proposal=edit.proposal,
-            accepted=problem is None,
-            reason=problem,
-            child_id=child_id,
+            ApoEdit(
+                **expansion.where(state),
+                variant=edit.variant,
+                reply=edit.reply,
+                proposal=edit.proposal,
+                accepted=problem is None,
+                reason=problem,
+                child_id=child_id,
+            )
         )
 
     @staticmethod

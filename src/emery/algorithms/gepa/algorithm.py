@@ -12,20 +12,29 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import dataclass
 from typing import ClassVar
 
 from emery.algorithms.base import SearchContext, load_rng, save_rng
 from emery.algorithms.gepa.batches import next_minibatch
-from emery.algorithms.gepa.merge import MergePlan, find_merge, merge_subsample
+from emery.algorithms.gepa.merge import find_merge, run_merge
 from emery.algorithms.gepa.pool import add_to_pool, lean, restore_candidates
 from emery.algorithms.gepa.propose import Proposal, Proposer
-from emery.algorithms.gepa.selection import select_components, select_parent
+from emery.algorithms.gepa.selection import parent_selector, select_components
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.gepa.state import GepaState, PoolEntry
 from emery.core.errors import ConfigError
-from emery.core.events import BaselineEvaluated
+from emery.core.events import (
+    BaselineEvaluated,
+    GepaCandidateSelected,
+    GepaMinibatchAccepted,
+    GepaMinibatchRejected,
+    GepaMinibatchSampled,
+    GepaMinibatchSkipped,
+)
 from emery.core.models import Candidate, Example, Lineage
 from emery.evaluation.budget import BudgetExhausted
+from emery.evaluation.results import EvalResult
 
 
 class Gepa:
@@ -37,6 +46,11 @@ class Gepa:
     def __init__(self, settings: GepaSettings | None = None) -> None:
         self.settings = settings or GepaSettings()
         self.proposer = Proposer(self.settings)
+        self.selector = parent_selector(
+            self.settings.candidate_selection,
+            epsilon=self.settings.epsilon,
+            top_k=self.settings.top_k,
+        )
 
     # -- start -----------------------------------------------------------------------------
 
@@ -55,7 +69,6 @@ class Gepa:
         )
         result = await ctx.evaluate(seed, ctx.val, "val")
         ctx.emit(
-            "baseline_evaluated",
             BaselineEvaluated(
                 candidate_id=seed.id, split="val", score=result.mean, n=len(result.results)
             ),
@@ -86,15 +99,12 @@ class Gepa:
         restore_candidates(ctx, state)
         number = state.iteration + 1
         paid_before = ctx.budget.usage.metric_calls
-        merged = False
-        if self.settings.use_merge and state.merges_due > 0 and state.last_accepted:
-            state.last_accepted = False
-            plan = find_merge(state, rng)
-            if plan is not None:
-                await self._merge(ctx, state, plan, number, rng)
-                merged = True
-        if not merged:
-            state.last_accepted = False
+        merge_due = self.settings.use_merge and state.merges_due > 0 and state.last_accepted
+        state.last_accepted = False
+        plan = find_merge(state, rng) if merge_due else None
+        if plan is not None:
+            await run_merge(ctx, state, plan, number, rng, self.settings.merge_subsample)
+        else:
             await self._reflect(ctx, state, number, rng)
         state.iteration = number
         state.rng_state = save_rng(rng)
@@ -104,160 +114,139 @@ class Gepa:
         return state
 
     def _check_done(self, ctx: SearchContext, state: GepaState) -> None:
+        reason = self._done_reason(ctx, state)
+        if reason is not None:
+            state.done, state.done_reason = True, reason
+
+    def _done_reason(self, ctx: SearchContext, state: GepaState) -> str | None:
+        """Why GEPA has nothing left to try (the runner's ``StopPolicy`` reads it)."""
         settings = self.settings
         best = state.entry(state.best_candidate_id)
         per_epoch = math.ceil(len(ctx.train) / min(settings.minibatch_size, len(ctx.train)))
         stale_allowed = settings.max_stale_iterations or max(10, 2 * per_epoch)
         if not state.components:
-            state.done, state.done_reason = True, "the system has no components to optimize"
-        elif settings.stop_when_perfect and all(
+            return "the system has no components to optimize"
+        if settings.stop_when_perfect and all(
             score >= settings.perfect_score for score in best.val_scores.values()
         ):
-            state.done, state.done_reason = True, "the best candidate is perfect on val"
-        elif settings.max_iterations is not None and state.iteration >= settings.max_iterations:
-            state.done, state.done_reason = True, f"max_iterations: {state.iteration} done"
-        elif state.counters.stale_in_a_row >= stale_allowed:
-            state.done = True
-            state.done_reason = (
+            return "the best candidate is perfect on val"
+        if settings.max_iterations is not None and state.iteration >= settings.max_iterations:
+            return f"max_iterations: {state.iteration} done"
+        if state.counters.stale_in_a_row >= stale_allowed:
+            return (
                 f"{state.counters.stale_in_a_row} iterations in a row ran no new rollout"
                 " (minibatches already solved, or the same proposals again)"
             )
+        return None
 
-    # -- reflective mutation ---------------------------------------------------------------
+    # -- reflective mutation: propose → score → accept → promote ---------------------------
 
     async def _reflect(
         self, ctx: SearchContext, state: GepaState, number: int, rng: random.Random
     ) -> None:
+        """Propose a child of a front parent, score it on the parent's minibatch, accept it
+        only if it does better there, and promote an accepted child to all of val."""
+        mutation = await self._propose(ctx, state, number, rng)
+        if mutation is None:
+            return
+        after = await ctx.evaluate(mutation.child, mutation.batch, "train")
+        accepted = self._accepts(sum(mutation.before.scores), sum(after.scores))
+        child = self._record_verdict(ctx, state, mutation, after, accepted, number)
+        if accepted:
+            await self._promote(ctx, state, mutation, child, after, number)
+
+    async def _propose(
+        self, ctx: SearchContext, state: GepaState, number: int, rng: random.Random
+    ) -> Mutation | None:
+        """A new child of a selected parent, or None (a perfect minibatch, no usable text,
+        or a text already in the pool)."""
+        parent, components = self._select(ctx, state, number, rng)
+        batch = self._sample(ctx, state, number, rng)
+        before = await ctx.evaluate(parent.candidate, batch, "train")
+        if self._skip(ctx, state, number, parent, before):
+            return None
+        self._check_affordable(ctx, batch)
+        state.counters.reflections += 1
+        proposals = [
+            await self.proposer.propose(
+                ctx,
+                rng,
+                iteration=number,
+                component=component,
+                current=parent.candidate.components[component],
+                examples=batch,
+                results=before.results,
+            )
+            for component in components
+        ]
+        mutation = Mutation.of(parent, batch, before, proposals, number)
+        if mutation is None:
+            state.counters.invalid_proposals += 1
+            return None
+        state.counters.proposals += 1
+        if state.has(mutation.child.id):
+            state.counters.rejected += 1
+            ctx.emit(
+                GepaMinibatchRejected(
+                    iteration=number,
+                    candidate_id=mutation.child.id,
+                    parent_id=parent.id,
+                    reason="the proposed text is already in the pool",
+                )
+            )
+            return None
+        return mutation
+
+    def _select(
+        self, ctx: SearchContext, state: GepaState, number: int, rng: random.Random
+    ) -> tuple[PoolEntry, list[str]]:
+        """The parent and the components to change in it."""
         settings = self.settings
-        parent, weights = select_parent(
-            state,
-            rng,
-            settings.candidate_selection,
-            epsilon=settings.epsilon,
-            top_k=settings.top_k,
-        )
+        parent, weights = self.selector.select(state, rng)
         components = select_components(parent, state.components, settings.component_selection)
         ctx.emit(
-            "gepa.candidate_selected",
-            iteration=number,
-            candidate_id=parent.id,
-            selection=settings.candidate_selection,
-            val_score=parent.val_score,
-            front_weights=weights,
-            components=components,
+            GepaCandidateSelected(
+                iteration=number,
+                candidate_id=parent.id,
+                selection=settings.candidate_selection,
+                val_score=parent.val_score,
+                front_weights=weights,
+                components=components,
+            )
         )
+        return parent, components
+
+    def _sample(
+        self, ctx: SearchContext, state: GepaState, number: int, rng: random.Random
+    ) -> list[Example]:
+        """The next train minibatch."""
         train = {example.id: example for example in ctx.train}
-        batch_ids = next_minibatch(state.sampler, list(train), settings.minibatch_size, rng)
-        batch = [train[example_id] for example_id in batch_ids]
+        ids = next_minibatch(state.sampler, list(train), self.settings.minibatch_size, rng)
+        ctx.emit(GepaMinibatchSampled(iteration=number, example_ids=ids, epoch=state.sampler.epoch))
+        return [train[example_id] for example_id in ids]
+
+    def _skip(
+        self,
+        ctx: SearchContext,
+        state: GepaState,
+        number: int,
+        parent: PoolEntry,
+        before: EvalResult,
+    ) -> bool:
+        """Skip reflecting on a minibatch the parent already solves (if so configured)."""
+        settings = self.settings
+        if not settings.skip_perfect or any(s < settings.perfect_score for s in before.scores):
+            return False
+        state.counters.skipped_perfect += 1
         ctx.emit(
-            "gepa.minibatch_sampled",
-            iteration=number,
-            example_ids=batch_ids,
-            epoch=state.sampler.epoch,
-        )
-        before = await ctx.evaluate(parent.candidate, batch, "train")
-        if settings.skip_perfect and all(s >= settings.perfect_score for s in before.scores):
-            state.counters.skipped_perfect += 1
-            ctx.emit(
-                "gepa.minibatch_skipped",
+            GepaMinibatchSkipped(
                 iteration=number,
                 candidate_id=parent.id,
                 scores=before.scores,
                 reason="the parent is perfect on the minibatch",
             )
-            return
-        self._check_affordable(ctx, batch)
-        state.counters.reflections += 1
-        proposals: list[Proposal] = []
-        for component in components:
-            proposals.append(
-                await self.proposer.propose(
-                    ctx,
-                    rng,
-                    iteration=number,
-                    component=component,
-                    current=parent.candidate.components[component],
-                    examples=batch,
-                    results=before.results,
-                )
-            )
-        texts = {p.component: p.text for p in proposals if p.text is not None}
-        if not texts:
-            state.counters.invalid_proposals += 1
-            return
-        state.counters.proposals += 1
-        child = parent.candidate.derive(
-            components=texts,
-            lineage=Lineage(
-                parents=(parent.id,),
-                generation=parent.candidate.lineage.generation + 1,
-                operation="reflect",
-                iteration=number,
-            ),
         )
-        if state.has(child.id):
-            state.counters.rejected += 1
-            ctx.emit(
-                "gepa.minibatch_rejected",
-                iteration=number,
-                candidate_id=child.id,
-                parent_id=parent.id,
-                reason="the proposed text is already in the pool",
-            )
-            return
-        after = await ctx.evaluate(child, batch, "train")
-        before_sum, after_sum = sum(before.scores), sum(after.scores)
-        accepted = after_sum > before_sum or (
-            settings.accept == "improvement_or_equal" and after_sum >= before_sum
-        )
-        details = {
-            "components": sorted(texts),
-            "minibatch": batch_ids,
-            "minibatch_before": before.scores,
-            "minibatch_after": after.scores,
-            "accepted": accepted,
-            "reflection": {p.component: p.details() for p in proposals},
-        }
-        child = ctx.add_candidate(
-            child.model_copy(
-                update={"lineage": child.lineage.model_copy(update={"details": details})}
-            )
-        )
-        verdict = "gepa.minibatch_accepted" if accepted else "gepa.minibatch_rejected"
-        ctx.emit(
-            verdict,
-            iteration=number,
-            candidate_id=child.id,
-            parent_id=parent.id,
-            components=sorted(texts),
-            before=before_sum,
-            after=after_sum,
-        )
-        if not accepted:
-            state.counters.rejected += 1
-            return
-        state.counters.accepted += 1
-        result = await ctx.evaluate(child, ctx.val, "val")
-        add_to_pool(
-            ctx,
-            state,
-            PoolEntry(
-                candidate=lean(child),
-                parents=[parent.id],
-                iteration=number,
-                operation="reflect",
-                components_changed=sorted(texts),
-                minibatch_before=before_sum,
-                minibatch_after=after_sum,
-                next_component=parent.next_component,
-            ),
-            result,
-        )
-        state.last_accepted = True
-        if settings.use_merge and state.counters.merges_attempted + state.merges_due < (
-            settings.max_merges
-        ):
-            state.merges_due += 1
+        return True
 
     @staticmethod
     def _check_affordable(ctx: SearchContext, batch: list[Example]) -> None:
@@ -267,96 +256,118 @@ class Gepa:
                 "metric_calls: the budget cannot score a new candidate on the minibatch"
             )
 
-    # -- merge -----------------------------------------------------------------------------
+    def _accepts(self, before: float, after: float) -> bool:
+        """Strict improvement on the minibatch (or also a tie, with ``improvement_or_equal``)."""
+        return after > before or (
+            self.settings.accept == "improvement_or_equal" and after >= before
+        )
 
-    async def _merge(
+    def _record_verdict(
         self,
         ctx: SearchContext,
         state: GepaState,
-        plan: MergePlan,
+        mutation: Mutation,
+        after: EvalResult,
+        accepted: bool,
         number: int,
-        rng: random.Random,
-    ) -> None:
-        first, second = state.entry(plan.first), state.entry(plan.second)
-        state.merges_tried.append([plan.first, plan.second, plan.ancestor])
-        state.merges_due -= 1
-        state.counters.merges_attempted += 1
-        subsample_ids = merge_subsample(
-            first.val_scores, second.val_scores, self.settings.merge_subsample, rng
-        )
-        val = {example.id: example for example in ctx.val}
-        subsample = [val[example_id] for example_id in subsample_ids]
+    ) -> Candidate:
+        """Record the child with its reflection and verdict in its lineage; report the verdict."""
+        child = ctx.add_candidate(mutation.with_details(after, accepted))
+        verdict = GepaMinibatchAccepted if accepted else GepaMinibatchRejected
         ctx.emit(
-            "gepa.merge_attempted",
-            iteration=number,
-            parents=[plan.first, plan.second],
-            ancestor=plan.ancestor,
-            taken_from=plan.taken_from,
-            subsample=subsample_ids,
-        )
-        seed = state.entry(state.seed_candidate_id).candidate
-        generation = max(first.candidate.lineage.generation, second.candidate.lineage.generation)
-        merged = seed.derive(
-            components=plan.components,
-            lineage=Lineage(
-                parents=(plan.first, plan.second),
-                generation=generation + 1,
-                operation="merge",
+            verdict(
                 iteration=number,
-            ),
-        )
-        result = await ctx.evaluate(merged, subsample, "val")
-        merged_sum = sum(result.scores)
-        first_sum = sum(first.val_scores[e] for e in subsample_ids)
-        second_sum = sum(second.val_scores[e] for e in subsample_ids)
-        accepted = merged_sum >= max(first_sum, second_sum)
-        merged = ctx.add_candidate(
-            merged.model_copy(
-                update={
-                    "lineage": merged.lineage.model_copy(
-                        update={
-                            "details": {
-                                "ancestor": plan.ancestor,
-                                "taken_from": plan.taken_from,
-                                "subsample": subsample_ids,
-                                "subsample_scores": {
-                                    plan.first: first_sum,
-                                    plan.second: second_sum,
-                                    "merged": merged_sum,
-                                },
-                                "accepted": accepted,
-                            }
-                        }
-                    )
-                }
+                candidate_id=child.id,
+                parent_id=mutation.parent.id,
+                components=mutation.changed,
+                before=sum(mutation.before.scores),
+                after=sum(after.scores),
             )
         )
-        kind = "gepa.merge_accepted" if accepted else "gepa.merge_rejected"
-        ctx.emit(
-            kind,
+        if accepted:
+            state.counters.accepted += 1
+        else:
+            state.counters.rejected += 1
+        return child
+
+    async def _promote(
+        self,
+        ctx: SearchContext,
+        state: GepaState,
+        mutation: Mutation,
+        child: Candidate,
+        after: EvalResult,
+        number: int,
+    ) -> None:
+        """Score an accepted child on all of val, add it to the pool, and schedule a merge."""
+        settings = self.settings
+        result = await ctx.evaluate(child, ctx.val, "val")
+        entry = PoolEntry(
+            candidate=lean(child),
+            parents=[mutation.parent.id],
             iteration=number,
-            candidate_id=merged.id,
-            parents=[plan.first, plan.second],
-            scores={"first": first_sum, "second": second_sum, "merged": merged_sum},
+            operation="reflect",
+            components_changed=mutation.changed,
+            minibatch_before=sum(mutation.before.scores),
+            minibatch_after=sum(after.scores),
+            next_component=mutation.parent.next_component,
         )
-        if not accepted:
-            state.counters.merges_rejected += 1
-            return
-        state.counters.merges_accepted += 1
-        full = await ctx.evaluate(merged, ctx.val, "val")
-        add_to_pool(
-            ctx,
-            state,
-            PoolEntry(
-                candidate=lean(merged),
-                parents=[plan.first, plan.second],
+        add_to_pool(ctx, state, entry, result)
+        state.last_accepted = True
+        merges = state.counters.merges_attempted + state.merges_due
+        if settings.use_merge and merges < settings.max_merges:
+            state.merges_due += 1
+
+
+@dataclass
+class Mutation:
+    """A proposed child waiting for its verdict: its parent, the minibatch and what the
+    parent scored there, and the reflection that wrote the child's texts."""
+
+    parent: PoolEntry
+    batch: list[Example]
+    before: EvalResult
+    proposals: list[Proposal]
+    child: Candidate
+
+    @classmethod
+    def of(
+        cls,
+        parent: PoolEntry,
+        batch: list[Example],
+        before: EvalResult,
+        proposals: list[Proposal],
+        number: int,
+    ) -> Mutation | None:
+        """The child the usable proposals make, or None when no proposal has a text."""
+        texts = {p.component: p.text for p in proposals if p.text is not None}
+        if not texts:
+            return None
+        child = parent.candidate.derive(
+            components=texts,
+            lineage=Lineage(
+                parents=(parent.id,),
+                generation=parent.candidate.lineage.generation + 1,
+                operation="reflect",
                 iteration=number,
-                operation="merge",
-                components_changed=sorted(
-                    name for name, side in plan.taken_from.items() if side != "both"
-                ),
-                minibatch_before=max(first_sum, second_sum),
-                minibatch_after=merged_sum,
             ),
-            full,
         )
+        return cls(parent, batch, before, proposals, child)
+
+    @property
+    def changed(self) -> list[str]:
+        """The components the child changes."""
+        return sorted(p.component for p in self.proposals if p.text is not None)
+
+    def with_details(self, after: EvalResult, accepted: bool) -> Candidate:
+        """The child with its minibatch scores, verdict and reflection in its lineage."""
+        details = {
+            "components": self.changed,
+            "minibatch": [example.id for example in self.batch],
+            "minibatch_before": self.before.scores,
+            "minibatch_after": after.scores,
+            "accepted": accepted,
+            "reflection": {p.component: p.details() for p in self.proposals},
+        }
+        lineage = self.child.lineage.model_copy(update={"details": details})
+        return self.child.model_copy(update={"lineage": lineage})

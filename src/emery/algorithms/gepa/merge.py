@@ -6,6 +6,9 @@ changed it, from the side with the higher mean val score. A triple is only worth
 when c scores no higher than a or b and at least one component was changed by exactly one
 side. The merge is scored on a val subsample balanced between examples where a wins,
 where b wins and ties, and kept only if it does at least as well as both parents there.
+
+``run_merge`` is one merge iteration: propose (build the merged candidate) → score (on the
+subsample) → accept (as good as both parents) → promote (all of val, into the pool).
 """
 
 from __future__ import annotations
@@ -14,8 +17,12 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from emery.algorithms.base import SearchContext
 from emery.algorithms.gepa.pareto import front_weights
+from emery.algorithms.gepa.pool import add_to_pool, lean
 from emery.algorithms.gepa.state import GepaState, PoolEntry
+from emery.core.events import GepaMergeAccepted, GepaMergeAttempted, GepaMergeRejected
+from emery.core.models import Candidate, Example, Lineage
 
 
 @dataclass(frozen=True)
@@ -120,3 +127,127 @@ def merge_subsample(
             if group and len(chosen) < size:
                 chosen.append(group.pop())
     return chosen
+
+
+async def run_merge(
+    ctx: SearchContext,
+    state: GepaState,
+    plan: MergePlan,
+    number: int,
+    rng: random.Random,
+    subsample_size: int,
+) -> None:
+    """One merge iteration: propose → score on a val subsample → accept → promote."""
+    merged, subsample = _propose_merge(ctx, state, plan, number, rng, subsample_size)
+    result = await ctx.evaluate(merged, subsample, "val")
+    ids = [example.id for example in subsample]
+    sums = {
+        "first": sum(state.entry(plan.first).val_scores[e] for e in ids),
+        "second": sum(state.entry(plan.second).val_scores[e] for e in ids),
+        "merged": sum(result.scores),
+    }
+    accepted = sums["merged"] >= max(sums["first"], sums["second"])
+    merged = _record_merge(ctx, state, plan, merged, ids, sums, accepted, number)
+    if accepted:
+        await _promote_merge(ctx, state, plan, merged, sums, number)
+
+
+def _propose_merge(
+    ctx: SearchContext,
+    state: GepaState,
+    plan: MergePlan,
+    number: int,
+    rng: random.Random,
+    subsample_size: int,
+) -> tuple[Candidate, list[Example]]:
+    """The merged candidate (not yet recorded) and the val subsample that judges it."""
+    first, second = state.entry(plan.first), state.entry(plan.second)
+    state.merges_tried.append([plan.first, plan.second, plan.ancestor])
+    state.merges_due -= 1
+    state.counters.merges_attempted += 1
+    ids = merge_subsample(first.val_scores, second.val_scores, subsample_size, rng)
+    val = {example.id: example for example in ctx.val}
+    ctx.emit(
+        GepaMergeAttempted(
+            iteration=number,
+            parents=[plan.first, plan.second],
+            ancestor=plan.ancestor,
+            taken_from=plan.taken_from,
+            subsample=ids,
+        )
+    )
+    seed = state.entry(state.seed_candidate_id).candidate
+    generation = max(first.candidate.lineage.generation, second.candidate.lineage.generation)
+    merged = seed.derive(
+        components=plan.components,
+        lineage=Lineage(
+            parents=(plan.first, plan.second),
+            generation=generation + 1,
+            operation="merge",
+            iteration=number,
+        ),
+    )
+    return merged, [val[example_id] for example_id in ids]
+
+
+def _record_merge(
+    ctx: SearchContext,
+    state: GepaState,
+    plan: MergePlan,
+    merged: Candidate,
+    subsample: list[str],
+    sums: dict[str, float],
+    accepted: bool,
+    number: int,
+) -> Candidate:
+    """Record the merged candidate with its verdict in its lineage, and report the verdict."""
+    details = {
+        "ancestor": plan.ancestor,
+        "taken_from": plan.taken_from,
+        "subsample": subsample,
+        "subsample_scores": {
+            plan.first: sums["first"],
+            plan.second: sums["second"],
+            "merged": sums["merged"],
+        },
+        "accepted": accepted,
+    }
+    lineage = merged.lineage.model_copy(update={"details": details})
+    merged = ctx.add_candidate(merged.model_copy(update={"lineage": lineage}))
+    verdict = GepaMergeAccepted if accepted else GepaMergeRejected
+    ctx.emit(
+        verdict(
+            iteration=number,
+            candidate_id=merged.id,
+            parents=[plan.first, plan.second],
+            scores=sums,
+        )
+    )
+    if accepted:
+        state.counters.merges_accepted += 1
+    else:
+        state.counters.merges_rejected += 1
+    return merged
+
+
+async def _promote_merge(
+    ctx: SearchContext,
+    state: GepaState,
+    plan: MergePlan,
+    merged: Candidate,
+    sums: dict[str, float],
+    number: int,
+) -> None:
+    """Score an accepted merge on all of val and add it to the pool."""
+    full = await ctx.evaluate(merged, ctx.val, "val")
+    changed = sorted(name for name, side in plan.taken_from.items() if side != "both")
+    entry = PoolEntry(
+        candidate=lean(merged),
+        parents=[plan.first, plan.second],
+        iteration=number,
+        operation="merge",
+        components_changed=changed,
+        minibatch_before=max(sums["first"], sums["second"]),
+        minibatch_after=sums["merged"],
+    )
+    add_to_pool(ctx, state, entry, full)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from emery.algorithms.base import SearchContext
 from emery.algorithms.gepa.pareto import front_weights, per_example_front
 from emery.algorithms.gepa.state import GepaState, PoolEntry
-from emery.core.events import BestUpdated, FrontierUpdated
+from emery.core.events import BestUpdated, FrontierUpdated, GepaValEvaluated
 from emery.core.models import Candidate
 from emery.evaluation.results import EvalResult
 
@@ -34,18 +34,18 @@ def add_to_pool(
     entry.candidate = lean(entry.candidate)
     state.pool.append(entry)
     ctx.emit(
-        "gepa.val_evaluated",
-        iteration=entry.iteration,
-        candidate_id=entry.id,
-        score=entry.val_score,
-        n=len(result.results),
+        GepaValEvaluated(
+            iteration=entry.iteration,
+            candidate_id=entry.id,
+            score=entry.val_score,
+            n=len(result.results),
+        )
     )
     refresh_front(ctx, state)
     previous = state.best_val_score
     if previous is None or entry.val_score > previous:
         state.best_candidate_id, state.best_val_score = entry.id, entry.val_score
         ctx.emit(
-            "best_updated",
             BestUpdated(candidate_id=entry.id, score=entry.val_score, previous_score=previous),
         )
     return entry
@@ -57,6 +57,5 @@ def refresh_front(ctx: SearchContext, state: GepaState) -> None:
     weights = front_weights(state.front, state.means())
     best = max(state.pool, key=lambda item: item.val_score)
     ctx.emit(
-        "frontier_updated",
-        FrontierUpdated(size=len(weights), best_candidate_id=best.id, best_score=best.val_score),
+        FrontierUpdated(size=len(weights), best_candidate_id=best.id, best_score=best.val_score)
     )

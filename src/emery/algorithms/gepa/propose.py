@@ -23,7 +23,8 @@ from emery.algorithms.gepa.reflective_dataset import (
     render_records,
 )
 from emery.algorithms.gepa.settings import GepaSettings
-from emery.core.models import Example
+from emery.core.events import GepaProposal, GepaProposalInvalid, GepaReflectiveDataset
+from emery.core.models import ChatMessage, Example
 from emery.evaluation.results import ExampleResult
 from emery.lm.base import LM
 from emery.verifiers.base import as_text
@@ -146,11 +147,48 @@ class Proposer:
 
         Never raises for a bad reply: a proposal without text is a rejected proposal.
         """
-        settings = self.settings
-        lm = ctx.lm(settings.reflection_role)
+        lm = ctx.lm(self.settings.reflection_role)
         style = self.style(lm)
+        messages = self.first_messages(ctx, iteration, style, component, current, examples, results)
+        inputs = [as_text(value) for example in examples for value in example.input.values()]
+        proposal = Proposal(component, text=None, prompt=messages[0]["content"], style=style)
+        for attempt in range(1, self.settings.proposal_attempts + 1):
+            reply = await self.ask(lm, messages, style, attempt, rng)
+            text, problem = self.parse(style, reply, current, inputs)
+            proposal.attempts.append({"reply": reply, "text": text, "problem": problem})
+            if problem is None:
+                proposal.text = text
+                ctx.emit(
+                    GepaProposal(
+                        iteration=iteration, component=component, attempt=attempt, text=text
+                    )
+                )
+                return proposal
+            ctx.emit(
+                GepaProposalInvalid(
+                    iteration=iteration,
+                    component=component,
+                    attempt=attempt,
+                    reason=problem,
+                    reply=reply,
+                )
+            )
+            messages = retry_messages(messages, reply, problem, current, style)
+        return proposal
+
+    def first_messages(
+        self,
+        ctx: SearchContext,
+        iteration: int,
+        style: Style,
+        component: str,
+        current: str,
+        examples: Sequence[Example],
+        results: Sequence[ExampleResult],
+    ) -> list[ChatMessage]:
+        """The reflection chat for ``component``; reports the reflective dataset it shows."""
         shown, shown_ids = self.render(style, component, examples, results)
-        task = ctx.dataset.description.strip() if settings.show_task else ""
+        task = ctx.dataset.description.strip() if self.settings.show_task else ""
         messages = reflection_messages(
             self.template(style),
             component=component,
@@ -160,47 +198,31 @@ class Proposer:
         )
         prompt = messages[0]["content"]
         ctx.emit(
-            "gepa.reflective_dataset",
-            iteration=iteration,
-            component=component,
-            style=style,
-            size=len(shown_ids),
-            example_ids=shown_ids,
-            tokens=approx_tokens(prompt),
-            prompt=prompt,
-        )
-        inputs = [as_text(value) for example in examples for value in example.input.values()]
-        proposal = Proposal(component=component, text=None, prompt=prompt, style=style)
-        for attempt in range(1, settings.proposal_attempts + 1):
-            temperature = self.temperature(style, attempt)
-            params: dict[str, Any] = {}
-            if temperature and settings.seed_lm_calls:
-                params["seed"] = rng.randrange(2**31)
-            completion = await lm.complete(
-                messages,
-                temperature=temperature,
-                max_tokens=settings.reflection_max_tokens or (400 if style == "standard" else 200),
-                **params,
-            )
-            text, problem = self.parse(style, completion.text, current, inputs)
-            proposal.attempts.append({"reply": completion.text, "text": text, "problem": problem})
-            if problem is None:
-                proposal.text = text
-                ctx.emit(
-                    "gepa.proposal",
-                    iteration=iteration,
-                    component=component,
-                    attempt=attempt,
-                    text=text,
-                )
-                return proposal
-            ctx.emit(
-                "gepa.proposal_invalid",
+            GepaReflectiveDataset(
                 iteration=iteration,
                 component=component,
-                attempt=attempt,
-                reason=problem,
-                reply=completion.text,
+                style=style,
+                size=len(shown_ids),
+                example_ids=shown_ids,
+                tokens=approx_tokens(prompt),
+                prompt=prompt,
             )
-            messages = retry_messages(messages, completion.text, problem, current, style)
-        return proposal
+        )
+        return messages
+
+    async def ask(
+        self, lm: LM, messages: list[ChatMessage], style: Style, attempt: int, rng: random.Random
+    ) -> str:
+        """One reflection call: sampled (and seeded from ``rng``) as ``temperature`` says."""
+        settings = self.settings
+        temperature = self.temperature(style, attempt)
+        params: dict[str, Any] = {}
+        if temperature and settings.seed_lm_calls:
+            params["seed"] = rng.randrange(2**31)
+        completion = await lm.complete(
+            messages,
+            temperature=temperature,
+            max_tokens=settings.reflection_max_tokens or (400 if style == "standard" else 200),
+            **params,
+        )
+        return completion.text

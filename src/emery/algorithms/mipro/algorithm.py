@@ -35,7 +35,17 @@ from emery.algorithms.mipro.state import (
 )
 from emery.algorithms.mipro.trials import run_trial
 from emery.core.errors import ConfigError
-from emery.core.events import BaselineEvaluated
+from emery.core.events import (
+    BaselineEvaluated,
+    BestUpdated,
+    DemoSetSize,
+    InstructionOption,
+    MiproDatasetSummary,
+    MiproDemosBootstrapped,
+    MiproInstructionsProposed,
+    MiproPlanned,
+    MiproProposalRejected,
+)
 from emery.core.models import Demo
 from emery.lm.base import LM
 from emery.systems.prompt_program import PromptProgram
@@ -80,7 +90,7 @@ class Mipro:
         log.info(plan.describe())
         for note in plan.notes:
             log.info("mipro plan: %s", note)
-        ctx.emit("mipro.plan", **plan.model_dump(mode="json"), summary=plan.describe())
+        ctx.emit(MiproPlanned(**plan.model_dump(mode="json"), summary=plan.describe()))
         state = MiproState(
             seed_candidate_id=seed.id,
             plan=plan,
@@ -88,10 +98,9 @@ class Mipro:
         )
         result = await ctx.evaluate(seed, ctx.val, "val")
         ctx.emit(
-            "baseline_evaluated",
             BaselineEvaluated(
                 candidate_id=seed.id, split="val", score=result.mean, n=len(result.results)
-            ),
+            )
         )
         params = dict.fromkeys(_param_names(state.stages), 0)
         state.trials.append(
@@ -109,6 +118,7 @@ class Mipro:
         )
         state.baseline_val_score = state.best_val_score = result.mean
         state.best_candidate_id = seed.id
+        ctx.emit(BestUpdated(candidate_id=seed.id, score=result.mean))
         state.lift = 0.0
         state.top = top_combos(state, self.settings.top_k)
         state.rng_state = save_rng(load_rng([], ctx.seed))
@@ -196,15 +206,16 @@ class Mipro:
                 limit=plan.num_demo_sets,
             )
         ctx.emit(
-            "mipro.demos_bootstrapped",
-            teacher_candidate_id=state.teacher_candidate_id,
-            runs=state.bootstrap_runs,
-            passed=state.bootstrap_passed,
-            labeled=note,
-            sets={
-                stage: [{"kind": s.kind, "size": len(s.demos)} for s in sets]
-                for stage, sets in state.demo_sets.items()
-            },
+            MiproDemosBootstrapped(
+                teacher_candidate_id=state.teacher_candidate_id,
+                runs=state.bootstrap_runs,
+                passed=state.bootstrap_passed,
+                labeled=note,
+                sets={
+                    stage: [DemoSetSize(kind=s.kind, size=len(s.demos)) for s in sets]
+                    for stage, sets in state.demo_sets.items()
+                },
+            )
         )
 
     async def _summarize(self, ctx: SearchContext, state: MiproState, rng: random.Random) -> None:
@@ -224,10 +235,11 @@ class Mipro:
             state.dataset_summary, observations = fallback_summary(ctx.dataset), []
         state.program_description = program_description(_program(ctx), ctx.seed_candidate)
         ctx.emit(
-            "mipro.dataset_summary",
-            summary=state.dataset_summary,
-            observations=observations,
-            program=state.program_description,
+            MiproDatasetSummary(
+                summary=state.dataset_summary,
+                observations=observations,
+                program=state.program_description,
+            )
         )
 
     async def _propose(self, ctx: SearchContext, state: MiproState, rng: random.Random) -> None:
@@ -269,13 +281,14 @@ class Mipro:
             state.instructions[stage_name] = outcome.choices
             state.rejected.extend(outcome.rejected)
             for rejected in outcome.rejected:
-                ctx.emit("mipro.proposal_rejected", **rejected.model_dump())
+                ctx.emit(MiproProposalRejected(**rejected.model_dump()))
             ctx.emit(
-                "mipro.instructions_proposed",
-                stage=stage_name,
-                calls=outcome.calls,
-                rejected=len(outcome.rejected),
-                choices=[choice.model_dump() for choice in outcome.choices],
+                MiproInstructionsProposed(
+                    stage=stage_name,
+                    calls=outcome.calls,
+                    rejected=len(outcome.rejected),
+                    choices=[InstructionOption(**c.model_dump()) for c in outcome.choices],
+                )
             )
 
 

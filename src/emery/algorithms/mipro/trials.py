@@ -8,7 +8,7 @@ import random
 from emery.algorithms.base import SearchContext
 from emery.algorithms.mipro.search import best_pending, next_params, top_combos
 from emery.algorithms.mipro.state import ComboRecord, DemoSet, MiproState, TrialRecord
-from emery.core.events import BestUpdated
+from emery.core.events import BestUpdated, MiproFullEvaluation, MiproTrial
 from emery.core.models import Candidate, Demo, Lineage
 
 log = logging.getLogger(__name__)
@@ -55,13 +55,14 @@ async def run_trial(
     combo.minibatch_scores.append(result.mean)
     combo.minibatch_n += len(batch)
     ctx.emit(
-        "mipro.trial",
-        number=number,
-        params=params,
-        candidate_id=candidate.id,
-        score=result.mean,
-        n=len(batch),
-        full=whole,
+        MiproTrial(
+            number=number,
+            params=params,
+            candidate_id=candidate.id,
+            score=result.mean,
+            n=len(batch),
+            full=whole,
+        )
     )
     if whole:
         record_full(ctx, state, combo, result.mean, number)
@@ -114,22 +115,20 @@ def record_full(
     improved = previous is None or score > previous
     if improved:
         state.best_candidate_id, state.best_val_score = combo.candidate_id, score
-        ctx.emit(
-            "best_updated",
-            BestUpdated(candidate_id=combo.candidate_id, score=score, previous_score=previous),
-        )
+        ctx.emit(BestUpdated(candidate_id=combo.candidate_id, score=score, previous_score=previous))
     if state.baseline_val_score is not None and state.best_val_score is not None:
         state.lift = state.best_val_score - state.baseline_val_score
     ctx.emit(
-        "mipro.full_evaluation",
-        trial=number,
-        candidate_id=combo.candidate_id,
-        params=combo.params,
-        score=score,
-        minibatch_mean=combo.minibatch_mean,
-        n=len(ctx.val),
-        best=improved,
-        final=final,
+        MiproFullEvaluation(
+            trial=number,
+            candidate_id=combo.candidate_id,
+            params=combo.params,
+            score=score,
+            minibatch_mean=combo.minibatch_mean,
+            n=len(ctx.val),
+            best=improved,
+            final=final,
+        )
     )
 
 
