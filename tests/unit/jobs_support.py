@@ -1,10 +1,13 @@
 """Deterministic models, a small random search and config builders for the job tests.
 
 Imported as ``jobs_support`` (``tests/unit`` is on ``sys.path``); subprocesses get it
-through ``PYTHONPATH``. Importing it registers the ``random_search`` algorithm.
+through ``PYTHONPATH``. Tests register the ``random_search`` algorithm with the
+``random_search_algorithm`` fixture (``conftest.py``); worker subprocesses call
+``register_random_search()``.
 
 - ``task_lm``: answers a word problem right or wrong depending on a hash of (instruction,
   question), so different instructions score differently but always the same way.
+- ``careful_task_lm``: answers right only under an instruction ``reflection_lm`` wrote.
 - ``reflection_lm``: turns any prompt into a new instruction named after its hash.
 - ``RandomSearch``: picks a parent and a train minibatch with a checkpointed RNG, asks the
   reflection model for a child, keeps it when it is no worse on the minibatch, scores it
@@ -78,6 +81,16 @@ def _answer(messages: Sequence[ChatMessage]) -> str:
     return f"Answer: {right if quality >= 2 else right + 1}"
 
 
+def _answer_if_careful(messages: Sequence[ChatMessage]) -> str:
+    instruction = next((m["content"] for m in messages if m["role"] == "system"), "")
+    question = messages[-1]["content"]
+    right = gold(question)
+    if right is None:
+        return "Answer: 0"
+    _log_call("task", messages)
+    return f"Answer: {right if 'carefully' in instruction else right + 1}"
+
+
 def _reflect(messages: Sequence[ChatMessage]) -> str:
     _log_call("reflection", messages)
     return f"Solve it carefully (variant {content_hash([dict(m) for m in messages])[:6]})."
@@ -95,6 +108,13 @@ class SlowFakeLM(FakeLM):
 
 def task_lm() -> FakeLM:
     return SlowFakeLM(_answer, model="fake/hash-task")
+
+
+def careful_task_lm() -> FakeLM:
+    """Fails every question under the seed instruction and answers every one right under
+    any instruction ``reflection_lm`` wrote (they say "carefully"): a search that adopts a
+    reflected instruction lifts val from 0 to 1."""
+    return SlowFakeLM(_answer_if_careful, model="fake/careful-task")
 
 
 def reflection_lm() -> FakeLM:
@@ -204,7 +224,11 @@ class RandomSearch:
 
 
 SPEC = AlgorithmSpec(name="random_search", settings=RandomSearchSettings, factory=RandomSearch)
-registry.ALGORITHM_MODULES.setdefault("random_search", __name__)
+
+
+def register_random_search() -> None:
+    """Make ``random_search`` a known algorithm for the rest of this (worker) process."""
+    registry.ALGORITHM_MODULES["random_search"] = __name__
 
 
 # --- configs ----------------------------------------------------------------------------
@@ -243,7 +267,8 @@ def worker_env(**extra: str) -> dict[str, str]:
 
 
 WORKER = (
-    "import sys, jobs_support; from emery.cli.app import main; "
+    "import sys, jobs_support; jobs_support.register_random_search();"
+    " from emery.cli.app import main; "
     "main(['jobs', 'run', sys.argv[1], '--store', sys.argv[2]])"
 )
 

@@ -17,6 +17,8 @@ from emery.config import load_config
 from emery.jobs import create_job
 from emery.store import SQLiteStore
 
+pytestmark = pytest.mark.usefixtures("random_search_algorithm")
+
 TRAIN = """
 [job]
 algorithm = "random_search"
@@ -259,7 +261,8 @@ def test_ctrl_c_pauses_and_says_how_to_resume(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import jobs_support; from emery.cli.app import main; main(['train'])",
+            "import jobs_support; jobs_support.register_random_search();"
+            " from emery.cli.app import main; main(['train'])",
         ],
         cwd=tmp_path,
         env=js.worker_env(**{js.DELAY_ENV: "0.03"}),

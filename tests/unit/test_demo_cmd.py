@@ -13,6 +13,8 @@ from emery.cli.app import main
 from emery.config import parse_config
 from emery.core.models import Candidate, Demo
 
+pytestmark = pytest.mark.usefixtures("random_search_algorithm")
+
 
 def run_cli(args: list[str]) -> int:
     with pytest.raises(SystemExit) as info:

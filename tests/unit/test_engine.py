@@ -21,6 +21,8 @@ from emery.jobs.scope import evaluation_scope
 from emery.store import IllegalTransition, MemoryStore, SQLiteStore
 from emery.store.sql import SqlStore
 
+pytestmark = pytest.mark.usefixtures("random_search_algorithm")
+
 
 def new_job(store: SqlStore, tmp_path: Path, **options: Any) -> str:
     config = js.search_config(tmp_path / ".emery", **options)

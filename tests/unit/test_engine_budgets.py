@@ -15,6 +15,8 @@ from emery.store import MemoryStore
 from emery.store.records import JobRecord
 from emery.store.sql import SqlStore
 
+pytestmark = pytest.mark.usefixtures("random_search_algorithm")
+
 
 def run(
     tmp_path: Path,

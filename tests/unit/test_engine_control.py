@@ -16,6 +16,8 @@ from emery.jobs import cancel_job, create_job, pause_job, run_job
 from emery.store import MemoryStore, SQLiteStore
 from emery.store.sql import SqlStore
 
+pytestmark = pytest.mark.usefixtures("random_search_algorithm")
+
 
 def new_job(store: SqlStore, folder: Path, **options: Any) -> str:
     config = js.search_config(folder / ".emery", **options)

@@ -27,6 +27,8 @@ from emery.jobs.ownership import is_stale
 from emery.store import SQLiteStore
 from emery.store.sql import SqlStore
 
+pytestmark = pytest.mark.usefixtures("random_search_algorithm")
+
 ITERATIONS = 14
 CONCURRENCY = 4
 
