@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from emery.algorithms.mipro.formats import format_sentence
 from events_support import payloads
 from test_mipro_support import (
     TASK,
@@ -31,6 +30,7 @@ from emery.algorithms.mipro.demos import (
 from emery.core.events import MiproDemosBootstrapped
 from emery.core.models import ChatMessage, Dataset, Demo, Example
 from emery.lm import FakeLM
+from emery.systems.formats import format_sentence
 from emery.systems.prompt_program import (
     MessageTemplate,
     PromptProgram,

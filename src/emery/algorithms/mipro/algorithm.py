@@ -16,7 +16,6 @@ from typing import ClassVar
 
 from emery.algorithms.base import SearchContext, load_rng, save_rng
 from emery.algorithms.mipro import demos as demo_sets
-from emery.algorithms.mipro.formats import format_description, format_sentence
 from emery.algorithms.mipro.grounding import (
     fallback_summary,
     program_description,
@@ -48,6 +47,7 @@ from emery.core.events import (
 )
 from emery.core.models import Demo
 from emery.lm.base import LM
+from emery.systems.formats import format_description, format_sentence
 from emery.systems.prompt_program import PromptProgram
 from emery.verifiers.base import as_text
 

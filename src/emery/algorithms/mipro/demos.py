@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from emery.algorithms.base import SearchContext
-from emery.algorithms.mipro.formats import format_sentence, labeled_replies, parse_reply
 from emery.algorithms.mipro.state import DemoSet
 from emery.core.models import Candidate, Demo, Example, Lineage
 from emery.evaluation.results import ExampleResult
+from emery.systems.formats import format_sentence, labeled_replies, parse_reply
 from emery.systems.prompt_program import PromptProgram, StageConfig
 from emery.systems.templates import placeholders
 from emery.verifiers.base import Verifier

@@ -12,10 +12,10 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from emery.algorithms.mipro.formats import format_description, gold_text
 from emery.core.hashing import call_seed
 from emery.core.models import Candidate, ChatMessage, Dataset, Example
 from emery.lm.base import LM
+from emery.systems.formats import format_description, gold_text
 from emery.systems.prompt_program import PromptProgram
 from emery.systems.templates import placeholders
 from emery.verifiers.base import as_text, clip
