@@ -88,9 +88,14 @@ async def test_apo_runs_a_round_on_the_local_model(tmp_path: Path) -> None:
         assert edit["accepted"] or edit["reason"]
     for candidate in ctx.candidates.values():
         assert placeholders(candidate.components["solve"]) == set()
-    assert state.best_val_score is not None
-    assert state.baseline_val_score is not None
-    assert state.best_val_score >= state.baseline_val_score
+    # SmolLM2's edits need not beat the seed on two val examples, so no lift is asserted;
+    # the best must still be the highest full-val score of the search, the best's own.
+    full_val = state.full_val_scores
+    assert all(0.0 <= score <= 1.0 for score in full_val.values())
+    assert state.baseline_val_score == full_val[state.seed_candidate_id]
+    assert state.best_val_score == max(full_val.values())
+    assert state.best_candidate_id is not None
+    assert full_val[state.best_candidate_id] == state.best_val_score
     usage = models.meter.by_role()
     assert usage["reflection"].calls == len(critiques) + sum(
         1 for e in edits if e["variant"] is not None

@@ -78,10 +78,14 @@ async def test_mipro_runs_on_the_local_model(tmp_path: Path) -> None:
     assert state.instructions["solve"][0].text == "Answer the question."
     assert state.trials[0].kind == "baseline"
     assert state.trials_done >= 1
-    assert state.best_val_score is not None
-    assert state.baseline_val_score is not None
-    assert state.best_val_score >= state.baseline_val_score
+    # SmolLM2's instructions and demos need not beat the seed on three val examples, so no
+    # lift is asserted; the best must still be the highest full-val trial, the best's own.
+    full = {t.candidate_id: t.score for t in state.trials if t.kind in ("baseline", "full")}
+    assert all(0.0 <= score <= 1.0 for score in full.values())
+    assert state.baseline_val_score == full[state.trials[0].candidate_id]
+    assert state.best_val_score == max(full.values())
     assert state.best_candidate_id in ctx.candidates
+    assert full[state.best_candidate_id] == state.best_val_score
     usage = meter.by_role()
     assert usage["task"].calls > 0
     assert 2 <= usage["proposer"].calls <= 3  # observations, summary, one proposal
