@@ -184,6 +184,7 @@ async def test_without_teacher_help_a_zero_seed_bootstraps_nothing() -> None:
             "teacher_format_hint": False,
             "teacher_labeled_demos": "never",
             "teacher_reasoning": False,
+            "bootstrap_normalise": False,
         }
     )
 
@@ -194,6 +195,31 @@ async def test_without_teacher_help_a_zero_seed_bootstraps_nothing() -> None:
     assert state.bootstrap_runs > 0
     assert state.bootstrap_passed == 0
     assert [s.kind for s in state.demo_sets["solve"]] == ["empty", "labeled"]
+
+
+async def test_right_answers_in_the_wrong_format_become_worked_demos() -> None:
+    """The unhelped teacher says "The answer is N." (right, unparseable): normalised, those
+    runs become demos whose reply ends with the parser's line."""
+    data = dataset()
+    settings = BOOTSTRAP_ONLY.model_copy(
+        update={
+            "teacher_format_hint": False,
+            "teacher_labeled_demos": "never",
+            "teacher_reasoning": False,
+        }
+    )
+
+    outcome, _ = await run_recorded(settings, _ctx(data, format_and_demos_lm(data)), stop_after=2)
+
+    state = outcome.state
+    assert isinstance(state, MiproState)
+    assert state.bootstrap_passed == state.bootstrap_normalised > 0
+    gold = gold_table(data)
+    boot = [s for s in state.demo_sets["solve"] if s.kind == "bootstrapped"]
+    assert boot
+    for demo in (d for s in boot for d in s.demos):
+        answer = gold[demo.inputs["question"]]
+        assert demo.output == f"The answer is {answer}.\nAnswer: {answer}"
 
 
 async def test_multi_stage_demos_come_from_whole_program_runs() -> None:

@@ -98,8 +98,11 @@ async def test_best_minibatch_combination_is_promoted_every_k_trials() -> None:
     assert state.trials_done == 10
     assert outcome.reason == "10 trials done"
     full = [t for t in state.trials if t.kind == "full"]
-    assert [t.number for t in full] == [3, 6, 9, 10][: len(full)]
-    assert {t.number for t in full} >= {3, 6, 9}
+    numbers = [t.number for t in full]
+    assert numbers[:3] == [3, 6, 9]
+    # at the end the best few not yet on full val are promoted (final_promotions = 3)
+    assert numbers[3:] == [10] * len(numbers[3:])
+    assert 1 <= len(numbers[3:]) <= 3
     for record in full:
         assert record.n == len(data.val)
         trials_before = [
@@ -125,11 +128,13 @@ async def test_minibatch_promotion_picks_the_best_mean() -> None:
 
     state = outcome.state
     assert isinstance(state, MiproState)
-    for promoted in (t for t in state.trials if t.kind == "full"):
+    for index, promoted in enumerate(state.trials):
+        if promoted.kind != "full":
+            continue
         earlier = [t for t in state.trials if t.kind == "minibatch" and t.number <= promoted.number]
-        promoted_before = {
-            t.candidate_id for t in state.trials if t.kind == "full" and t.number < promoted.number
-        } | {state.seed_candidate_id}
+        promoted_before = {t.candidate_id for t in state.trials[:index] if t.kind == "full"} | {
+            state.seed_candidate_id
+        }
         means: dict[str, list[float]] = {}
         for t in earlier:
             if t.candidate_id not in promoted_before:
@@ -320,6 +325,8 @@ async def test_multi_stage_search_chooses_per_stage() -> None:
         "plan.demos",
         "solve.instruction",
         "solve.demos",
+        "plan.layout",
+        "solve.layout",
     }
     assert [c.source for c in state.instructions["plan"][:1]] == ["original"]
     assert all(c.source != "format_hint" for c in state.instructions["plan"])  # raw parser

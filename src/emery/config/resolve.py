@@ -33,6 +33,7 @@ def resolve_dataset(config: JobConfig, base_dir: Path | None = None) -> Dataset:
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         dataset = load_dataset(path, fields=spec.fields, fractions=spec.split, seed=spec.seed)
+        dataset = dataset.first({"train": spec.n_train, "val": spec.n_val, "test": spec.n_test})
     return dataset.limited(spec.limit)
 
 

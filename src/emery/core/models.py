@@ -9,6 +9,7 @@ from typing import Any, Literal, NotRequired
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 from typing_extensions import TypedDict
 
+from emery.core.errors import DataError
 from emery.core.hashing import content_hash
 
 Split = Literal["train", "val", "test"]
@@ -65,6 +66,22 @@ class Dataset(BaseModel):
         if limit is None:
             return self
         return self.model_copy(update={split: self.split(split)[:limit] for split in SPLITS})
+
+    def first(self, sizes: Mapping[Split, int | None]) -> Dataset:
+        """A copy keeping the first ``sizes[split]`` examples of each named split (in order);
+        a split whose size is None is kept whole. Asking for more than a split holds is an
+        error, so a config never silently gets fewer examples than it asked for."""
+        update: dict[str, list[Example]] = {}
+        for split, size in sizes.items():
+            if size is None:
+                continue
+            have = len(self.split(split))
+            if size > have:
+                raise DataError(
+                    f"dataset.n_{split} = {size}, but the {split} split has only {have} examples"
+                )
+            update[split] = self.split(split)[:size]
+        return self.model_copy(update=update)
 
 
 class Demo(BaseModel):

@@ -30,6 +30,9 @@ class FieldMap(BaseModel):
     input_fields: list[str] | None = None
     expected_field: str = "expected"
     split_field: str = "split"
+    rationale_field: str | None = None
+    """A worked solution or rationale (a column, or ``meta.<key>``): labeled demos show it
+    before the gold answer. Stored as the example's ``meta["rationale"]``."""
 
 
 class SplitFractions(BaseModel):
@@ -181,6 +184,7 @@ def _example(
 ) -> tuple[Split | None, Example]:
     split = _split_of(path, where, row.get(fields.split_field))
     reserved = {fields.id_field, fields.expected_field, fields.split_field, "meta", "input"}
+    reserved |= {fields.rationale_field} if fields.rationale_field else set()
     if "input" in row and fields.input_fields is None:
         inputs = row["input"]
         if not isinstance(inputs, dict):
@@ -196,6 +200,8 @@ def _example(
     meta = row.get("meta", {})
     if not isinstance(meta, dict):
         raise DataError(f"{path}: {where}: field 'meta' must be an object")
+    if fields.rationale_field:
+        meta = {**meta, "rationale": _rationale(path, where, row, meta, fields.rationale_field)}
     raw_id = row.get(fields.id_field, where.replace(" ", "-"))
     try:
         example = Example(
@@ -204,6 +210,14 @@ def _example(
     except ValidationError as exc:
         raise DataError(f"{path}: {where}: {exc.errors()[0]['msg']}") from None
     return split, example
+
+
+def _rationale(path: Path, where: str, row: dict[str, Any], meta: dict[str, Any], name: str) -> str:
+    source, key = (meta, name.removeprefix("meta.")) if name.startswith("meta.") else (row, name)
+    value = source.get(key)
+    if value is None or not str(value).strip():
+        raise DataError(f"{path}: {where}: rationale field {name!r} is missing or empty")
+    return str(value)
 
 
 def _split_of(path: Path, where: str, value: Any) -> Split | None:

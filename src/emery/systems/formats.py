@@ -16,11 +16,13 @@ and the verifier accepts wins):
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emery.systems.parsers import ParseError, ParserConfig
-from emery.systems.prompt_program import StageConfig
 from emery.verifiers.base import as_text
+
+if TYPE_CHECKING:
+    from emery.systems.prompt_program import StageConfig
 
 _CLASS_ESCAPES = set("dDwWsSbBAZzGntrfv0123456789")
 

@@ -11,7 +11,9 @@ from emery.core.errors import ConfigError
 from emery.core.hashing import content_hash
 from emery.core.models import Candidate, ChatMessage, Demo
 from emery.systems.base import ComponentCall, RunContext, SystemRun
+from emery.systems.formats import format_sentence
 from emery.systems.parsers import ParseError, ParserConfig
+from emery.systems.prompt_layout import StageLayout, arrange, choice_name, restate_messages
 from emery.systems.registry import SystemKind
 from emery.systems.templates import MissingFieldError, placeholders, render
 
@@ -121,16 +123,14 @@ class PromptProgram:
         instruction: str,
         demos: tuple[Demo, ...],
         fields: Mapping[str, Any],
+        layout: StageLayout | None = None,
     ) -> list[ChatMessage]:
-        """The chat a stage sends: instruction, demos as message pairs, then its templates."""
-        chat: list[ChatMessage] = []
-        if instruction.strip():
-            chat.append({"role": "system", "content": render(instruction, fields)})
-        for demo in demos:
-            chat.extend(self._render_templates(stage, demo.inputs))
-            chat.append({"role": "assistant", "content": demo.output})
-        chat.extend(self._render_templates(stage, fields))
-        return chat
+        """The chat a stage sends: instruction, demos and its templates, arranged by ``layout``
+        (by default: instruction as the system message, demos as message pairs)."""
+        rendered = render(instruction, fields) if instruction.strip() else ""
+        demo_turns = [(self._render_templates(stage, demo.inputs), demo) for demo in demos]
+        turn = self._render_templates(stage, fields)
+        return arrange(layout or StageLayout(), rendered, demo_turns, turn)
 
     @staticmethod
     def _render_templates(stage: StageConfig, fields: Mapping[str, Any]) -> list[ChatMessage]:
@@ -144,6 +144,7 @@ class PromptProgram:
         calls: list[ComponentCall] = []
         output: Any = None
         for stage in self.config.stages:
+            layout = StageLayout.of(candidate.components, stage.name)
             call = ComponentCall(component=stage.name, inputs=self.stage_inputs(stage, fields))
             calls.append(call)
             try:
@@ -152,22 +153,47 @@ class PromptProgram:
                     candidate.components.get(stage.name, stage.instruction),
                     candidate.demos.get(stage.name, ()),
                     fields,
+                    layout,
                 )
             except MissingFieldError as exc:
                 call.error = str(exc)
                 return SystemRun(calls=calls, error=f"stage {stage.name!r}: {exc}")
-            completion = await ctx.lm.complete(
-                call.messages, temperature=stage.temperature, max_tokens=stage.max_tokens
-            )
-            call.reply = completion.text
+            call.reply = await self._complete(ctx, stage, call.messages)
             try:
-                output = stage.parser.parse(completion.text)
+                output = stage.parser.parse(call.reply)
             except ParseError as exc:
-                call.error = str(exc)
-                return SystemRun(calls=calls, error=f"stage {stage.name!r}: {exc}")
+                if layout.answer != "restate":
+                    call.error = str(exc)
+                    return SystemRun(calls=calls, error=f"stage {stage.name!r}: {exc}")
+                restated = await self._restate(ctx, stage, call.reply)
+                calls.append(restated)
+                if restated.error is not None:
+                    return SystemRun(calls=calls, error=f"stage {stage.name!r}: {restated.error}")
+                output = restated.output
             call.output = output
             fields[stage.output_field] = output
         return SystemRun(output=output, calls=calls)
+
+    @staticmethod
+    async def _complete(ctx: RunContext, stage: StageConfig, messages: list[ChatMessage]) -> str:
+        completion = await ctx.lm.complete(
+            messages, temperature=stage.temperature, max_tokens=stage.max_tokens
+        )
+        return completion.text
+
+    async def _restate(self, ctx: RunContext, stage: StageConfig, reply: str) -> ComponentCall:
+        """The answer stage: the model restates ``reply``'s final answer in the stage's format."""
+        call = ComponentCall(
+            component=choice_name(stage.name, "answer"),
+            inputs={"reply": reply},
+            messages=restate_messages(reply, format_sentence(stage)),
+        )
+        call.reply = await self._complete(ctx, stage, call.messages)
+        try:
+            call.output = stage.parser.parse(call.reply)
+        except ParseError as exc:
+            call.error = f"restated answer: {exc}"
+        return call
 
 
 KIND = SystemKind(name="prompt_program", config=PromptProgramConfig, build=PromptProgram)

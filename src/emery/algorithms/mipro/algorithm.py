@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
+import statistics
 from typing import ClassVar
 
 from emery.algorithms.base import SearchContext, load_rng, save_rng
@@ -22,6 +23,7 @@ from emery.algorithms.mipro.grounding import (
     stage_reads,
     summarize_dataset,
 )
+from emery.algorithms.mipro.layouts import instruction_variants, layout_choices
 from emery.algorithms.mipro.presets import PlanInputs, make_plan
 from emery.algorithms.mipro.proposer import StageGrounding, propose_stage
 from emery.algorithms.mipro.search import top_combos
@@ -46,8 +48,10 @@ from emery.core.events import (
     MiproProposalRejected,
 )
 from emery.core.models import Demo
+from emery.core.results import ExampleResult
 from emery.lm.base import LM
 from emery.systems.formats import format_description, format_sentence
+from emery.systems.prompt_layout import StageLayout
 from emery.systems.prompt_program import PromptProgram
 from emery.verifiers.base import as_text
 
@@ -116,6 +120,7 @@ class Mipro:
         state.combos[seed.id] = ComboRecord(
             candidate_id=seed.id, params=params, full_score=result.mean
         )
+        state.reasoning_stages = reasoning_stages(state.stages, result.results)
         state.baseline_val_score = state.best_val_score = result.mean
         state.best_candidate_id = seed.id
         ctx.emit(BestUpdated(candidate_id=seed.id, score=result.mean))
@@ -141,7 +146,13 @@ class Mipro:
                 if state.resolved_plan().num_trials == 0:
                     state.done, state.done_reason = True, "no trials planned"
             case "search":
-                await run_trial(ctx, state, rng, top_k=self.settings.top_k)
+                await run_trial(
+                    ctx,
+                    state,
+                    rng,
+                    top_k=self.settings.top_k,
+                    final_promotions=self.settings.final_promotions,
+                )
         state.iteration += 1
         state.rng_state = save_rng(rng)
         return state
@@ -178,6 +189,7 @@ class Mipro:
             use_labeled=settings.teacher_labeled_demos,
             reasoning=settings.teacher_reasoning,
             gold_example=_first_gold(ctx),
+            reasoning_stages=frozenset(state.reasoning_stages),
         )
         if n_boot_sets and settings.max_bootstrapped_demos and plan.bootstrap_examples:
             teacher = ctx.add_candidate(teacher)
@@ -189,8 +201,10 @@ class Mipro:
                 wanted=min(len(pool), settings.max_bootstrapped_demos * n_boot_sets),
                 allowance=plan.bootstrap_examples,
                 threshold=settings.bootstrap_threshold,
+                normalise=settings.bootstrap_normalise,
             )
             state.bootstrap_runs, state.bootstrap_passed = run.runs, len(run.passing)
+            state.bootstrap_normalised = run.normalised
             bootstrapped = demo_sets.bootstrapped_sets(
                 state.stages,
                 run.passing,
@@ -204,12 +218,14 @@ class Mipro:
                 labeled.get(stage, []),
                 bootstrapped.get(stage, []),
                 limit=plan.num_demo_sets,
+                reasoning=stage in state.reasoning_stages,
             )
         ctx.emit(
             MiproDemosBootstrapped(
                 teacher_candidate_id=state.teacher_candidate_id,
                 runs=state.bootstrap_runs,
                 passed=state.bootstrap_passed,
+                normalised=state.bootstrap_normalised,
                 labeled=note,
                 sets={
                     stage: [DemoSetSize(kind=s.kind, size=len(s.demos)) for s in sets]
@@ -278,7 +294,13 @@ class Mipro:
                 temperature=settings.proposer_temperature,
                 seed_calls=settings.seed_lm_calls,
             )
-            state.instructions[stage_name] = outcome.choices
+            state.instructions[stage_name] = outcome.choices + instruction_variants(
+                stage, outcome.choices
+            )
+            seed_layout = StageLayout.of(ctx.seed_candidate.components, stage_name)
+            state.layouts[stage_name] = (
+                layout_choices(stage, seed_layout) if settings.search_layouts else []
+            )
             state.rejected.extend(outcome.rejected)
             for rejected in outcome.rejected:
                 ctx.emit(MiproProposalRejected(**rejected.model_dump()))
@@ -309,6 +331,16 @@ def _input_fields(ctx: SearchContext) -> set[str]:
 
 def _first_gold(ctx: SearchContext) -> object:
     return next((e.expected for e in ctx.train if e.expected is not None), None)
+
+
+def reasoning_stages(stages: list[str], results: list[ExampleResult]) -> list[str]:
+    """The stages whose seed replies are worked answers: a median reply over 20 words."""
+    words: dict[str, list[int]] = {stage: [] for stage in stages}
+    for result in results:
+        for call in result.calls:
+            if call.component in words and call.reply:
+                words[call.component].append(len(call.reply.split()))
+    return [stage for stage, counts in words.items() if counts and statistics.median(counts) > 20]
 
 
 def _param_names(stages: list[str]) -> list[str]:

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from emery.algorithms.base import SearchContext
+from emery.algorithms.mipro.normalise import normalise_run
 from emery.algorithms.mipro.state import DemoSet
 from emery.core.models import Candidate, Demo, Example, Lineage
-from emery.evaluation.results import ExampleResult
+from emery.core.results import ExampleResult
 from emery.systems.formats import format_sentence, labeled_replies, parse_reply
 from emery.systems.prompt_program import PromptProgram, StageConfig
 from emery.systems.templates import placeholders
@@ -68,6 +69,9 @@ async def labeled_demos(
         if example.expected is None:
             continue
         reply = await _accepted_reply(stage, example, verifier, threshold)
+        rationale = str(example.meta.get("rationale") or "").strip()
+        if reply is not None and rationale:
+            reply = f"{rationale}\n{reply}"
         if reply is not None:
             demos.append(
                 Demo(
@@ -119,9 +123,12 @@ def teacher_candidate(
     use_labeled: Literal["auto", "always", "never"],
     reasoning: bool,
     gold_example: object = None,
+    reasoning_stages: frozenset[str] = frozenset(),
 ) -> Candidate:
     """The program that bootstraps: the seed plus reasoning and format sentences and, where
-    the settings say so, labeled demos (see ``MiproSettings.teacher_*``)."""
+    the settings say so, labeled demos (see ``MiproSettings.teacher_*``). A stage in
+    ``reasoning_stages`` (its replies are worked answers) never sees bare-answer demos:
+    they would teach it to skip the work."""
     components = dict(seed.components)
     demos = dict(seed.demos)
     for stage in program.config.stages:
@@ -133,23 +140,33 @@ def teacher_candidate(
             instruction = with_sentence(instruction, sentence)
         components[stage.name] = instruction
         show_labeled = use_labeled == "always" or (use_labeled == "auto" and not sentence)
-        if show_labeled and labeled.get(stage.name):
+        bare = stage.name in reasoning_stages and not all(
+            is_worked(d) for d in labeled.get(stage.name, [])
+        )
+        if show_labeled and labeled.get(stage.name) and not bare:
             demos[stage.name] = tuple(labeled[stage.name])
     if components == seed.components and demos == seed.demos:
         return seed
-    return seed.derive(
+    return Candidate(
         components=components,
         demos=demos,
         lineage=Lineage(parents=(seed.id,), generation=1, operation="mipro.teacher"),
     )
 
 
+def is_worked(demo: Demo) -> bool:
+    """Whether a demo's reply shows work (more than one line), not only the answer."""
+    return len([line for line in demo.output.splitlines() if line.strip()]) > 1
+
+
 @dataclass
 class BootstrapRun:
-    """What running the teacher produced: rollouts run and the passing results, in order."""
+    """What running the teacher produced: rollouts run and the passing results, in order;
+    ``normalised`` of them passed only once their reply was put into the stage's format."""
 
     runs: int = 0
     passing: list[ExampleResult] = field(default_factory=list)
+    normalised: int = 0
 
 
 async def run_teacher(
@@ -160,8 +177,10 @@ async def run_teacher(
     wanted: int,
     allowance: int,
     threshold: float,
+    normalise: bool = True,
 ) -> BootstrapRun:
-    """Run ``teacher`` on ``pool`` in order, in chunks, until ``wanted`` runs pass."""
+    """Run ``teacher`` on ``pool`` in order, in chunks, until ``wanted`` runs pass (a run
+    whose answer is right in the wrong format counts once normalised, see ``normalise``)."""
     outcome = BootstrapRun()
     position = 0
     while len(outcome.passing) < wanted and position < len(pool) and outcome.runs < allowance:
@@ -175,10 +194,31 @@ async def run_teacher(
         position += len(chunk)
         result = await ctx.evaluate(teacher, chunk, "train")
         outcome.runs += len(chunk)
-        outcome.passing.extend(
-            r for r in result.results if r.error is None and r.score >= threshold
-        )
+        await _keep_passing(ctx, outcome, chunk, result.results, threshold, normalise)
     return outcome
+
+
+async def _keep_passing(
+    ctx: SearchContext,
+    outcome: BootstrapRun,
+    chunk: list[Example],
+    results: list[ExampleResult],
+    threshold: float,
+    normalise: bool,
+) -> None:
+    examples = {example.id: example for example in chunk}
+    verifier = ctx.evaluations.evaluator.verifier
+    program = ctx.system
+    for result in results:
+        fixed = None
+        if normalise and isinstance(program, PromptProgram) and result.example_id in examples:
+            example = examples[result.example_id]
+            fixed = await normalise_run(program, result, example, verifier, threshold)
+        if fixed is not None:
+            outcome.passing.append(fixed)
+            outcome.normalised += 1
+        elif result.error is None and result.score >= threshold:
+            outcome.passing.append(result)
 
 
 def run_demos(result: ExampleResult) -> dict[str, Demo]:
@@ -229,12 +269,18 @@ def assemble(
     bootstrapped: list[list[Demo]],
     *,
     limit: int,
+    reasoning: bool = False,
 ) -> list[DemoSet]:
-    """A stage's choices without duplicates: original (or empty), empty, labeled, bootstrapped."""
+    """A stage's choices without duplicates: original (or empty), empty, labeled, bootstrapped.
+
+    For a ``reasoning`` stage (its replies are worked answers), bare-answer labeled demos
+    are offered only beside bootstrapped (worked) sets, never as its only demo set.
+    """
     choices = [DemoSet(kind="original" if original else "empty", demos=list(original))]
     if original:
         choices.append(DemoSet(kind="empty"))
-    if labeled:
+    bare = reasoning and not all(is_worked(d) for d in labeled)
+    if labeled and not (bare and not any(bootstrapped)):
         choices.append(DemoSet(kind="labeled", demos=labeled))
     for demos in bootstrapped:
         if demos:

@@ -56,7 +56,8 @@ class MiproPlan(BaseModel):
         budget = "no limit" if self.budget_metric_calls is None else str(self.budget_metric_calls)
         return (
             f"mipro plan ({self.preset}): {self.num_instructions} instructions x "
-            f"{self.num_demo_sets} demo sets per stage, {self.num_trials} trials on minibatches "
+            f"{self.num_demo_sets} demo sets per stage, {self.num_trials} trials (more while "
+            f"the budget lasts) on minibatches "
             f"of {self.minibatch_size}, full val every {self.full_eval_every}; up to "
             f"{self.metric_calls['total']} metric calls (budget {budget}) and "
             f"{self.lm_calls['total']} LM calls ({self.lm_calls['task']} task, "

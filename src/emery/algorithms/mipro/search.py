@@ -53,7 +53,7 @@ def next_params(
         for record in history:
             study.add_trial(
                 create_trial(
-                    params={name: record.params[name] for name in dists},
+                    params={name: record.params.get(name, 0) for name in dists},
                     distributions=dists,
                     value=record.score,
                     user_attrs={"kind": record.kind, "number": record.number},

@@ -31,6 +31,9 @@ class MiproSettings(AlgorithmSettings):
     max_bootstrapped_demos: int = Field(default=4, ge=0)
     max_labeled_demos: int = Field(default=4, ge=0)
     bootstrap_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
+    bootstrap_normalise: bool = True
+    """A teacher run whose answer is right but whose reply the parser cannot read becomes a
+    demo once the gold answer is appended in the parser's format (see ``normalise``)."""
     """A bootstrapped run's demos are kept only when its score reaches this."""
     bootstrap_examples: int | None = Field(default=None, ge=0)
     """Most train examples the teacher runs on while bootstrapping (None: from the plan)."""
@@ -45,6 +48,9 @@ class MiproSettings(AlgorithmSettings):
     of the reply (regex, last line), so bootstrapped demos are worked examples."""
     format_hint_instruction: bool = True
     """Offer "original instruction + output-format sentence" as an instruction choice."""
+    search_layouts: bool = True
+    """Search each stage's layout (format reminder, instruction placement, inline demos,
+    restating answer stage) with TPE beside its instruction and demos."""
 
     summary_batches: int = Field(default=2, ge=0)
     summary_batch_size: int = Field(default=8, ge=1)
@@ -60,3 +66,5 @@ class MiproSettings(AlgorithmSettings):
 
     tpe_startup_trials: int | None = Field(default=None, ge=0)
     top_k: int = Field(default=5, ge=1)
+    final_promotions: int = Field(default=3, ge=1)
+    """At the end, the best few combinations not yet scored on full val are (budget allowing)."""

@@ -9,10 +9,11 @@ from pydantic import BaseModel, Field
 from emery.algorithms.base import AlgorithmState
 from emery.algorithms.mipro.presets import MiproPlan
 from emery.core.models import Demo
+from emery.systems.prompt_layout import StageLayout
 
 Phase = Literal["bootstrap", "summarize", "propose", "search"]
 DemoSetKind = Literal["original", "empty", "labeled", "bootstrapped"]
-InstructionSource = Literal["original", "format_hint", "proposed"]
+InstructionSource = Literal["original", "format_hint", "proposed", "operator"]
 TrialKind = Literal["baseline", "minibatch", "full"]
 
 
@@ -29,6 +30,13 @@ class InstructionChoice(BaseModel):
     text: str
     source: InstructionSource
     tip: str | None = None
+
+
+class LayoutChoice(BaseModel):
+    """One layout a stage may take and the edit operators that made it."""
+
+    layout: StageLayout = StageLayout()
+    source: str = "original"
 
 
 class RejectedProposal(BaseModel):
@@ -75,6 +83,10 @@ class MiproState(AlgorithmState):
     teacher_candidate_id: str | None = None
     bootstrap_runs: int = 0
     bootstrap_passed: int = 0
+    bootstrap_normalised: int = 0
+    reasoning_stages: list[str] = Field(default_factory=list)
+    """Stages whose seed replies are worked answers (no bare-answer demos for them)."""
+    layouts: dict[str, list[LayoutChoice]] = Field(default_factory=dict)
     dataset_summary: str = ""
     program_description: str = ""
     instructions: dict[str, list[InstructionChoice]] = Field(default_factory=dict)
@@ -97,4 +109,6 @@ class MiproState(AlgorithmState):
         for stage in self.stages:
             out[f"{stage}.instruction"] = len(self.instructions.get(stage, [])) or 1
             out[f"{stage}.demos"] = len(self.demo_sets.get(stage, [])) or 1
+            if len(self.layouts.get(stage, [])) > 1:
+                out[f"{stage}.layout"] = len(self.layouts[stage])
         return out

@@ -3,22 +3,38 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.mipro.search import best_pending, next_params, top_combos
-from emery.algorithms.mipro.state import ComboRecord, DemoSet, MiproState, TrialRecord
+from emery.algorithms.mipro.state import (
+    ComboRecord,
+    DemoSet,
+    LayoutChoice,
+    MiproState,
+    TrialRecord,
+)
 from emery.core.events import BestUpdated, MiproFullEvaluation, MiproTrial
 from emery.core.models import Candidate, Demo, Lineage
+from emery.systems.prompt_layout import with_layout
 
 log = logging.getLogger(__name__)
 
 
 async def run_trial(
-    ctx: SearchContext, state: MiproState, rng: random.Random, *, top_k: int
+    ctx: SearchContext,
+    state: MiproState,
+    rng: random.Random,
+    *,
+    top_k: int,
+    final_promotions: int = 3,
 ) -> None:
-    """One trial: TPE picks the choices, a val minibatch scores them; every K trials (and
-    at the end) the best pending combination is scored on full val."""
+    """One trial: TPE picks the choices, a val minibatch scores them; every K trials the
+    best pending combination is scored on full val, and at the end the best few are.
+
+    The planned trials are a floor: while the metric-call budget holds another trial and
+    the final full-val scoring, and untried combinations remain, trials go on."""
     plan = state.resolved_plan()
     number = state.trials_done + 1
     minibatch = min(plan.minibatch_size, len(ctx.val))
@@ -66,12 +82,24 @@ async def run_trial(
     )
     if whole:
         record_full(ctx, state, combo, result.mean, number)
-    last = number >= plan.num_trials
-    if last or number % plan.full_eval_every == 0:
-        await promote(ctx, state, number, final=last, top_k=top_k)
+    last = number >= plan.num_trials and not more_trials_affordable(ctx, state, minibatch)
     if last:
+        for _ in range(final_promotions):
+            await promote(ctx, state, number, final=True, top_k=top_k)
         state.done, state.done_reason = True, f"{number} trials done"
+    elif number % plan.full_eval_every == 0:
+        await promote(ctx, state, number, final=False, top_k=top_k)
     state.top = top_combos(state, top_k)
+
+
+def more_trials_affordable(ctx: SearchContext, state: MiproState, minibatch: int) -> bool:
+    """Whether a budget is set, holds one more trial plus two full-val scorings, and the
+    space has combinations no trial has tried."""
+    remaining = ctx.budget.remaining_metric_calls()
+    if remaining is None:
+        return False
+    space = math.prod(state.spaces().values())
+    return len(state.combos) < space and remaining >= minibatch + 2 * len(ctx.val)
 
 
 async def promote(
@@ -143,9 +171,12 @@ def combo_candidate(
     for stage in state.stages:
         instruction = state.instructions[stage][params[f"{stage}.instruction"]]
         demo_set: DemoSet = state.demo_sets[stage][params[f"{stage}.demos"]]
+        layouts = state.layouts.get(stage) or [LayoutChoice()]
+        layout = layouts[params.get(f"{stage}.layout", 0)]
+        components.update(with_layout(seed.components, stage, layout.layout))
         components[stage] = instruction.text
         demos[stage] = tuple(demo_set.demos)
-        sources[stage] = f"{instruction.source}+{demo_set.kind}"
+        sources[stage] = f"{instruction.source}+{demo_set.kind}+{layout.source}"
     return seed.derive(
         components=components,
         demos=demos,

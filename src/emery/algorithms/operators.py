@@ -1,0 +1,198 @@
+"""LM-free edit operators: small, known-good changes to a prompt-program stage.
+
+A weak proposer model (the same 0.5B model as the task, on a laptop) often returns answers,
+fragments or copies instead of instructions. These operators need no model: each makes one
+structural or wording change that often helps a small model follow its task and format
+(a format reminder as the last line of the user turn, the instruction moved next to the
+input, a step-by-step cue, a terse-answer style, a restating answer stage, demos inline,
+fewer or reordered demos, a shortened instruction). Algorithms use them beside (and
+instead of, when it runs dry) their LM proposals; every child says which operator made it
+(``lineage.operation = "operator.<name>"``) so acceptance can be counted per source.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from emery.core.models import Candidate, Demo, Lineage
+from emery.systems.formats import format_sentence
+from emery.systems.prompt_layout import StageLayout, with_layout
+from emery.systems.prompt_program import PromptProgram, StageConfig
+
+STEP_CUE = "Think step by step, then give the final answer."
+TERSE_CUE = "Reply with the final answer only, with no explanation."
+OPERATOR_PREFIX = "operator."
+
+
+@dataclass(frozen=True)
+class Edit:
+    """What an operator changes in one stage: its instruction, layout and demos."""
+
+    instruction: str
+    layout: StageLayout
+    demos: tuple[Demo, ...]
+
+
+EditFn = Callable[[Edit, StageConfig], Edit | None]
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
+
+
+def _append(instruction: str, sentence: str) -> str | None:
+    if sentence.lower().rstrip(".") in instruction.lower():
+        return None
+    return f"{instruction.rstrip()} {sentence}".strip()
+
+
+def format_reminder(edit: Edit, stage: StageConfig) -> Edit | None:
+    """The output-format sentence as the last line of the user turn."""
+    sentence = format_sentence(stage)
+    if not sentence or edit.layout.reminder == sentence:
+        return None
+    return Edit(edit.instruction, edit.layout.model_copy(update={"reminder": sentence}), edit.demos)
+
+
+def _placed(where: str) -> EditFn:
+    def place(edit: Edit, stage: StageConfig) -> Edit | None:
+        if not edit.instruction.strip() or edit.layout.placement == where:
+            return None
+        return Edit(
+            edit.instruction, edit.layout.model_copy(update={"placement": where}), edit.demos
+        )
+
+    return place
+
+
+def step_by_step(edit: Edit, stage: StageConfig) -> Edit | None:
+    """A step-by-step cue, for stages whose parser reads a part of a longer reply."""
+    if stage.parser.kind not in ("regex", "last_line", "json"):
+        return None
+    text = _append(edit.instruction, STEP_CUE)
+    return None if text is None else Edit(text, edit.layout, edit.demos)
+
+
+def terse(edit: Edit, stage: StageConfig) -> Edit | None:
+    """Ask for the bare answer (in the required format when the parser has one)."""
+    sentence = format_sentence(stage)
+    cue = TERSE_CUE if not sentence else f"{TERSE_CUE} {sentence}"
+    text = _append(edit.instruction.replace(STEP_CUE, "").strip(), cue)
+    return None if text is None else Edit(text, edit.layout, edit.demos)
+
+
+def answer_stage(edit: Edit, stage: StageConfig) -> Edit | None:
+    """A second call that restates an unreadable reply's answer in the required format."""
+    if stage.parser.kind == "raw" or edit.layout.answer == "restate":
+        return None
+    return Edit(edit.instruction, edit.layout.model_copy(update={"answer": "restate"}), edit.demos)
+
+
+def inline_demos(edit: Edit, stage: StageConfig) -> Edit | None:
+    """Demos as worked examples inside the user turn instead of chat turns."""
+    if not edit.demos or edit.layout.demos == "inline":
+        return None
+    return Edit(edit.instruction, edit.layout.model_copy(update={"demos": "inline"}), edit.demos)
+
+
+def fewer_demos(edit: Edit, stage: StageConfig) -> Edit | None:
+    """Drop the last demo (shorter prompts; a demo can mislead as well as teach)."""
+    if not edit.demos:
+        return None
+    return Edit(edit.instruction, edit.layout, edit.demos[:-1])
+
+
+def reverse_demos(edit: Edit, stage: StageConfig) -> Edit | None:
+    """The demos in the opposite order (the last demo weighs most on a small model)."""
+    if len(edit.demos) < 2:
+        return None
+    return Edit(edit.instruction, edit.layout, tuple(reversed(edit.demos)))
+
+
+def shorten(edit: Edit, stage: StageConfig) -> Edit | None:
+    """Keep the instruction's first sentence and its format sentence (if it had one)."""
+    sentences = _sentences(edit.instruction)
+    if len(sentences) < 3:
+        return None
+    sentence = format_sentence(stage)
+    kept = [sentences[0]]
+    if sentence and sentence.lower() in edit.instruction.lower():
+        kept.append(sentence)
+    return Edit(" ".join(kept), edit.layout, edit.demos)
+
+
+OPERATORS: dict[str, EditFn] = {
+    "format_reminder": format_reminder,
+    "instruction_after_input": _placed("user_after"),
+    "instruction_before_input": _placed("user_before"),
+    "step_by_step": step_by_step,
+    "answer_stage": answer_stage,
+    "terse": terse,
+    "inline_demos": inline_demos,
+    "fewer_demos": fewer_demos,
+    "reverse_demos": reverse_demos,
+    "shorten": shorten,
+}
+
+
+def current_edit(candidate: Candidate, stage: StageConfig) -> Edit:
+    """What ``candidate`` holds for ``stage``."""
+    return Edit(
+        candidate.components.get(stage.name, stage.instruction),
+        StageLayout.of(candidate.components, stage.name),
+        tuple(candidate.demos.get(stage.name, ())),
+    )
+
+
+def apply_operator(
+    name: str,
+    candidate: Candidate,
+    program: PromptProgram,
+    stage_name: str,
+    *,
+    iteration: int | None = None,
+) -> Candidate | None:
+    """The child ``name`` makes of ``candidate`` in ``stage_name``, or None if it does not apply."""
+    stage = program.stages[stage_name]
+    before = current_edit(candidate, stage)
+    after = OPERATORS[name](before, stage)
+    if after is None or after == before:
+        return None
+    components = with_layout(candidate.components, stage_name, after.layout)
+    components[stage_name] = after.instruction
+    demos = dict(candidate.demos)
+    if after.demos:
+        demos[stage_name] = after.demos
+    else:
+        demos.pop(stage_name, None)
+    return Candidate(
+        components=components,
+        demos=demos,
+        lineage=Lineage(
+            parents=(candidate.id,),
+            generation=candidate.lineage.generation + 1,
+            operation=f"{OPERATOR_PREFIX}{name}",
+            iteration=iteration,
+            details={"stage": stage_name, "operator": name},
+        ),
+    )
+
+
+def operator_children(
+    candidate: Candidate,
+    program: PromptProgram,
+    stage_name: str,
+    *,
+    tried: set[str] | frozenset[str] = frozenset(),
+    iteration: int | None = None,
+) -> list[Candidate]:
+    """Every applicable operator's child of ``candidate`` in one stage, in operator order,
+    skipping children whose ids are in ``tried``."""
+    children = []
+    for name in OPERATORS:
+        child = apply_operator(name, candidate, program, stage_name, iteration=iteration)
+        if child is not None and child.id not in tried:
+            children.append(child)
+    return children
