@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from emery.data.tasks import builtin_task
 from emery.systems.formats import (
     format_sentence,
     labeled_replies,
     parse_reply,
     regex_prefix,
 )
-from emery.data.tasks import builtin_task
 from emery.systems.parsers import ParserConfig
 from emery.systems.prompt_program import MessageTemplate, StageConfig
 
