@@ -88,7 +88,7 @@ def test_the_cli_steers_a_job_running_in_another_process(tmp_path: Path) -> None
     path = tmp_path / "emery.db"
     store = SQLiteStore(path)
     job_id = new_job(store, tmp_path, iterations=12)
-    worker = start_worker(path, job_id)
+    worker = start_worker(path, job_id, delay="0.2")  # outlasts a CLI start on a busy machine
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
