@@ -31,18 +31,13 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", js.worker_env()["PYTHONPATH"])
 
 
-def write_improvable(path: Path, iterations: int) -> Path:
-    """A job whose search is sure to beat the seed: ``careful_task_lm`` fails every question
-    under the seed instruction and answers all of them under a reflected one."""
-    text = write(path, iterations).read_text()
-    path.write_text(text.replace("jobs_support:task_lm", "jobs_support:careful_task_lm"))
-    return path
-
-
 def test_html_report_holds_plots_lineage_diff_usage_and_config(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run_cli(["train", str(write_improvable(tmp_path / "job.toml", iterations=4))]) == 0
+    # careful_task_lm: the seed fails every question and the first reflected instruction
+    # none, so the winner is not the seed and the report has a diff to show
+    config = write(tmp_path / "job.toml", iterations=4, task_lm="careful_task_lm")
+    assert run_cli(["train", str(config)]) == 0
     [job] = SQLiteStore(Path(".emery") / "emery.db").list_jobs().items
     capsys.readouterr()
 
@@ -96,7 +91,8 @@ def test_score_points_count_metric_calls_in_event_order() -> None:
 def test_candidates_tree_and_text_report_diff(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run_cli(["train", str(write_improvable(tmp_path / "job.toml", iterations=4))]) == 0
+    config = write(tmp_path / "job.toml", iterations=4, task_lm="careful_task_lm")
+    assert run_cli(["train", str(config)]) == 0
     db = SQLiteStore(Path(".emery") / "emery.db")
     [job] = db.list_jobs().items
     records = db.list_candidates(job.id, limit=None).items
