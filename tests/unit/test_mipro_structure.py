@@ -1,0 +1,115 @@
+"""MIPRO searches prompt structure: a layout no proposal reaches still lifts; demo-set rules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from test_mipro_support import TASK, dataset, gold_table, make_ctx, run_recorded
+
+from emery.algorithms.mipro import MiproSettings, MiproState
+from emery.algorithms.mipro.demos import assemble, labeled_demos, teacher_candidate
+from emery.core.models import ChatMessage, Demo, Example
+from emery.evaluation.budget import BudgetConfig
+from emery.lm import FakeLM
+from emery.systems.formats import format_sentence
+from emery.systems.prompt_layout import StageLayout
+from emery.systems.prompt_program import PromptProgram
+from emery.verifiers.config import build_verifier
+
+STAGE = TASK.program.stages[0]
+REMINDER = format_sentence(STAGE)
+
+
+def reminder_last_lm(gold: dict[str, int]) -> FakeLM:
+    """Right only when the format sentence is the last line of the user turn; otherwise it
+    ends in LaTeX, which the parser cannot read (as Qwen2.5-0.5B does on real problems)."""
+
+    def reply(messages: Sequence[ChatMessage]) -> str:
+        content = messages[-1]["content"]
+        question = next(q for q in gold if q in content)
+        if REMINDER and content.rstrip().endswith(REMINDER):
+            return f"Working.\nAnswer: {gold[question]}"
+        return f"Working.\n\\(\\boxed{{{gold[question]}}}\\)"
+
+    return FakeLM(reply, model="fake/reminder-last")
+
+
+def junk_proposer() -> FakeLM:
+    """A proposer as weak as the task model: answers a problem instead of instructing."""
+    return FakeLM(lambda messages: "42", model="fake/junk")
+
+
+async def test_a_layout_lifts_when_every_proposal_is_junk() -> None:
+    data = dataset(n_train=12, n_val=12)
+    ctx = make_ctx(
+        data,
+        reminder_last_lm(gold_table(data)),
+        junk_proposer(),
+        seed=1,
+        budget=BudgetConfig(metric_calls=160),
+    )
+    settings = MiproSettings(num_trials=6, minibatch_size=6, full_eval_every=2)
+
+    outcome, _ = await run_recorded(settings, ctx)
+
+    state = outcome.state
+    assert isinstance(state, MiproState)
+    assert state.baseline_val_score == 0.0
+    assert state.best_val_score == 1.0
+    best = ctx.candidates[state.best_candidate_id]
+    assert StageLayout.of(best.components, "solve").reminder == REMINDER
+    # the planned 6 trials were a floor: the budget paid for more
+    assert state.trials_done > 6
+    assert ctx.budget.usage.metric_calls <= 160
+
+
+BARE = [Demo(inputs={"question": "q"}, output="Answer: 3", source="labeled")]
+WORKED = [Demo(inputs={"question": "q"}, output="3 = 1 + 2\nAnswer: 3", source="labeled")]
+BOOT = [[Demo(inputs={"question": "r"}, output="2 + 2 = 4\nAnswer: 4", source="bootstrapped")]]
+
+
+def kinds(sets: list) -> list[str]:  # type: ignore[type-arg]
+    return [s.kind for s in sets]
+
+
+def test_bare_labeled_demos_are_never_a_reasoning_stages_only_set() -> None:
+    assert kinds(assemble((), BARE, [], limit=4, reasoning=True)) == ["empty"]
+    assert kinds(assemble((), BARE, BOOT, limit=4, reasoning=True)) == [
+        "empty",
+        "labeled",
+        "bootstrapped",
+    ]
+    assert kinds(assemble((), WORKED, [], limit=4, reasoning=True)) == ["empty", "labeled"]
+    assert kinds(assemble((), BARE, [], limit=4, reasoning=False)) == ["empty", "labeled"]
+
+
+def test_teacher_of_a_reasoning_stage_never_sees_bare_answers() -> None:
+    program = PromptProgram(TASK.program)
+    seed = program.seed_candidate()
+    common = {"format_hint": True, "use_labeled": "always", "reasoning": True}
+    reasoning = teacher_candidate(
+        seed, program, {"solve": BARE}, reasoning_stages=frozenset({"solve"}), **common
+    )
+    assert "solve" not in reasoning.demos
+    terse = teacher_candidate(seed, program, {"solve": BARE}, **common)
+    assert terse.demos["solve"] == tuple(BARE)
+    worked = teacher_candidate(
+        seed, program, {"solve": WORKED}, reasoning_stages=frozenset({"solve"}), **common
+    )
+    assert worked.demos["solve"] == tuple(WORKED)
+
+
+async def test_labeled_demos_show_the_rationale_before_the_answer() -> None:
+    program = PromptProgram(TASK.program)
+    example = Example(
+        id="e", input={"question": "2 + 3?"}, expected=5, meta={"rationale": "( 2.0 + 3.0 )"}
+    )
+    demos = await labeled_demos(
+        program,
+        program.stages["solve"],
+        [example],
+        build_verifier(TASK.verifier),
+        limit=1,
+        threshold=1.0,
+    )
+    assert [d.output for d in demos] == ["( 2.0 + 3.0 )\nAnswer: 5"]
