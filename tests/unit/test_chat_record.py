@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 from opentelemetry.context import Context
 
+from emery.core.rollouts import Attempt, Rollout
+from emery.core.spans import SpanRecord
 from emery.lm import FakeLM
 from emery.tracing import MemoryRecorder
 from emery.tracing import conventions as sc
 from emery.tracing.lm import TracedLM
 from emery.tracing.processor import RolloutTracing
-from emery.tracing.records import Attempt, Rollout, SpanRecord
 from emery.tracing.scope import AttemptScope, activate
 
 MESSAGES: list[Any] = [
@@ -32,7 +33,7 @@ async def record_one(direct: bool, lm: Any) -> tuple[list[SpanRecord], AttemptSc
     recorder = MemoryRecorder()
     tracing = RolloutTracing(recorder)
     rollout = Rollout(candidate_id="c", example_id="e")
-    scope = AttemptScope(rollout, Attempt(rollout_id=rollout.rollout_id, number=1), tracing.tracer)
+    scope = AttemptScope(rollout, Attempt(rollout_id=rollout.id, number=1), tracing.tracer)
     if direct:
         scope.sink = tracing.processor.add_records
     with (
@@ -43,7 +44,7 @@ async def record_one(direct: bool, lm: Any) -> tuple[list[SpanRecord], AttemptSc
         await TracedLM(lm).complete(MESSAGES, temperature=0.0, max_tokens=8, stop=["\n"])
     scope.closed = True
     tracing.flush()
-    return recorder.spans(rollout.rollout_id), scope
+    return recorder.spans(rollout.id), scope
 
 
 def comparable(span: SpanRecord, root: SpanRecord) -> dict[str, Any]:

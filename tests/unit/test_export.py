@@ -11,12 +11,12 @@ import pytest
 from fake_models import fake_answer
 
 from emery.cli.app import main
+from emery.core.spans import SpanRecord
 from emery.data.tasks import builtin_task
 from emery.store import SpanFilter, open_store
 from emery.systems.function_agent import PromptTemplate, agent
 from emery.tracing.adapters import to_conversations
 from emery.tracing.export import check_chat_example
-from emery.tracing.records import SpanRecord
 
 SOLVE = PromptTemplate("Solve the problem. End with 'Answer: <number>'.")
 N_VAL = 6

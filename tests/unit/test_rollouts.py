@@ -64,15 +64,15 @@ async def test_a_good_rollout_walks_the_status_machine() -> None:
     assert result.rollout_status == "succeeded"
     assert result.attempts == 1
     rollout = recorder.rollout(result.rollout_id or "")
-    assert recorder.history[rollout.rollout_id] == ["queuing", "preparing", "running", "succeeded"]
+    assert recorder.history[rollout.id] == ["queuing", "preparing", "running", "succeeded"]
     assert rollout.score == 1.0
     assert rollout.output == "w0"
     assert rollout.input == {"word": "w0"}
-    (attempt,) = recorder.attempts(rollout.rollout_id)
+    (attempt,) = recorder.attempts(rollout.id)
     assert attempt.status == "succeeded"
-    assert attempt.attempt_id == f"{rollout.rollout_id}:1"
-    assert attempt.ended_at is not None
-    names = [s.name for s in recorder.spans(rollout.rollout_id)]
+    assert attempt.id == f"{rollout.id}:1"
+    assert attempt.finished_at is not None
+    names = [s.name for s in recorder.spans(rollout.id)]
     assert names == [sc.ROLLOUT_SPAN, "chat fake"]
 
 
@@ -100,7 +100,7 @@ async def test_a_failing_attempt_is_retried_and_the_rollout_requeued() -> None:
     assert (first.status, second.status) == ("failed", "succeeded")
     assert first.error == "ConnectionError: tool server dropped the connection"
     # The failed attempt's root span records the exception.
-    root = recorder.spans(rid, first.attempt_id)[0]
+    root = recorder.spans(rid, first.id)[0]
     assert root.status == "error"
     assert root.events[0].attributes[sc.EXCEPTION_TYPE] == "ConnectionError"
 
@@ -260,7 +260,7 @@ async def test_cancelling_the_evaluation_cancels_the_running_rollouts() -> None:
     assert rollouts
     assert {r.status for r in rollouts} == {"cancelled"}
     for rollout in rollouts:
-        assert [a.status for a in recorder.attempts(rollout.rollout_id)] == ["failed"]
+        assert [a.status for a in recorder.attempts(rollout.id)] == ["failed"]
 
 
 class JitterLM(FakeLM):

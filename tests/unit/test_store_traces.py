@@ -14,17 +14,16 @@ from sqlalchemy import inspect, text
 from store_fixtures import BACKENDS, make_store
 
 from emery.core.errors import ConfigError
+from emery.core.rollouts import Attempt, Rollout, RolloutConfig
+from emery.core.spans import SpanRecord
 from emery.store import (
-    AttemptRecord,
     IllegalTransition,
     MemoryStore,
     NewJob,
     NotFound,
     RolloutFilter,
-    RolloutRecord,
     SchemaError,
     SpanFilter,
-    SpanRecord,
     SQLiteStore,
     WorkerRecord,
     open_store,
@@ -39,17 +38,16 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlStore]:
     yield from make_store(request.param, tmp_path)
 
 
-def rollout(rollout_id: str, **fields: object) -> RolloutRecord:
-    return RolloutRecord.model_validate(
+def rollout(rollout_id: str, **fields: object) -> Rollout:
+    config = RolloutConfig(max_attempts=3, timeout_seconds=5.0, unresponsive_seconds=2.0)
+    return Rollout.model_validate(
         {
             "id": rollout_id,
             "job_id": "job-1",
             "candidate_id": "c1",
             "example_id": "e1",
             "split": "val",
-            "max_attempts": 3,
-            "timeout_seconds": 5.0,
-            "unresponsive_seconds": 2.0,
+            "config": config,
             **fields,
         }
     )
@@ -72,12 +70,12 @@ def test_rollouts_follow_their_status_machine(store: SqlStore) -> None:
         store.update_rollout("ro-x", status="running")
     page = store.list_rollouts(RolloutFilter(job_id="job-1", status=["queuing"]))
     assert [r.id for r in page.items] == ["ro-2"]
-    assert store.list_rollouts(RolloutFilter(candidate_id="c1")).items[0].max_attempts == 3
+    assert store.list_rollouts(RolloutFilter(candidate_id="c1")).items[0].config.max_attempts == 3
 
 
 def test_attempts_count_on_their_rollout_and_heartbeat(store: SqlStore) -> None:
     store.add_rollouts([rollout("ro-1")])
-    first = store.add_attempt(AttemptRecord(id="ro-1:1", rollout_id="ro-1", number=1))
+    first = store.add_attempt(Attempt(rollout_id="ro-1", number=1))
     assert first.started_at is not None
     store.update_attempt("ro-1:1", status="running")
     failed = store.update_attempt("ro-1:1", status="timeout", error="took too long")
@@ -85,7 +83,7 @@ def test_attempts_count_on_their_rollout_and_heartbeat(store: SqlStore) -> None:
     assert failed.error == "took too long"
     with pytest.raises(IllegalTransition):
         store.update_attempt("ro-1:1", status="running")
-    store.add_attempt(AttemptRecord(id="ro-1:2", rollout_id="ro-1", number=2, worker_id="w"))
+    store.add_attempt(Attempt(rollout_id="ro-1", number=2, worker_id="w"))
     beat = store.update_attempt("ro-1:2")
     assert beat.heartbeat_at is not None
     assert beat.status == "preparing"
@@ -114,8 +112,8 @@ def test_spans_are_numbered_per_attempt_and_queried(store: SqlStore) -> None:
     store.add_spans([span("a1"), span("a2"), span("b1", attempt="ro-1:2")])
     store.add_spans([span("a3"), span("a1")])  # a1 again: ignored
     page = store.list_spans(SpanFilter(attempt_id="ro-1:1"))
-    assert [(s.span_id, s.seq) for s in page.items] == [("a1", 0), ("a2", 1), ("a3", 2)]
-    assert page.items[0].events[0]["attributes"] == {"value": 1.0}
+    assert [(s.span_id, s.sequence) for s in page.items] == [("a1", 0), ("a2", 1), ("a3", 2)]
+    assert page.items[0].events[0].attributes == {"value": 1.0}
     assert [s.span_id for s in store.list_spans(SpanFilter(rollout_id="ro-1")).items] == [
         "a1",
         "a2",
@@ -124,20 +122,20 @@ def test_spans_are_numbered_per_attempt_and_queried(store: SqlStore) -> None:
     ]
     later = store.list_spans(SpanFilter(attempt_id="ro-1:1", since_seq=0), limit=1, offset=1)
     assert (later.total, [s.span_id for s in later.items]) == (2, ["a3"])
-    store.add_spans([span("c1", seq=7, attempt="ro-1:3")])
-    assert store.list_spans(SpanFilter(attempt_id="ro-1:3")).items[0].seq == 7
+    store.add_spans([span("c1", sequence=7, attempt="ro-1:3")])
+    assert store.list_spans(SpanFilter(attempt_id="ro-1:3")).items[0].sequence == 7
 
 
 def test_a_batch_of_live_trace_rows_is_written_in_one_call(store: SqlStore) -> None:
     store.add_traces(
         [rollout("ro-1", status="running", attempt_count=1)],
-        [AttemptRecord(id="ro-1:1", rollout_id="ro-1", number=1, status="running")],
+        [Attempt(rollout_id="ro-1", number=1, status="running")],
         [span("a1")],
     )
     # the next batch replaces the rows it carries again and appends its spans
     store.add_traces(
         [rollout("ro-1", status="succeeded", attempt_count=1, score=1.0), rollout("ro-2")],
-        [AttemptRecord(id="ro-1:1", rollout_id="ro-1", number=1, status="succeeded")],
+        [Attempt(rollout_id="ro-1", number=1, status="succeeded")],
         [span("a2"), span("a1")],
     )
     store.add_traces([], [], [])
@@ -146,7 +144,7 @@ def test_a_batch_of_live_trace_rows_is_written_in_one_call(store: SqlStore) -> N
     assert store.get_rollout("ro-2").status == "queuing"
     assert [a.status for a in store.list_attempts("ro-1")] == ["succeeded"]
     spans = store.list_spans(SpanFilter(attempt_id="ro-1:1")).items
-    assert [(s.span_id, s.seq) for s in spans] == [("a1", 0), ("a2", 1)]
+    assert [(s.span_id, s.sequence) for s in spans] == [("a1", 0), ("a2", 1)]
 
 
 def test_resources_are_versioned(store: SqlStore) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from emery.core.models import Example
+from emery.core.rollouts import Attempt
 from emery.evaluation import Evaluator
 from emery.lm import FakeLM
-from emery.store import AttemptRecord, MemoryStore, RolloutFilter, StepWrite
+from emery.store import MemoryStore, RolloutFilter, StepWrite
 from emery.store.records import NewJob
 from emery.systems.function_agent import FunctionAgent, agent
 from emery.tracing import RolloutConfig, emit_reward
@@ -54,8 +55,8 @@ async def test_rollouts_attempts_and_spans_land_in_the_store() -> None:
     for stored in rollouts:
         assert stored.status == "succeeded"
         assert stored.attempt_count == 2
-        assert stored.max_attempts == 2
-        assert stored.timeout_seconds == 5
+        assert stored.config.max_attempts == 2
+        assert stored.config.timeout_seconds == 5
         assert stored.score == 1.0
         assert stored.output == stored.input["word"]
         assert stored.split == "val"
@@ -105,9 +106,7 @@ async def test_the_engines_step_rows_do_not_overwrite_recorded_attempts() -> Non
     # What the engine writes at the end of a step for the same rollout (insert-or-ignore).
     store.commit_step(
         job_id,
-        StepWrite(
-            attempts=[AttemptRecord(id=f"{rid}:2", rollout_id=rid, number=2, status="failed")]
-        ),
+        StepWrite(attempts=[Attempt(rollout_id=rid, number=2, status="failed")]),
     )
     assert [a.status for a in store.list_attempts(rid)] == ["failed", "succeeded"]
 

@@ -8,7 +8,8 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from emery.tracing.records import Attempt, Rollout, SpanRecord
+from emery.core.rollouts import Attempt, Rollout
+from emery.core.spans import SpanRecord
 from emery.tracing.write_behind import WriteBehind
 
 
@@ -30,8 +31,8 @@ class Batches:
         self.threads.append(threading.current_thread().name)
         self.batches.append(
             (
-                [f"{r.rollout_id}={r.status}" for r in rollouts],
-                [f"{a.attempt_id}={a.status}" for a in attempts],
+                [f"{r.id}={r.status}" for r in rollouts],
+                [f"{a.id}={a.status}" for a in attempts],
                 [s.span_id for s in spans],
             )
         )
@@ -52,7 +53,7 @@ def writer_threads() -> list[threading.Thread]:
 def test_the_newest_state_of_each_rollout_is_written_once_per_batch() -> None:
     write = Batches()
     buffer = WriteBehind(write, max_delay_s=3600)
-    rollout = Rollout(rollout_id="ro-1", candidate_id="c", example_id="e")
+    rollout = Rollout(id="ro-1", candidate_id="c", example_id="e")
     attempt = Attempt(rollout_id="ro-1", number=1)
     buffer.rollout(rollout)
     rollout.move("preparing")

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from emery.algorithms.base import SearchContext
 from emery.core.models import Candidate, Dataset
+from emery.core.rollouts import RolloutConfig
 from emery.evaluation.budget import Budget, BudgetConfig, BudgetUsage
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.results import ExampleResult
@@ -14,7 +15,6 @@ from emery.lm.base import LM
 from emery.lm.usage import UsageMeter
 from emery.systems.base import System
 from emery.tracing.recorder import RolloutRecorder
-from emery.tracing.records import RolloutConfig
 from emery.verifiers.base import Verifier
 
 

@@ -15,3 +15,8 @@ class DataError(EmeryError):
 
 class ModelNotInstalledError(EmeryError):
     """A named model is known but its weights are not installed here."""
+
+
+class IllegalTransition(EmeryError):
+    """A state change a state machine does not allow (resuming a finished job, running a
+    finished rollout)."""

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from emery.core.models import Candidate, ChatMessage, Example, Split
+from emery.core.rollouts import RolloutConfig
 from emery.evaluation.results import EvalResult, ExampleResult
 from emery.evaluation.rollouts import RolloutOutcome, RolloutRunner
 from emery.lm.base import LM, Completion, TokenUsage
@@ -18,7 +19,6 @@ from emery.tracing.adapters import trace_excerpt
 from emery.tracing.lm import TracedLM
 from emery.tracing.processor import RolloutTracing
 from emery.tracing.recorder import NullRecorder, RolloutRecorder
-from emery.tracing.records import RolloutConfig
 from emery.tracing.registry import RolloutProxy, embedded_proxy
 from emery.tracing.scope import AttemptScope
 from emery.verifiers.base import Verifier
@@ -137,9 +137,9 @@ class Evaluator:
             usage=tally.usage(),
             lm_calls=tally.calls,
             latency_s=time.perf_counter() - start,
-            rollout_id=rollout.rollout_id,
+            rollout_id=rollout.id,
             rollout_status=rollout.status,
-            attempts=rollout.attempts,
+            attempts=rollout.attempt_count,
             span_count=outcome.span_count,
             trace=self._excerpt(outcome),
         )

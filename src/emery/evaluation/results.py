@@ -2,37 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from emery.core.models import Split
+from emery.core.results import ExampleResult as ExampleResult
 from emery.evaluation.stats import ScoreSummary, summarize
-from emery.lm.base import TokenUsage
-from emery.systems.base import ComponentCall
-
-
-class ExampleResult(BaseModel):
-    """One scored run: output, score, feedback, error, the calls behind it, usage and latency."""
-
-    candidate_id: str
-    example_id: str
-    split: Split | None = None
-    output: Any = None
-    score: float = 0.0
-    feedback: str = ""
-    error: str | None = None
-    calls: list[ComponentCall] = Field(default_factory=list)
-    usage: TokenUsage = TokenUsage()
-    lm_calls: int = 0
-    latency_s: float = 0.0
-    rollout_id: str | None = None
-    rollout_status: str | None = None
-    attempts: int = 0
-    span_count: int = 0
-    trace: str = ""
-    """An excerpt of the last attempt's spans (LM calls, tool calls, emitted messages,
-    rewards, errors) for reflection; empty when the attempt recorded nothing but the run."""
 
 
 class EvalResult(BaseModel):

@@ -21,11 +21,11 @@ from opentelemetry.trace import Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from emery.core.models import Candidate, Example, Split
+from emery.core.rollouts import Attempt, AttemptStatus, Rollout, RolloutConfig, now
 from emery.lm.base import LM
 from emery.systems.base import SystemRun
 from emery.tracing import conventions as sc
 from emery.tracing.processor import RolloutTracing
-from emery.tracing.records import Attempt, AttemptStatus, Rollout, RolloutConfig, now
 from emery.tracing.registry import RolloutProxy
 from emery.tracing.scope import AttemptScope, activate
 
@@ -95,6 +95,7 @@ class RolloutRunner:
             candidate_id=candidate.id,
             example_id=example.id,
             split=split,
+            mode=split,
             input=dict(example.input),
             config=self.config,
             components=dict(candidate.components),
@@ -103,8 +104,8 @@ class RolloutRunner:
         self.recorder.save_rollout(rollout)
         for number in range(1, self.config.max_attempts + 1):
             rollout.move("preparing")
-            rollout.attempts = number
-            attempt = Attempt(rollout_id=rollout.rollout_id, number=number)
+            rollout.attempt_count = number
+            attempt = Attempt(rollout_id=rollout.id, number=number)
             outcome.attempts.append(attempt)
             self.recorder.save_rollout(rollout)
             self.recorder.save_attempt(attempt)
@@ -121,7 +122,7 @@ class RolloutRunner:
                 self.recorder.save_rollout(rollout)
                 raise
             except Exception as exc:  # the attempt could not even start (e.g. no proxy)
-                log.warning("rollout %s attempt %d: %s", rollout.rollout_id, number, exc)
+                log.warning("rollout %s attempt %d: %s", rollout.id, number, exc)
                 status, run, error = "failed", None, _describe(exc)
             outcome.run = run
             self._finish_attempt(scope, status, error)
@@ -130,7 +131,7 @@ class RolloutRunner:
                 rollout.error = None
                 break
             if status in self.config.retry_on and number < self.config.max_attempts:
-                log.info("rollout %s attempt %d %s: retrying", rollout.rollout_id, number, status)
+                log.info("rollout %s attempt %d %s: retrying", rollout.id, number, status)
                 rollout.error = error
                 rollout.move("queuing")
                 self.recorder.save_rollout(rollout)
@@ -148,7 +149,7 @@ class RolloutRunner:
             self.proxy.close(scope)
         attempt = scope.attempt
         attempt.move(status, error)
-        attempt.last_heartbeat_at = now()
+        attempt.heartbeat_at = now()
         self.tracing.processor.flush()
         self.recorder.save_attempt(attempt)
 
@@ -157,8 +158,8 @@ class RolloutRunner:
     ) -> tuple[AttemptStatus, SystemRun | None, str | None]:
         rollout, attempt = scope.rollout, scope.attempt
         attributes: dict[str, AttributeValue] = {
-            sc.CANDIDATE_ID: rollout.candidate_id,
-            sc.EXAMPLE_ID: rollout.example_id,
+            sc.CANDIDATE_ID: rollout.candidate_id or "",
+            sc.EXAMPLE_ID: rollout.example_id or "",
             sc.ATTEMPT_NUMBER: attempt.number,
         }
         if rollout.split is not None:

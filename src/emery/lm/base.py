@@ -9,17 +9,7 @@ from pydantic import BaseModel
 
 from emery.core.aio import run_sync
 from emery.core.models import ChatMessage
-
-
-class TokenUsage(BaseModel):
-    """Tokens read and written by one call."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
+from emery.core.results import TokenUsage as TokenUsage
 
 
 class Completion(BaseModel):

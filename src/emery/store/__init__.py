@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from emery.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from emery.core.errors import IllegalTransition
     from emery.store.backends import (
         DEFAULT_PATH,
         STORE_ENV,
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from emery.store.migrate import SchemaError
     from emery.store.protocol import Store
     from emery.store.records import (
-        AttemptRecord,
         CandidateRecord,
         CheckpointRecord,
         EvaluationFilter,
@@ -32,21 +32,18 @@ if TYPE_CHECKING:
         Page,
         ResourceRecord,
         RolloutFilter,
-        RolloutRecord,
         SpanFilter,
-        SpanRecord,
         StepWrite,
         SystemRecord,
         WorkerRecord,
     )
-    from emery.store.sql.jobs import OwnershipLost
     from emery.store.states import (
         JOB_STATES,
         JOB_TRANSITIONS,
         TERMINAL_STATES,
-        IllegalTransition,
         JobState,
         NotFound,
+        OwnershipLost,
     )
 
 __getattr__, __dir__ = lazy_exports(
@@ -60,7 +57,6 @@ __getattr__, __dir__ = lazy_exports(
         "open_store": "emery.store.backends",
         "SchemaError": "emery.store.migrate",
         "Store": "emery.store.protocol",
-        "AttemptRecord": "emery.store.records",
         "CandidateRecord": "emery.store.records",
         "CheckpointRecord": "emery.store.records",
         "EvaluationFilter": "emery.store.records",
@@ -71,17 +67,15 @@ __getattr__, __dir__ = lazy_exports(
         "Page": "emery.store.records",
         "ResourceRecord": "emery.store.records",
         "RolloutFilter": "emery.store.records",
-        "RolloutRecord": "emery.store.records",
         "SpanFilter": "emery.store.records",
-        "SpanRecord": "emery.store.records",
         "StepWrite": "emery.store.records",
         "SystemRecord": "emery.store.records",
         "WorkerRecord": "emery.store.records",
-        "OwnershipLost": "emery.store.sql.jobs",
+        "OwnershipLost": "emery.store.states",
         "JOB_STATES": "emery.store.states",
         "JOB_TRANSITIONS": "emery.store.states",
         "TERMINAL_STATES": "emery.store.states",
-        "IllegalTransition": "emery.store.states",
+        "IllegalTransition": "emery.core.errors",
         "JobState": "emery.store.states",
         "NotFound": "emery.store.states",
     },
@@ -93,7 +87,6 @@ __all__ = [
     "JOB_TRANSITIONS",
     "STORE_ENV",
     "TERMINAL_STATES",
-    "AttemptRecord",
     "CandidateRecord",
     "CheckpointRecord",
     "EvaluationFilter",
@@ -110,11 +103,9 @@ __all__ = [
     "PostgresStore",
     "ResourceRecord",
     "RolloutFilter",
-    "RolloutRecord",
     "SQLiteStore",
     "SchemaError",
     "SpanFilter",
-    "SpanRecord",
     "StepWrite",
     "Store",
     "SystemRecord",

@@ -11,8 +11,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from emery.core.events import Event
 from emery.core.models import Candidate
+from emery.core.rollouts import Attempt, Rollout
+from emery.core.spans import SpanRecord
 from emery.store.records import (
-    AttemptRecord,
     CandidateRecord,
     CheckpointRecord,
     EvaluationFilter,
@@ -23,9 +24,7 @@ from emery.store.records import (
     Page,
     ResourceRecord,
     RolloutFilter,
-    RolloutRecord,
     SpanFilter,
-    SpanRecord,
     StepWrite,
     SystemRecord,
     WorkerRecord,
@@ -117,11 +116,11 @@ class Store(Protocol):
     def list_systems(self, name: str | None = None) -> list[SystemRecord]: ...
 
     # rollouts, attempts, spans
-    def add_rollouts(self, records: Sequence[RolloutRecord]) -> None: ...
-    def get_rollout(self, rollout_id: str) -> RolloutRecord: ...
+    def add_rollouts(self, records: Sequence[Rollout]) -> None: ...
+    def get_rollout(self, rollout_id: str) -> Rollout: ...
     def update_rollout(
         self, rollout_id: str, *, status: str | None = None, **fields: Any
-    ) -> RolloutRecord: ...
+    ) -> Rollout: ...
     def list_rollouts(
         self,
         filter: RolloutFilter | None = None,
@@ -129,17 +128,17 @@ class Store(Protocol):
         sort: str | None = None,
         limit: int | None = 100,
         offset: int = 0,
-    ) -> Page[RolloutRecord]: ...
-    def add_attempt(self, record: AttemptRecord) -> AttemptRecord: ...
+    ) -> Page[Rollout]: ...
+    def add_attempt(self, record: Attempt) -> Attempt: ...
     def update_attempt(
         self, attempt_id: str, *, status: str | None = None, **fields: Any
-    ) -> AttemptRecord: ...
-    def list_attempts(self, rollout_id: str) -> list[AttemptRecord]: ...
+    ) -> Attempt: ...
+    def list_attempts(self, rollout_id: str) -> list[Attempt]: ...
     def add_spans(self, records: Sequence[SpanRecord]) -> None: ...
     def add_traces(
         self,
-        rollouts: Sequence[RolloutRecord],
-        attempts: Sequence[AttemptRecord],
+        rollouts: Sequence[Rollout],
+        attempts: Sequence[Attempt],
         spans: Sequence[SpanRecord],
     ) -> None: ...
     def list_spans(

@@ -1,4 +1,6 @@
-"""What the store reads and writes: typed records for jobs, checkpoints, candidates and traces."""
+"""What the store reads and writes: typed records for jobs, checkpoints, candidates and
+evaluations, and the filters of its queries (rollouts, attempts and spans are the core
+models of ``emery.core.rollouts`` and ``emery.core.spans``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from pydantic import BaseModel, Field
 
 from emery.core.events import Event
 from emery.core.models import Candidate, Demo, Lineage
-from emery.evaluation.results import ExampleResult
+from emery.core.results import ExampleResult
+from emery.core.rollouts import Attempt, Rollout
 
 T = TypeVar("T")
 
@@ -142,71 +145,12 @@ class EvaluationFilter(BaseModel):
     errors_only: bool = False
 
 
-class RolloutRecord(BaseModel):
-    """One run of one candidate on one example, with its retry policy and outcome."""
-
-    id: str
-    job_id: str | None = None
-    candidate_id: str | None = None
-    example_id: str | None = None
-    split: str | None = None
-    mode: str | None = None
-    status: str = "queuing"
-    input: Any = None
-    output: Any = None
-    score: float | None = None
-    error: str | None = None
-    max_attempts: int = 1
-    retry_statuses: list[str] = Field(default_factory=lambda: ["failed", "timeout", "unresponsive"])
-    timeout_seconds: float | None = None
-    unresponsive_seconds: float | None = None
-    attempt_count: int = 0
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    created_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-
-
 class RolloutFilter(BaseModel):
     job_id: str | None = None
     candidate_id: str | None = None
     example_id: str | None = None
     split: str | None = None
     status: list[str] | None = None
-
-
-class AttemptRecord(BaseModel):
-    """One try of a rollout; its heartbeat tells whether the worker is still alive."""
-
-    id: str
-    rollout_id: str
-    number: int
-    status: str = "preparing"
-    worker_id: str | None = None
-    error: str | None = None
-    started_at: datetime | None = None
-    heartbeat_at: datetime | None = None
-    finished_at: datetime | None = None
-
-
-class SpanRecord(BaseModel):
-    """One OpenTelemetry-shaped span (times in UNIX seconds)."""
-
-    trace_id: str
-    span_id: str
-    parent_id: str | None = None
-    name: str
-    kind: str = "INTERNAL"
-    start_time: float
-    end_time: float | None = None
-    attributes: dict[str, Any] = Field(default_factory=dict)
-    events: list[dict[str, Any]] = Field(default_factory=list)
-    status_code: str = "UNSET"
-    status_message: str | None = None
-    job_id: str | None = None
-    rollout_id: str | None = None
-    attempt_id: str | None = None
-    seq: int | None = None
 
 
 class SpanFilter(BaseModel):
@@ -258,8 +202,8 @@ class StepWrite(BaseModel):
     events: list[Event] = Field(default_factory=list)
     candidates: list[Candidate] = Field(default_factory=list)
     evaluations: list[EvaluationRecord] = Field(default_factory=list)
-    rollouts: list[RolloutRecord] = Field(default_factory=list)
-    attempts: list[AttemptRecord] = Field(default_factory=list)
+    rollouts: list[Rollout] = Field(default_factory=list)
+    attempts: list[Attempt] = Field(default_factory=list)
     checkpoint: CheckpointRecord | None = None
     job_fields: dict[str, Any] = Field(default_factory=dict)
     expect_owner: str | None = None

@@ -1,10 +1,13 @@
-"""The job and rollout state machines: which state may follow which."""
+"""The job state machine (which state may follow which) and the store's errors.
+
+Rollouts and attempts have theirs in ``emery.core.rollouts``."""
 
 from __future__ import annotations
 
 from typing import Literal
 
 from emery.core.errors import EmeryError
+from emery.core.errors import IllegalTransition as IllegalTransition
 
 JobState = Literal["created", "queued", "running", "paused", "succeeded", "failed", "cancelled"]
 JOB_STATES: tuple[JobState, ...] = (
@@ -30,34 +33,13 @@ JOB_TRANSITIONS: dict[str, frozenset[str]] = {
 
 JobAction = Literal["pause", "cancel"]
 
-RolloutStatus = Literal["queuing", "preparing", "running", "succeeded", "failed", "cancelled"]
-ROLLOUT_TRANSITIONS: dict[str, frozenset[str]] = {
-    "queuing": frozenset({"preparing", "running", "cancelled", "failed"}),
-    "preparing": frozenset({"running", "queuing", "failed", "cancelled"}),
-    # running → queuing is a requeue after a retriable failed attempt.
-    "running": frozenset({"succeeded", "failed", "cancelled", "queuing"}),
-    "succeeded": frozenset(),
-    "failed": frozenset(),
-    "cancelled": frozenset(),
-}
-
-AttemptStatus = Literal["preparing", "running", "succeeded", "failed", "timeout", "unresponsive"]
-ATTEMPT_TRANSITIONS: dict[str, frozenset[str]] = {
-    "preparing": frozenset({"running", "failed", "timeout", "unresponsive"}),
-    "running": frozenset({"succeeded", "failed", "timeout", "unresponsive"}),
-    "succeeded": frozenset(),
-    "failed": frozenset(),
-    "timeout": frozenset(),
-    "unresponsive": frozenset(),
-}
-
-
-class IllegalTransition(EmeryError):
-    """A state change the state machine does not allow (e.g. resuming a finished job)."""
-
 
 class NotFound(EmeryError):
     """A job, candidate, rollout or resource id that the store does not hold."""
+
+
+class OwnershipLost(IllegalTransition):
+    """Another process took the job over; this engine must stop writing to it."""
 
 
 def check_job_transition(job_id: str, current: str, target: str) -> None:
@@ -66,11 +48,3 @@ def check_job_transition(job_id: str, current: str, target: str) -> None:
         allowed = sorted(JOB_TRANSITIONS.get(current, frozenset()))
         hint = f"; from {current} it can go to {', '.join(allowed)}" if allowed else ""
         raise IllegalTransition(f"job {job_id} is {current}: it cannot become {target}{hint}")
-
-
-def check_transition(
-    what: str, item_id: str, table: dict[str, frozenset[str]], current: str, target: str
-) -> None:
-    """Raise IllegalTransition unless ``current → target`` is allowed by ``table``."""
-    if target != current and target not in table.get(current, frozenset()):
-        raise IllegalTransition(f"{what} {item_id} is {current}: it cannot become {target}")

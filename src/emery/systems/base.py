@@ -7,19 +7,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from emery.core.models import Candidate, ChatMessage, Example, Split
+from emery.core.models import Candidate, Example, Split
+from emery.core.results import ComponentCall as ComponentCall
 from emery.lm.base import LM
-
-
-class ComponentCall(BaseModel):
-    """One use of a component during a run: what it was given and what it produced."""
-
-    component: str
-    inputs: dict[str, Any] = Field(default_factory=dict)
-    messages: list[ChatMessage] = Field(default_factory=list)
-    reply: str = ""
-    output: Any = None
-    error: str | None = None
 
 
 class SystemRun(BaseModel):

@@ -1,6 +1,6 @@
 """Task apps: an agent behind HTTP as an optimizable system.
 
-For each attempt emery POSTs ``{base_url}/rollout`` (see ``emery.taskapp.protocol``) with
+For each attempt emery POSTs ``{base_url}/rollout`` (see ``emery.systems.task_app_protocol``) with
 the example, the candidate's components and an LM proxy URL, and reads the reward at
 ``reward_path`` (default ``metrics.outcome_reward``); without a reward the output at
 ``output_path`` is scored by the job's verifier. ``GET /health`` is checked before the job
@@ -20,10 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from emery.core.errors import ConfigError
 from emery.core.hashing import content_hash
 from emery.core.models import Candidate, Example, Split
+from emery.core.spans import SpanRecord
 from emery.systems.agent_components import attribute_calls
 from emery.systems.base import RunContext, System, SystemRun
 from emery.systems.registry import SystemKind
-from emery.taskapp.protocol import (
+from emery.systems.task_app_protocol import (
     API_KEY_ENV,
     API_KEY_HEADER,
     EnvConfig,
@@ -35,7 +36,6 @@ from emery.taskapp.protocol import (
     TaskInfo,
     dig,
 )
-from emery.tracing.records import SpanRecord
 from emery.tracing.remote import adopt_spans
 from emery.tracing.scope import current_scope
 

@@ -1,7 +1,7 @@
 """Task apps: agents behind HTTP. ``serve(agent)`` hosts a Python agent as one; the
 ``task_app`` system kind calls one during a job."""
 
-from emery.taskapp.protocol import (
+from emery.systems.task_app_protocol import (
     API_KEY_ENV,
     API_KEY_HEADER,
     RolloutRequest,

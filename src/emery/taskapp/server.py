@@ -26,10 +26,11 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from opentelemetry.context import Context
 
 from emery.core.models import Candidate, ChatMessage, Example
+from emery.core.rollouts import Attempt, Rollout, jsonable
 from emery.lm.base import Completion, LMError, TokenUsage, sampling_params
 from emery.systems.base import RunContext
 from emery.systems.function_agent import RESERVED, FunctionAgent
-from emery.taskapp.protocol import (
+from emery.systems.task_app_protocol import (
     API_KEY_ENV,
     API_KEY_HEADER,
     RolloutMetrics,
@@ -41,9 +42,7 @@ from emery.taskapp.protocol import (
 from emery.tracing import conventions as sc
 from emery.tracing.processor import RolloutTracing
 from emery.tracing.recorder import MemoryRecorder
-from emery.tracing.records import Attempt, Rollout
 from emery.tracing.scope import AttemptScope, activate
-from emery.tracing.store_recorder import jsonable
 
 log = logging.getLogger(__name__)
 
@@ -159,14 +158,14 @@ async def run_request(
     example = Example(id=spec.id, input=spec.input, expected=spec.expected, meta=spec.meta)
     policy = request.policy
     rollout = Rollout(
-        rollout_id=request.rollout_id or request.correlation_id,
+        id=request.rollout_id or request.correlation_id,
         candidate_id=policy.candidate_id,
         example_id=example.id,
         split=request.env.config.split,
         components=dict(policy.components),
         input=dict(example.input),
     )
-    attempt = Attempt(rollout_id=rollout.rollout_id, number=max(1, request.attempt))
+    attempt = Attempt(rollout_id=rollout.id, number=max(1, request.attempt))
     url = policy.config.inference_url
     scope = AttemptScope(rollout, attempt, tracing.tracer, proxy_url=url)
     scope.redirect_openai = url is not None
@@ -178,7 +177,7 @@ async def run_request(
         lm=ProxyLM(url, policy.config.model or "task"),
         example=example,
         split=split if split in ("train", "val", "test") else None,  # type: ignore[arg-type]
-        rollout_id=rollout.rollout_id,
+        rollout_id=rollout.id,
     )
     error: str | None = None
     run = None

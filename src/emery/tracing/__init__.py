@@ -7,6 +7,14 @@ from typing import TYPE_CHECKING
 from emery.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from emery.core.rollouts import (
+        Attempt,
+        AttemptStatus,
+        Rollout,
+        RolloutConfig,
+        RolloutStatus,
+    )
+    from emery.core.spans import SpanEvent, SpanRecord
     from emery.tracing.emitters import (
         emit_annotation,
         emit_exception,
@@ -17,15 +25,6 @@ if TYPE_CHECKING:
     from emery.tracing.lm import TracedLM
     from emery.tracing.processor import RecordingSpanProcessor, RolloutTracing
     from emery.tracing.recorder import MemoryRecorder, NullRecorder, RolloutRecorder
-    from emery.tracing.records import (
-        Attempt,
-        AttemptStatus,
-        Rollout,
-        RolloutConfig,
-        RolloutStatus,
-        SpanEvent,
-        SpanRecord,
-    )
     from emery.tracing.registry import LiveRollouts, RolloutProxy
     from emery.tracing.scope import AttemptScope, LMCall, Reward, current_scope, heartbeat
 
@@ -43,13 +42,13 @@ __getattr__, __dir__ = lazy_exports(
         "MemoryRecorder": "emery.tracing.recorder",
         "NullRecorder": "emery.tracing.recorder",
         "RolloutRecorder": "emery.tracing.recorder",
-        "Attempt": "emery.tracing.records",
-        "AttemptStatus": "emery.tracing.records",
-        "Rollout": "emery.tracing.records",
-        "RolloutConfig": "emery.tracing.records",
-        "RolloutStatus": "emery.tracing.records",
-        "SpanEvent": "emery.tracing.records",
-        "SpanRecord": "emery.tracing.records",
+        "Attempt": "emery.core.rollouts",
+        "AttemptStatus": "emery.core.rollouts",
+        "Rollout": "emery.core.rollouts",
+        "RolloutConfig": "emery.core.rollouts",
+        "RolloutStatus": "emery.core.rollouts",
+        "SpanEvent": "emery.core.spans",
+        "SpanRecord": "emery.core.spans",
         "LiveRollouts": "emery.tracing.registry",
         "RolloutProxy": "emery.tracing.registry",
         "AttemptScope": "emery.tracing.scope",

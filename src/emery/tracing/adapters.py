@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from emery.core.spans import SpanRecord
 from emery.tracing import conventions as sc
-from emery.tracing.records import SpanRecord
 
 _PLACEHOLDER = re.compile(r"\{[A-Za-z_]\w*\}")
 
@@ -32,7 +32,7 @@ def mentions(sent: str, anchors: Sequence[str]) -> bool:
 
 def ordered(spans: Sequence[SpanRecord]) -> list[SpanRecord]:
     """Spans by sequence number."""
-    return sorted(spans, key=lambda s: s.sequence)
+    return sorted(spans, key=lambda s: s.sequence or 0)
 
 
 def is_chat(span: SpanRecord) -> bool:

@@ -22,9 +22,9 @@ from typing import Any
 
 from opentelemetry import trace
 
+from emery.core.spans import SpanEvent, SpanRecord, SpanStatus
 from emery.lm.base import Completion
 from emery.tracing import conventions as sc
-from emery.tracing.records import SpanEvent, SpanRecord, SpanStatus
 from emery.tracing.scope import AttemptScope, LMCall
 
 _ids = random.Random()

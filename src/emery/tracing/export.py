@@ -15,11 +15,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from emery.core.errors import ConfigError
+from emery.core.spans import SpanRecord
 from emery.store.protocol import Store
 from emery.store.records import EvaluationFilter, EvaluationRecord, JobRecord
 from emery.tracing import conventions as sc
 from emery.tracing.adapters import is_chat, ordered, to_conversations
-from emery.tracing.records import SpanRecord
 from emery.tracing.store_recorder import load_spans
 
 ROLES = frozenset({"system", "user", "assistant", "tool", "developer"})

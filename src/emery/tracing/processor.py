@@ -15,9 +15,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import Tracer
 
+from emery.core.spans import SpanEvent, SpanRecord
 from emery.tracing import conventions as sc
 from emery.tracing.recorder import RolloutRecorder
-from emery.tracing.records import SpanEvent, SpanRecord
 from emery.tracing.scope import AttemptScope, active_scope
 
 

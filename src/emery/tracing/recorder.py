@@ -10,7 +10,8 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from emery.tracing.records import Attempt, Rollout, SpanRecord
+from emery.core.rollouts import Attempt, Rollout
+from emery.core.spans import SpanRecord
 
 
 @runtime_checkable
@@ -18,11 +19,11 @@ class RolloutRecorder(Protocol):
     """Receives rollouts and attempts on every status change, and finished spans in batches."""
 
     def save_rollout(self, rollout: Rollout) -> None:
-        """Insert or update a rollout (keyed by ``rollout_id``)."""
+        """Insert or update a rollout (keyed by its id)."""
         ...
 
     def save_attempt(self, attempt: Attempt) -> None:
-        """Insert or update an attempt (keyed by ``attempt_id``)."""
+        """Insert or update an attempt (keyed by its id)."""
         ...
 
     def add_spans(self, spans: Sequence[SpanRecord]) -> None:
@@ -56,14 +57,14 @@ class MemoryRecorder:
 
     def save_rollout(self, rollout: Rollout) -> None:
         with self._lock:
-            self._rollouts[rollout.rollout_id] = rollout.model_copy(deep=True)
-            seen = self.history.setdefault(rollout.rollout_id, [])
+            self._rollouts[rollout.id] = rollout.model_copy(deep=True)
+            seen = self.history.setdefault(rollout.id, [])
             if not seen or seen[-1] != rollout.status:
                 seen.append(rollout.status)
 
     def save_attempt(self, attempt: Attempt) -> None:
         with self._lock:
-            self._attempts[attempt.attempt_id] = attempt.model_copy(deep=True)
+            self._attempts[attempt.id] = attempt.model_copy(deep=True)
 
     def add_spans(self, spans: Sequence[SpanRecord]) -> None:
         with self._lock:
@@ -89,11 +90,11 @@ class MemoryRecorder:
         """Spans in attempt order, then sequence order."""
         with self._lock:
             spans = list(self._spans)
-        numbers = {a.attempt_id: a.number for a in self._attempts.values()}
+        numbers = {a.id: a.number for a in self._attempts.values()}
         chosen = [
             s
             for s in spans
             if (rollout_id is None or s.rollout_id == rollout_id)
             and (attempt_id is None or s.attempt_id == attempt_id)
         ]
-        return sorted(chosen, key=lambda s: (numbers.get(s.attempt_id or "", 0), s.sequence))
+        return sorted(chosen, key=lambda s: (numbers.get(s.attempt_id or "", 0), s.sequence or 0))

@@ -8,10 +8,10 @@ attempt that is not running are refused.
 
 from __future__ import annotations
 
-import importlib
 import threading
 from typing import Protocol, runtime_checkable
 
+from emery.core.providers import ROLLOUT_PROXY, provided
 from emery.tracing.scope import AttemptScope
 
 
@@ -67,10 +67,10 @@ class RolloutProxy(Protocol):
 
 
 def embedded_proxy() -> RolloutProxy:
-    """The process-wide LM proxy on a loopback port, started on first use.
+    """The process-wide LM proxy, started on first use.
 
-    It lives in the server layer; this is the one place the evaluation layer reaches it.
+    It lives in the server layer, above this one: the ``emery`` package provides it (the
+    ``ROLLOUT_PROXY`` slot of ``emery.core.providers``).
     """
-    module = importlib.import_module("emery.server.embedded")
-    proxy: RolloutProxy = module.shared_proxy()
+    proxy: RolloutProxy = provided(ROLLOUT_PROXY)
     return proxy

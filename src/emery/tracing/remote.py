@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from emery.core.spans import SpanRecord
 from emery.tracing import conventions as sc
 from emery.tracing.adapters import is_chat, request_messages, response_message
-from emery.tracing.records import SpanRecord
 from emery.tracing.scope import AttemptScope, LMCall
 
 
@@ -24,7 +24,7 @@ def adopt_spans(scope: AttemptScope, spans: Sequence[SpanRecord]) -> list[SpanRe
     remote_roots = {s.span_id for s in spans if s.parent_id is None or s.name == sc.ROLLOUT_SPAN}
     kept = sorted(
         (s for s in spans if s.span_id not in remote_roots),
-        key=lambda s: (s.sequence, s.start_time),
+        key=lambda s: (s.sequence or 0, s.start_time),
     )
     adopted = []
     for span in kept:

@@ -20,8 +20,9 @@ from typing import Any
 from opentelemetry.trace import Span, Tracer
 
 from emery.core.models import ChatMessage
+from emery.core.rollouts import Attempt, Rollout
+from emery.core.spans import SpanRecord
 from emery.lm.base import LM
-from emery.tracing.records import Attempt, Rollout, SpanRecord
 
 
 @dataclass(frozen=True)
@@ -89,11 +90,11 @@ class AttemptScope:
 
     @property
     def rollout_id(self) -> str:
-        return self.rollout.rollout_id
+        return self.rollout.id
 
     @property
     def attempt_id(self) -> str:
-        return self.attempt.attempt_id
+        return self.attempt.id
 
     @property
     def last_reward(self) -> Reward | None:

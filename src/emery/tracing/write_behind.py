@@ -16,7 +16,8 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
-from emery.tracing.records import Attempt, Rollout, SpanRecord
+from emery.core.rollouts import Attempt, Rollout
+from emery.core.spans import SpanRecord
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +56,12 @@ class WriteBehind:
 
     def rollout(self, rollout: Rollout) -> None:
         with self._lock:
-            self._rollouts[rollout.rollout_id] = rollout
+            self._rollouts[rollout.id] = rollout
             self._added()
 
     def attempt(self, attempt: Attempt) -> None:
         with self._lock:
-            self._attempts[attempt.attempt_id] = attempt
+            self._attempts[attempt.id] = attempt
             self._added()
 
     def spans(self, spans: Sequence[SpanRecord]) -> None:

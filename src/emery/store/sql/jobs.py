@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, select, update
 
+from emery.core.errors import IllegalTransition
 from emery.core.events import Event, StateChanged, event
 from emery.store import schema as t
 from emery.store.records import (
@@ -18,7 +19,7 @@ from emery.store.records import (
     to_datetime,
 )
 from emery.store.sql.base import SqlBase, now, order_by, paged
-from emery.store.states import IllegalTransition, NotFound, check_job_transition
+from emery.store.states import NotFound, OwnershipLost, check_job_transition
 
 JOB_SORTS = {
     "created_at": t.jobs.c.created_at,
@@ -29,10 +30,6 @@ JOB_SORTS = {
     "algorithm": t.jobs.c.algorithm,
 }
 _TIME_FIELDS = ("heartbeat_at", "created_at", "updated_at", "started_at", "finished_at")
-
-
-class OwnershipLost(IllegalTransition):
-    """Another process took the job over; this engine must stop writing to it."""
 
 
 def job_from_row(row: Row[Any]) -> JobRecord:

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, and_, func, select
 
 from emery.core.models import Candidate
-from emery.evaluation.results import ExampleResult
+from emery.core.results import ExampleResult
 from emery.store import schema as t
 from emery.store.records import (
     CandidateRecord,

@@ -10,10 +10,11 @@ from emery.core.events import Event, StateChanged, event
 from emery.store import schema as t
 from emery.store.records import StepWrite
 from emery.store.sql.base import now
-from emery.store.sql.jobs import JobsMixin, OwnershipLost
+from emery.store.sql.jobs import JobsMixin
 from emery.store.sql.results import ResultsMixin
-from emery.store.sql.traces import TracesMixin, attempt_row, rollout_row
-from emery.store.states import TERMINAL_STATES, check_job_transition
+from emery.store.sql.trace_rows import attempt_row, rollout_row
+from emery.store.sql.traces import TracesMixin
+from emery.store.states import TERMINAL_STATES, OwnershipLost, check_job_transition
 
 
 class SqlStore(JobsMixin, ResultsMixin, TracesMixin):
@@ -35,7 +36,7 @@ class SqlStore(JobsMixin, ResultsMixin, TracesMixin):
                 )
             self._insert_candidates(conn, job_id, write.candidates)
             at = now()
-            self.insert_ignore(conn, t.rollouts, [rollout_row(r, at) for r in write.rollouts], None)
+            self.insert_ignore(conn, t.rollouts, [rollout_row(r) for r in write.rollouts], None)
             self.insert_ignore(conn, t.attempts, [attempt_row(a, at) for a in write.attempts], None)
             self._insert_evaluations(conn, write.evaluations, job_id)
             if write.checkpoint is not None:

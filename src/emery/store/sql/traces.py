@@ -5,27 +5,39 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, select, update
+from sqlalchemy import Connection, func, select, update
 
+from emery.core.rollouts import (
+    ATTEMPT_TRANSITIONS,
+    FINAL_ATTEMPT_STATUSES,
+    FINAL_ROLLOUT_STATUSES,
+    ROLLOUT_TRANSITIONS,
+    Attempt,
+    Rollout,
+    check_transition,
+)
+from emery.core.spans import SpanRecord
 from emery.store import schema as t
 from emery.store.records import (
-    AttemptRecord,
     Page,
     ResourceRecord,
     RolloutFilter,
-    RolloutRecord,
     SpanFilter,
-    SpanRecord,
     WorkerRecord,
     to_datetime,
 )
 from emery.store.sql.base import SqlBase, now, order_by, paged
-from emery.store.states import (
-    ATTEMPT_TRANSITIONS,
-    ROLLOUT_TRANSITIONS,
-    NotFound,
-    check_transition,
+from emery.store.sql.trace_rows import (
+    attempt_from_row,
+    attempt_row,
+    record_from_row,
+    record_row,
+    rollout_from_row,
+    rollout_row,
+    span_from_row,
+    span_row,
 )
+from emery.store.states import NotFound
 
 ROLLOUT_SORTS = {
     "created_at": t.rollouts.c.created_at,
@@ -33,34 +45,6 @@ ROLLOUT_SORTS = {
     "score": t.rollouts.c.score,
     "status": t.rollouts.c.status,
 }
-_ROLLOUT_TIMES = ("created_at", "started_at", "finished_at")
-_ATTEMPT_TIMES = ("started_at", "heartbeat_at", "finished_at")
-_TERMINAL_ROLLOUT = ("succeeded", "failed", "cancelled")
-_TERMINAL_ATTEMPT = ("succeeded", "failed", "timeout", "unresponsive")
-
-
-def _row(record: Any, times: Sequence[str], defaults: Sequence[str], at: float) -> dict[str, Any]:
-    """A record as a row: JSON-able fields, times as UNIX seconds, ``defaults`` set to now."""
-    data: dict[str, Any] = record.model_dump(mode="json", exclude=set(times))
-    for name in times:
-        value = getattr(record, name)
-        data[name] = value.timestamp() if value is not None else (at if name in defaults else None)
-    return data
-
-
-def rollout_row(record: RolloutRecord, at: float) -> dict[str, Any]:
-    return _row(record, _ROLLOUT_TIMES, ("created_at",), at)
-
-
-def attempt_row(record: AttemptRecord, at: float) -> dict[str, Any]:
-    return _row(record, _ATTEMPT_TIMES, ("started_at",), at)
-
-
-def _from_row(model: type[Any], row: Row[Any], times: Sequence[str]) -> Any:
-    data = dict(row._mapping)
-    for name in times:
-        data[name] = to_datetime(data[name])
-    return model.model_validate(data)
 
 
 class TracesMixin(SqlBase):
@@ -68,22 +52,21 @@ class TracesMixin(SqlBase):
 
     # --- rollouts ---------------------------------------------------------------------
 
-    def add_rollouts(self, records: Sequence[RolloutRecord]) -> None:
+    def add_rollouts(self, records: Sequence[Rollout]) -> None:
         """Insert rollouts, or replace the stored fields of ones that exist."""
         with self._tx(write=True) as conn:
             self._upsert_rollouts(conn, records)
 
-    def get_rollout(self, rollout_id: str) -> RolloutRecord:
+    def get_rollout(self, rollout_id: str) -> Rollout:
         with self._tx() as conn:
             row = conn.execute(select(t.rollouts).where(t.rollouts.c.id == rollout_id)).first()
         if row is None:
             raise NotFound(f"no rollout {rollout_id!r}")
-        record: RolloutRecord = _from_row(RolloutRecord, row, _ROLLOUT_TIMES)
-        return record
+        return rollout_from_row(row)
 
     def update_rollout(
         self, rollout_id: str, *, status: str | None = None, **fields: Any
-    ) -> RolloutRecord:
+    ) -> Rollout:
         """Change a rollout's status (checked against the status machine) and fields."""
         with self._tx(write=True) as conn:
             row = conn.execute(select(t.rollouts).where(t.rollouts.c.id == rollout_id)).first()
@@ -95,15 +78,14 @@ class TracesMixin(SqlBase):
                 values["status"] = status
                 if status == "running" and row.started_at is None:
                     values.setdefault("started_at", now())
-                if status in _TERMINAL_ROLLOUT:
+                if status in FINAL_ROLLOUT_STATUSES:
                     values.setdefault("finished_at", now())
             if values:
                 conn.execute(
                     update(t.rollouts).where(t.rollouts.c.id == rollout_id).values(**values)
                 )
             updated = conn.execute(select(t.rollouts).where(t.rollouts.c.id == rollout_id)).one()
-        record: RolloutRecord = _from_row(RolloutRecord, updated, _ROLLOUT_TIMES)
-        return record
+        return rollout_from_row(updated)
 
     def list_rollouts(
         self,
@@ -112,7 +94,7 @@ class TracesMixin(SqlBase):
         sort: str | None = None,
         limit: int | None = 100,
         offset: int = 0,
-    ) -> Page[RolloutRecord]:
+    ) -> Page[Rollout]:
         f = filter or RolloutFilter()
         r = t.rollouts
         stmt = select(r)
@@ -126,7 +108,7 @@ class TracesMixin(SqlBase):
         with self._tx() as conn:
             rows, total = paged(conn, stmt, limit, offset)
         return Page(
-            items=[_from_row(RolloutRecord, row, _ROLLOUT_TIMES) for row in rows],
+            items=[rollout_from_row(row) for row in rows],
             total=total,
             offset=offset,
             limit=limit,
@@ -134,7 +116,7 @@ class TracesMixin(SqlBase):
 
     # --- attempts ---------------------------------------------------------------------
 
-    def add_attempt(self, record: AttemptRecord) -> AttemptRecord:
+    def add_attempt(self, record: Attempt) -> Attempt:
         """Start (or rewrite) an attempt of a rollout and count it on the rollout."""
         row = attempt_row(record, now())
         count = t.rollouts.c.attempt_count
@@ -154,7 +136,7 @@ class TracesMixin(SqlBase):
 
     def update_attempt(
         self, attempt_id: str, *, status: str | None = None, **fields: Any
-    ) -> AttemptRecord:
+    ) -> Attempt:
         """Change an attempt's status (checked) or fields; any update is also a heartbeat."""
         with self._tx(write=True) as conn:
             row = conn.execute(select(t.attempts).where(t.attempts.c.id == attempt_id)).first()
@@ -165,18 +147,17 @@ class TracesMixin(SqlBase):
             if status is not None:
                 check_transition("attempt", attempt_id, ATTEMPT_TRANSITIONS, row.status, status)
                 values["status"] = status
-                if status in _TERMINAL_ATTEMPT:
+                if status in FINAL_ATTEMPT_STATUSES:
                     values.setdefault("finished_at", at)
             conn.execute(update(t.attempts).where(t.attempts.c.id == attempt_id).values(**values))
             updated = conn.execute(select(t.attempts).where(t.attempts.c.id == attempt_id)).one()
-        record: AttemptRecord = _from_row(AttemptRecord, updated, _ATTEMPT_TIMES)
-        return record
+        return attempt_from_row(updated)
 
-    def list_attempts(self, rollout_id: str) -> list[AttemptRecord]:
+    def list_attempts(self, rollout_id: str) -> list[Attempt]:
         a = t.attempts
         with self._tx() as conn:
             rows = conn.execute(select(a).where(a.c.rollout_id == rollout_id).order_by(a.c.number))
-            return [_from_row(AttemptRecord, row, _ATTEMPT_TIMES) for row in rows]
+            return [attempt_from_row(row) for row in rows]
 
     # --- spans ------------------------------------------------------------------------
 
@@ -189,8 +170,8 @@ class TracesMixin(SqlBase):
 
     def add_traces(
         self,
-        rollouts: Sequence[RolloutRecord],
-        attempts: Sequence[AttemptRecord],
+        rollouts: Sequence[Rollout],
+        attempts: Sequence[Attempt],
         spans: Sequence[SpanRecord],
     ) -> None:
         """Write a batch of live trace rows in one transaction: rollouts and attempts are
@@ -218,11 +199,9 @@ class TracesMixin(SqlBase):
         stmt = stmt.order_by(s.c.rollout_id, s.c.attempt_id, s.c.seq, s.c.start_time, s.c.id)
         with self._tx() as conn:
             rows, total = paged(conn, stmt, limit, offset)
-        items = [
-            SpanRecord.model_validate({k: v for k, v in row._mapping.items() if k != "id"})
-            for row in rows
-        ]
-        return Page(items=items, total=total, offset=offset, limit=limit)
+        return Page(
+            items=[span_from_row(row) for row in rows], total=total, offset=offset, limit=limit
+        )
 
     # --- resources --------------------------------------------------------------------
 
@@ -267,7 +246,7 @@ class TracesMixin(SqlBase):
             row = conn.execute(stmt).first()
         if row is None:
             raise NotFound(f"no resource {name!r}" + (f" version {version}" if version else ""))
-        record: ResourceRecord = _from_row(ResourceRecord, row, ("created_at",))
+        record: ResourceRecord = record_from_row(ResourceRecord, row, ("created_at",))
         return record
 
     def list_resources(self, name: str | None = None) -> list[ResourceRecord]:
@@ -276,12 +255,14 @@ class TracesMixin(SqlBase):
         if name is not None:
             stmt = stmt.where(r.c.name == name)
         with self._tx() as conn:
-            return [_from_row(ResourceRecord, row, ("created_at",)) for row in conn.execute(stmt)]
+            return [
+                record_from_row(ResourceRecord, row, ("created_at",)) for row in conn.execute(stmt)
+            ]
 
     # --- workers ----------------------------------------------------------------------
 
     def register_worker(self, record: WorkerRecord) -> None:
-        row = _row(record, ("started_at", "heartbeat_at"), ("started_at",), now())
+        row = record_row(record, ("started_at", "heartbeat_at"), ("started_at",), now())
         row["heartbeat_at"] = now()
         with self._tx(write=True) as conn:
             self.upsert(conn, t.workers, [row], ["id"])
@@ -298,15 +279,16 @@ class TracesMixin(SqlBase):
     def list_workers(self) -> list[WorkerRecord]:
         with self._tx() as conn:
             rows = conn.execute(select(t.workers).order_by(t.workers.c.started_at))
-            return [_from_row(WorkerRecord, row, ("started_at", "heartbeat_at")) for row in rows]
+            return [
+                record_from_row(WorkerRecord, row, ("started_at", "heartbeat_at")) for row in rows
+            ]
 
     # --- helpers shared with the step commit ------------------------------------------
 
-    def _upsert_rollouts(self, conn: Connection, records: Sequence[RolloutRecord]) -> None:
-        at = now()
-        self.upsert(conn, t.rollouts, [rollout_row(r, at) for r in records], ["id"])
+    def _upsert_rollouts(self, conn: Connection, records: Sequence[Rollout]) -> None:
+        self.upsert(conn, t.rollouts, [rollout_row(r) for r in records], ["id"])
 
-    def _upsert_attempts(self, conn: Connection, records: Sequence[AttemptRecord]) -> None:
+    def _upsert_attempts(self, conn: Connection, records: Sequence[Attempt]) -> None:
         at = now()
         self.upsert(conn, t.attempts, [attempt_row(r, at) for r in records], ["id"])
 
@@ -315,7 +297,7 @@ class TracesMixin(SqlBase):
         next_seq: dict[str, int] = {}
         rows = []
         for record in records:
-            row = record.model_dump(mode="json")
+            row = span_row(record)
             if row["seq"] is None and record.attempt_id is not None:
                 key = record.attempt_id
                 if key not in next_seq:

@@ -1,5 +1,8 @@
 """The task-app wire format: what emery POSTs to ``{base_url}/rollout`` and reads back.
 
+The ``task_app`` system (the client) and ``emery.taskapp`` (which hosts agents as task
+apps) both speak it.
+
 Request: a correlation id, the environment (name, seed, config with the example and its
 split) and the policy (candidate id, its component texts, and the LM proxy URL the app
 should send its model calls to). Response: the reward under ``metrics.outcome_reward``
@@ -13,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from emery.tracing.records import SpanRecord
+from emery.core.spans import SpanRecord
 
 API_KEY_HEADER = "X-API-Key"
 API_KEY_ENV = "EMERY_TASK_APP_KEY"

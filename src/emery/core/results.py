@@ -1,0 +1,54 @@
+"""What scoring one example produced, shared by the evaluator, the store and the algorithms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from emery.core.models import ChatMessage, Split
+
+
+class TokenUsage(BaseModel):
+    """Tokens read and written by one call."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ComponentCall(BaseModel):
+    """One use of a component during a run: what it was given and what it produced."""
+
+    component: str
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    messages: list[ChatMessage] = Field(default_factory=list)
+    reply: str = ""
+    output: Any = None
+    error: str | None = None
+
+
+class ExampleResult(BaseModel):
+    """One scored run: output, score, feedback, error, the calls behind it, usage and latency."""
+
+    candidate_id: str
+    example_id: str
+    split: Split | None = None
+    output: Any = None
+    score: float = 0.0
+    feedback: str = ""
+    error: str | None = None
+    calls: list[ComponentCall] = Field(default_factory=list)
+    usage: TokenUsage = TokenUsage()
+    lm_calls: int = 0
+    latency_s: float = 0.0
+    rollout_id: str | None = None
+    rollout_status: str | None = None
+    attempts: int = 0
+    span_count: int = 0
+    trace: str = ""
+    """An excerpt of the last attempt's spans (LM calls, tool calls, emitted messages,
+    rewards, errors) for reflection; empty when the attempt recorded nothing but the run."""
