@@ -47,7 +47,7 @@ from emery.core.events import (
     MiproPlanned,
     MiproProposalRejected,
 )
-from emery.core.models import Demo
+from emery.core.models import Demo, Example
 from emery.core.results import ExampleResult
 from emery.lm.base import LM
 from emery.systems.formats import format_description, format_sentence
@@ -158,63 +158,18 @@ class Mipro:
         return state
 
     async def _bootstrap(self, ctx: SearchContext, state: MiproState, rng: random.Random) -> None:
+        """Labeled and bootstrapped demo sets per stage (one step)."""
         program = _program(ctx)
-        settings, plan = self.settings, state.resolved_plan()
-        seed = ctx.seed_candidate
         train = list(ctx.train)
         rng.shuffle(train)
-        labeled_name, note = demo_sets.labeled_stage(program, _input_fields(ctx))
-        labeled: dict[str, list[Demo]] = {}
-        if labeled_name is not None and settings.max_labeled_demos > 0:
-            labeled[labeled_name] = await demo_sets.labeled_demos(
-                program,
-                program.stages[labeled_name],
-                train,
-                ctx.evaluations.evaluator.verifier,
-                limit=settings.max_labeled_demos,
-                threshold=settings.bootstrap_threshold,
-            )
-            if not labeled[labeled_name]:
-                note += "; no gold output could be written in the stage's format"
-        state.labeled_note = {labeled_name or state.stages[-1]: note}
+        labeled, note = await self._labeled(ctx, state, program, train)
         used = {d.example_id for demos in labeled.values() for d in demos}
         pool = [example for example in train if example.id not in used]
-        n_boot_sets = max(0, plan.num_demo_sets - 2)
-        bootstrapped: dict[str, list[list[Demo]]] = {stage: [] for stage in state.stages}
-        teacher = demo_sets.teacher_candidate(
-            seed,
-            program,
-            labeled,
-            format_hint=settings.teacher_format_hint,
-            use_labeled=settings.teacher_labeled_demos,
-            reasoning=settings.teacher_reasoning,
-            gold_example=_first_gold(ctx),
-            reasoning_stages=frozenset(state.reasoning_stages),
-        )
-        if n_boot_sets and settings.max_bootstrapped_demos and plan.bootstrap_examples:
-            teacher = ctx.add_candidate(teacher)
-            state.teacher_candidate_id = teacher.id
-            run = await demo_sets.run_teacher(
-                ctx,
-                teacher,
-                pool,
-                wanted=min(len(pool), settings.max_bootstrapped_demos * n_boot_sets),
-                allowance=plan.bootstrap_examples,
-                threshold=settings.bootstrap_threshold,
-                normalise=settings.bootstrap_normalise,
-            )
-            state.bootstrap_runs, state.bootstrap_passed = run.runs, len(run.passing)
-            state.bootstrap_normalised = run.normalised
-            bootstrapped = demo_sets.bootstrapped_sets(
-                state.stages,
-                run.passing,
-                count=n_boot_sets,
-                max_demos=settings.max_bootstrapped_demos,
-                rng=rng,
-            )
+        bootstrapped = await self._bootstrapped(ctx, state, program, labeled, pool, rng)
+        plan = state.resolved_plan()
         for stage in state.stages:
             state.demo_sets[stage] = demo_sets.assemble(
-                tuple(seed.demos.get(stage, ())),
+                tuple(ctx.seed_candidate.demos.get(stage, ())),
                 labeled.get(stage, []),
                 bootstrapped.get(stage, []),
                 limit=plan.num_demo_sets,
@@ -232,6 +187,72 @@ class Mipro:
                     for stage, sets in state.demo_sets.items()
                 },
             )
+        )
+
+    async def _labeled(
+        self, ctx: SearchContext, state: MiproState, program: PromptProgram, train: list[Example]
+    ) -> tuple[dict[str, list[Demo]], str]:
+        """Gold outputs written as demos of the stage that reads the inputs, and a note."""
+        settings = self.settings
+        labeled_name, note = demo_sets.labeled_stage(program, _input_fields(ctx))
+        labeled: dict[str, list[Demo]] = {}
+        if labeled_name is not None and settings.max_labeled_demos > 0:
+            labeled[labeled_name] = await demo_sets.labeled_demos(
+                program,
+                program.stages[labeled_name],
+                train,
+                ctx.evaluations.evaluator.verifier,
+                limit=settings.max_labeled_demos,
+                threshold=settings.bootstrap_threshold,
+            )
+            if not labeled[labeled_name]:
+                note += "; no gold output could be written in the stage's format"
+        state.labeled_note = {labeled_name or state.stages[-1]: note}
+        return labeled, note
+
+    async def _bootstrapped(
+        self,
+        ctx: SearchContext,
+        state: MiproState,
+        program: PromptProgram,
+        labeled: dict[str, list[Demo]],
+        pool: list[Example],
+        rng: random.Random,
+    ) -> dict[str, list[list[Demo]]]:
+        """Demo sets from the teacher's passing runs on ``pool`` (none if not planned)."""
+        settings, plan = self.settings, state.resolved_plan()
+        n_boot_sets = max(0, plan.num_demo_sets - 2)
+        teacher = demo_sets.teacher_candidate(
+            ctx.seed_candidate,
+            program,
+            labeled,
+            format_hint=settings.teacher_format_hint,
+            use_labeled=settings.teacher_labeled_demos,
+            reasoning=settings.teacher_reasoning,
+            gold_example=_first_gold(ctx),
+            reasoning_stages=frozenset(state.reasoning_stages),
+        )
+        if not (n_boot_sets and settings.max_bootstrapped_demos and plan.bootstrap_examples):
+            return {stage: [] for stage in state.stages}
+        teacher = ctx.add_candidate(teacher)
+        state.teacher_candidate_id = teacher.id
+        run = await demo_sets.run_teacher(
+            ctx,
+            teacher,
+            pool,
+            wanted=min(len(pool), settings.max_bootstrapped_demos * n_boot_sets),
+            allowance=plan.bootstrap_examples,
+            threshold=settings.bootstrap_threshold,
+            normalise=settings.bootstrap_normalise,
+        )
+        state.bootstrap_runs, state.bootstrap_passed = run.runs, len(run.passing)
+        state.bootstrap_normalised = run.normalised
+        return demo_sets.bootstrapped_sets(
+            state.stages,
+            run.passing,
+            count=n_boot_sets,
+            max_demos=settings.max_bootstrapped_demos,
+            rng=rng,
         )
 
     async def _summarize(self, ctx: SearchContext, state: MiproState, rng: random.Random) -> None:

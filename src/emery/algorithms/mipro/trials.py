@@ -45,11 +45,30 @@ async def run_trial(
         await promote(ctx, state, number - 1, final=True, top_k=top_k)
         state.done, state.done_reason = True, "budget reserved for the final full evaluation"
         return
+    combo, score = await _score_trial(ctx, state, rng, number, minibatch)
+    if whole:
+        record_full(ctx, state, combo, score, number)
+    last = number >= plan.num_trials and not more_trials_affordable(ctx, state, minibatch)
+    if last:
+        for _ in range(final_promotions):
+            await promote(ctx, state, number, final=True, top_k=top_k)
+        state.done, state.done_reason = True, f"{number} trials done"
+    elif number % plan.full_eval_every == 0:
+        await promote(ctx, state, number, final=False, top_k=top_k)
+    state.top = top_combos(state, top_k)
+
+
+async def _score_trial(
+    ctx: SearchContext, state: MiproState, rng: random.Random, number: int, minibatch: int
+) -> tuple[ComboRecord, float]:
+    """TPE's next choices as a candidate, scored on a val minibatch (all of val when the
+    minibatch is that big); records the trial and its combination."""
+    whole = minibatch >= len(ctx.val)
     params = next_params(
         state.spaces(),
         state.trials,
         seed=rng.randrange(2**31),
-        startup_trials=plan.tpe_startup_trials,
+        startup_trials=state.resolved_plan().tpe_startup_trials,
     )
     candidate = ctx.add_candidate(combo_candidate(ctx, state, params, number))
     batch = list(ctx.val) if whole else rng.sample(list(ctx.val), minibatch)
@@ -80,16 +99,7 @@ async def run_trial(
             full=whole,
         )
     )
-    if whole:
-        record_full(ctx, state, combo, result.mean, number)
-    last = number >= plan.num_trials and not more_trials_affordable(ctx, state, minibatch)
-    if last:
-        for _ in range(final_promotions):
-            await promote(ctx, state, number, final=True, top_k=top_k)
-        state.done, state.done_reason = True, f"{number} trials done"
-    elif number % plan.full_eval_every == 0:
-        await promote(ctx, state, number, final=False, top_k=top_k)
-    state.top = top_combos(state, top_k)
+    return combo, result.mean
 
 
 def more_trials_affordable(ctx: SearchContext, state: MiproState, minibatch: int) -> bool:
