@@ -33,6 +33,7 @@ from emery.core.search_events import (
     ApoEdit,
     ApoExpansionSkipped,
     ApoFullValScored,
+    ApoOperatorChild,
     ApoRoundCut,
     ApoRoundStarted,
     BeamMember,
@@ -57,6 +58,8 @@ from emery.core.search_events import (
     MiproPlanned,
     MiproProposalRejected,
     MiproTrial,
+    ProposalSources,
+    SourceCount,
 )
 
 P = TypeVar("P", bound=Payload)
@@ -140,6 +143,8 @@ _SINGLE_KIND: tuple[type[Payload], ...] = (
     ApoFullValScored,
     ApoCritique,
     ApoEdit,
+    ApoOperatorChild,
+    ProposalSources,
     MiproPlanned,
     MiproDemosBootstrapped,
     MiproDatasetSummary,
@@ -177,6 +182,7 @@ __all__ = [
     "ApoEdit",
     "ApoExpansionSkipped",
     "ApoFullValScored",
+    "ApoOperatorChild",
     "ApoRoundCut",
     "ApoRoundStarted",
     "BaselineEvaluated",
@@ -212,6 +218,8 @@ __all__ = [
     "MiproProposalRejected",
     "MiproTrial",
     "Payload",
+    "ProposalSources",
+    "SourceCount",
     "StateChanged",
     "event",
 ]

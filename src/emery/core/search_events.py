@@ -1,4 +1,5 @@
-"""Typed payloads of the kinds GEPA, APO and MIPRO emit (``gepa.*``, ``apo.*``, ``mipro.*``)."""
+"""Typed payloads of the kinds GEPA, APO and MIPRO emit (``gepa.*``, ``apo.*``, ``mipro.*``,
+and ``proposal_sources``, which GEPA and APO share)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,32 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from emery.core.payloads import Payload
+
+# -- shared by GEPA and APO ----------------------------------------------------------------
+
+
+class SourceCount(BaseModel):
+    """How one source of proposals did.
+
+    ``proposed``: children it made (each scored); ``accepted``: those kept (GEPA: beat the
+    parent on the minibatch; APO: entered the beam); ``invalid``: proposals that made no
+    child (an unusable LM reply, or a text already tried).
+    """
+
+    proposed: int = 0
+    accepted: int = 0
+    invalid: int = 0
+
+
+class ProposalSources(Payload):
+    """Per-source counts so far: the LM's proposals (``reflection`` in GEPA, ``apo_edit`` in
+    APO) beside each LM-free edit operator (``operator.<name>``)."""
+
+    kind: ClassVar[str] = "proposal_sources"
+    algorithm: str
+    iteration: int
+    counts: dict[str, SourceCount]
+
 
 # -- GEPA ----------------------------------------------------------------------------------
 
@@ -39,7 +66,9 @@ class GepaMinibatchSkipped(Payload):
 
 
 class GepaMinibatchAccepted(Payload):
-    """A child beat its parent on the minibatch (sums of scores ``before`` and ``after``)."""
+    """A child beat its parent on the minibatch (sums of scores ``before`` and ``after``).
+
+    ``source``: what made the child, ``reflection`` or ``operator.<name>``."""
 
     kind: ClassVar[str] = "gepa.minibatch_accepted"
     iteration: int
@@ -49,6 +78,7 @@ class GepaMinibatchAccepted(Payload):
     before: float | None = None
     after: float | None = None
     reason: str | None = None
+    source: str | None = None
 
 
 class GepaMinibatchRejected(GepaMinibatchAccepted):
@@ -195,6 +225,18 @@ class ApoEdit(ApoExpansion):
     accepted: bool
     reason: str | None
     child_id: str | None
+
+
+class ApoOperatorChild(Payload):
+    """An LM-free edit operator's child of a beam parent (``child_id`` None: not new)."""
+
+    kind: ClassVar[str] = "apo.operator_child"
+    round: int
+    parent_id: str
+    stage: str
+    operator: str
+    child_id: str | None
+    reason: str | None = None
 
 
 # -- MIPRO ---------------------------------------------------------------------------------
