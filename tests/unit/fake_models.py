@@ -71,3 +71,19 @@ class RecordingLM:
             usage=TokenUsage(prompt_tokens=3, completion_tokens=1),
             model=self.model,
         )
+
+
+def format_last_lm(gold: dict[str, Any], reminder: str) -> FakeLM:
+    """A task model as weak as Qwen2.5-0.5B on real problems: it writes the answer line only
+    when ``reminder`` (a stage's output-format sentence) is the last line of the last user
+    message; otherwise it ends in LaTeX, which the stage's parser cannot read. ``gold`` maps
+    each question to its answer; the question is found inside the user message."""
+
+    def reply(messages: Sequence[ChatMessage]) -> str:
+        content = messages[-1]["content"]
+        question = next(q for q in gold if q in content)
+        if reminder and content.rstrip().endswith(reminder):
+            return f"Working.\nAnswer: {gold[question]}"
+        return f"Working.\n\\(\\boxed{{{gold[question]}}}\\)"
+
+    return FakeLM(reply, model="fake/format-last")

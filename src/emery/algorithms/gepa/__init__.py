@@ -7,8 +7,10 @@ Modules: ``settings`` (``[algorithm.gepa]``), ``state`` (the checkpointed state)
 ``pareto`` and ``selection`` (fronts, dominance, parent and component choice),
 ``batches`` (epoch-shuffled minibatches), ``reflective_dataset`` (what the reflection model
 is shown), ``reflection`` and ``compact`` (the prompts and reply parsing), ``checks`` (is a
-reply a usable instruction?), ``propose`` (one component's proposal), ``merge`` (crossover
-of two front candidates), ``pool`` (val scores, fronts and best), ``algorithm`` (the loop).
+reply a usable instruction?), ``propose`` (one component's proposal), ``mutation`` (a child
+from the reflection or, on a prompt program, from an LM-free edit operator), ``merge``
+(crossover of two front candidates), ``pool`` (val scores, fronts and best), ``algorithm``
+(the loop).
 
 Small reflection models. The defaults follow the paper; what differs for weak models is
 opt-in or chosen by ``reflection_style = "auto"`` (compact for ``local/`` models):

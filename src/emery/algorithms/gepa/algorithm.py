@@ -6,23 +6,29 @@ a train minibatch, asks the reflection LM for a new text of one component from w
 component did there and the feedback it got, and keeps the child only if it does better
 on the same minibatch; kept children are scored on all of val and join the pool. After an
 acceptance, the next step first tries to merge two front candidates that share an ancestor.
+
+On a prompt program, LM-free edit operators (``operators.py``) propose too: every
+``operator_every``-th iteration instead of the reflection, and as the fallback whenever the
+reflection gives no usable new text. Each child is scored and judged the same way, and
+counted per source (``state.sources``, ``proposal_sources`` events).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
 from typing import ClassVar
 
 from emery.algorithms.base import SearchContext, load_rng, save_rng
 from emery.algorithms.gepa.batches import next_minibatch
 from emery.algorithms.gepa.merge import find_merge, run_merge
+from emery.algorithms.gepa.mutation import Basis, Mutation, operate, reflect
 from emery.algorithms.gepa.pool import add_to_pool, lean, restore_candidates
-from emery.algorithms.gepa.propose import Proposal, Proposer
+from emery.algorithms.gepa.propose import Proposer
 from emery.algorithms.gepa.selection import parent_selector, select_components
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.gepa.state import GepaState, PoolEntry
+from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
 from emery.core.errors import ConfigError
 from emery.core.events import (
     BaselineEvaluated,
@@ -32,7 +38,7 @@ from emery.core.events import (
     GepaMinibatchSampled,
     GepaMinibatchSkipped,
 )
-from emery.core.models import Candidate, Example, Lineage
+from emery.core.models import Candidate, Example
 from emery.evaluation.budget import BudgetExhausted
 from emery.evaluation.results import EvalResult
 
@@ -60,7 +66,7 @@ class Gepa:
             raise ConfigError("GEPA needs val examples to select candidates: val is empty")
         if not ctx.train:
             raise ConfigError("GEPA needs train examples to reflect on: train is empty")
-        components = self._components(ctx.seed_candidate)
+        components = self._components(ctx)
         seed = ctx.add_candidate(ctx.seed_candidate)
         state = GepaState(
             seed_candidate_id=seed.id,
@@ -78,12 +84,13 @@ class Gepa:
         self._check_done(ctx, state)
         return state
 
-    def _components(self, seed: Candidate) -> list[str]:
-        names = list(seed.components)
+    def _components(self, ctx: SearchContext) -> list[str]:
+        """The components to rewrite (a prompt program's layout choices never are)."""
+        names = text_components(ctx)
         wanted = self.settings.components
         if wanted is None:
             return names
-        unknown = [name for name in wanted if name not in seed.components]
+        unknown = [name for name in wanted if name not in names]
         if unknown:
             raise ConfigError(
                 f"algorithm.gepa.components: unknown component {unknown[0]!r}"
@@ -98,6 +105,7 @@ class Gepa:
         rng = load_rng(state.rng_state, ctx.seed)
         restore_candidates(ctx, state)
         number = state.iteration + 1
+        sources = snapshot(state.sources)
         paid_before = ctx.budget.usage.metric_calls
         merge_due = self.settings.use_merge and state.merges_due > 0 and state.last_accepted
         state.last_accepted = False
@@ -110,6 +118,7 @@ class Gepa:
         state.rng_state = save_rng(rng)
         stale = ctx.budget.usage.metric_calls == paid_before
         state.counters.stale_in_a_row = state.counters.stale_in_a_row + 1 if stale else 0
+        report_if_changed(ctx, self.name, number, sources, state.sources)
         self._check_done(ctx, state)
         return state
 
@@ -158,43 +167,24 @@ class Gepa:
     async def _propose(
         self, ctx: SearchContext, state: GepaState, number: int, rng: random.Random
     ) -> Mutation | None:
-        """A new child of a selected parent, or None (a perfect minibatch, no usable text,
-        or a text already in the pool)."""
+        """A new child of a selected parent, or None (a perfect minibatch, or neither the
+        reflection nor an operator gave a text not already in the pool)."""
         parent, components = self._select(ctx, state, number, rng)
         batch = self._sample(ctx, state, number, rng)
         before = await ctx.evaluate(parent.candidate, batch, "train")
         if self._skip(ctx, state, number, parent, before):
             return None
         self._check_affordable(ctx, batch)
-        state.counters.reflections += 1
-        proposals = [
-            await self.proposer.propose(
-                ctx,
-                rng,
-                iteration=number,
-                component=component,
-                current=parent.candidate.components[component],
-                examples=batch,
-                results=before.results,
-            )
-            for component in components
-        ]
-        mutation = Mutation.of(parent, batch, before, proposals, number)
+        basis = Basis(parent, components, batch, before, number)
+        settings = self.settings
+        mutation = None
+        if settings.operator_every and number % settings.operator_every == 0:
+            mutation = operate(ctx, state, basis)
         if mutation is None:
-            state.counters.invalid_proposals += 1
-            return None
-        state.counters.proposals += 1
-        if state.has(mutation.child.id):
-            state.counters.rejected += 1
-            ctx.emit(
-                GepaMinibatchRejected(
-                    iteration=number,
-                    candidate_id=mutation.child.id,
-                    parent_id=parent.id,
-                    reason="the proposed text is already in the pool",
-                )
-            )
-            return None
+            fallback = settings.operator_fallback
+            mutation = await reflect(self.proposer, ctx, state, basis, rng, fallback=fallback)
+        if mutation is None and settings.operator_fallback:
+            mutation = operate(ctx, state, basis)
         return mutation
 
     def _select(
@@ -271,7 +261,8 @@ class Gepa:
         accepted: bool,
         number: int,
     ) -> Candidate:
-        """Record the child with its reflection and verdict in its lineage; report the verdict."""
+        """Record the child with its verdict (and reflection) in its lineage; report and count
+        the verdict."""
         child = ctx.add_candidate(mutation.with_details(after, accepted))
         verdict = GepaMinibatchAccepted if accepted else GepaMinibatchRejected
         ctx.emit(
@@ -282,10 +273,14 @@ class Gepa:
                 components=mutation.changed,
                 before=sum(mutation.before.scores),
                 after=sum(after.scores),
+                source=mutation.source,
             )
         )
+        state.counters.proposals += 1
+        count(state.sources, mutation.source, "proposed")
         if accepted:
             state.counters.accepted += 1
+            count(state.sources, mutation.source, "accepted")
         else:
             state.counters.rejected += 1
         return child
@@ -306,7 +301,7 @@ class Gepa:
             candidate=lean(child),
             parents=[mutation.parent.id],
             iteration=number,
-            operation="reflect",
+            operation=child.lineage.operation,
             components_changed=mutation.changed,
             minibatch_before=sum(mutation.before.scores),
             minibatch_after=sum(after.scores),
@@ -317,57 +312,3 @@ class Gepa:
         merges = state.counters.merges_attempted + state.merges_due
         if settings.use_merge and merges < settings.max_merges:
             state.merges_due += 1
-
-
-@dataclass
-class Mutation:
-    """A proposed child waiting for its verdict: its parent, the minibatch and what the
-    parent scored there, and the reflection that wrote the child's texts."""
-
-    parent: PoolEntry
-    batch: list[Example]
-    before: EvalResult
-    proposals: list[Proposal]
-    child: Candidate
-
-    @classmethod
-    def of(
-        cls,
-        parent: PoolEntry,
-        batch: list[Example],
-        before: EvalResult,
-        proposals: list[Proposal],
-        number: int,
-    ) -> Mutation | None:
-        """The child the usable proposals make, or None when no proposal has a text."""
-        texts = {p.component: p.text for p in proposals if p.text is not None}
-        if not texts:
-            return None
-        child = parent.candidate.derive(
-            components=texts,
-            lineage=Lineage(
-                parents=(parent.id,),
-                generation=parent.candidate.lineage.generation + 1,
-                operation="reflect",
-                iteration=number,
-            ),
-        )
-        return cls(parent, batch, before, proposals, child)
-
-    @property
-    def changed(self) -> list[str]:
-        """The components the child changes."""
-        return sorted(p.component for p in self.proposals if p.text is not None)
-
-    def with_details(self, after: EvalResult, accepted: bool) -> Candidate:
-        """The child with its minibatch scores, verdict and reflection in its lineage."""
-        details = {
-            "components": self.changed,
-            "minibatch": [example.id for example in self.batch],
-            "minibatch_before": self.before.scores,
-            "minibatch_after": after.scores,
-            "accepted": accepted,
-            "reflection": {p.component: p.details() for p in self.proposals},
-        }
-        lineage = self.child.lineage.model_copy(update={"details": details})
-        return self.child.model_copy(update={"lineage": lineage})

@@ -15,25 +15,29 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.gepa.pareto import front_weights
 from emery.algorithms.gepa.pool import add_to_pool, lean
 from emery.algorithms.gepa.state import GepaState, PoolEntry
 from emery.core.events import GepaMergeAccepted, GepaMergeAttempted, GepaMergeRejected
-from emery.core.models import Candidate, Example, Lineage
+from emery.core.models import Candidate, Demo, Example, Lineage, candidate_id
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class MergePlan:
-    """Two parents, their common ancestor and the merged components."""
+    """Two parents, their common ancestor and the merged components and demo sets."""
 
     first: str
     second: str
     ancestor: str
     components: dict[str, str]
     taken_from: dict[str, str]
+    demos: dict[str, tuple[Demo, ...]] = field(default_factory=dict)
 
 
 def ancestors(state: GepaState, candidate_id: str) -> set[str]:
@@ -53,26 +57,52 @@ def merged_components(
     first: PoolEntry, second: PoolEntry, ancestor: PoolEntry, rng: random.Random
 ) -> tuple[dict[str, str], dict[str, str], bool]:
     """The merged texts, which side each came from, and whether a component was changed by
-    exactly one side (the merge is pointless otherwise)."""
-    texts: dict[str, str] = {}
+    exactly one side (the merge is pointless otherwise).
+
+    Every component of the three counts, so a layout choice (``stage:choice``) that one
+    side added, or removed, survives the merge like a changed text."""
+    a, b, c = (item.candidate.components for item in (first, second, ancestor))
+    return _merged(a, b, c, first, second, rng)
+
+
+def merged_demos(
+    first: PoolEntry, second: PoolEntry, ancestor: PoolEntry, rng: random.Random
+) -> tuple[dict[str, tuple[Demo, ...]], dict[str, str], bool]:
+    """The merged demo sets per stage, the same way as ``merged_components``."""
+    a, b, c = (item.candidate.demos for item in (first, second, ancestor))
+    return _merged(a, b, c, first, second, rng)
+
+
+def _merged(
+    a: Mapping[str, T],
+    b: Mapping[str, T],
+    base: Mapping[str, T],
+    first: PoolEntry,
+    second: PoolEntry,
+    rng: random.Random,
+) -> tuple[dict[str, T], dict[str, str], bool]:
+    """Each name's value from the side that changed it relative to ``base`` (a missing
+    name is a value too: a side that dropped one drops it from the merge)."""
+    values: dict[str, T] = {}
     taken: dict[str, str] = {}
     one_sided = False
-    for name, base in ancestor.candidate.components.items():
-        a = first.candidate.components.get(name, base)
-        b = second.candidate.components.get(name, base)
-        if a == b:
-            texts[name], taken[name] = a, "both"
-        elif a == base:
-            texts[name], taken[name], one_sided = b, second.id, True
-        elif b == base:
-            texts[name], taken[name], one_sided = a, first.id, True
+    for name in [*base, *sorted((set(a) | set(b)) - set(base))]:
+        old, x, y = base.get(name), a.get(name), b.get(name)
+        if x == y:
+            value, taken[name] = x, "both"
+        elif x == old:
+            value, taken[name], one_sided = y, second.id, True
+        elif y == old:
+            value, taken[name], one_sided = x, first.id, True
         else:
             if first.val_score != second.val_score:
                 winner = first if first.val_score > second.val_score else second
             else:
                 winner = rng.choice([first, second])
-            texts[name], taken[name] = winner.candidate.components[name], winner.id
-    return texts, taken, one_sided
+            value, taken[name] = (x if winner is first else y), winner.id
+        if value is not None:
+            values[name] = value
+    return values, taken, one_sided
 
 
 def find_merge(state: GepaState, rng: random.Random, attempts: int = 10) -> MergePlan | None:
@@ -82,7 +112,7 @@ def find_merge(state: GepaState, rng: random.Random, attempts: int = 10) -> Merg
     if len(dominators) < 2:
         return None
     tried = {tuple(item) for item in state.merges_tried}
-    known = {tuple(sorted(item.candidate.components.items())) for item in state.pool}
+    known = {item.id for item in state.pool}
     for _ in range(attempts):
         first, second = sorted(rng.sample(dominators, 2))
         above_first, above_second = ancestors(state, first), ancestors(state, second)
@@ -96,14 +126,25 @@ def find_merge(state: GepaState, rng: random.Random, attempts: int = 10) -> Merg
             a, b, c = state.entry(first), state.entry(second), state.entry(ancestor)
             if c.val_score > a.val_score or c.val_score > b.val_score:
                 continue
-            texts, taken, one_sided = merged_components(a, b, c, random.Random(rng.random()))
-            if not one_sided or tuple(sorted(texts.items())) in known:
-                continue
-            plans.append(MergePlan(first, second, ancestor, texts, taken))
+            plan = _plan(a, b, c, random.Random(rng.random()))
+            if plan is not None and candidate_id(plan.components, plan.demos) not in known:
+                plans.append(plan)
         if plans:
             weights = [state.entry(plan.ancestor).val_score + 1e-3 for plan in plans]
             return rng.choices(plans, weights=weights, k=1)[0]
     return None
+
+
+def _plan(
+    first: PoolEntry, second: PoolEntry, ancestor: PoolEntry, rng: random.Random
+) -> MergePlan | None:
+    """The merge of ``first`` and ``second`` over ``ancestor``, or None if pointless."""
+    texts, taken, one_sided = merged_components(first, second, ancestor, rng)
+    demos, demos_taken, demos_one_sided = merged_demos(first, second, ancestor, rng)
+    if not (one_sided or demos_one_sided):
+        return None
+    taken |= {f"{stage} (demos)": side for stage, side in demos_taken.items()}
+    return MergePlan(first.id, second.id, ancestor.id, texts, taken, demos)
 
 
 def merge_subsample(
@@ -176,10 +217,10 @@ def _propose_merge(
             subsample=ids,
         )
     )
-    seed = state.entry(state.seed_candidate_id).candidate
     generation = max(first.candidate.lineage.generation, second.candidate.lineage.generation)
-    merged = seed.derive(
+    merged = Candidate(
         components=plan.components,
+        demos=plan.demos,
         lineage=Lineage(
             parents=(plan.first, plan.second),
             generation=generation + 1,

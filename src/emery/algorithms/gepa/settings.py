@@ -62,6 +62,22 @@ class GepaSettings(AlgorithmSettings):
     merge_subsample: int = Field(
         default=5, ge=1, description="val examples a merged candidate is first scored on"
     )
+    # -- LM-free edit operators (prompt programs only) -------------------------------------
+    operator_fallback: bool = Field(
+        default=True,
+        description=(
+            "when reflection gives no usable new text, score the parent's next untried"
+            " edit-operator child for the chosen component's stage instead"
+        ),
+    )
+    operator_every: int = Field(
+        default=3,
+        ge=0,
+        description=(
+            "every n-th iteration proposes an edit-operator child instead of reflecting"
+            " (reflection when none is left); 0: operators only as the fallback"
+        ),
+    )
     # -- the reflection call ---------------------------------------------------------------
     reflection_role: str = Field(default="reflection", description="LM role that reflects")
     reflection_style: Literal["auto", "standard", "compact"] = Field(

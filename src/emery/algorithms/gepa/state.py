@@ -1,11 +1,12 @@
 """GEPA's checkpointed state: the candidate pool with per-example val scores, the fronts,
-the minibatch sampler, merge bookkeeping, counters and the RNG."""
+the minibatch sampler, merge bookkeeping, operator children tried, counters and the RNG."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
 from emery.algorithms.base import AlgorithmState
+from emery.core.events import SourceCount
 from emery.core.models import Candidate
 
 
@@ -67,6 +68,12 @@ class GepaState(AlgorithmState):
     last_accepted: bool = False
     merges_tried: list[list[str]] = Field(default_factory=list)
     counters: Counters = Field(default_factory=Counters)
+    operators_tried: dict[str, list[str]] = Field(
+        default_factory=dict, description="parent id → ids of its operator children offered"
+    )
+    sources: dict[str, SourceCount] = Field(
+        default_factory=dict, description="reflection / operator.<name> → its counts"
+    )
 
     def entry(self, candidate_id: str) -> PoolEntry:
         for item in self.pool:

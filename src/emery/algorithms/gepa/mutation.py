@@ -1,0 +1,191 @@
+"""A proposed child waiting for its verdict, and the two ways of making one.
+
+``reflect`` asks the reflection LM for new texts of the chosen components; ``operate``
+takes the parent's next untried LM-free edit operator child in those components' stages
+(prompt programs only). Both return None when they have no new child to offer.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from emery.algorithms.base import SearchContext
+from emery.algorithms.gepa.propose import Proposal, Proposer
+from emery.algorithms.gepa.state import GepaState, PoolEntry
+from emery.algorithms.sources import count, next_operator_child, prompt_program
+from emery.core.events import GepaMinibatchRejected, GepaProposalInvalid
+from emery.core.models import Candidate, Example, Lineage
+from emery.evaluation.results import EvalResult
+from emery.lm.base import LMError
+
+REFLECTION = "reflection"
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What a child is proposed from: the parent, the components to change in it, and the
+    minibatch with the parent's results there, in iteration ``number``."""
+
+    parent: PoolEntry
+    components: list[str]
+    batch: list[Example]
+    before: EvalResult
+    number: int
+
+
+@dataclass
+class Mutation:
+    """A proposed child waiting for its verdict: what it was proposed from, what made it
+    (``source``: ``reflection`` or ``operator.<name>``), the components it changes, and the
+    reflection that wrote its texts (none for an operator child)."""
+
+    basis: Basis
+    child: Candidate
+    source: str
+    changed: list[str]
+    proposals: list[Proposal] = field(default_factory=list)
+
+    @property
+    def parent(self) -> PoolEntry:
+        return self.basis.parent
+
+    @property
+    def batch(self) -> list[Example]:
+        return self.basis.batch
+
+    @property
+    def before(self) -> EvalResult:
+        return self.basis.before
+
+    @classmethod
+    def reflected(cls, basis: Basis, proposals: list[Proposal]) -> Mutation | None:
+        """The child the usable proposals make, or None when no proposal has a text."""
+        texts = {p.component: p.text for p in proposals if p.text is not None}
+        if not texts:
+            return None
+        parent = basis.parent
+        child = parent.candidate.derive(
+            components=texts,
+            lineage=Lineage(
+                parents=(parent.id,),
+                generation=parent.candidate.lineage.generation + 1,
+                operation="reflect",
+                iteration=basis.number,
+            ),
+        )
+        return cls(basis, child, REFLECTION, sorted(texts), proposals)
+
+    @classmethod
+    def operated(cls, basis: Basis, child: Candidate) -> Mutation:
+        """An operator's child (its lineage names the operator and the stage)."""
+        old = basis.parent.candidate
+        changed = {
+            name
+            for name in set(old.components) | set(child.components)
+            if old.components.get(name) != child.components.get(name)
+        }
+        changed |= {
+            stage
+            for stage in set(old.demos) | set(child.demos)
+            if old.demos.get(stage, ()) != child.demos.get(stage, ())
+        }
+        return cls(basis, child, child.lineage.operation, sorted(changed))
+
+    def with_details(self, after: EvalResult, accepted: bool) -> Candidate:
+        """The child with its minibatch scores, verdict and reflection in its lineage."""
+        details = {
+            **self.child.lineage.details,
+            "components": self.changed,
+            "minibatch": [example.id for example in self.batch],
+            "minibatch_before": self.before.scores,
+            "minibatch_after": after.scores,
+            "accepted": accepted,
+        }
+        if self.proposals:
+            details["reflection"] = {p.component: p.details() for p in self.proposals}
+        lineage = self.child.lineage.model_copy(update={"details": details})
+        return self.child.model_copy(update={"lineage": lineage})
+
+
+async def reflect(
+    proposer: Proposer,
+    ctx: SearchContext,
+    state: GepaState,
+    basis: Basis,
+    rng: random.Random,
+    *,
+    fallback: bool,
+) -> Mutation | None:
+    """The reflection LM's child, or None (no usable text, or one already in the pool)."""
+    state.counters.reflections += 1
+    proposals = await _texts(proposer, ctx, basis, rng, fallback=fallback)
+    mutation = Mutation.reflected(basis, proposals)
+    if mutation is None:
+        state.counters.invalid_proposals += 1
+        count(state.sources, REFLECTION, "invalid")
+        return None
+    if state.has(mutation.child.id):
+        state.counters.rejected += 1
+        count(state.sources, REFLECTION, "invalid")
+        ctx.emit(
+            GepaMinibatchRejected(
+                iteration=basis.number,
+                candidate_id=mutation.child.id,
+                parent_id=basis.parent.id,
+                reason="the proposed text is already in the pool",
+                source=REFLECTION,
+            )
+        )
+        return None
+    return mutation
+
+
+async def _texts(
+    proposer: Proposer, ctx: SearchContext, basis: Basis, rng: random.Random, *, fallback: bool
+) -> list[Proposal]:
+    """One proposal per component. A failed reflection call is an invalid proposal when
+    an operator can stand in for it (``fallback`` on a prompt program), an error otherwise."""
+    try:
+        return [
+            await proposer.propose(
+                ctx,
+                rng,
+                iteration=basis.number,
+                component=component,
+                current=basis.parent.candidate.components[component],
+                examples=basis.batch,
+                results=basis.before.results,
+            )
+            for component in basis.components
+        ]
+    except LMError as exc:
+        if not fallback or prompt_program(ctx) is None:
+            raise
+        ctx.emit(
+            GepaProposalInvalid(
+                iteration=basis.number,
+                component=basis.components[0],
+                attempt=1,
+                reason=f"the reflection call failed: {exc}",
+                reply="",
+            )
+        )
+        return []
+
+
+def operate(ctx: SearchContext, state: GepaState, basis: Basis) -> Mutation | None:
+    """The parent's next untried edit-operator child in the components' stages (a prompt
+    program only), or None when every one was tried. The ids offered are kept per parent
+    in the state, so a resumed search offers the same children next."""
+    program = prompt_program(ctx)
+    if program is None:
+        return None
+    parent = basis.parent
+    tried = state.operators_tried.get(parent.id, [])
+    child = next_operator_child(
+        program, parent.candidate, basis.components, tried, known=state.has, iteration=basis.number
+    )
+    if tried:
+        state.operators_tried[parent.id] = tried
+    return None if child is None else Mutation.operated(basis, child)
