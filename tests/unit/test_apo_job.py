@@ -40,6 +40,7 @@ def test_apo_job_finds_the_better_prompt_and_stores_its_events(tmp_path: Path) -
             "rounds": 2,
             "gradient_batch_size": 3,
             "edit_prompts": [str(REWRITE)],
+            "operator_children": 0,  # the LM's edits alone: the counts below are theirs
         },
         runtime={"workdir": str(tmp_path / ".emery")},
         store=store,

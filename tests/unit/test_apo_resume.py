@@ -49,6 +49,7 @@ def search_settings() -> dict[str, Any]:
         "branch_factor": 2,
         "val_batch_size": 4,
         "skip_perfect_batches": False,
+        "operator_children": 2,  # operator children resume exactly too
     }
 
 

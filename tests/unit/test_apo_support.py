@@ -139,9 +139,13 @@ def context(
 
 
 def settings(**overrides: Any) -> ApoSettings:
-    """Small search settings; edits are full rewrites unless ``edit_prompts`` says otherwise."""
+    """Small search settings; edits are full rewrites unless ``edit_prompts`` says otherwise.
+
+    Only the LM proposes (no LM-free operator children) unless ``operator_children`` says
+    otherwise: these tests count and compare the LM's edits (test_apo_operators has both)."""
     base: dict[str, Any] = {
         "edit_prompts": [REWRITE],
+        "operator_children": 0,
         "beam_width": 2,
         "branch_factor": 2,
         "rounds": 2,

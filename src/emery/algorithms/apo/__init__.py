@@ -2,7 +2,8 @@
 
 Pryzant et al. (2023), "Automatic Prompt Optimization with "Gradient Descent" and Beam
 Search": critiques of a prompt written from its failures act as gradients, edits apply
-them, and a beam keeps the best prompts. Works on any system with text components.
+them, and a beam keeps the best prompts. Works on any system with text components; on a
+prompt program, LM-free edit operators add children beside the edits (``operate``).
 """
 
 from emery.algorithms.apo.algorithm import Apo

@@ -4,7 +4,9 @@ Each round takes ``beam_width`` parents from the beam. For every parent and bran
 the parent on the next train batch, asks the gradient LM to criticise the prompt from those
 runs, and asks the edit LM to rewrite the prompt from the critique; a rewrite that is not a
 usable prompt (lost or invented placeholders, an answer instead of instructions, ...) is
-rejected. The beam and the children are then scored on one val batch, the top
+rejected. On a prompt program each parent also gets up to ``operator_children`` children
+from the LM-free edit operators (``operate.py``), counted per source beside the LM's edits
+(``state.sources``). The beam and the children are then scored on one val batch, the top
 ``beam_width`` survive, and the leader is scored on full val: it becomes the best candidate
 only if it beats the best so far.
 
@@ -22,11 +24,13 @@ from typing import ClassVar
 
 from emery.algorithms.apo.batches import ShuffledBatches
 from emery.algorithms.apo.beam import round_parents, select_top, unique
+from emery.algorithms.apo.operate import add_operator_children, operator_children_due
 from emery.algorithms.apo.prompts import load_prompts
 from emery.algorithms.apo.propose import Proposer
 from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.apo.state import ApoState
 from emery.algorithms.base import SearchContext, load_rng, save_rng
+from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
 from emery.core.errors import ConfigError
 from emery.core.events import (
     ApoBeamUpdated,
@@ -93,7 +97,7 @@ class Apo:
         self._components(ctx)
 
     def _components(self, ctx: SearchContext) -> list[str]:
-        available = list(ctx.seed_candidate.components)
+        available = text_components(ctx)
         wanted = self.settings.components
         if wanted is None:
             if not available:
@@ -115,12 +119,14 @@ class Apo:
         rng = load_rng(state.rng_state, ctx.seed)
         for candidate_id, candidate in state.pool.items():
             ctx.candidates.setdefault(candidate_id, candidate)
+        sources = snapshot(state.sources)
         if state.phase == "expand":
             await self._expand(ctx, state, rng)
         elif state.phase == "score":
             await self._score_next(ctx, state)
         else:
             await self._select(ctx, state)
+        report_if_changed(ctx, self.name, state.iteration + 1, sources, state.sources)
         state.iteration += 1
         state.rng_state = save_rng(rng)
         return state
@@ -139,9 +145,11 @@ class Apo:
     async def _expand(self, ctx: SearchContext, state: ApoState, rng: random.Random) -> None:
         if not state.parents:
             self._start_round(ctx, state, rng)
-        parent = state.pool[state.parents[state.expansions_done // self.settings.branch_factor]]
+        slot, branch = divmod(state.expansions_done, self.settings.branch_factor)
+        parent = state.pool[state.parents[slot]]
+        operators = operator_children_due(ctx, state, self.settings.operator_children, slot, branch)
         batches = ShuffledBatches([e.id for e in ctx.train], ctx.seed, state.train_cursor)
-        need = self._cost_of_one_more_child(ctx, state, parent, batches)
+        need = self._cost_of_one_more_child(ctx, state, parent, batches, 1 + operators)
         remaining = ctx.budget.remaining_metric_calls()
         if remaining is not None and need > remaining:
             await self._cut_round(ctx, state, need, remaining)
@@ -150,7 +158,6 @@ class Apo:
         examples = [by_id[i] for i in batches.next(self.settings.gradient_batch_size)]
         state.train_cursor = batches.cursor
         component = self._next_component(ctx, state, rng)
-        branch = state.expansions_done % self.settings.branch_factor
         result = await ctx.evaluate(parent, examples, "train")
         if self.settings.skip_perfect_batches and all(s >= 1.0 for s in result.scores):
             state.expansions_skipped += 1
@@ -168,21 +175,28 @@ class Apo:
             await self.proposer.propose(
                 ctx, state, rng, parent, component, branch, examples, result
             )
+        add_operator_children(ctx, state, parent, component, operators)
         state.expansions_done += 1
         if state.expansions_done >= len(state.parents) * self.settings.branch_factor:
             self._end_expansion(ctx, state)
 
     def _cost_of_one_more_child(
-        self, ctx: SearchContext, state: ApoState, parent: Candidate, batches: ShuffledBatches
+        self,
+        ctx: SearchContext,
+        state: ApoState,
+        parent: Candidate,
+        batches: ShuffledBatches,
+        children: int = 1,
     ) -> int:
-        """Metric calls the next expansion may cost, with the round's scoring and full val."""
+        """Metric calls the next expansion (with up to ``children`` new children) may cost,
+        with the round's scoring and full val."""
         by_id = {e.id: e for e in ctx.train}
         batch = [by_id[i] for i in batches.peek(self.settings.gradient_batch_size)]
         val_batch = self._val_batch(ctx, state)
         need = self._uncached(ctx, parent, batch, "train")
         for candidate_id in unique(state.beam + state.children):
             need += self._uncached(ctx, state.pool[candidate_id], val_batch, "val")
-        return need + len(val_batch) + len(ctx.val) - len(val_batch)
+        return need + children * len(val_batch) + len(ctx.val) - len(val_batch)
 
     @staticmethod
     def _uncached(
@@ -255,6 +269,9 @@ class Apo:
     async def _select(self, ctx: SearchContext, state: ApoState) -> None:
         ranked = unique(state.beam + state.children)
         beam = select_top(ranked, state.val_batch_scores, self.settings.beam_width)
+        for candidate_id in beam:
+            if candidate_id in state.children:
+                count(state.sources, state.pool[candidate_id].lineage.operation, "accepted")
         leader = state.pool[beam[0]]
         result = await ctx.evaluate(leader, ctx.val, "val")
         state.full_val_scores[leader.id] = result.mean

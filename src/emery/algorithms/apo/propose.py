@@ -14,6 +14,7 @@ from emery.algorithms.apo.prompts import PromptTemplate
 from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.apo.state import ApoState
 from emery.algorithms.base import SearchContext
+from emery.algorithms.sources import count
 from emery.core.events import ApoCritique, ApoEdit
 from emery.core.models import Candidate, Example, Lineage
 from emery.evaluation.results import EvalResult
@@ -178,6 +179,7 @@ class Proposer:
     def reject(ctx: SearchContext, state: ApoState, expansion: Expansion, reason: str) -> None:
         """Record an expansion that produced no edit."""
         state.edits_rejected += 1
+        count(state.sources, OPERATION, "invalid")
         ctx.emit(
             ApoEdit(
                 **expansion.where(state),
@@ -202,8 +204,10 @@ class Proposer:
         """Count the edit as accepted or rejected and report it."""
         if problem is None:
             state.edits_accepted += 1
+            count(state.sources, OPERATION, "proposed")
         else:
             state.edits_rejected += 1
+            count(state.sources, OPERATION, "invalid")
         ctx.emit(
             ApoEdit(
                 **expansion.where(state),

@@ -51,6 +51,14 @@ class ApoSettings(AlgorithmSettings):
     skip_perfect_batches: bool = Field(
         default=True, description="propose nothing from a train batch where every run scored 1"
     )
+    operator_children: int = Field(
+        default=2,
+        ge=0,
+        description=(
+            "prompt programs: LM-free edit-operator children added per beam parent and round,"
+            " beside the LM's edits"
+        ),
+    )
     seed_lm_calls: bool = Field(
         default=True,
         description="send a seed drawn from the search RNG with each critique and edit call",

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from emery.algorithms.apo.batches import BatchCursor
 from emery.algorithms.base import AlgorithmState
+from emery.core.events import SourceCount
 from emery.core.models import Candidate
 
 Phase = Literal["expand", "score", "select"]
@@ -40,3 +41,9 @@ class ApoState(AlgorithmState):
     edits_accepted: int = 0
     edits_rejected: int = 0
     expansions_skipped: int = 0
+    operators_tried: dict[str, list[str]] = Field(
+        default_factory=dict, description="parent id → ids of its operator children offered"
+    )
+    sources: dict[str, SourceCount] = Field(
+        default_factory=dict, description="apo_edit / operator.<name> → its counts"
+    )

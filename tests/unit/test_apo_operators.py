@@ -1,0 +1,61 @@
+"""APO with LM-free edit operators: when every LM edit is rejected, operator children still
+give each round candidates, and one of them lifts the score."""
+
+from __future__ import annotations
+
+from events_support import payloads
+from fake_models import format_last_lm
+from test_apo_support import context, dataset, program, reflection_lm, run, settings
+
+from emery.algorithms.apo import Apo, ApoState
+from emery.core.events import ApoEdit, ApoOperatorChild, ProposalSources
+from emery.systems.formats import format_sentence
+from emery.systems.prompt_layout import StageLayout
+
+REMINDER = format_sentence(program().stages["solve"]) or ""
+
+
+async def test_operator_children_lift_when_every_edit_is_an_answer() -> None:
+    data = dataset()
+    gold = {str(e.input["question"]): int(e.expected) for e in data}
+    ctx = context(reflection_lm(["42"]), data=data, task=format_last_lm(gold, REMINDER))
+
+    outcome, records = await run(ctx, Apo(settings(operator_children=2)))
+
+    state = outcome.state
+    assert isinstance(state, ApoState)
+    assert state.baseline_val_score == 0.0
+    assert state.best_val_score == 1.0
+    best = ctx.candidates[state.best_candidate_id]
+    assert best.lineage.operation == "operator.format_reminder"
+    assert StageLayout.of(best.components, "solve").reminder == REMINDER
+    # every LM edit was rejected; the operators gave the rounds their children
+    edits = payloads(records, ApoEdit)
+    assert edits
+    assert not any(e.accepted for e in edits)
+    assert state.sources["apo_edit"].proposed == 0
+    assert state.sources["apo_edit"].invalid == len(edits)
+    assert state.sources["operator.format_reminder"].accepted >= 1
+    children = payloads(records, ApoOperatorChild)
+    assert children[0].operator == "format_reminder"
+    # at most two operator children per parent and round
+    per_parent: dict[tuple[int, str], int] = {}
+    for child in children:
+        key = (child.round, child.parent_id)
+        per_parent[key] = per_parent.get(key, 0) + 1
+    assert max(per_parent.values()) <= 2
+    reported = payloads(records, ProposalSources)
+    assert reported
+    assert reported[-1].counts == state.sources
+    assert all(e.algorithm == "apo" for e in reported)
+
+
+async def test_without_operator_children_the_same_run_finds_nothing() -> None:
+    data = dataset()
+    gold = {str(e.input["question"]): int(e.expected) for e in data}
+    ctx = context(reflection_lm(["42"]), data=data, task=format_last_lm(gold, REMINDER))
+
+    outcome, _ = await run(ctx, Apo(settings(operator_children=0)))
+
+    assert outcome.state.best_val_score == 0.0
+    assert outcome.state.best_candidate_id == outcome.state.seed_candidate_id
