@@ -104,3 +104,18 @@ async def test_without_answer_stage_the_same_reply_fails() -> None:
 def test_unknown_layout_value_is_refused() -> None:
     with pytest.raises(ValueError, match="placement"):
         StageLayout.of({"solve:placement": "sideways"}, "solve")
+
+
+def test_reminder_placeholders_are_filled_and_checked() -> None:
+    p = program()
+    chat = p.messages(
+        p.stages["solve"], "", (), {"question": "2+3?"}, StageLayout(reminder="Re: {question}")
+    )
+    assert chat[-1]["content"] == "2+3?\n\nRe: 2+3?"
+    from emery.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"placeholder \{labels\}"):
+        p.check_candidate(
+            Candidate(components={"solve": "x", "solve:reminder": "One of {labels}."}),
+            {"question"},
+        )

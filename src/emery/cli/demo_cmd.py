@@ -133,8 +133,14 @@ def summary(result: JobResult, config: JobConfig, files: list[Path]) -> str:
         f"  baseline prompt   {_score(result.baseline_test)}",
         f"  optimized prompt  {_score(result.best_test)}",
     ]
+    for name, reference in result.references_test.items():
+        lines.append(f"  {name + ' prompt':<17} {_score(reference)}")
     if result.lift_abs is not None and result.lift_split == "test":
-        lines.append(f"  lift              {result.lift_abs * 100:+.1f} points")
+        lines.append(f"  lift over the baseline {result.lift_abs * 100:+.1f} points")
+    if result.best_test is not None:
+        for name, reference in result.references_test.items():
+            lift = (result.best_test.mean - reference.mean) * 100
+            lines.append(f"  lift over the {name} prompt {lift:+.1f} points")
     if result.best_candidate is not None:
         lines += ["", "Optimized prompt (in full):"]
         lines += _prompt(result.best_candidate)

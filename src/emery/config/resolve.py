@@ -7,7 +7,7 @@ from pathlib import Path
 
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
-from emery.core.models import Dataset
+from emery.core.models import Candidate, Dataset, Lineage
 from emery.data.loaders import load_dataset
 from emery.data.tasks import builtin_task
 from emery.lm.cache import ResponseCache
@@ -57,11 +57,46 @@ def resolve_verifier(config: JobConfig, dataset: Dataset) -> Verifier:
 
 def check_system_inputs(system: System, dataset: Dataset) -> None:
     """Fail before any model call if a placeholder names a field some example lacks."""
-    examples = list(dataset)
-    if not examples:
+    if not list(dataset):
         raise ConfigError("the dataset is empty")
-    common = set.intersection(*(set(example.input) for example in examples))
-    system.check_inputs(common)
+    system.check_inputs(_common_fields(dataset))
+
+
+def reference_candidates(
+    config: JobConfig, system: System, dataset: Dataset
+) -> dict[str, Candidate]:
+    """``[references.NAME]`` as candidates: the seed with the given components replaced.
+
+    A component the system does not have is refused (a choice component ``stage:choice`` of
+    a known stage is allowed), and so is a reference whose placeholders no input provides.
+    """
+    seed = system.seed_candidate()
+    stages = {name.split(":")[0] for name in seed.components}
+    references: dict[str, Candidate] = {}
+    for name, components in config.references.items():
+        for component in components:
+            if component not in seed.components and component.split(":")[0] not in stages:
+                known = ", ".join(sorted(seed.components)) or "none"
+                raise ConfigError(
+                    f"references.{name}: unknown component {component!r} (the system has: {known})"
+                )
+        candidate = Candidate(
+            components={**seed.components, **components},
+            demos=seed.demos,
+            lineage=Lineage(parents=(seed.id,), operation="reference", details={"name": name}),
+        )
+        if isinstance(system, PromptProgram):
+            try:
+                system.check_candidate(candidate, _common_fields(dataset))
+            except ConfigError as exc:
+                raise ConfigError(f"references.{name}: {exc}") from None
+        references[name] = candidate
+    return references
+
+
+def _common_fields(dataset: Dataset) -> set[str]:
+    examples = list(dataset)
+    return set.intersection(*(set(e.input) for e in examples)) if examples else set()
 
 
 @dataclass

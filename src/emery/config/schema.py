@@ -92,6 +92,10 @@ class JobConfig(Section):
     verifier: VerifierConfig | None = None
     runtime: RuntimeConfig = RuntimeConfig()
     algorithm: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    references: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """``[references.NAME]``: hand-written candidates (component name → text, choice
+    components such as ``"solve:reminder"`` included; unset components keep the seed's)
+    scored on test beside the seed and the best, never seen by the search."""
 
     @field_validator("system", mode="before")
     @classmethod

@@ -40,6 +40,7 @@ async def finish_job(
     seed = ctx.candidates.get(state.seed_candidate_id, ctx.seed_candidate)
     best = ctx.candidates.get(state.best_candidate_id, seed)
     tests = await score_on_test(ctx, runtime, seed, best, note)
+    references = await score_references(ctx, runtime, note)
     events, candidates = ctx.log.drain()
     evaluations, rollouts, attempts = evaluation_rows(
         runtime, ctx.evaluations.drain(), job_id=job_id, worker=owner
@@ -50,6 +51,7 @@ async def finish_job(
         job,
         baseline_test=tests.get(seed.id),
         best_test=tests.get(best.id),
+        references_test=references,
         usage=ctx.budget.meter.by_role(),
         state="succeeded",
         stop_reason=outcome.reason,
@@ -105,6 +107,24 @@ async def score_on_test(
         )
         tests[candidate.id] = scored.summary()
     return tests
+
+
+async def score_references(
+    ctx: SearchContext, runtime: Runtime, note: Callable[[str], None]
+) -> dict[str, ScoreSummary]:
+    """Test summaries of the ``[references.NAME]`` candidates (stored as candidates with
+    the operation ``reference``), by name."""
+    scores: dict[str, ScoreSummary] = {}
+    if not runtime.dataset.test:
+        return scores
+    for name, candidate in runtime.references.items():
+        note(f"scoring the reference {name!r} on the test split")
+        ctx.add_candidate(candidate)
+        scored = await ctx.evaluations.evaluate(
+            candidate, runtime.dataset.test, "test", charge=False
+        )
+        scores[name] = scored.summary()
+    return scores
 
 
 def write_result_files(job: JobRecord, result: JobResult, base_dir: Path) -> None:

@@ -20,7 +20,12 @@ from typing import Any
 
 from emery.algorithms.registry import ALGORITHM_MODULES, parse_settings
 from emery.config.loading import parse_config
-from emery.config.resolve import check_system_inputs, resolve_dataset, resolve_system
+from emery.config.resolve import (
+    check_system_inputs,
+    reference_candidates,
+    resolve_dataset,
+    resolve_system,
+)
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError, EmeryError
 from emery.core.events import Event
@@ -71,6 +76,7 @@ def create_job(
     system = inputs.system if inputs.system is not None else resolve_system(config)
     dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
     check_system_inputs(system, dataset)
+    reference_candidates(config, system, dataset)
     resolved = config.model_dump(mode="json")
     system_config = resolved.get("system")
     kind = str((system_config or {}).get("kind", type(system).__name__))

@@ -92,6 +92,17 @@ def _scores(result: JobResult) -> list[str]:
         lines.append(
             f"  lift on {result.lift_split}: {result.lift_abs * 100:+.1f} points{relative}"
         )
+    return lines + _references(result)
+
+
+def _references(result: JobResult) -> list[str]:
+    """Each reference's test score and the best's lift over it."""
+    lines = []
+    for name, summary in result.references_test.items():
+        line = f"  reference {name!r} on test: {_summary(summary)}"
+        if result.best_test is not None:
+            line += f"; best vs {name}: {(result.best_test.mean - summary.mean) * 100:+.1f} points"
+        lines.append(line)
     return lines
 
 

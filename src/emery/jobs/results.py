@@ -50,6 +50,8 @@ class JobResult(BaseModel):
     best_val: float | None = None
     baseline_test: ScoreSummary | None = None
     best_test: ScoreSummary | None = None
+    references_test: dict[str, ScoreSummary] = Field(default_factory=dict)
+    """Each ``[references.NAME]`` candidate's test score (a hand-written expert prompt)."""
     lift_split: str | None = None
     lift_abs: float | None = None
     lift_rel: float | None = None
@@ -90,6 +92,7 @@ def build_result(
     *,
     baseline_test: ScoreSummary | None = None,
     best_test: ScoreSummary | None = None,
+    references_test: dict[str, ScoreSummary] | None = None,
     usage: dict[str, RoleUsage] | None = None,
     state: str | None = None,
     stop_reason: str | None = None,
@@ -104,6 +107,11 @@ def build_result(
         baseline_test = _stored_summary(stored, "baseline_test")
     if best_test is None:
         best_test = _stored_summary(stored, "best_test")
+    if references_test is None:
+        references_test = {
+            name: ScoreSummary.model_validate(summary)
+            for name, summary in (stored.get("references_test") or {}).items()
+        }
     if usage is None:
         usage = _stored_usage(checkpoint)
     page = store.list_candidates(job.id, limit=top)
@@ -128,6 +136,7 @@ def build_result(
         best_val=best_val,
         baseline_test=baseline_test,
         best_test=best_test,
+        references_test=references_test,
         lift_split=split,
         lift_abs=lift_abs,
         lift_rel=lift_rel,

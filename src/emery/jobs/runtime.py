@@ -14,12 +14,13 @@ from emery.config.resolve import (
     build_models,
     check_system_inputs,
     open_cache,
+    reference_candidates,
     resolve_dataset,
     resolve_system,
     resolve_verifier,
 )
 from emery.config.schema import JobConfig
-from emery.core.models import Dataset, Example
+from emery.core.models import Candidate, Dataset, Example
 from emery.evaluation.budget import BudgetConfig
 from emery.jobs.scope import evaluation_scope, example_hashes
 from emery.lm.base import LM
@@ -66,6 +67,7 @@ class Runtime:
     cache: ResponseCache | None
     algorithm: Algorithm[Any]
     scope: str
+    references: dict[str, Candidate] = field(default_factory=dict)
     _examples: dict[tuple[str, str], Example] = field(default_factory=dict, repr=False)
     hashes: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -105,6 +107,7 @@ def build_runtime(
     dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
     system = inputs.system if inputs.system is not None else resolve_system(config)
     check_system_inputs(system, dataset)
+    references = reference_candidates(config, system, dataset)
     verifier = inputs.verifier if inputs.verifier is not None else resolve_verifier(config, dataset)
     algorithm = build_algorithm(config.job.algorithm, config.algorithm.get(config.job.algorithm))
     meter = UsageMeter(initial=dict(usage or {}))
@@ -143,5 +146,6 @@ def build_runtime(
         cache=cache,
         algorithm=algorithm,
         scope=scope,
+        references=references,
         hashes=example_hashes(dataset),
     )

@@ -104,7 +104,8 @@ class PromptProgram:
         available = set(fields)
         for stage in self.config.stages:
             instruction = candidate.components.get(stage.name, stage.instruction)
-            missing = sorted(stage.reads(instruction) - available)
+            reminder = StageLayout.of(candidate.components, stage.name).reminder
+            missing = sorted(stage.reads(f"{instruction}\n{reminder}") - available)
             if missing:
                 raise ConfigError(
                     f"stage {stage.name!r}: placeholder {{{missing[0]}}} is not an input field"
@@ -127,10 +128,13 @@ class PromptProgram:
     ) -> list[ChatMessage]:
         """The chat a stage sends: instruction, demos and its templates, arranged by ``layout``
         (by default: instruction as the system message, demos as message pairs)."""
+        layout = layout or StageLayout()
+        if layout.reminder:
+            layout = layout.model_copy(update={"reminder": render(layout.reminder, fields)})
         rendered = render(instruction, fields) if instruction.strip() else ""
         demo_turns = [(self._render_templates(stage, demo.inputs), demo) for demo in demos]
         turn = self._render_templates(stage, fields)
-        return arrange(layout or StageLayout(), rendered, demo_turns, turn)
+        return arrange(layout, rendered, demo_turns, turn)
 
     @staticmethod
     def _render_templates(stage: StageConfig, fields: Mapping[str, Any]) -> list[ChatMessage]:
