@@ -64,9 +64,9 @@ def run_row(config: Path, store: Path) -> dict[str, Any]:
     """`emery train CONFIG --json` in a subprocess; its result plus the wall time."""
     emery = Path(sys.executable).with_name("emery")
     started = time.perf_counter()
+    command = [str(emery), "train", str(config), "--json", "--new", "--stream-format", "none"]
     done = subprocess.run(
-        [str(emery), "train", str(config), "--json", "--new", "--stream-format", "none"]
-        + ["--store", str(store)],
+        [*command, "--store", str(store)],
         capture_output=True,
         text=True,
         check=False,
