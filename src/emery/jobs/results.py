@@ -77,6 +77,13 @@ def _lift(baseline: float | None, best: float | None) -> tuple[float | None, flo
     return absolute, (absolute / baseline if baseline > 0 else None)
 
 
+def _stored_references(stored: dict[str, Any]) -> dict[str, ScoreSummary]:
+    return {
+        name: ScoreSummary.model_validate(summary)
+        for name, summary in (stored.get("references_test") or {}).items()
+    }
+
+
 def _candidate(store: Store, job_id: str, candidate_id: str | None) -> Candidate | None:
     if not candidate_id:
         return None
@@ -108,10 +115,7 @@ def build_result(
     if best_test is None:
         best_test = _stored_summary(stored, "best_test")
     if references_test is None:
-        references_test = {
-            name: ScoreSummary.model_validate(summary)
-            for name, summary in (stored.get("references_test") or {}).items()
-        }
+        references_test = _stored_references(stored)
     if usage is None:
         usage = _stored_usage(checkpoint)
     page = store.list_candidates(job.id, limit=top)
