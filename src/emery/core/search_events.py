@@ -242,10 +242,9 @@ class ApoOperatorChild(Payload):
 # -- MIPRO ---------------------------------------------------------------------------------
 
 
-class MiproPlanned(Payload):
-    """The resolved plan of a MIPRO run (``MiproPlan``'s fields) and its one-line summary."""
+class MiproPlanFields(BaseModel):
+    """The resolved numbers of one MIPRO run and what they will cost (upper bounds)."""
 
-    kind: ClassVar[str] = "mipro.plan"
     preset: str
     num_instructions: int
     num_demo_sets: int
@@ -260,6 +259,12 @@ class MiproPlanned(Payload):
     lm_calls: dict[str, int]
     budget_metric_calls: int | None = None
     notes: list[str] = Field(default_factory=list)
+
+
+class MiproPlanned(Payload, MiproPlanFields):
+    """The resolved plan of a MIPRO run and its one-line summary."""
+
+    kind: ClassVar[str] = "mipro.plan"
     summary: str
 
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field
-
 from emery.algorithms.mipro.settings import MiproSettings, Preset
+from emery.core.search_events import MiproPlanFields
 
 DEFAULT_MINIBATCH = 25
 MIN_MINIBATCH = 5
@@ -33,23 +32,10 @@ PRESETS: dict[Preset, PresetValues] = {
 }
 
 
-class MiproPlan(BaseModel):
+class MiproPlan(MiproPlanFields):
     """The resolved numbers of one run and what they will cost (upper bounds)."""
 
     preset: Preset
-    num_instructions: int
-    num_demo_sets: int
-    num_trials: int
-    minibatch_size: int
-    full_eval_every: int
-    tpe_startup_trials: int
-    bootstrap_examples: int
-    summary_calls: int
-    proposal_attempts: int
-    metric_calls: dict[str, int]
-    lm_calls: dict[str, int]
-    budget_metric_calls: int | None = None
-    notes: list[str] = Field(default_factory=list)
 
     def describe(self) -> str:
         """One line for the log and the CLI."""
