@@ -98,7 +98,7 @@ async def test_children_that_drop_or_invent_placeholders_are_rejected() -> None:
     seed = "Read {question} and reply."
     proposals = iter(
         [
-            "Read the question and end with Answer: <number>.",  # drops {question}
+            "Read {context} and end with Answer: <number>.",  # swaps {question} for {context}
             "Read {question} and {context}; end with Answer: <number>.",  # invents {context}
             "Read {question} and end with the line Answer: <number>.",  # keeps it
             "Read {question}. End with Answer: <number>.",  # keeps it
@@ -113,7 +113,7 @@ async def test_children_that_drop_or_invent_placeholders_are_rejected() -> None:
 
     edits = payloads(records, ApoEdit)
     assert [e.reason for e in edits] == [
-        "dropped placeholder {question}",
+        "invented placeholder {context}",  # {question} is put back; {context} is not known
         "invented placeholder {context}",
         None,
         None,

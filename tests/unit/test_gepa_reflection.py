@@ -201,8 +201,9 @@ def test_loops_copies_and_broken_placeholders_are_rejected() -> None:
     assert (
         parse_proposal(copy, "Answer.", example_inputs=[QUESTION], reject_copies=False)[1] is None
     )
-    dropped = parse_proposal("Solve the problem carefully please.", "Solve {question}.")
-    assert dropped[1] == "dropped placeholder {question}"
+    # a dropped placeholder is put back with the original's sentence that held it
+    restored = parse_proposal("Solve the problem carefully please.", "Solve {question}.")
+    assert restored == ("Solve the problem carefully please.\nSolve {question}.", None)
     assert parse_proposal("", "x")[1] == "the reply is empty"
     assert parse_proposal("Answer the question.", "Answer the question.")[1] == "unchanged"
 

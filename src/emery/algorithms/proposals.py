@@ -32,6 +32,23 @@ def extract_proposal(reply: str) -> str | None:
     return text or None
 
 
+def restore_placeholders(proposal: str, original: str) -> str:
+    """``proposal`` with every sentence (or line) of ``original`` that holds a placeholder
+    the proposal dropped appended, so the rewritten instruction still shows its inputs.
+
+    A small proposer often rewrites "Classify ... into one of: {labels}." without the
+    ``{labels}`` it cannot see the value of; putting the original's sentence back keeps a
+    usable rewrite instead of rejecting it. Placeholders the proposal invented are left
+    for the checks to reject.
+    """
+    dropped = placeholders(original) - placeholders(proposal)
+    if not dropped:
+        return proposal
+    pieces = [p for p in re.split(r"(?<=[.!?])\s+|\n+", original) if p.strip()]
+    kept = [p.strip() for p in pieces if placeholders(p) & dropped]
+    return "\n".join([proposal.rstrip(), *dict.fromkeys(kept)])
+
+
 def placeholder_problem(original: str, proposal: str) -> str | None:
     """Why ``proposal`` cannot replace ``original``: a dropped or invented placeholder."""
     before, after = placeholders(original), placeholders(proposal)

@@ -14,7 +14,12 @@ from dataclasses import dataclass
 
 from emery.algorithms.apo.critique import Sampling, ask, template_fields
 from emery.algorithms.apo.prompts import PromptTemplate
-from emery.algorithms.proposals import extract_proposal, instruction_problem, placeholder_problem
+from emery.algorithms.proposals import (
+    extract_proposal,
+    instruction_problem,
+    placeholder_problem,
+    restore_placeholders,
+)
 from emery.lm.base import LM
 from emery.systems.templates import placeholders
 
@@ -158,6 +163,8 @@ async def edit_prompt(
     )
     completion = await ask(lm, messages, sampling)
     text = take_prompt(completion.text)
+    if text is not None and not template.append:
+        text = restore_placeholders(text, prompt)
     # A reply stopped by the token limit is usable only if its fenced prompt was closed.
     cut_off = completion.finish_reason == "length" and not _FENCED.search(completion.text)
     proposal, problem = text, None

@@ -11,7 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from emery.algorithms.proposals import extract_proposal, instruction_problem
+from emery.algorithms.proposals import (
+    extract_proposal,
+    instruction_problem,
+    restore_placeholders,
+)
 
 _ANSWER_LINE = re.compile(
     r"^\s*(?:the\s+)?(?:final\s+)?answer\s*(?:is|:|=)\s*[^<\s{].*\d", re.IGNORECASE
@@ -90,6 +94,7 @@ def parse_proposal(
     text = extract_proposal(reply)
     if text is None:
         return None, "the reply is empty"
+    text = restore_placeholders(text, original)
     problem = proposal_problem(
         text,
         original,

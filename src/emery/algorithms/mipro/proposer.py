@@ -17,7 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emery.algorithms.mipro.state import DemoSet, InstructionChoice, RejectedProposal
-from emery.algorithms.proposals import extract_proposal, instruction_problem
+from emery.algorithms.proposals import (
+    extract_proposal,
+    instruction_problem,
+    restore_placeholders,
+)
 from emery.core.hashing import call_seed
 from emery.core.models import ChatMessage, Demo
 from emery.lm.base import LM
@@ -234,6 +238,7 @@ async def propose_stage(
         )
         outcome.calls += 1
         text = _clean(extract_proposal(reply.text))
+        text = None if text is None else restore_placeholders(text, original)
         problem = (
             "empty reply"
             if text is None
