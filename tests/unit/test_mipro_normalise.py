@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from emery.algorithms.mipro.normalise import final_answers, normalise_run, normalised_reply
+from emery.algorithms.mipro.normalise import (
+    final_answers,
+    normalise_run,
+    normalised_reply,
+    reasoning_stages,
+)
 from emery.core.models import Example
 from emery.core.results import ExampleResult
 from emery.systems import (
@@ -73,3 +78,29 @@ async def test_run_is_normalised_and_restate_call_dropped() -> None:
 async def test_a_run_that_already_passes_needs_no_normalising() -> None:
     ok = result("20 + 2 = 22\nAnswer: 22", error=None, score=1.0)
     assert await normalise_run(PROGRAM, ok, EXAMPLE, VERIFIER, 1.0) is None
+
+
+LONG_RIGHT = "Twenty and two more make " + "some words " * 10 + "in all: \\boxed{22}"
+LONG_RAMBLE = "I am sorry, " + "I cannot say much about this at all, " * 4
+
+
+async def reasoning(*replies: str) -> list[str]:
+    results = [
+        ExampleResult(
+            candidate_id="c",
+            example_id="e1",
+            error="no match",
+            calls=[ComponentCall(component="solve", reply=reply)],
+        )
+        for reply in replies
+    ]
+    return await reasoning_stages(PROGRAM, results, {"e1": EXAMPLE}, VERIFIER)
+
+
+async def test_long_replies_that_reach_the_gold_are_reasoning() -> None:
+    assert await reasoning(LONG_RIGHT, LONG_RAMBLE, LONG_RIGHT) == ["solve"]
+
+
+async def test_rambling_or_short_replies_are_not() -> None:
+    assert await reasoning(LONG_RAMBLE, LONG_RAMBLE) == []
+    assert await reasoning("\\boxed{22}", "It is 22.") == []

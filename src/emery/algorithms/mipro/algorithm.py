@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import random
-import statistics
 from typing import ClassVar
 
 from emery.algorithms.base import SearchContext, load_rng, save_rng
@@ -24,6 +23,7 @@ from emery.algorithms.mipro.grounding import (
     summarize_dataset,
 )
 from emery.algorithms.mipro.layouts import instruction_variants, layout_choices
+from emery.algorithms.mipro.normalise import reasoning_stages
 from emery.algorithms.mipro.presets import PlanInputs, make_plan
 from emery.algorithms.mipro.proposer import StageGrounding, propose_stage
 from emery.algorithms.mipro.search import top_combos
@@ -48,7 +48,6 @@ from emery.core.events import (
     MiproProposalRejected,
 )
 from emery.core.models import Demo, Example
-from emery.core.results import ExampleResult
 from emery.lm.base import LM
 from emery.systems.formats import format_description, format_sentence
 from emery.systems.prompt_layout import StageLayout
@@ -120,7 +119,12 @@ class Mipro:
         state.combos[seed.id] = ComboRecord(
             candidate_id=seed.id, params=params, full_score=result.mean
         )
-        state.reasoning_stages = reasoning_stages(state.stages, result.results)
+        state.reasoning_stages = await reasoning_stages(
+            program,
+            result.results,
+            {example.id: example for example in ctx.val},
+            ctx.evaluations.evaluator.verifier,
+        )
         state.baseline_val_score = state.best_val_score = result.mean
         state.best_candidate_id = seed.id
         ctx.emit(BestUpdated(candidate_id=seed.id, score=result.mean))
@@ -352,16 +356,6 @@ def _input_fields(ctx: SearchContext) -> set[str]:
 
 def _first_gold(ctx: SearchContext) -> object:
     return next((e.expected for e in ctx.train if e.expected is not None), None)
-
-
-def reasoning_stages(stages: list[str], results: list[ExampleResult]) -> list[str]:
-    """The stages whose seed replies are worked answers: a median reply over 20 words."""
-    words: dict[str, list[int]] = {stage: [] for stage in stages}
-    for result in results:
-        for call in result.calls:
-            if call.component in words and call.reply:
-                words[call.component].append(len(call.reply.split()))
-    return [stage for stage, counts in words.items() if counts and statistics.median(counts) > 20]
 
 
 def _param_names(stages: list[str]) -> list[str]:

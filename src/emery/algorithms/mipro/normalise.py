@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import re
+import statistics
+from collections.abc import Mapping
 
 from emery.core.models import Example
 from emery.core.results import ExampleResult
@@ -100,3 +102,51 @@ async def normalise_run(
     fixed, score = normalised
     calls = [*stage_calls[:-1], final.model_copy(update={"reply": fixed, "error": None})]
     return result.model_copy(update={"calls": calls, "error": None, "score": score})
+
+
+async def reasoning_stages(
+    program: PromptProgram,
+    results: list[ExampleResult],
+    examples: Mapping[str, Example],
+    verifier: Verifier,
+    *,
+    min_words: int = 20,
+) -> list[str]:
+    """The stages whose replies (in ``results``, the seed's) are worked answers.
+
+    A stage reasons when its median reply runs over ``min_words`` words; the last stage
+    (whose output is the gold) must also reach the gold answer at the end of at least one
+    reply, so a model that rambles without working the task out is not taken for one that
+    reasons (bare-answer demos still help the former).
+    """
+    last = program.config.stages[-1]
+    found: list[str] = []
+    for stage in program.config.stages:
+        calls = [
+            (result, call)
+            for result in results
+            for call in result.calls
+            if call.component == stage.name and call.reply
+        ]
+        if not calls or statistics.median(len(c.reply.split()) for _, c in calls) <= min_words:
+            continue
+        if stage.name != last.name or await _reaches_gold(stage, calls, examples, verifier):
+            found.append(stage.name)
+    return found
+
+
+async def _reaches_gold(
+    stage: StageConfig,
+    calls: list[tuple[ExampleResult, ComponentCall]],
+    examples: Mapping[str, Example],
+    verifier: Verifier,
+) -> bool:
+    for result, call in calls:
+        example = examples.get(result.example_id)
+        if example is None:
+            continue
+        if result.error is None and result.score >= 1.0:
+            return True
+        if await normalised_reply(stage, call.reply, example, verifier, 1.0) is not None:
+            return True
+    return False
