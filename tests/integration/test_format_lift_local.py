@@ -1,0 +1,96 @@
+"""A seed that states the format but that the real local model does not follow is lifted.
+
+SmolLM2-135M answers an intent-classification seed ("... End your reply with 'Intent:
+<label>'.") with free text, so the seed scores 0 on val; MIPRO's search over demo sets and
+layouts finds a program the model follows (labeled demos in the format: measured 25% on 12
+val messages when written, against 0% for the seed and each layout alone).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from emery.algorithms.context import build_search_context
+from emery.algorithms.mipro import Mipro, MiproSettings, MiproState
+from emery.algorithms.runner import run_search
+from emery.data.tasks import builtin_task
+from emery.evaluation.budget import BudgetConfig
+from emery.lm.cache import ResponseCache
+from emery.lm.config import LMConfig, build_lm
+from emery.lm.usage import UsageMeter
+from emery.systems.parsers import ParserConfig
+from emery.systems.prompt_program import (
+    MessageTemplate,
+    PromptProgram,
+    PromptProgramConfig,
+    StageConfig,
+)
+from emery.verifiers.config import build_verifier
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.timeout(900)
+async def test_mipro_lifts_a_seed_whose_format_the_model_ignores(tmp_path: Path) -> None:
+    task = builtin_task("intent")
+    data = task.dataset(seed=3, n_train=10, n_val=12, n_test=0)
+    labels = ", ".join(sorted({str(e.expected) for e in data}))
+    program = PromptProgram(
+        PromptProgramConfig(
+            stages=[
+                StageConfig(
+                    name="classify",
+                    instruction=(
+                        f"Classify the intent of the customer's message as one of: {labels}."
+                        " End your reply with 'Intent: <label>'."
+                    ),
+                    messages=[MessageTemplate(template="{message}")],
+                    parser=ParserConfig(kind="regex", pattern=r"Intent:\s*([a-z_]+)"),
+                )
+            ]
+        )
+    )
+    meter = UsageMeter()
+    cache = ResponseCache(tmp_path / "lm_cache.db")
+    config = LMConfig(model="local/smollm2-135m", max_tokens=48, n_ctx=2048)
+    try:
+        lms = {
+            role: build_lm(config, role=role, meter=meter, cache=cache)
+            for role in ("task", "proposer")
+        }
+        ctx = build_search_context(
+            system=program,
+            dataset=data,
+            verifier=build_verifier(task.verifier),
+            lms=lms,
+            meter=meter,
+            budget=BudgetConfig(metric_calls=100),
+            concurrency=2,
+        )
+        settings = MiproSettings(
+            num_instructions=2,
+            num_demo_sets=4,
+            num_trials=6,
+            minibatch_size=6,
+            full_eval_every=3,
+            max_bootstrapped_demos=2,
+            max_labeled_demos=4,
+            bootstrap_examples=6,
+            summary_batches=0,
+            use_dataset_summary=False,
+            proposer_max_tokens=40,
+            proposal_attempts=1,
+        )
+        outcome = await run_search(Mipro(settings), ctx)
+    finally:
+        cache.close()
+
+    state = outcome.state
+    assert isinstance(state, MiproState)
+    assert state.baseline_val_score == 0.0
+    assert state.reasoning_stages == []  # it rambles without reaching the label
+    assert state.best_val_score is not None
+    assert state.best_val_score > 0.0
+    assert ctx.budget.usage.metric_calls <= 100
