@@ -113,3 +113,28 @@ async def test_labeled_demos_show_the_rationale_before_the_answer() -> None:
         threshold=1.0,
     )
     assert [d.output for d in demos] == ["( 2.0 + 3.0 )\nAnswer: 5"]
+
+
+async def test_sources_count_trials_and_new_bests() -> None:
+    data = dataset(n_train=12, n_val=12)
+    ctx = make_ctx(
+        data,
+        reminder_last_lm(gold_table(data)),
+        junk_proposer(),
+        seed=1,
+        budget=BudgetConfig(metric_calls=160),
+    )
+    outcome, records = await run_recorded(
+        MiproSettings(num_trials=6, minibatch_size=6, full_eval_every=2), ctx
+    )
+
+    state = outcome.state
+    assert isinstance(state, MiproState)
+    sources = state.sources
+    assert sum(c.proposed for n, c in sources.items() if n.startswith("layout.")) == (
+        state.trials_done
+    )
+    best = ctx.candidates[state.best_candidate_id]
+    layout = best.lineage.details["choices"]["solve"].split("+", 2)[2]
+    assert sources[f"layout.{layout}"].accepted >= 1
+    assert any(e.kind == "proposal_sources" for r in records for e in r.events)

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from emery.algorithms.base import AlgorithmState
 from emery.algorithms.mipro.presets import MiproPlan
+from emery.core.events import SourceCount
 from emery.core.models import Demo
 from emery.systems.prompt_layout import StageLayout
 
@@ -87,6 +88,8 @@ class MiproState(AlgorithmState):
     reasoning_stages: list[str] = Field(default_factory=list)
     """Stages whose seed replies are worked answers (no bare-answer demos for them)."""
     layouts: dict[str, list[LayoutChoice]] = Field(default_factory=dict)
+    sources: dict[str, SourceCount] = Field(default_factory=dict)
+    """Per source of a choice: trials that used it (``proposed``) and new bests (``accepted``)."""
     dataset_summary: str = ""
     program_description: str = ""
     instructions: dict[str, list[InstructionChoice]] = Field(default_factory=dict)

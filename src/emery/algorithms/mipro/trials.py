@@ -15,6 +15,7 @@ from emery.algorithms.mipro.state import (
     MiproState,
     TrialRecord,
 )
+from emery.algorithms.sources import count, report_if_changed, snapshot
 from emery.core.events import BestUpdated, MiproFullEvaluation, MiproTrial
 from emery.core.models import Candidate, Demo, Lineage
 from emery.systems.prompt_layout import with_layout
@@ -45,6 +46,7 @@ async def run_trial(
         await promote(ctx, state, number - 1, final=True, top_k=top_k)
         state.done, state.done_reason = True, "budget reserved for the final full evaluation"
         return
+    before = snapshot(state.sources)
     combo, score = await _score_trial(ctx, state, rng, number, minibatch)
     if whole:
         record_full(ctx, state, combo, score, number)
@@ -56,6 +58,7 @@ async def run_trial(
     elif number % plan.full_eval_every == 0:
         await promote(ctx, state, number, final=False, top_k=top_k)
     state.top = top_combos(state, top_k)
+    report_if_changed(ctx, "mipro", number, before, state.sources)
 
 
 async def _score_trial(
@@ -89,6 +92,8 @@ async def _score_trial(
     )
     combo.minibatch_scores.append(result.mean)
     combo.minibatch_n += len(batch)
+    for source in combo_sources(state, params):
+        count(state.sources, source, "proposed")
     ctx.emit(
         MiproTrial(
             number=number,
@@ -153,6 +158,8 @@ def record_full(
     improved = previous is None or score > previous
     if improved:
         state.best_candidate_id, state.best_val_score = combo.candidate_id, score
+        for source in combo_sources(state, combo.params):
+            count(state.sources, source, "accepted")
         ctx.emit(BestUpdated(candidate_id=combo.candidate_id, score=score, previous_score=previous))
     if state.baseline_val_score is not None and state.best_val_score is not None:
         state.lift = state.best_val_score - state.baseline_val_score
@@ -168,6 +175,25 @@ def record_full(
             final=final,
         )
     )
+
+
+def combo_sources(state: MiproState, params: dict[str, int]) -> list[str]:
+    """Where a combination's choices came from, one source per stage and kind of choice
+    (``instruction.proposed``, ``instruction.operator.step_by_step``, ``demos.bootstrapped``,
+    ``layout.format_reminder``, ...), counted in ``state.sources``."""
+    sources = []
+    for stage in state.stages:
+        instruction = state.instructions[stage][params.get(f"{stage}.instruction", 0)]
+        kind = instruction.source + (
+            f".{instruction.tip}" if instruction.source == "operator" else ""
+        )
+        layouts = state.layouts.get(stage) or [LayoutChoice()]
+        sources += [
+            f"instruction.{kind}",
+            f"demos.{state.demo_sets[stage][params.get(f'{stage}.demos', 0)].kind}",
+            f"layout.{layouts[params.get(f'{stage}.layout', 0)].source}",
+        ]
+    return sources
 
 
 def combo_candidate(
