@@ -44,6 +44,9 @@ async def test_apo_runs_a_round_on_the_local_model(tmp_path: Path) -> None:
                     "critique_max_tokens": 80,
                     "edit_max_tokens": 80,
                     "skip_perfect_batches": False,
+                    # this test is about the LM's critique and edit; operator children
+                    # would take the 8 metric calls the round needs
+                    "operator_children": 0,
                 }
             },
         }
