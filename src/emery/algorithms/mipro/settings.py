@@ -67,4 +67,5 @@ class MiproSettings(AlgorithmSettings):
     tpe_startup_trials: int | None = Field(default=None, ge=0)
     top_k: int = Field(default=5, ge=1)
     final_promotions: int = Field(default=3, ge=1)
-    """At the end, the best few combinations not yet scored on full val are (budget allowing)."""
+    """At the end, the best combination not yet scored on full val is, and then the next
+    ones while their minibatch mean beats the best full-val score (budget allowing)."""

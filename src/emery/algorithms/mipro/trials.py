@@ -52,7 +52,11 @@ async def run_trial(
         record_full(ctx, state, combo, score, number)
     last = number >= plan.num_trials and not more_trials_affordable(ctx, state, minibatch)
     if last:
-        for _ in range(final_promotions):
+        await promote(ctx, state, number, final=True, top_k=top_k)
+        for _ in range(final_promotions - 1):  # more only while one may beat the best
+            pending = best_pending(state)
+            if pending is None or (pending.minibatch_mean or 0.0) <= (state.best_val_score or 0.0):
+                break
             await promote(ctx, state, number, final=True, top_k=top_k)
         state.done, state.done_reason = True, f"{number} trials done"
     elif number % plan.full_eval_every == 0:
