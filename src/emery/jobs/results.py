@@ -110,12 +110,9 @@ def build_result(
     checkpoint = store.get_checkpoint(job.id)
     algo_state: dict[str, Any] = checkpoint.state if checkpoint is not None else {}
     stored = job.result or {}
-    if baseline_test is None:
-        baseline_test = _stored_summary(stored, "baseline_test")
-    if best_test is None:
-        best_test = _stored_summary(stored, "best_test")
-    if references_test is None:
-        references_test = _stored_references(stored)
+    baseline_test = baseline_test or _stored_summary(stored, "baseline_test")
+    best_test = best_test or _stored_summary(stored, "best_test")
+    references_test = _stored_references(stored) if references_test is None else references_test
     if usage is None:
         usage = _stored_usage(checkpoint)
     page = store.list_candidates(job.id, limit=top)

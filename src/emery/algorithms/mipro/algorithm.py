@@ -24,7 +24,7 @@ from emery.algorithms.mipro.grounding import (
 )
 from emery.algorithms.mipro.layouts import instruction_variants, layout_choices
 from emery.algorithms.mipro.normalise import reasoning_stages
-from emery.algorithms.mipro.presets import PlanInputs, make_plan
+from emery.algorithms.mipro.presets import MiproPlan, PlanInputs, make_plan
 from emery.algorithms.mipro.proposer import StageGrounding, propose_stage
 from emery.algorithms.mipro.search import top_combos
 from emery.algorithms.mipro.settings import MiproSettings
@@ -47,7 +47,7 @@ from emery.core.events import (
     MiproPlanned,
     MiproProposalRejected,
 )
-from emery.core.models import Demo, Example
+from emery.core.models import Candidate, Demo, Example
 from emery.lm.base import LM
 from emery.systems.formats import format_description, format_sentence
 from emery.systems.prompt_layout import StageLayout
@@ -73,6 +73,18 @@ class Mipro:
         if not ctx.val:
             raise ConfigError("mipro needs a non-empty val split to choose between candidates")
         seed = ctx.add_candidate(ctx.seed_candidate)
+        plan = self._plan(ctx, program)
+        state = MiproState(
+            seed_candidate_id=seed.id,
+            plan=plan,
+            stages=[stage.name for stage in program.config.stages],
+        )
+        await self._baseline(ctx, program, state, seed)
+        state.rng_state = save_rng(load_rng([], ctx.seed))
+        return state
+
+    def _plan(self, ctx: SearchContext, program: PromptProgram) -> MiproPlan:
+        """The run's plan, logged and emitted (``mipro.plan``)."""
         labeled_name, _ = demo_sets.labeled_stage(program, _input_fields(ctx))
         gold = _first_gold(ctx)
         fixed = 1 + int(
@@ -94,11 +106,12 @@ class Mipro:
         for note in plan.notes:
             log.info("mipro plan: %s", note)
         ctx.emit(MiproPlanned(**plan.model_dump(mode="json"), summary=plan.describe()))
-        state = MiproState(
-            seed_candidate_id=seed.id,
-            plan=plan,
-            stages=[stage.name for stage in program.config.stages],
-        )
+        return plan
+
+    async def _baseline(
+        self, ctx: SearchContext, program: PromptProgram, state: MiproState, seed: Candidate
+    ) -> None:
+        """Trial 0: the seed on full val, the first best; which stages reason."""
         result = await ctx.evaluate(seed, ctx.val, "val")
         ctx.emit(
             BaselineEvaluated(
@@ -130,8 +143,6 @@ class Mipro:
         ctx.emit(BestUpdated(candidate_id=seed.id, score=result.mean))
         state.lift = 0.0
         state.top = top_combos(state, self.settings.top_k)
-        state.rng_state = save_rng(load_rng([], ctx.seed))
-        return state
 
     # -- steps -------------------------------------------------------------------------
 
