@@ -265,3 +265,17 @@ def test_the_compact_prompt_asks_for_labelled_lines() -> None:
     assert '"Answer."' in content
     retry = retry_messages([{"role": "user", "content": content}], "x", "why", "Answer.", "compact")
     assert retry == [{"role": "user", "content": content}]
+
+
+def test_a_compact_reply_that_drops_a_placeholder_gets_it_back() -> None:
+    from emery.algorithms.gepa.propose import Proposer
+    from emery.algorithms.gepa.settings import GepaSettings
+
+    current = "Classify the request into one of: {labels}. Reply with the label only."
+    reply = "TASK: Pick the intent that fits the request.\nFORMAT: the label alone"
+    text, problem = Proposer(GepaSettings()).parse("compact", reply, current, [])
+    assert problem is None
+    assert text == (
+        "Pick the intent that fits the request.\nReply format: the label alone"
+        "\nClassify the request into one of: {labels}."
+    )

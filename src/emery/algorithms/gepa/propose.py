@@ -23,6 +23,7 @@ from emery.algorithms.gepa.reflective_dataset import (
     render_records,
 )
 from emery.algorithms.gepa.settings import GepaSettings
+from emery.algorithms.proposals import restore_placeholders
 from emery.core.events import GepaProposal, GepaProposalInvalid, GepaReflectiveDataset
 from emery.core.models import ChatMessage, Example
 from emery.evaluation.results import ExampleResult
@@ -124,6 +125,7 @@ class Proposer:
                 reject_copies=settings.reject_example_copies,
                 max_chars=settings.max_proposal_chars,
             )
+        joined = restore_placeholders(joined, current)
         return joined, proposal_problem(
             joined,
             current,
