@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
+from fake_models import format_last_lm
 from test_mipro_support import TASK, dataset, gold_table, make_ctx, run_recorded
 
 from emery.algorithms.mipro import MiproSettings, MiproState
 from emery.algorithms.mipro.demos import assemble, labeled_demos, teacher_candidate
-from emery.core.models import ChatMessage, Demo, Example
+from emery.core.models import Demo, Example
 from emery.evaluation.budget import BudgetConfig
 from emery.lm import FakeLM
 from emery.systems.formats import format_sentence
@@ -20,20 +19,6 @@ STAGE = TASK.program.stages[0]
 REMINDER = format_sentence(STAGE)
 
 
-def reminder_last_lm(gold: dict[str, int]) -> FakeLM:
-    """Right only when the format sentence is the last line of the user turn; otherwise it
-    ends in LaTeX, which the parser cannot read (as Qwen2.5-0.5B does on real problems)."""
-
-    def reply(messages: Sequence[ChatMessage]) -> str:
-        content = messages[-1]["content"]
-        question = next(q for q in gold if q in content)
-        if REMINDER and content.rstrip().endswith(REMINDER):
-            return f"Working.\nAnswer: {gold[question]}"
-        return f"Working.\n\\(\\boxed{{{gold[question]}}}\\)"
-
-    return FakeLM(reply, model="fake/reminder-last")
-
-
 def junk_proposer() -> FakeLM:
     """A proposer as weak as the task model: answers a problem instead of instructing."""
     return FakeLM(lambda messages: "42", model="fake/junk")
@@ -43,7 +28,7 @@ async def test_a_layout_lifts_when_every_proposal_is_junk() -> None:
     data = dataset(n_train=12, n_val=12)
     ctx = make_ctx(
         data,
-        reminder_last_lm(gold_table(data)),
+        format_last_lm(gold_table(data), REMINDER or ""),
         junk_proposer(),
         seed=1,
         budget=BudgetConfig(metric_calls=160),
@@ -119,7 +104,7 @@ async def test_sources_count_trials_and_new_bests() -> None:
     data = dataset(n_train=12, n_val=12)
     ctx = make_ctx(
         data,
-        reminder_last_lm(gold_table(data)),
+        format_last_lm(gold_table(data), REMINDER or ""),
         junk_proposer(),
         seed=1,
         budget=BudgetConfig(metric_calls=160),
