@@ -5,6 +5,7 @@ from __future__ import annotations
 from fake_models import format_last_lm
 from test_mipro_support import TASK, dataset, gold_table, make_ctx, run_recorded
 
+from emery.algorithms.base import SearchContext
 from emery.algorithms.mipro import MiproSettings, MiproState
 from emery.algorithms.mipro.demos import assemble, labeled_demos, teacher_candidate
 from emery.core.models import Demo, Example
@@ -24,15 +25,21 @@ def junk_proposer() -> FakeLM:
     return FakeLM(lambda messages: "42", model="fake/junk")
 
 
-async def test_a_layout_lifts_when_every_proposal_is_junk() -> None:
+def format_last_context() -> SearchContext:
+    """A task model right only with the format sentence last in the user turn, a proposer
+    that writes only junk, 160 metric calls."""
     data = dataset(n_train=12, n_val=12)
-    ctx = make_ctx(
+    return make_ctx(
         data,
         format_last_lm(gold_table(data), REMINDER or ""),
         junk_proposer(),
         seed=1,
         budget=BudgetConfig(metric_calls=160),
     )
+
+
+async def test_a_layout_lifts_when_every_proposal_is_junk() -> None:
+    ctx = format_last_context()
     settings = MiproSettings(num_trials=6, minibatch_size=6, full_eval_every=2)
 
     outcome, _ = await run_recorded(settings, ctx)
@@ -101,14 +108,7 @@ async def test_labeled_demos_show_the_rationale_before_the_answer() -> None:
 
 
 async def test_sources_count_trials_and_new_bests() -> None:
-    data = dataset(n_train=12, n_val=12)
-    ctx = make_ctx(
-        data,
-        format_last_lm(gold_table(data), REMINDER or ""),
-        junk_proposer(),
-        seed=1,
-        budget=BudgetConfig(metric_calls=160),
-    )
+    ctx = format_last_context()
     outcome, records = await run_recorded(
         MiproSettings(num_trials=6, minibatch_size=6, full_eval_every=2), ctx
     )

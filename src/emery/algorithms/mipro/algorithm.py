@@ -40,7 +40,6 @@ from emery.core.events import (
     BaselineEvaluated,
     BestUpdated,
     DemoSetSize,
-    InstructionOption,
     MiproDatasetSummary,
     MiproDemosBootstrapped,
     MiproInstructionsProposed,
@@ -345,7 +344,7 @@ class Mipro:
                     stage=stage_name,
                     calls=outcome.calls,
                     rejected=len(outcome.rejected),
-                    choices=[InstructionOption(**c.model_dump()) for c in outcome.choices],
+                    choices=list(outcome.choices),
                 )
             )
 

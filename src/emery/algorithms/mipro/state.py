@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from emery.algorithms.base import AlgorithmState
 from emery.algorithms.mipro.presets import MiproPlan
-from emery.core.events import SourceCount
+from emery.core.events import InstructionOption, SourceCount
 from emery.core.models import Demo
 from emery.systems.prompt_layout import StageLayout
 
@@ -25,12 +25,11 @@ class DemoSet(BaseModel):
     demos: list[Demo] = Field(default_factory=list)
 
 
-class InstructionChoice(BaseModel):
-    """One instruction choice for a stage and where it came from."""
+class InstructionChoice(InstructionOption):
+    """One instruction choice for a stage and where it came from (the event's
+    ``InstructionOption`` with its source narrowed)."""
 
-    text: str
     source: InstructionSource
-    tip: str | None = None
 
 
 class LayoutChoice(BaseModel):
