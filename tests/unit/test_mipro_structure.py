@@ -6,8 +6,9 @@ from fake_models import format_last_lm
 from test_mipro_support import TASK, dataset, gold_table, make_ctx, run_recorded
 
 from emery.algorithms.base import SearchContext
+from emery.algorithms.labeled import labeled_demos
 from emery.algorithms.mipro import MiproSettings, MiproState
-from emery.algorithms.mipro.demos import assemble, labeled_demos, teacher_candidate
+from emery.algorithms.mipro.demos import assemble, teacher_candidate
 from emery.core.models import Demo, Example
 from emery.evaluation.budget import BudgetConfig
 from emery.lm import FakeLM

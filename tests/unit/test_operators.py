@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from emery.algorithms.labeled import pick_demos
 from emery.algorithms.operators import (
+    LABELED_DEMOS,
     OPERATORS,
     STEP_CUE,
     TERSE_CUE,
+    Materials,
     apply_operator,
     operator_children,
 )
@@ -98,7 +101,8 @@ def test_an_operator_applied_twice_changes_nothing_more() -> None:
 
 def test_children_skip_tried_ids_and_are_distinct() -> None:
     children = operator_children(SEED, program(), "solve")
-    assert len({c.id for c in children}) == len(children) == len(OPERATORS) - 1  # no shorten
+    # no shorten (one sentence), no labeled demos (the seed has demos, and no pool is given)
+    assert len({c.id for c in children}) == len(children) == len(OPERATORS) - 2
     again = operator_children(SEED, program(), "solve", tried={children[0].id})
     assert [c.id for c in again] == [c.id for c in children[1:]]
 
@@ -107,3 +111,41 @@ def test_children_skip_tried_ids_and_are_distinct() -> None:
 def test_operator_children_run(name: str) -> None:
     made = apply_operator(name, SEED, program(), "solve")
     assert made is None or made.lineage.details == {"stage": "solve", "operator": name}
+
+
+def labeled(label: str, example_id: str) -> Demo:
+    return Demo(
+        inputs={"question": example_id}, output=label, source="labeled", example_id=example_id
+    )
+
+
+POOL = (
+    labeled("Answer: 1", "a"),
+    labeled("Answer: 1", "b"),
+    labeled("Answer: 2", "c"),
+    labeled("Answer: 3", "d"),
+    labeled("Answer: 3", "e"),
+    labeled("Answer: 4", "f"),
+)
+
+
+def test_pick_demos_takes_distinct_replies_first_and_never_an_excluded_example() -> None:
+    assert [d.example_id for d in pick_demos(POOL, 4, exclude=set())] == ["a", "c", "d", "f"]
+    assert [d.example_id for d in pick_demos(POOL, 4, exclude={"c", "f"})] == ["a", "d", "b", "e"]
+    assert [d.example_id for d in pick_demos(POOL, 9, exclude=set())] == list("acdfbe")
+    assert pick_demos(POOL, 4, exclude={d.example_id or "" for d in POOL}) == ()
+
+
+def test_labeled_demos_are_added_to_a_stage_without_demos() -> None:
+    bare = Candidate(components={"solve": "Solve the problem."})
+    materials = Materials(labeled={"solve": POOL}, exclude=frozenset({"a"}))
+    made = apply_operator("labeled_demos", bare, program(), "solve", materials=materials)
+    assert made is not None
+    assert made.lineage.operation == "operator.labeled_demos"
+    assert [d.example_id for d in made.demos["solve"]] == ["b", "c", "d", "f"][:LABELED_DEMOS]
+    assert made.components == bare.components
+    # nothing to add: no pool for the stage, every pooled example excluded, demos present
+    assert apply_operator("labeled_demos", bare, program(), "solve") is None
+    everything = Materials(labeled={"solve": POOL}, exclude=frozenset("abcdef"))
+    assert apply_operator("labeled_demos", bare, program(), "solve", materials=everything) is None
+    assert apply_operator("labeled_demos", SEED, program(), "solve", materials=materials) is None

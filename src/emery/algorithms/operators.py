@@ -5,7 +5,8 @@ fragments or copies instead of instructions. These operators need no model: each
 structural or wording change that often helps a small model follow its task and format
 (a format reminder as the last line of the user turn, the instruction moved next to the
 input, a step-by-step cue, a terse-answer style, a restating answer stage, demos inline,
-fewer or reordered demos, a shortened instruction). Algorithms use them beside (and
+labeled demos from train when the stage has none, fewer or reordered demos, a shortened
+instruction). Algorithms use them beside (and
 instead of, when it runs dry) their LM proposals; every child says which operator made it
 (``lineage.operation = "operator.<name>"``) so acceptance can be counted per source.
 """
@@ -13,9 +14,10 @@ instead of, when it runs dry) their LM proposals; every child says which operato
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
+from emery.algorithms.labeled import pick_demos
 from emery.core.models import Candidate, Demo, Lineage
 from emery.systems.formats import format_sentence
 from emery.systems.prompt_layout import StageLayout, with_layout
@@ -24,6 +26,8 @@ from emery.systems.prompt_program import PromptProgram, StageConfig
 STEP_CUE = "Think step by step, then give the final answer."
 TERSE_CUE = "Reply with the final answer only, with no explanation."
 OPERATOR_PREFIX = "operator."
+LABELED_DEMOS = 4
+"""Labeled demos the ``labeled_demos`` operator adds (MIPRO's default labeled set size)."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,18 @@ class Edit:
     demos: tuple[Demo, ...]
 
 
-EditFn = Callable[[Edit, StageConfig], Edit | None]
+@dataclass(frozen=True)
+class Materials:
+    """What an operator may draw on besides the parent: labeled demos per stage (from
+    train, see ``labeled.labeled_pool``) and the ids of examples a child must not show as
+    demos (the minibatch it will be judged on)."""
+
+    labeled: Mapping[str, Sequence[Demo]] = field(default_factory=dict)
+    exclude: frozenset[str] = frozenset()
+
+
+NO_MATERIALS = Materials()
+EditFn = Callable[[Edit, StageConfig, Materials], Edit | None]
 
 
 def _sentences(text: str) -> list[str]:
@@ -48,7 +63,7 @@ def _append(instruction: str, sentence: str) -> str | None:
     return f"{instruction.rstrip()} {sentence}".strip()
 
 
-def format_reminder(edit: Edit, stage: StageConfig) -> Edit | None:
+def format_reminder(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
     """The output-format sentence as the last line of the user turn."""
     sentence = format_sentence(stage)
     if not sentence or edit.layout.reminder == sentence:
@@ -57,7 +72,7 @@ def format_reminder(edit: Edit, stage: StageConfig) -> Edit | None:
 
 
 def _placed(where: str) -> EditFn:
-    def place(edit: Edit, stage: StageConfig) -> Edit | None:
+    def place(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
         if not edit.instruction.strip() or edit.layout.placement == where:
             return None
         return Edit(
@@ -67,7 +82,7 @@ def _placed(where: str) -> EditFn:
     return place
 
 
-def step_by_step(edit: Edit, stage: StageConfig) -> Edit | None:
+def step_by_step(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
     """A step-by-step cue, for stages whose parser reads a part of a longer reply."""
     if stage.parser.kind not in ("regex", "last_line", "json"):
         return None
@@ -75,7 +90,7 @@ def step_by_step(edit: Edit, stage: StageConfig) -> Edit | None:
     return None if text is None else Edit(text, edit.layout, edit.demos)
 
 
-def terse(edit: Edit, stage: StageConfig) -> Edit | None:
+def terse(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
     """Ask for the bare answer (in the required format when the parser has one)."""
     sentence = format_sentence(stage)
     cue = TERSE_CUE if not sentence else f"{TERSE_CUE} {sentence}"
@@ -83,35 +98,45 @@ def terse(edit: Edit, stage: StageConfig) -> Edit | None:
     return None if text is None else Edit(text, edit.layout, edit.demos)
 
 
-def answer_stage(edit: Edit, stage: StageConfig) -> Edit | None:
+def answer_stage(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
     """A second call that restates an unreadable reply's answer in the required format."""
     if stage.parser.kind == "raw" or edit.layout.answer == "restate":
         return None
     return Edit(edit.instruction, edit.layout.model_copy(update={"answer": "restate"}), edit.demos)
 
 
-def inline_demos(edit: Edit, stage: StageConfig) -> Edit | None:
+def inline_demos(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
     """Demos as worked examples inside the user turn instead of chat turns."""
     if not edit.demos or edit.layout.demos == "inline":
         return None
     return Edit(edit.instruction, edit.layout.model_copy(update={"demos": "inline"}), edit.demos)
 
 
-def fewer_demos(edit: Edit, stage: StageConfig) -> Edit | None:
+def add_labeled_demos(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
+    """A few labeled demos (train examples' gold replies, distinct replies first) for a
+    stage that shows none; never an example in ``materials.exclude``."""
+    if edit.demos:
+        return None
+    pool = materials.labeled.get(stage.name, ())
+    demos = pick_demos(pool, LABELED_DEMOS, materials.exclude)
+    return Edit(edit.instruction, edit.layout, demos) if demos else None
+
+
+def fewer_demos(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
     """Drop the last demo (shorter prompts; a demo can mislead as well as teach)."""
     if not edit.demos:
         return None
     return Edit(edit.instruction, edit.layout, edit.demos[:-1])
 
 
-def reverse_demos(edit: Edit, stage: StageConfig) -> Edit | None:
+def reverse_demos(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
     """The demos in the opposite order (the last demo weighs most on a small model)."""
     if len(edit.demos) < 2:
         return None
     return Edit(edit.instruction, edit.layout, tuple(reversed(edit.demos)))
 
 
-def shorten(edit: Edit, stage: StageConfig) -> Edit | None:
+def shorten(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
     """Keep the instruction's first sentence and its format sentence (if it had one)."""
     sentences = _sentences(edit.instruction)
     if len(sentences) < 3:
@@ -125,6 +150,7 @@ def shorten(edit: Edit, stage: StageConfig) -> Edit | None:
 
 OPERATORS: dict[str, EditFn] = {
     "format_reminder": format_reminder,
+    "labeled_demos": add_labeled_demos,
     "instruction_after_input": _placed("user_after"),
     "instruction_before_input": _placed("user_before"),
     "step_by_step": step_by_step,
@@ -153,11 +179,12 @@ def apply_operator(
     stage_name: str,
     *,
     iteration: int | None = None,
+    materials: Materials = NO_MATERIALS,
 ) -> Candidate | None:
     """The child ``name`` makes of ``candidate`` in ``stage_name``, or None if it does not apply."""
     stage = program.stages[stage_name]
     before = current_edit(candidate, stage)
-    after = OPERATORS[name](before, stage)
+    after = OPERATORS[name](before, stage, materials)
     if after is None or after == before:
         return None
     components = with_layout(candidate.components, stage_name, after.layout)
@@ -187,12 +214,15 @@ def operator_children(
     *,
     tried: set[str] | frozenset[str] = frozenset(),
     iteration: int | None = None,
+    materials: Materials = NO_MATERIALS,
 ) -> list[Candidate]:
     """Every applicable operator's child of ``candidate`` in one stage, in operator order,
     skipping children whose ids are in ``tried``."""
     children = []
     for name in OPERATORS:
-        child = apply_operator(name, candidate, program, stage_name, iteration=iteration)
+        child = apply_operator(
+            name, candidate, program, stage_name, iteration=iteration, materials=materials
+        )
         if child is not None and child.id not in tried:
             children.append(child)
     return children

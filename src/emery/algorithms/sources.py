@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Literal
 
 from emery.algorithms.base import SearchContext
-from emery.algorithms.operators import operator_children
+from emery.algorithms.operators import NO_MATERIALS, Materials, operator_children
 from emery.core.events import ProposalSources, SourceCount
 from emery.core.models import Candidate
 from emery.systems.prompt_layout import is_choice_component
@@ -44,6 +44,7 @@ def next_operator_child(
     *,
     known: Callable[[str], bool] = lambda candidate_id: False,
     iteration: int | None = None,
+    materials: Materials = NO_MATERIALS,
 ) -> Candidate | None:
     """The first operator child of ``parent`` in ``stages`` that is neither in ``tried``
     nor ``known``; every child looked at is added to ``tried`` (so it is never offered
@@ -52,7 +53,7 @@ def next_operator_child(
         if stage not in program.stages:
             continue
         for child in operator_children(
-            parent, program, stage, tried=frozenset(tried), iteration=iteration
+            parent, program, stage, tried=frozenset(tried), iteration=iteration, materials=materials
         ):
             tried.append(child.id)
             if not known(child.id):

@@ -30,6 +30,7 @@ from emery.algorithms.apo.propose import Proposer
 from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.apo.state import ApoState
 from emery.algorithms.base import SearchContext, load_rng, save_rng
+from emery.algorithms.labeled import labeled_pool
 from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
 from emery.core.errors import ConfigError
 from emery.core.events import (
@@ -71,6 +72,8 @@ class Apo:
             train_cursor=batches.cursor,
             rng_state=save_rng(random.Random(ctx.seed)),
         )
+        if self.settings.operator_children:
+            state.labeled = await labeled_pool(ctx)
         if self.settings.run_initial_validation:
             result = await ctx.evaluate(seed, ctx.val, "val")
             ctx.emit(

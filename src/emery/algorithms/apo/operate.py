@@ -2,7 +2,8 @@
 
 On a prompt program, the first expansion of each parent in a round also adds up to
 ``operator_children`` children made by the edit operators (``operators.py``) for the
-expansion's stage, in operator order, none offered twice for the same parent. They join
+expansion's stage, in operator order, none offered twice for the same parent (labeled
+demos come from train; APO scores children on val batches only). They join
 the round like the LM's children, so a round whose every LM edit is rejected still has
 candidates to score.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from emery.algorithms.apo.propose import Proposer
 from emery.algorithms.apo.state import ApoState
 from emery.algorithms.base import SearchContext
+from emery.algorithms.operators import Materials
 from emery.algorithms.sources import count, next_operator_child, prompt_program
 from emery.core.events import ApoOperatorChild
 from emery.core.models import Candidate
@@ -45,6 +47,7 @@ def add_operator_children(
             tried,
             known=lambda cid: cid in state.seen or cid in state.beam,
             iteration=state.round,
+            materials=Materials(state.labeled),
         )
         if child is None:
             break

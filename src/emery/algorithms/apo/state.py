@@ -9,7 +9,7 @@ from pydantic import Field
 from emery.algorithms.apo.batches import BatchCursor
 from emery.algorithms.base import AlgorithmState
 from emery.core.events import SourceCount
-from emery.core.models import Candidate
+from emery.core.models import Candidate, Demo
 
 Phase = Literal["expand", "score", "select"]
 
@@ -46,4 +46,7 @@ class ApoState(AlgorithmState):
     )
     sources: dict[str, SourceCount] = Field(
         default_factory=dict, description="apo_edit / operator.<name> → its counts"
+    )
+    labeled: dict[str, list[Demo]] = Field(
+        default_factory=dict, description="stage → labeled demos from train for the operator"
     )

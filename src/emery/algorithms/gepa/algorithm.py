@@ -4,7 +4,8 @@ Agrawal et al. (2025), "GEPA: Reflective Prompt Evolution Can Outperform Reinfor
 Learning". Each step picks a parent from the per-example Pareto front over val, runs it on
 a train minibatch, asks the reflection LM for a new text of one component from what the
 component did there and the feedback it got, and keeps the child only if it does better
-on the same minibatch; kept children are scored on all of val and join the pool. After an
+on the same minibatch (a tie is decided on one more minibatch, ``extend_ties``); kept
+children are scored on all of val and join the pool. After an
 acceptance, the next step first tries to merge two front candidates that share an ancestor.
 
 On a prompt program, LM-free edit operators (``operators.py``) propose too: every
@@ -22,12 +23,13 @@ from typing import ClassVar
 from emery.algorithms.base import SearchContext, load_rng, save_rng
 from emery.algorithms.gepa.batches import next_minibatch
 from emery.algorithms.gepa.merge import find_merge, run_merge
-from emery.algorithms.gepa.mutation import Basis, Mutation, operate, reflect
+from emery.algorithms.gepa.mutation import Basis, Mutation, extend_tie, operate, reflect
 from emery.algorithms.gepa.pool import add_to_pool, lean, restore_candidates
 from emery.algorithms.gepa.propose import Proposer
 from emery.algorithms.gepa.selection import parent_selector, select_components
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.gepa.state import GepaState, PoolEntry
+from emery.algorithms.labeled import labeled_pool
 from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
 from emery.core.errors import ConfigError
 from emery.core.events import (
@@ -73,6 +75,8 @@ class Gepa:
             components=components,
             rng_state=save_rng(random.Random(ctx.seed)),
         )
+        if self.settings.operator_every or self.settings.operator_fallback:
+            state.labeled = await labeled_pool(ctx)
         result = await ctx.evaluate(seed, ctx.val, "val")
         ctx.emit(
             BaselineEvaluated(
@@ -153,12 +157,15 @@ class Gepa:
     async def _reflect(
         self, ctx: SearchContext, state: GepaState, number: int, rng: random.Random
     ) -> None:
-        """Propose a child of a front parent, score it on the parent's minibatch, accept it
-        only if it does better there, and promote an accepted child to all of val."""
+        """Propose a child of a front parent, score it on the parent's minibatch (and, after
+        a tie, on the next one too), accept it only if it does better there, and promote an
+        accepted child to all of val."""
         mutation = await self._propose(ctx, state, number, rng)
         if mutation is None:
             return
         after = await ctx.evaluate(mutation.child, mutation.batch, "train")
+        if self.settings.extend_ties and sum(after.scores) == sum(mutation.before.scores):
+            mutation, after = await extend_tie(ctx, state, mutation, after, rng)
         accepted = self._accepts(sum(mutation.before.scores), sum(after.scores))
         child = self._record_verdict(ctx, state, mutation, after, accepted, number)
         if accepted:

@@ -1,20 +1,26 @@
-"""A proposed child waiting for its verdict, and the two ways of making one.
+"""A proposed child waiting for its verdict, the two ways of making one, and more
+evidence when the minibatch cannot tell child and parent apart.
 
 ``reflect`` asks the reflection LM for new texts of the chosen components; ``operate``
 takes the parent's next untried LM-free edit operator child in those components' stages
 (prompt programs only). Both return None when they have no new child to offer.
+``extend_tie`` scores parent and child on one more minibatch after a tie, so that the
+strict-improvement test decides on twice the examples instead of rejecting every child
+that is as good as its parent on three.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from emery.algorithms.base import SearchContext
+from emery.algorithms.gepa.batches import next_minibatch
 from emery.algorithms.gepa.propose import Proposal, Proposer
 from emery.algorithms.gepa.state import GepaState, PoolEntry
+from emery.algorithms.operators import Materials
 from emery.algorithms.sources import count, next_operator_child, prompt_program
-from emery.core.events import GepaMinibatchRejected, GepaProposalInvalid
+from emery.core.events import GepaMinibatchRejected, GepaMinibatchSampled, GepaProposalInvalid
 from emery.core.models import Candidate, Example, Lineage
 from emery.evaluation.results import EvalResult
 from emery.lm.base import LMError
@@ -176,16 +182,57 @@ async def _texts(
 
 def operate(ctx: SearchContext, state: GepaState, basis: Basis) -> Mutation | None:
     """The parent's next untried edit-operator child in the components' stages (a prompt
-    program only), or None when every one was tried. The ids offered are kept per parent
+    program only), or None when every one was tried. Labeled demos never show an example
+    of the minibatch the child is judged on. The ids offered are kept per parent
     in the state, so a resumed search offers the same children next."""
     program = prompt_program(ctx)
     if program is None:
         return None
     parent = basis.parent
     tried = state.operators_tried.get(parent.id, [])
+    materials = Materials(state.labeled, frozenset(example.id for example in basis.batch))
     child = next_operator_child(
-        program, parent.candidate, basis.components, tried, known=state.has, iteration=basis.number
+        program,
+        parent.candidate,
+        basis.components,
+        tried,
+        known=state.has,
+        iteration=basis.number,
+        materials=materials,
     )
     if tried:
         state.operators_tried[parent.id] = tried
     return None if child is None else Mutation.operated(basis, child)
+
+
+async def extend_tie(
+    ctx: SearchContext,
+    state: GepaState,
+    mutation: Mutation,
+    after: EvalResult,
+    rng: random.Random,
+) -> tuple[Mutation, EvalResult]:
+    """After a tie, parent and child scored on the next minibatch too (none of its examples
+    already judged or shown to the child as a demo), both results joined to the first ones;
+    unchanged when no such example is left or the budget cannot pay for both."""
+    train = {example.id: example for example in ctx.train}
+    shown = {demo.example_id for demos in mutation.child.demos.values() for demo in demos}
+    used = {example.id for example in mutation.batch} | shown
+    ids = next_minibatch(state.sampler, list(train), len(mutation.batch), rng)
+    extra = [train[i] for i in dict.fromkeys(ids) if i not in used]
+    if not extra or not ctx.budget.can_afford(2 * len(extra)):
+        return mutation, after
+    number = mutation.basis.number
+    ctx.emit(GepaMinibatchSampled(iteration=number, example_ids=ids, epoch=state.sampler.epoch))
+    before_more = await ctx.evaluate(mutation.parent.candidate, extra, "train")
+    after_more = await ctx.evaluate(mutation.child, extra, "train")
+    basis = replace(
+        mutation.basis,
+        batch=mutation.batch + extra,
+        before=_joined(mutation.before, before_more),
+    )
+    return replace(mutation, basis=basis), _joined(after, after_more)
+
+
+def _joined(first: EvalResult, more: EvalResult) -> EvalResult:
+    return first.model_copy(update={"results": first.results + more.results})

@@ -19,7 +19,8 @@ class GepaSettings(AlgorithmSettings):
     """Settings of GEPA (reflective prompt evolution with a per-example Pareto front).
 
     The defaults follow the paper (Pareto selection, round-robin components, minibatches of
-    3, strict acceptance, merge after an acceptance). The reflection options below the line
+    3, strict acceptance, merge after an acceptance), except that a tie is judged again on
+    one more minibatch (``extend_ties``). The reflection options below the line
     help weak reflection models and are harmless for strong ones.
     """
 
@@ -40,6 +41,13 @@ class GepaSettings(AlgorithmSettings):
     accept: Literal["improvement", "improvement_or_equal"] = Field(
         default="improvement",
         description="accept a child whose minibatch score is higher (or also equal)",
+    )
+    extend_ties: bool = Field(
+        default=True,
+        description=(
+            "when child and parent tie on the minibatch, score both on the next minibatch"
+            " too and judge on all of it (a weak proposer's children are mostly ties)"
+        ),
     )
     skip_perfect: bool = Field(
         default=True, description="skip an iteration whose parent is perfect on the minibatch"

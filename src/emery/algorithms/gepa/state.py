@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 
 from emery.algorithms.base import AlgorithmState
 from emery.core.events import SourceCount
-from emery.core.models import Candidate
+from emery.core.models import Candidate, Demo
 
 
 class PoolEntry(BaseModel):
@@ -73,6 +73,9 @@ class GepaState(AlgorithmState):
     )
     sources: dict[str, SourceCount] = Field(
         default_factory=dict, description="reflection / operator.<name> → its counts"
+    )
+    labeled: dict[str, list[Demo]] = Field(
+        default_factory=dict, description="stage → labeled demos from train for the operator"
     )
 
     def entry(self, candidate_id: str) -> PoolEntry:

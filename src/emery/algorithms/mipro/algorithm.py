@@ -15,6 +15,7 @@ import random
 from typing import ClassVar
 
 from emery.algorithms.base import SearchContext, load_rng, save_rng
+from emery.algorithms.labeled import input_fields, labeled_demos, labeled_stage
 from emery.algorithms.mipro import demos as demo_sets
 from emery.algorithms.mipro.grounding import (
     fallback_summary,
@@ -84,7 +85,7 @@ class Mipro:
 
     def _plan(self, ctx: SearchContext, program: PromptProgram) -> MiproPlan:
         """The run's plan, logged and emitted (``mipro.plan``)."""
-        labeled_name, _ = demo_sets.labeled_stage(program, _input_fields(ctx))
+        labeled_name, _ = labeled_stage(program, input_fields(ctx))
         gold = _first_gold(ctx)
         fixed = 1 + int(
             self.settings.format_hint_instruction
@@ -208,10 +209,10 @@ class Mipro:
     ) -> tuple[dict[str, list[Demo]], str]:
         """Gold outputs written as demos of the stage that reads the inputs, and a note."""
         settings = self.settings
-        labeled_name, note = demo_sets.labeled_stage(program, _input_fields(ctx))
+        labeled_name, note = labeled_stage(program, input_fields(ctx))
         labeled: dict[str, list[Demo]] = {}
         if labeled_name is not None and settings.max_labeled_demos > 0:
-            labeled[labeled_name] = await demo_sets.labeled_demos(
+            labeled[labeled_name] = await labeled_demos(
                 program,
                 program.stages[labeled_name],
                 train,
@@ -357,11 +358,6 @@ def _program(ctx: SearchContext) -> PromptProgram:
 
 def _proposer(ctx: SearchContext) -> LM:
     return ctx.lms["proposer"] if "proposer" in ctx.lms else ctx.lm("task")
-
-
-def _input_fields(ctx: SearchContext) -> set[str]:
-    examples = list(ctx.dataset)
-    return set.intersection(*(set(e.input) for e in examples)) if examples else set()
 
 
 def _first_gold(ctx: SearchContext) -> object:

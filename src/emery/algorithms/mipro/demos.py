@@ -1,10 +1,6 @@
 """Few-shot demo sets per stage: the original (or empty) set, a labeled set, bootstrapped sets.
 
-Labeled demos use the gold output, so they exist only for a stage whose output is the
-program's output (the last stage) and whose messages read nothing but example fields:
-an intermediate stage has no gold, and a last stage that reads an earlier stage's output
-needs that output, which only a run produces. The gold is written as a reply the stage's
-parser reads back and the verifier accepts (see ``formats``).
+Labeled demos are train examples' gold outputs written as replies (``algorithms.labeled``).
 
 Bootstrapped demos come from rollouts of a *teacher*: the current program, helped (when
 the settings allow) by the output-format sentence in its instructions and the labeled
@@ -16,7 +12,6 @@ become demos only when the whole program's score reaches the threshold.
 
 from __future__ import annotations
 
-import logging
 import random
 from dataclasses import dataclass, field
 from typing import Literal
@@ -26,79 +21,8 @@ from emery.algorithms.mipro.normalise import normalise_run
 from emery.algorithms.mipro.state import DemoSet
 from emery.core.models import Candidate, Demo, Example, Lineage
 from emery.core.results import ExampleResult
-from emery.systems.formats import format_sentence, labeled_replies, parse_reply
-from emery.systems.prompt_program import PromptProgram, StageConfig
-from emery.systems.templates import placeholders
-from emery.verifiers.base import Verifier
-
-log = logging.getLogger(__name__)
-
-
-def labeled_stage(program: PromptProgram, input_fields: set[str]) -> tuple[str | None, str]:
-    """The stage that can take labeled demos (or None) and why."""
-    last = program.config.stages[-1]
-    reads = set().union(*(placeholders(m.template) for m in last.messages))
-    earlier = {stage.output_field for stage in program.config.stages[:-1]}
-    if reads & earlier:
-        return None, (
-            f"stage {last.name!r} reads earlier stage outputs"
-            f" ({', '.join(sorted(reads & earlier))}) that have no gold: no labeled demos"
-        )
-    if not reads <= input_fields:
-        return None, f"stage {last.name!r} reads fields the examples lack: no labeled demos"
-    note = f"labeled demos for stage {last.name!r} (the last stage: its output is the gold)"
-    if len(program.config.stages) > 1:
-        note += "; earlier stages have no gold outputs"
-    return last.name, note
-
-
-async def labeled_demos(
-    program: PromptProgram,
-    stage: StageConfig,
-    examples: list[Example],
-    verifier: Verifier,
-    *,
-    limit: int,
-    threshold: float,
-) -> list[Demo]:
-    """Up to ``limit`` demos whose reply is the gold output in the stage's format."""
-    demos: list[Demo] = []
-    for example in examples:
-        if len(demos) >= limit:
-            break
-        if example.expected is None:
-            continue
-        reply = await _accepted_reply(stage, example, verifier, threshold)
-        rationale = str(example.meta.get("rationale") or "").strip()
-        if reply is not None and rationale:
-            reply = f"{rationale}\n{reply}"
-        if reply is not None:
-            demos.append(
-                Demo(
-                    inputs=program.stage_inputs(stage, example.input),
-                    output=reply,
-                    source="labeled",
-                    example_id=example.id,
-                )
-            )
-    return demos
-
-
-async def _accepted_reply(
-    stage: StageConfig, example: Example, verifier: Verifier, threshold: float
-) -> str | None:
-    for reply in labeled_replies(stage, example.expected):
-        parsed_ok, parsed = parse_reply(stage, reply)
-        if not parsed_ok:
-            continue
-        try:
-            verdict = await verifier.verify(example, parsed, None)
-        except Exception as exc:  # a verifier that cannot score this gold: no demo from it
-            log.debug("labeled demo for %s rejected by the verifier: %s", example.id, exc)
-            continue
-        if verdict.score >= threshold:
-            return reply
-    return None
+from emery.systems.formats import format_sentence
+from emery.systems.prompt_program import PromptProgram
 
 
 def with_sentence(instruction: str, sentence: str | None) -> str:

@@ -10,7 +10,7 @@ is rejected.
 from __future__ import annotations
 
 from emery.algorithms.mipro.state import InstructionChoice, LayoutChoice
-from emery.algorithms.operators import OPERATORS, Edit
+from emery.algorithms.operators import NO_MATERIALS, OPERATORS, Edit
 from emery.core.models import Demo
 from emery.systems.prompt_layout import StageLayout
 from emery.systems.prompt_program import StageConfig
@@ -30,7 +30,7 @@ _ANY_DEMO = Demo(inputs={}, output="")
 def _applied(edit: Edit, stage: StageConfig, recipe: tuple[str, ...]) -> Edit | None:
     changed = False
     for name in recipe:
-        after = OPERATORS[name](edit, stage)
+        after = OPERATORS[name](edit, stage, NO_MATERIALS)
         if after is not None:
             edit, changed = after, True
     return edit if changed else None
@@ -59,7 +59,7 @@ def instruction_variants(
         if choice.source not in ("original", "format_hint"):
             continue
         for name in INSTRUCTION_OPERATORS:
-            edit = OPERATORS[name](Edit(choice.text, StageLayout(), ()), stage)
+            edit = OPERATORS[name](Edit(choice.text, StageLayout(), ()), stage, NO_MATERIALS)
             if edit is None or edit.instruction in known:
                 continue
             known.add(edit.instruction)
