@@ -352,3 +352,13 @@ def test_the_baseline_algorithm_is_an_eval_job(tmp_path: Path) -> None:
     job = run_job(store, job_id)
     assert job.state == "succeeded"
     assert job.best_candidate_id == store.job_candidates(job_id)[0].id
+
+
+def test_a_succeeded_job_result_says_when_it_finished(tmp_path: Path) -> None:
+    store = MemoryStore()
+    job = run_job(store, new_job(store, tmp_path, iterations=2))
+    assert job.finished_at is not None
+    result = JobResult.model_validate(job.result)
+    on_disk = json.loads(Path(result.files["json"]).read_text())
+    assert on_disk["finished_at"] is not None
+    assert result.finished_at == job.finished_at

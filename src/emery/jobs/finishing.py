@@ -8,6 +8,7 @@ the last rows, the result and the ``succeeded`` state are stored in one commit.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ async def finish_job(
         dataset_sizes={str(k): v for k, v in runtime.dataset.sizes().items()},
     )
     result.evaluations_paid += len(evaluations)
+    result.finished_at = datetime.now(UTC)
     write_result_files(job, result, runtime.base_dir)
     write = StepWrite(
         events=events,
@@ -74,15 +76,18 @@ async def finish_job(
 
 
 def _final_fields(result: JobResult, outcome: SearchOutcome, best_id: str) -> dict[str, Any]:
-    """The job row's columns when it succeeds."""
+    """The job row's columns when it succeeds (its finish time is the result's)."""
     state = outcome.state
-    return {
+    fields: dict[str, Any] = {
         "result": result.model_dump(mode="json"),
         "stop_reason": outcome.reason,
         "best_candidate_id": best_id,
         "best_score": state.best_val_score,
         "baseline_score": state.baseline_val_score,
     }
+    if result.finished_at is not None:
+        fields["finished_at"] = result.finished_at.timestamp()
+    return fields
 
 
 async def score_on_test(

@@ -49,7 +49,8 @@ class SqlStore(JobsMixin, ResultsMixin, TracesMixin):
                 check_job_transition(job_id, job.state, write.final_state)
                 fields["state"] = write.final_state
                 if write.final_state in TERMINAL_STATES:
-                    fields.update(finished_at=at, requested_action=None)
+                    fields.setdefault("finished_at", at)  # a result may have named the time
+                    fields["requested_action"] = None
                 events.append(
                     event(
                         write.final_state,
