@@ -103,6 +103,7 @@ class JobEngine:
         runtime = self._build_runtime(job, checkpoint)
         try:
             claim_job(self.store, job, owner=self.owner, scope=runtime.scope, emit=self._emit)
+            self.store.set_job_examples(job.id, runtime.hashes)
             with quiet_collector():  # the collector's passes took 1/5 of a fast run's CPU
                 return await self._supervise(runtime, checkpoint)
         finally:

@@ -30,15 +30,16 @@ def evaluation_rows(
     finished = time.time()
     for result in results:
         split = result.split or ""
+        example_hash = runtime.hashes.get((split, result.example_id), "")
         rollout_id = result.rollout_id or "ro-" + content_hash(
-            [runtime.scope, result.candidate_id, result.example_id, split], 20
+            [runtime.scope, result.candidate_id, result.example_id, split, example_hash], 20
         )
         rollouts.append(_rollout_row(runtime, result, rollout_id, job_id, finished))
         attempts.append(_attempt_row(result, rollout_id, worker, finished))
         evaluations.append(
             EvaluationRecord(
                 scope=runtime.scope,
-                example_hash=runtime.hashes.get((split, result.example_id), ""),
+                example_hash=example_hash,
                 job_id=job_id,
                 rollout_id=rollout_id,
                 result=result,

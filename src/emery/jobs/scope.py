@@ -1,9 +1,10 @@
 """What makes a stored evaluation reusable: the evaluation scope and the example's content.
 
-An evaluation is keyed by (candidate content hash, example id, split) within a *scope*: the
-system's version (everything but its optimizable texts), the task model settings that
-change outputs and the verifier. A stored result is reused only while the example with
-that id still has the same content.
+An evaluation is keyed by (candidate content hash, example id, split, example content hash)
+within a *scope*: the system's version (everything but its optimizable texts), the task
+model settings that change outputs and the verifier. A stored result is reused only for an
+example with the same id and the same content, so two datasets that give one id to
+different examples never share results.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def evaluation_scope(
     """The scope hash of a job's evaluations."""
     lm = config.lm.task
     if verifier_overridden:
-        verifier_key: Any = f"{type(verifier).__module__}.{type(verifier).__qualname__}"
+        verifier_key: Any = verifier_identity(verifier)
     elif config.verifier is not None:
         verifier_key = config.verifier.model_dump(mode="json")
     else:
@@ -43,10 +44,31 @@ def evaluation_scope(
                 "temperature": lm.temperature,
                 "max_tokens": lm.max_tokens,
                 "base_url": lm.base_url,
+                "n_ctx": lm.n_ctx,
             },
             "verifier": verifier_key,
         }
     )
+
+
+def _name(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', type(obj).__name__)}"
+
+
+def verifier_identity(verifier: Verifier) -> dict[str, Any]:
+    """What tells a verifier object apart: its class, the function it wraps (a Python
+    verifier) and its plain settings (tolerances, patterns, flags)."""
+    settings = {
+        key: value
+        for key, value in sorted(getattr(verifier, "__dict__", {}).items())
+        if not key.startswith("_") and isinstance(value, str | int | float | bool | None)
+    }
+    function = getattr(verifier, "fn", None)
+    return {
+        "class": _name(type(verifier)),
+        "function": _name(function) if function is not None else None,
+        "settings": settings,
+    }
 
 
 def example_hash(example: Example) -> str:

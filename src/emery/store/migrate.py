@@ -15,7 +15,28 @@ from emery.core.errors import EmeryError
 from emery.store import schema as t
 
 Migration = Callable[[Connection], None]
-MIGRATIONS: dict[int, Migration] = {}
+
+
+def _evaluation_key_with_content(conn: Connection) -> None:
+    """Schema 1 → 2: the evaluation key gains the example's content hash."""
+    if conn.dialect.name == "sqlite":  # SQLite cannot drop a constraint: copy the table
+        conn.exec_driver_sql("DROP INDEX IF EXISTS ix_evaluations_job")
+        conn.exec_driver_sql("ALTER TABLE evaluations RENAME TO evaluations_v1")
+        t.evaluations.create(conn)
+        columns = ", ".join(column.name for column in t.evaluations.columns)
+        conn.exec_driver_sql(
+            f"INSERT INTO evaluations ({columns}) SELECT {columns} FROM evaluations_v1"
+        )
+        conn.exec_driver_sql("DROP TABLE evaluations_v1")
+        return
+    conn.exec_driver_sql("ALTER TABLE evaluations DROP CONSTRAINT uq_evaluation_key")
+    conn.exec_driver_sql(
+        "ALTER TABLE evaluations ADD CONSTRAINT uq_evaluation_key"
+        f" UNIQUE ({', '.join(t.EVALUATION_KEY)})"
+    )
+
+
+MIGRATIONS: dict[int, Migration] = {1: _evaluation_key_with_content}
 
 
 class SchemaError(EmeryError):

@@ -6,7 +6,7 @@ schema. Every method is one transaction; ``commit_step`` is the engine's atomic 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from emery.core.events import Event
@@ -110,6 +110,7 @@ class Store(Protocol):
         offset: int = 0,
     ) -> Page[EvaluationRecord]: ...
     def count_evaluations(self, job_id: str) -> int: ...
+    def set_job_examples(self, job_id: str, hashes: Mapping[tuple[str, str], str]) -> None: ...
     def register_system(
         self, *, name: str, kind: str, version: str, config: dict[str, Any] | None
     ) -> str: ...

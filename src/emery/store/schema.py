@@ -20,7 +20,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -140,9 +140,27 @@ evaluations = Table(
     Column("latency_s", Float, nullable=False),
     Column("extra", JSON, nullable=False),  # result fields without a column of their own
     Column("created_at", Float, nullable=False),
-    UniqueConstraint("scope", "candidate_id", "example_id", "split", name="uq_evaluation_key"),
+    # The example's content is part of the key: two datasets may give one id to different
+    # examples, and each keeps its own results (schema 2; schema 1 keyed without it).
+    UniqueConstraint(
+        "scope", "candidate_id", "example_id", "split", "example_hash", name="uq_evaluation_key"
+    ),
     Index("ix_evaluations_job", "job_id", "candidate_id"),
 )
+
+EVALUATION_KEY = ("scope", "candidate_id", "example_id", "split", "example_hash")
+
+job_examples = Table(
+    "job_examples",
+    metadata,
+    Column("job_id", String(40), nullable=False),
+    Column("split", String(8), nullable=False),
+    Column("example_id", String(200), nullable=False),
+    Column("example_hash", String(64), nullable=False),
+    PrimaryKeyConstraint("job_id", "split", "example_id"),
+)
+"""The examples of each job's dataset by content, so that a job's candidate scores count
+only the stored evaluations of its own examples."""
 
 rollouts = Table(
     "rollouts",

@@ -208,7 +208,7 @@ class JobsMixin(SqlBase):
         """Remove a job with its events, checkpoint and candidates (evaluations stay cached)."""
         with self._tx(write=True) as conn:
             self._require(conn, job_id)
-            for table in (t.job_events, t.checkpoints, t.candidates):
+            for table in (t.job_events, t.checkpoints, t.candidates, t.job_examples):
                 conn.execute(table.delete().where(table.c.job_id == job_id))
             conn.execute(t.jobs.delete().where(t.jobs.c.id == job_id))
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, func, select
+from sqlalchemy import Connection, Row, Select, and_, func, select
 
 from emery.core.models import Candidate
 from emery.core.results import ExampleResult
@@ -121,17 +121,7 @@ class ResultsMixin(SqlBase):
                 scope = conn.execute(
                     select(t.jobs.c.eval_scope).where(t.jobs.c.id == job_id)
                 ).scalar()
-            e = t.evaluations
-            scores = (
-                select(
-                    e.c.candidate_id,
-                    func.avg(e.c.score).label("score"),
-                    func.count(e.c.id).label("n"),
-                )
-                .where(e.c.scope == (scope or ""), e.c.split == split)
-                .group_by(e.c.candidate_id)
-                .subquery()
-            )
+            scores = self._scores(conn, job_id, scope or "", split).subquery()
             c = t.candidates
             stmt = (
                 select(c, scores.c.score, scores.c.n)
@@ -159,6 +149,45 @@ class ResultsMixin(SqlBase):
             for row in rows
         ]
         return Page(items=items, total=total, offset=offset, limit=limit)
+
+    @staticmethod
+    def _scores(conn: Connection, job_id: str, scope: str, split: str) -> Select[Any]:
+        """Mean score and count per candidate on ``split`` within ``scope``, counting only
+        the job's own examples (by content) when the store knows them."""
+        e, je = t.evaluations, t.job_examples
+        stmt = (
+            select(
+                e.c.candidate_id,
+                func.avg(e.c.score).label("score"),
+                func.count(e.c.id).label("n"),
+            )
+            .where(e.c.scope == scope, e.c.split == split)
+            .group_by(e.c.candidate_id)
+        )
+        known = conn.execute(select(je.c.job_id).where(je.c.job_id == job_id).limit(1)).first()
+        if known is None:  # a job stored before its examples were: the scope alone
+            return stmt
+        return stmt.join(
+            je,
+            and_(
+                je.c.job_id == job_id,
+                je.c.split == e.c.split,
+                je.c.example_id == e.c.example_id,
+                je.c.example_hash == e.c.example_hash,
+            ),
+        )
+
+    def set_job_examples(self, job_id: str, hashes: Mapping[tuple[str, str], str]) -> None:
+        """Record the examples of a job's dataset: (split, example id) → content hash."""
+        je = t.job_examples
+        rows = [
+            {"job_id": job_id, "split": split, "example_id": example_id, "example_hash": digest}
+            for (split, example_id), digest in hashes.items()
+        ]
+        with self._tx(write=True) as conn:
+            conn.execute(je.delete().where(je.c.job_id == job_id))
+            if rows:
+                conn.execute(je.insert(), rows)
 
     def get_candidate(self, job_id: str, candidate_id: str) -> Candidate:
         """A job's candidate by id or unique id prefix."""
@@ -296,6 +325,4 @@ class ResultsMixin(SqlBase):
     ) -> None:
         at = now()
         rows = [evaluation_row(record, job_id, at) for record in records]
-        self.insert_ignore(
-            conn, t.evaluations, rows, ["scope", "candidate_id", "example_id", "split"]
-        )
+        self.insert_ignore(conn, t.evaluations, rows, t.EVALUATION_KEY)
