@@ -22,6 +22,7 @@ from emery.cli.foreground import ForegroundOutcome, run_foreground
 from emery.cli.progress import StreamFormat
 from emery.config.loading import load_config
 from emery.core.errors import ConfigError
+from emery.core.files import read_text
 from emery.core.hashing import content_hash
 from emery.jobs.manage import create_job, find_resumable, spawn_worker
 from emery.jobs.report import render_report
@@ -40,7 +41,7 @@ def discover_configs(folder: Path) -> list[Path]:
     found = []
     for path in sorted(folder.glob("*.toml")):
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
             continue
         if isinstance(data.get("dataset"), dict):
@@ -71,7 +72,7 @@ def choose_config(folder: Path) -> Path:
 
 
 def _given(path: Path) -> dict[str, Any]:
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, ConfigError)
     if path.suffix.lower() == ".json":
         import json
 

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
+from emery.core.files import read_text
 from emery.core.validation import describe
 
 
@@ -29,13 +30,15 @@ def load_config(path: str | Path) -> JobConfig:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, ConfigError)
     try:
         data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML ({exc})") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the config must be a table/object")
     return parse_config(data, str(path))

@@ -20,3 +20,7 @@ class ModelNotInstalledError(EmeryError):
 class IllegalTransition(EmeryError):
     """A state change a state machine does not allow (resuming a finished job, running a
     finished rollout)."""
+
+
+class StoreError(EmeryError):
+    """The store cannot be opened, read or written: not a database, read-only, unreachable."""

@@ -15,6 +15,10 @@ def import_object(ref: str) -> Any:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"cannot import module {module_name!r}: {exc}") from exc
+    except Exception as exc:  # the module itself raised (a syntax error, a failing import)
+        raise ConfigError(
+            f"importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from None
     for part in attribute.split("."):
         try:
             obj = getattr(obj, part)

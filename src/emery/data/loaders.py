@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from emery.core.errors import DataError
+from emery.core.files import read_error
 from emery.core.models import SPLITS, Dataset, Example, Split
 
 
@@ -75,16 +76,7 @@ def load_dataset(
     fields = fields or FieldMap()
     if not path.is_file():
         raise DataError(f"{path}: dataset file not found")
-    suffix = path.suffix.lower()
-    meta: dict[str, Any] = {"name": path.stem, "description": "", "verifier": None}
-    if suffix == ".jsonl":
-        rows = list(_jsonl_rows(path))
-    elif suffix == ".csv":
-        rows = list(_csv_rows(path))
-    elif suffix == ".json":
-        rows, meta = _json_rows(path, meta)
-    else:
-        raise DataError(f"{path}: unknown dataset format {suffix!r}; use .jsonl, .json or .csv")
+    rows, meta = _read_rows(path)
     examples = [(where, _example(path, where, row, fields)) for where, row in rows]
     if not examples:
         raise DataError(f"{path}: the dataset has no rows")
@@ -99,8 +91,28 @@ def load_dataset(
     )
 
 
+def _read_rows(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
+    """The rows of ``path`` by its suffix, with where each came from, and the file's meta."""
+    suffix = path.suffix.lower()
+    meta: dict[str, Any] = {"name": path.stem, "description": "", "verifier": None}
+    try:
+        if suffix == ".jsonl":
+            return list(_jsonl_rows(path)), meta
+        if suffix == ".csv":
+            return list(_csv_rows(path)), meta
+        if suffix == ".json":
+            return _json_rows(path, meta)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(read_error(path, exc)) from None
+    except RecursionError:
+        raise DataError(f"{path}: nested too deeply") from None
+    except csv.Error as exc:
+        raise DataError(f"{path}: invalid CSV ({exc})") from None
+    raise DataError(f"{path}: unknown dataset format {suffix!r}; use .jsonl, .json or .csv")
+
+
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    with path.open(encoding="utf-8") as lines:
+    with path.open(encoding="utf-8-sig") as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -114,7 +126,7 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    with path.open(encoding="utf-8", newline="") as handle:
+    with path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
         for number, row in enumerate(reader, start=2):
             if None in row:
@@ -126,7 +138,7 @@ def _json_rows(
     path: Path, meta: dict[str, Any]
 ) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
     if isinstance(data, list):

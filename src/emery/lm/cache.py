@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from emery.core.errors import StoreError
 from emery.core.hashing import canonical_json, content_hash
 from emery.core.models import ChatMessage
 from emery.lm.base import LM, Completion, sampling_params_of
@@ -30,26 +31,36 @@ class ResponseCache:
     def __init__(
         self, path: str | Path, *, batch_size: int = 64, flush_after_s: float = 0.0
     ) -> None:
-        if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = str(path)
         self.batch_size = batch_size
         self.flush_after_s = flush_after_s
         self._pending: dict[str, tuple[str, str, float]] = {}
         self._flushed_at = time.monotonic()
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
-        with self._lock, self._db:
+        try:
+            self._db = self._open()
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(
+                f"the response cache {self.path} cannot be opened for writing ({exc}):"
+                " set runtime.workdir to a writable folder"
+            ) from None
+
+    def _open(self) -> sqlite3.Connection:
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
+        with self._lock, db:
             if self.path != ":memory:":
-                self._db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA journal_mode=WAL")
                 # Durable against a killed process (the OS holds the log); only a power
                 # loss can drop the last commits, which the next run simply pays again.
-                self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(
+                db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(
                 "CREATE TABLE IF NOT EXISTS lm_cache ("
                 " key TEXT PRIMARY KEY, model TEXT NOT NULL, completion TEXT NOT NULL,"
                 " created_at REAL NOT NULL)"
             )
+        return db
 
     @staticmethod
     def key(model: str, messages: Sequence[ChatMessage], params: dict[str, Any]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import threading
 from pathlib import Path
 
@@ -117,10 +118,18 @@ def build_base_lm(config: LMConfig) -> LM:
 
 
 def _python_lm(ref: str) -> LM:
+    """The LM that ``python/<ref>`` names: an LM object, or a function returning one
+    (called with no arguments); anything else is a ConfigError, never a traceback."""
     obj = import_object(ref)
     if not isinstance(obj, LM) and callable(obj):
-        obj = obj()
-    if not isinstance(obj, LM):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise ConfigError(
+                f"python/{ref} is not an LM, and calling it with no arguments failed"
+                f" ({type(exc).__name__}: {exc})"
+            ) from None
+    if not isinstance(obj, LM) or not inspect.iscoroutinefunction(obj.complete):
         raise ConfigError(f"python/{ref} is not an LM (needs .model and async .complete)")
     return obj
 

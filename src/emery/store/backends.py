@@ -8,15 +8,18 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 
-from emery.core.errors import ConfigError
+from emery.core.errors import ConfigError, StoreError
+from emery.store.errors import store_errors, store_label
 from emery.store.migrate import ensure_schema
 from emery.store.sql.store import SqlStore
 
 DEFAULT_PATH = Path(".emery") / "emery.db"
 STORE_ENV = "EMERY_STORE"
 BUSY_TIMEOUT_MS = 30_000
+CONNECT_TIMEOUT_S = 10
 
 
 def _sqlite_engine(url: str, **kwargs: Any) -> Engine:
@@ -46,12 +49,24 @@ class SQLiteStore(SqlStore):
 
     def __init__(self, path: str | Path = DEFAULT_PATH) -> None:
         path = Path(path).expanduser()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise StoreError(
+                f"cannot create the store's folder {path.parent}: a file is in the way"
+            ) from None
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the store's folder {path.parent}: {exc.strerror or exc}"
+            ) from None
+        if path.is_dir():
+            raise StoreError(f"the store {path} is a folder: give a file path")
         self.path = path
         url = f"sqlite:///{path}"
         engine = _sqlite_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
         super().__init__(engine, url=url)
-        ensure_schema(engine)
+        with store_errors(url):
+            ensure_schema(engine)
 
 
 class MemoryStore(SqlStore):
@@ -73,13 +88,22 @@ class PostgresStore(SqlStore):
         if url.startswith("postgresql://") or url.startswith("postgres://"):
             url = "postgresql+psycopg://" + url.split("://", 1)[1]
         try:
-            engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+            engine = create_engine(
+                url,
+                pool_pre_ping=True,
+                pool_size=5,
+                max_overflow=10,
+                connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
+            )
         except ImportError as exc:
             raise ConfigError(
                 "the PostgreSQL store needs psycopg: pip install 'emery[postgres]'"
             ) from exc
+        except (ArgumentError, ValueError) as exc:
+            raise ConfigError(f"invalid store URL {store_label(url)!r}: {exc}") from None
         super().__init__(engine, url=url)
-        ensure_schema(engine)
+        with store_errors(url):
+            ensure_schema(engine)
 
 
 def open_store(location: str | Path | None = None) -> SqlStore:

@@ -13,6 +13,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 
 from emery.core.errors import EmeryError
+from emery.store.errors import store_errors
 
 
 def now() -> float:
@@ -42,7 +43,7 @@ class SqlBase:
     def _tx(self, *, write: bool = False) -> Iterator[Connection]:
         """One transaction: committed on success, rolled back on any exception."""
         guard = self._lock if self._lock is not None else nullcontext()
-        with guard, self.engine.connect() as conn:
+        with store_errors(self.url), guard, self.engine.connect() as conn:
             if write:
                 conn.execution_options(emery_write=True)
             with conn.begin():
