@@ -11,6 +11,7 @@ from emery.config.resolve import resolve_dataset
 from emery.config.schema import JobConfig
 from emery.core.errors import DataError
 from emery.data.loaders import FieldMap, load_dataset
+from emery.evaluation.budget import BudgetConfig
 
 
 def write_rows(path: Path, per_split: int = 5) -> Path:
@@ -71,3 +72,21 @@ def test_a_missing_rationale_names_the_row(tmp_path: Path) -> None:
     flat.write_text(json.dumps({"id": "a", "q": "1+1", "expected": 2}))
     with pytest.raises(DataError, match=r"line 1: rationale field 'why' is missing"):
         load_dataset(flat, fields=FieldMap(rationale_field="why"))
+
+
+def with_budget(base: JobConfig, metric_calls: int | None) -> JobConfig:
+    job = base.job.model_copy(update={"budget": BudgetConfig(metric_calls=metric_calls)})
+    return base.model_copy(update={"job": job})
+
+
+def test_val_without_a_size_is_capped_to_a_fifth_of_the_budget(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "d.jsonl", per_split=30)
+    assert len(resolve_dataset(with_budget(config(path), 100)).val) == 20
+    assert len(resolve_dataset(with_budget(config(path), 20)).val) == 10  # at least 10
+    assert len(resolve_dataset(with_budget(config(path), 1000)).val) == 30  # all there is
+    assert len(resolve_dataset(with_budget(config(path), None)).val) == 30
+    assert len(resolve_dataset(with_budget(config(path, n_val=25), 100)).val) == 25
+    tasks = {"job": {"algorithm": "baseline"}, "dataset": {"task": "word_problems"}}
+    task = JobConfig.model_validate(tasks)
+    assert len(resolve_dataset(with_budget(task, 100)).val) == 20
+    assert len(resolve_dataset(with_budget(task, None)).val) == 40  # the task's own size

@@ -20,12 +20,32 @@ from emery.verifiers.base import Verifier
 from emery.verifiers.config import VerifierConfig, build_verifier
 
 
+VAL_SHARE_OF_BUDGET = 5
+MIN_DEFAULT_VAL = 10
+
+
+def default_val_size(config: JobConfig) -> int | None:
+    """The most val examples when ``n_val`` is not set: a fifth of the metric-call budget,
+    at least 10 (None without a metric-call budget). The seed's val score and every
+    promotion to full val pay for all of val, so a val as large as the budget would leave
+    nothing to search with."""
+    calls = config.job.budget.metric_calls
+    if config.dataset.n_val is not None or calls is None:
+        return config.dataset.n_val
+    return max(MIN_DEFAULT_VAL, calls // VAL_SHARE_OF_BUDGET)
+
+
 def resolve_dataset(config: JobConfig, base_dir: Path | None = None) -> Dataset:
-    """The configured dataset: a built-in task's generated splits or a loaded file."""
+    """The configured dataset: a built-in task's generated splits or a loaded file, with
+    val capped to the budget when its size is not given (``default_val_size``)."""
     spec = config.dataset
+    n_val = default_val_size(config)
     if spec.task is not None:
-        dataset = builtin_task(spec.task).dataset(
-            seed=spec.seed, n_train=spec.n_train, n_val=spec.n_val, n_test=spec.n_test
+        task = builtin_task(spec.task)
+        if spec.n_val is None and n_val is not None:
+            n_val = min(n_val, task.sizes[1])
+        dataset = task.dataset(
+            seed=spec.seed, n_train=spec.n_train, n_val=n_val, n_test=spec.n_test
         )
     else:
         assert spec.path is not None
@@ -33,7 +53,9 @@ def resolve_dataset(config: JobConfig, base_dir: Path | None = None) -> Dataset:
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         dataset = load_dataset(path, fields=spec.fields, fractions=spec.split, seed=spec.seed)
-        dataset = dataset.first({"train": spec.n_train, "val": spec.n_val, "test": spec.n_test})
+        if spec.n_val is None and n_val is not None:
+            n_val = min(n_val, len(dataset.split("val")))
+        dataset = dataset.first({"train": spec.n_train, "val": n_val, "test": spec.n_test})
     return dataset.limited(spec.limit)
 
 
