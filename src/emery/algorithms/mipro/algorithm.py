@@ -15,7 +15,13 @@ import random
 from typing import ClassVar
 
 from emery.algorithms.base import SearchContext, load_rng, save_rng
-from emery.algorithms.labeled import input_fields, labeled_demos, labeled_stage
+from emery.algorithms.labeled import (
+    POOL_SIZE,
+    input_fields,
+    labeled_demos,
+    labeled_stage,
+    pick_demos,
+)
 from emery.algorithms.mipro import demos as demo_sets
 from emery.algorithms.mipro.grounding import (
     fallback_summary,
@@ -207,19 +213,21 @@ class Mipro:
     async def _labeled(
         self, ctx: SearchContext, state: MiproState, program: PromptProgram, train: list[Example]
     ) -> tuple[dict[str, list[Demo]], str]:
-        """Gold outputs written as demos of the stage that reads the inputs, and a note."""
+        """Gold outputs written as demos of the stage that reads the inputs (distinct replies
+        first: a classifier sees several labels), and a note."""
         settings = self.settings
         labeled_name, note = labeled_stage(program, input_fields(ctx))
         labeled: dict[str, list[Demo]] = {}
         if labeled_name is not None and settings.max_labeled_demos > 0:
-            labeled[labeled_name] = await labeled_demos(
+            pool = await labeled_demos(
                 program,
                 program.stages[labeled_name],
                 train,
                 ctx.evaluations.evaluator.verifier,
-                limit=settings.max_labeled_demos,
+                limit=max(POOL_SIZE, settings.max_labeled_demos),
                 threshold=settings.bootstrap_threshold,
             )
+            labeled[labeled_name] = list(pick_demos(pool, settings.max_labeled_demos, ()))
             if not labeled[labeled_name]:
                 note += "; no gold output could be written in the stage's format"
         state.labeled_note = {labeled_name or state.stages[-1]: note}
