@@ -301,7 +301,9 @@ async def test_failed_rollouts_count_as_zero_and_are_never_dropped() -> None:
     assert all(r.score == 0.0 and r.error for r in results)
     scored = [e for e in payloads(records, CandidateEvaluated) if e.candidate_id == child_id]
     assert scored == [
-        CandidateEvaluated(candidate_id=child_id, split="val", score=0.0, n=6, new_rollouts=6)
+        CandidateEvaluated(
+            candidate_id=child_id, split="val", score=0.0, n=6, new_rollouts=6, failed=6
+        )
     ]
     assert outcome.state.val_batch_scores == {}  # the round ended
     update = payloads(records, ApoBeamUpdated)[0]

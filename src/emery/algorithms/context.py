@@ -9,6 +9,7 @@ from emery.core.models import Candidate, Dataset
 from emery.core.rollouts import RolloutConfig
 from emery.evaluation.budget import Budget, BudgetConfig, BudgetUsage
 from emery.evaluation.evaluator import Evaluator
+from emery.evaluation.health import ErrorPolicy
 from emery.evaluation.results import ExampleResult
 from emery.evaluation.service import EvalKey, EvaluationService
 from emery.lm.base import LM
@@ -34,13 +35,14 @@ def build_search_context(
     rollouts: RolloutConfig | None = None,
     recorder: RolloutRecorder | None = None,
     job_id: str | None = None,
+    errors: ErrorPolicy | None = None,
 ) -> SearchContext:
     """A context whose evaluations run ``system`` with ``lms["task"]`` and score with ``verifier``.
 
     ``known`` preloads stored results (free cache hits); ``budget_usage`` continues the
     spending of a resumed job. ``rollouts`` (attempts, time limits) and ``recorder``
     (where rollouts, attempts and spans go, e.g. ``StoreRecorder(store, job_id)``) are passed
-    to the evaluator.
+    to the evaluator; ``errors`` says when failing rollouts stop the search.
     """
     meter = meter or UsageMeter()
     tracked = Budget(budget or BudgetConfig(), meter, budget_usage)
@@ -60,6 +62,7 @@ def build_search_context(
             ),
             tracked,
             known=known,
+            errors=errors,
         ),
         lms=lms,
         budget=tracked,

@@ -14,6 +14,7 @@ from emery.algorithms.lineage import lineage_tree
 from emery.cli.common import JsonOption, StoreOption, open_cli_store, resolve
 from emery.cli.console import out, print_json, print_table
 from emery.core.errors import EmeryError
+from emery.evaluation.stats import failed_cell, failure_note
 from emery.store.protocol import Store
 from emery.store.records import CandidateRecord
 
@@ -29,12 +30,12 @@ def candidates(
     ] = False,
     split: Annotated[str, typer.Option(help="Score on train, val or test.")] = "val",
     sort: Annotated[
-        str, typer.Option(help="score, n, ordinal, generation; - for descending.")
+        str, typer.Option(help="score, n, failed, ordinal, generation; - for descending.")
     ] = "-score,-n,ordinal",
     as_json: JsonOption = False,
     store_location: StoreOption = None,
 ) -> None:
-    """A job's candidates with their mean score so far, parents and operation."""
+    """A job's candidates with their mean score so far, failed runs, parents and operation."""
     if split not in ("train", "val", "test"):
         raise EmeryError(f"--split must be train, val or test, not {split!r}")
     store = open_cli_store(store_location)
@@ -69,7 +70,13 @@ def _list(store: Store, job_id: str, *, split: str, sort: str, top: int, as_json
             {
                 "total": page.total,
                 "candidates": [
-                    {**c.candidate.model_dump(mode="json"), "score": c.score, "n": c.n}
+                    {
+                        **c.candidate.model_dump(mode="json"),
+                        "score": c.score,
+                        "n": c.n,
+                        "failed": c.failed,
+                        "timeouts": c.timeouts,
+                    }
                     for c in page.items
                 ],
             }
@@ -81,7 +88,8 @@ def _list(store: Store, job_id: str, *, split: str, sort: str, top: int, as_json
 
 def _table(records: Sequence[CandidateRecord], split: str, best_id: str | None) -> Table:
     table = Table()
-    for header in ("#", "id", split, "n", "operation", "gen", "parents", "components"):
+    headers = ("#", "id", split, "n", "failed", "operation", "gen", "parents", "components")
+    for header in headers:
         table.add_column(
             header,
             no_wrap=header == split,
@@ -95,6 +103,7 @@ def _table(records: Sequence[CandidateRecord], split: str, best_id: str | None) 
             record.id + marker,
             "-" if record.score is None else f"{record.score:.1%}",
             str(record.n),
+            failed_cell(record.failed, record.timeouts),
             lineage.operation,
             str(lineage.generation),
             ", ".join(p[:8] for p in lineage.parents) or "-",
@@ -117,7 +126,14 @@ def _show(store: Store, job_id: str, candidate_id: str, as_json: bool) -> None:
             {
                 **candidate.model_dump(mode="json"),
                 "scores": {
-                    split: {"score": rec.score, "n": rec.n} if rec else None
+                    split: {
+                        "score": rec.score,
+                        "n": rec.n,
+                        "failed": rec.failed,
+                        "timeouts": rec.timeouts,
+                    }
+                    if rec
+                    else None
                     for split, rec in scores.items()
                 },
             }
@@ -132,7 +148,8 @@ def _show(store: Store, job_id: str, candidate_id: str, as_json: bool) -> None:
     )
     for split, record in scores.items():
         if record is not None and record.n:
-            out.print(f"{split}: {record.score:.1%} on {record.n} examples")
+            failed = failure_note(record.failed, record.timeouts, ", ")
+            out.print(f"{split}: {record.score:.1%} on {record.n} examples{failed}")
     for name, text in candidate.components.items():
         out.print(f"\n[bold][{escape(name)}][/bold]")
         out.print(escape(textwrap.indent(text or "(empty)", "  ")), highlight=False)

@@ -16,8 +16,10 @@ from emery.core.events import (
     FrontierUpdated,
     IterationCompleted,
     Payload,
+    RolloutsFailed,
     StateChanged,
 )
+from emery.evaluation.stats import failure_note
 
 
 def _pct(value: float | None) -> str:
@@ -49,9 +51,16 @@ def _words(kind: str, payload: Payload) -> str | None:
                 + (f" (changed: {', '.join(p.components)})" if p.components else "")
             )
         case CandidateEvaluated() as p:
+            failed = failure_note(p.failed, p.timeouts, ", ")
             return (
                 f"evaluated {_short(p.candidate_id)} on {p.split}: {_pct(p.score)}"
-                f" (n={p.n}, {p.new_rollouts} new rollouts)"
+                f" (n={p.n}, {p.new_rollouts} new rollouts{failed})"
+            )
+        case RolloutsFailed() as p:
+            timeouts = f" ({p.timeouts} timed out)" if p.timeouts else ""
+            return (
+                f"warning: the seed failed on {p.failed} of {p.n} {p.split} examples{timeouts};"
+                f" e.g. {p.example_id}: {_brief(p.error, 160)}"
             )
         case BestUpdated() as p:
             was = f" (was {_pct(p.previous_score)})" if p.previous_score is not None else ""

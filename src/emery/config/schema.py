@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validat
 
 from emery.data.loaders import FieldMap, SplitFractions
 from emery.evaluation.budget import BudgetConfig
+from emery.evaluation.health import ErrorPolicy
 from emery.lm.config import LMConfig
 from emery.systems.registry import parse_system_config
 from emery.verifiers.config import VerifierConfig
@@ -57,7 +58,11 @@ class RuntimeConfig(Section):
 
     A rollout gets ``max_attempts`` attempts; an attempt that ends in one of ``retry_on``
     is retried. ``timeout_s`` bounds an attempt; ``unresponsive_s`` stops one that shows
-    no span, heartbeat or LM call for that long.
+    no span, heartbeat or LM call for that long. The job fails when every rollout of the
+    seed fails with an error (not a wrong answer), or when more than ``max_error_rate`` of
+    a batch of at least ``min_error_rollouts`` new rollouts fail because the task model,
+    the verifier or the time limit did: a batch of the seed, or two in a row of different
+    candidates (1.0 turns this check off); see ``evaluation.health``.
     """
 
     concurrency: int = Field(default=8, ge=1)
@@ -69,8 +74,13 @@ class RuntimeConfig(Section):
         "timeout",
         "unresponsive",
     )
+    max_error_rate: float = Field(default=0.5, ge=0.0, le=1.0)
+    min_error_rollouts: int = Field(default=3, ge=1)
     workdir: str = ".emery"
     cache: bool = True
+
+    def error_policy(self) -> ErrorPolicy:
+        return ErrorPolicy(max_error_rate=self.max_error_rate, min_rollouts=self.min_error_rollouts)
 
 
 class JobSection(Section):

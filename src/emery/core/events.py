@@ -25,6 +25,7 @@ from emery.core.payloads import (
     FrontierUpdated,
     IterationCompleted,
     Payload,
+    RolloutsFailed,
     StateChanged,
 )
 from emery.core.search_events import (
@@ -124,6 +125,7 @@ _SINGLE_KIND: tuple[type[Payload], ...] = (
     IterationCompleted,
     CheckpointSaved,
     BudgetWarning,
+    RolloutsFailed,
     GepaCandidateSelected,
     GepaMinibatchSampled,
     GepaMinibatchSkipped,
@@ -219,6 +221,7 @@ __all__ = [
     "MiproTrial",
     "Payload",
     "ProposalSources",
+    "RolloutsFailed",
     "SourceCount",
     "StateChanged",
     "event",

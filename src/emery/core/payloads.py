@@ -47,6 +47,23 @@ class CandidateEvaluated(Payload):
     score: float
     n: int
     new_rollouts: int = 0
+    failed: int = 0
+    """Of the ``n`` results, runs that failed (scored 0 for an error, not an answer)."""
+    timeouts: int = 0
+    """Of the failed runs, those that ran out of time or fell silent."""
+
+
+class RolloutsFailed(Payload):
+    """A warning: some of the seed's rollouts failed (so its baseline is understated)."""
+
+    kind: ClassVar[str] = "rollouts_failed"
+    candidate_id: str
+    split: str
+    n: int
+    failed: int
+    timeouts: int = 0
+    example_id: str
+    error: str
 
 
 class BestUpdated(Payload):

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from emery.core.models import ChatMessage, Split
+
+FailureKind = Literal["model", "timeout", "error", "output", "verifier"]
+"""Why a run has no score of its own: the task model's call failed (``model``), the run
+ran out of time or fell silent (``timeout``), the system raised (``error``), the system
+reported its output unusable, e.g. an unparseable reply (``output``), or the verifier
+raised (``verifier``)."""
 
 
 class TokenUsage(BaseModel):
@@ -41,6 +47,8 @@ class ExampleResult(BaseModel):
     score: float = 0.0
     feedback: str = ""
     error: str | None = None
+    failure: FailureKind | None = None
+    """Why the run failed, when ``error`` is set (None on results stored before it was)."""
     calls: list[ComponentCall] = Field(default_factory=list)
     usage: TokenUsage = TokenUsage()
     lm_calls: int = 0

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from emery.core.models import Candidate, ChatMessage, Example, Split
+from emery.core.results import FailureKind
 from emery.core.rollouts import RolloutConfig
 from emery.evaluation.results import EvalResult, ExampleResult
 from emery.evaluation.rollouts import RolloutOutcome, RolloutRunner
@@ -34,11 +35,16 @@ class TallyLM(LMWrapper):
     def __init__(self, inner: LM) -> None:
         super().__init__(inner)
         self.calls = 0
+        self.failed_calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
 
     async def _call(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Completion:
-        completion = await self.inner.complete(messages, **params)
+        try:
+            completion = await self.inner.complete(messages, **params)
+        except Exception:
+            self.failed_calls += 1
+            raise
         self.calls += 1
         if not completion.cached:
             self.prompt_tokens += completion.usage.prompt_tokens
@@ -49,6 +55,21 @@ class TallyLM(LMWrapper):
         return TokenUsage(
             prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens
         )
+
+
+def failure_kind(outcome: RolloutOutcome, tally: TallyLM) -> FailureKind | None:
+    """Why a rollout failed (None when it succeeded): out of time, a task-model call that
+    raised, an output the system called unusable, or any other exception."""
+    if outcome.rollout.status == "succeeded":
+        return None
+    last = outcome.attempts[-1].status if outcome.attempts else "failed"
+    if last in ("timeout", "unresponsive"):
+        return "timeout"
+    if tally.failed_calls:
+        return "model"
+    if outcome.run is not None and outcome.run.error is not None:
+        return "output"
+    return "error"
 
 
 class Evaluator:
@@ -122,6 +143,8 @@ class Evaluator:
         )
         run = outcome.run or SystemRun()
         score, feedback, error = await self._score(example, run, outcome)
+        # a succeeded rollout with an error: the verifier raised
+        failure = None if error is None else (failure_kind(outcome, tally) or "verifier")
         rollout = outcome.rollout
         rollout.score, rollout.output = score, run.output
         self.recorder.save_rollout(rollout)
@@ -133,6 +156,7 @@ class Evaluator:
             score=score,
             feedback=feedback,
             error=error,
+            failure=failure,
             calls=run.calls,
             usage=tally.usage(),
             lm_calls=tally.calls,

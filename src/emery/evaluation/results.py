@@ -6,6 +6,7 @@ from pydantic import BaseModel
 
 from emery.core.models import Split
 from emery.core.results import ExampleResult as ExampleResult
+from emery.evaluation.health import failure_counts
 from emery.evaluation.stats import ScoreSummary, summarize
 
 
@@ -25,7 +26,9 @@ class EvalResult(BaseModel):
         return sum(self.scores) / len(self.results) if self.results else 0.0
 
     def summary(self) -> ScoreSummary:
-        return summarize(self.scores)
+        """The mean with its interval, and how many runs failed or timed out."""
+        failed, timeouts = failure_counts(self.results)
+        return summarize(self.scores).model_copy(update={"failed": failed, "timeouts": timeouts})
 
     def failures(self) -> list[ExampleResult]:
         return [result for result in self.results if result.score < 1.0]

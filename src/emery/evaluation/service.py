@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from emery.core.events import CandidateEvaluated, Event, event
+from emery.core.events import CandidateEvaluated, Event, RolloutsFailed
 from emery.core.models import Candidate, Example, Split
 from emery.evaluation.budget import Budget
 from emery.evaluation.evaluator import Evaluator
+from emery.evaluation.health import ErrorPolicy, ErrorWatch, failure_counts
 from emery.evaluation.results import EvalResult, ExampleResult
 
 EvalKey = tuple[str, str, str]  # (candidate id, example id, split)
@@ -32,12 +33,14 @@ class EvaluationService:
         *,
         known: dict[EvalKey, ExampleResult] | None = None,
         emit: Callable[[Event], None] | None = None,
+        errors: ErrorPolicy | None = None,
     ) -> None:
         self.evaluator = evaluator
         self.budget = budget
         self.known: dict[EvalKey, ExampleResult] = dict(known or {})
         self.new_results: list[ExampleResult] = []
         self.emit = emit
+        self.errors = ErrorWatch(errors) if errors is not None else None
 
     def cached(self, candidate: Candidate, example: Example, split: Split) -> ExampleResult | None:
         return self.known.get(eval_key(candidate.id, example.id, split))
@@ -51,32 +54,63 @@ class EvaluationService:
         charge: bool = True,
     ) -> EvalResult:
         """Results for every example, in order. Raises BudgetExhausted before running if the
-        misses cost more metric calls than remain (``charge=False`` for reporting runs)."""
+        misses cost more metric calls than remain (``charge=False`` for reporting runs), and
+        ``RolloutErrors`` when, with an error policy, a charged batch shows rollouts failing
+        for errors, not answers (``health.ErrorWatch``)."""
         missing = [e for e in examples if self.cached(candidate, e, split) is None]
         unique_missing = list({e.id: e for e in missing}.values())
         if charge:
             self.budget.charge_metric_calls(len(unique_missing))
+        fresh: list[ExampleResult] = []
         if unique_missing:
-            fresh = await self.evaluator.evaluate(candidate, unique_missing, split)
-            for result in fresh.results:
+            batch = await self.evaluator.evaluate(candidate, unique_missing, split)
+            fresh = batch.results
+            for result in fresh:
                 self.known[eval_key(candidate.id, result.example_id, split)] = result
                 self.new_results.append(result)
         results = [self.known[eval_key(candidate.id, e.id, split)] for e in examples]
         outcome = EvalResult(candidate_id=candidate.id, split=split, results=results)
-        if self.emit is not None:
-            self.emit(
-                event(
-                    "candidate_evaluated",
-                    CandidateEvaluated(
-                        candidate_id=candidate.id,
-                        split=split,
-                        score=outcome.mean,
-                        n=len(results),
-                        new_rollouts=len(unique_missing),
-                    ),
+        self._report(candidate, outcome, len(unique_missing))
+        if charge and self.errors is not None:
+            self.errors.check(candidate, split, results, fresh)
+        return outcome
+
+    def _report(self, candidate: Candidate, outcome: EvalResult, new: int) -> None:
+        """``candidate_evaluated`` with its failure counts; ``rollouts_failed`` when some
+        of the seed's new rollouts failed."""
+        if self.emit is None:
+            return
+        split = outcome.split or ""
+        failed, timeouts = failure_counts(outcome.results)
+        n = len(outcome.results)
+        self.emit(
+            Event.of(
+                CandidateEvaluated(
+                    candidate_id=candidate.id,
+                    split=split,
+                    score=outcome.mean,
+                    n=n,
+                    new_rollouts=new,
+                    failed=failed,
+                    timeouts=timeouts,
                 )
             )
-        return outcome
+        )
+        if failed and new and candidate.lineage.operation == "seed":
+            first = next(r for r in outcome.results if r.error is not None)
+            self.emit(
+                Event.of(
+                    RolloutsFailed(
+                        candidate_id=candidate.id,
+                        split=split,
+                        n=n,
+                        failed=failed,
+                        timeouts=timeouts,
+                        example_id=first.example_id,
+                        error=first.error or "",
+                    )
+                )
+            )
 
     def discard_pending(self) -> None:
         """Forget the results run since the last drain (an abandoned step)."""

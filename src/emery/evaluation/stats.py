@@ -11,15 +11,31 @@ Z95 = 1.959963984540054
 
 
 class ScoreSummary(BaseModel):
-    """Mean of n scores and its 95% interval."""
+    """Mean of n scores and its 95% interval; how many runs failed (scored 0 for an error)
+    and how many of those timed out."""
 
     mean: float
     low: float
     high: float
     n: int
+    failed: int = 0
+    timeouts: int = 0
 
     def __str__(self) -> str:
-        return f"{self.mean:.1%} (95% CI {self.low:.1%}–{self.high:.1%}, n={self.n})"
+        text = f"{self.mean:.1%} (95% CI {self.low:.1%}–{self.high:.1%}, n={self.n}"
+        return text + failure_note(self.failed, self.timeouts, ", ") + ")"
+
+
+def failed_cell(failed: int, timeouts: int) -> str:
+    """A table cell: ``"3 (1 timed out)"``, or ``"0"``."""
+    return str(failed) + (f" ({timeouts} timed out)" if timeouts else "")
+
+
+def failure_note(failed: int, timeouts: int, prefix: str = "") -> str:
+    """``"3 failed (1 timed out)"`` after ``prefix``; empty when nothing failed."""
+    if not failed:
+        return ""
+    return f"{prefix}{failed} failed" + (f" ({timeouts} timed out)" if timeouts else "")
 
 
 def summarize(scores: Sequence[float]) -> ScoreSummary:

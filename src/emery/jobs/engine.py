@@ -235,6 +235,7 @@ class JobEngine:
             rollouts=RolloutConfig.from_runtime(config.runtime),
             recorder=self._recorder,
             job_id=self.job_id,
+            errors=config.runtime.error_policy(),
         )
         for candidate in self.store.job_candidates(self.job_id):
             ctx.candidates[candidate.id] = candidate

@@ -21,6 +21,7 @@ from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate, Split
 from emery.evaluation.evaluator import Evaluator
+from emery.evaluation.health import check_gold
 from emery.evaluation.results import EvalResult, ExampleResult
 from emery.evaluation.stats import ScoreSummary
 from emery.lm.usage import RoleUsage
@@ -60,6 +61,7 @@ async def evaluate_config(
     examples = dataset.split(split)
     if not examples:
         raise ConfigError(f"the {split} split of dataset {dataset.name!r} is empty")
+    check_gold(system, verifier, examples)
     candidate = candidate or system.seed_candidate()
     cache = open_cache(config, base_dir)
     try:

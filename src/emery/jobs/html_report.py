@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from emery.algorithms.lineage import component_diff, lineage_tree
 from emery.core.events import Event
 from emery.core.models import Candidate
-from emery.evaluation.stats import ScoreSummary
+from emery.evaluation.stats import ScoreSummary, failed_cell, failure_note
 from emery.jobs.plots import lineage_plot, score_over_budget, score_points
 from emery.jobs.results import JobResult
 from emery.store.protocol import Store
@@ -38,6 +38,8 @@ class ReportData:
     candidates: list[Candidate]
     scores: dict[str, float | None]
     config: dict[str, Any]
+    failed: dict[str, str] = field(default_factory=dict)
+    """Each candidate's failed val runs as a table cell (``"3 (1 timed out)"``)."""
 
 
 def gather(store: Store, job: JobRecord, result: JobResult) -> ReportData:
@@ -50,6 +52,7 @@ def gather(store: Store, job: JobRecord, result: JobResult) -> ReportData:
         candidates=[record.candidate for record in by_order],
         scores={record.id: record.score for record in records},
         config=job.resolved_config or job.config,
+        failed={record.id: failed_cell(record.failed, record.timeouts) for record in records},
     )
 
 
@@ -65,6 +68,7 @@ def _summary(summary: ScoreSummary | None) -> str:
     if summary is None:
         return "–"
     interval = f"95% CI {summary.low:.1%}–{summary.high:.1%}, n={summary.n}"
+    interval += failure_note(summary.failed, summary.timeouts, ", ")
     return f"{summary.mean:.1%} <span class=muted>({interval})</span>"
 
 
@@ -139,6 +143,7 @@ def _heading(r: JobResult) -> list[str]:
     ]
     if r.error:
         sections.append(f"<p><b>error:</b> {_e(r.error)}</p>")
+    sections += [f"<p><b>warning:</b> {_e(warning)}</p>" for warning in r.warnings]
     return sections
 
 
@@ -200,6 +205,7 @@ def _candidates(data: ReportData) -> list[str]:
         [
             _e(c.id),
             _pct(data.scores.get(c.id)),
+            data.failed.get(c.id, "0"),
             _e(c.lineage.operation),
             str(c.lineage.generation),
             "–" if c.lineage.iteration is None else str(c.lineage.iteration),
@@ -209,7 +215,7 @@ def _candidates(data: ReportData) -> list[str]:
     ]
     return [
         f"<h2>Candidates <span class=muted>({len(data.candidates)})</span></h2>",
-        _table(["id", "val", "operation", "generation", "iteration", "parents"], rows),
+        _table(["id", "val", "failed", "operation", "generation", "iteration", "parents"], rows),
     ]
 
 

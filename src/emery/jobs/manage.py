@@ -25,11 +25,13 @@ from emery.config.resolve import (
     reference_candidates,
     resolve_dataset,
     resolve_system,
+    resolve_verifier,
 )
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError, EmeryError
 from emery.core.events import Event
 from emery.core.hashing import content_hash
+from emery.evaluation.health import check_gold
 from emery.jobs.engine import EventSink, JobEngine
 from emery.jobs.ownership import is_stale
 from emery.jobs.runtime import JobInputs
@@ -37,6 +39,7 @@ from emery.store.backends import STORE_ENV
 from emery.store.protocol import Store
 from emery.store.records import JobFilter, JobRecord, NewJob
 from emery.store.states import TERMINAL_STATES, IllegalTransition
+from emery.systems.base import System
 
 RESUMABLE = ("created", "queued", "paused")
 
@@ -68,15 +71,7 @@ def create_job(
     """
     inputs = inputs or JobInputs()
     base_dir = (base_dir or (config_path.parent if config_path else Path.cwd())).resolve()
-    parse_settings(config.job.algorithm, config.algorithm.get(config.job.algorithm))
-    for section in sorted(set(config.algorithm) - set(ALGORITHM_MODULES)):
-        near = difflib.get_close_matches(section, list(ALGORITHM_MODULES), n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
-        raise ConfigError(f"unknown algorithm in [algorithm.{section}]{hint}")
-    system = inputs.system if inputs.system is not None else resolve_system(config)
-    dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
-    check_system_inputs(system, dataset)
-    reference_candidates(config, system, dataset)
+    system = _checked_system(config, inputs, base_dir)
     resolved = config.model_dump(mode="json")
     system_config = resolved.get("system")
     kind = str((system_config or {}).get("kind", type(system).__name__))
@@ -108,6 +103,23 @@ def create_job(
             metadata=meta,
         )
     )
+
+
+def _checked_system(config: JobConfig, inputs: JobInputs, base_dir: Path) -> System:
+    """The job's system, once its algorithm settings, inputs, gold outputs and references
+    are known to fit: a job that cannot run is refused before it is stored."""
+    parse_settings(config.job.algorithm, config.algorithm.get(config.job.algorithm))
+    for section in sorted(set(config.algorithm) - set(ALGORITHM_MODULES)):
+        near = difflib.get_close_matches(section, list(ALGORITHM_MODULES), n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise ConfigError(f"unknown algorithm in [algorithm.{section}]{hint}")
+    system = inputs.system if inputs.system is not None else resolve_system(config)
+    dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
+    check_system_inputs(system, dataset)
+    verifier = inputs.verifier if inputs.verifier is not None else resolve_verifier(config, dataset)
+    check_gold(system, verifier, dataset)
+    reference_candidates(config, system, dataset)
+    return system
 
 
 def job_config(job: JobRecord) -> JobConfig:

@@ -6,7 +6,7 @@ import textwrap
 
 from emery.algorithms.lineage import component_diff
 from emery.core.models import Candidate
-from emery.evaluation.stats import ScoreSummary
+from emery.evaluation.stats import ScoreSummary, failed_cell
 from emery.jobs.results import JobResult
 
 
@@ -72,6 +72,7 @@ def _heading(result: JobResult) -> list[str]:
     lines = [head]
     if result.error:
         lines.append(f"error: {result.error}")
+    lines += [f"warning: {warning}" for warning in result.warnings]
     if result.dataset_sizes:
         sizes = ", ".join(f"{split} {n}" for split, n in result.dataset_sizes.items())
         lines.append(f"dataset: {sizes}")
@@ -130,13 +131,14 @@ def _top_candidates(result: JobResult) -> list[str]:
     """The top candidates on val."""
     if not result.top_candidates:
         return []
-    rows = [["id", "val", "n", "operation", "gen", "parents"]]
+    rows = [["id", "val", "n", "failed", "operation", "gen", "parents"]]
     for summary in result.top_candidates:
         rows.append(
             [
                 summary.id,
                 _pct(summary.score),
                 str(summary.n),
+                failed_cell(summary.failed, summary.timeouts),
                 summary.operation,
                 str(summary.generation),
                 ", ".join(p[:8] for p in summary.parents) or "-",

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from emery.core.events import RolloutsFailed
 from emery.core.models import Candidate
 from emery.evaluation.budget import BudgetConfig, BudgetUsage
 from emery.evaluation.stats import ScoreSummary
@@ -26,6 +27,8 @@ class CandidateSummary(BaseModel):
     id: str
     score: float | None = None
     n: int = 0
+    failed: int = 0
+    timeouts: int = 0
     parents: list[str] = Field(default_factory=list)
     operation: str = "seed"
     generation: int = 0
@@ -43,6 +46,8 @@ class JobResult(BaseModel):
     state: str
     stop_reason: str | None = None
     error: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    """Things that make the scores less than they seem (the seed's failed runs)."""
     dataset_sizes: dict[str, int] = Field(default_factory=dict)
     seed_candidate: Candidate | None = None
     best_candidate: Candidate | None = None
@@ -120,6 +125,7 @@ def build_result(
     baseline_val = algo_state.get("baseline_val_score", job.baseline_score)
     best_val = algo_state.get("best_val_score", job.best_score)
     split, lift_abs, lift_rel = _lift_on(baseline_val, best_val, baseline_test, best_test)
+    seed_id = algo_state.get("seed_candidate_id")
     return JobResult(
         job_id=job.id,
         name=job.name,
@@ -128,8 +134,9 @@ def build_result(
         state=state or job.state,
         stop_reason=stop_reason or job.stop_reason,
         error=job.error,
+        warnings=seed_warnings(store, job.id, seed_id, baseline_test),
         dataset_sizes=dataset_sizes or stored.get("dataset_sizes", {}),
-        seed_candidate=_candidate(store, job.id, algo_state.get("seed_candidate_id")),
+        seed_candidate=_candidate(store, job.id, seed_id),
         best_candidate=_candidate(
             store, job.id, algo_state.get("best_candidate_id") or job.best_candidate_id
         ),
@@ -151,6 +158,31 @@ def build_result(
         finished_at=job.finished_at,
         files=dict(stored.get("files", {})),
     )
+
+
+def seed_warnings(
+    store: Store, job_id: str, seed_id: str | None, seed_test: ScoreSummary | None
+) -> list[str]:
+    """A warning for each split where some of the seed's runs failed (scored 0 for an
+    error, so its baseline understates it), with the first error the job recorded."""
+    if not seed_id:
+        return []
+    counts: list[tuple[str, int, int, int]] = []
+    for record in store.list_candidates(job_id, split="val", limit=None).items:
+        if record.id == seed_id and record.failed:
+            counts.append(("val", record.failed, record.timeouts, record.n))
+    if seed_test is not None and seed_test.failed:
+        counts.append(("test", seed_test.failed, seed_test.timeouts, seed_test.n))
+    example = ""
+    for item in store.list_events(job_id, kinds=[RolloutsFailed.kind], limit=1):
+        example = f"; e.g. example {item.data['example_id']}: {item.data['error']}"
+    return [
+        f"the seed failed on {failed} of {n} {split} examples"
+        + (f" ({timeouts} timed out)" if timeouts else "")
+        + ", each scored 0"
+        + (example if index == 0 else "")
+        for index, (split, failed, timeouts, n) in enumerate(counts)
+    ]
 
 
 def _stored_usage(checkpoint: CheckpointRecord | None) -> dict[str, RoleUsage]:
@@ -184,6 +216,8 @@ def _summary(record: CandidateRecord) -> CandidateSummary:
         id=record.id,
         score=record.score,
         n=record.n,
+        failed=record.failed,
+        timeouts=record.timeouts,
         parents=list(lineage.parents),
         operation=lineage.operation,
         generation=lineage.generation,

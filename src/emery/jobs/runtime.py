@@ -22,6 +22,7 @@ from emery.config.resolve import (
 from emery.config.schema import JobConfig
 from emery.core.models import Candidate, Dataset, Example
 from emery.evaluation.budget import BudgetConfig
+from emery.evaluation.health import check_gold
 from emery.jobs.scope import evaluation_scope, example_hashes
 from emery.lm.base import LM
 from emery.lm.cache import ResponseCache
@@ -109,6 +110,7 @@ def build_runtime(
     check_system_inputs(system, dataset)
     references = reference_candidates(config, system, dataset)
     verifier = inputs.verifier if inputs.verifier is not None else resolve_verifier(config, dataset)
+    check_gold(system, verifier, dataset)
     algorithm = build_algorithm(config.job.algorithm, config.algorithm.get(config.job.algorithm))
     meter = UsageMeter(initial=dict(usage or {}))
     cache = open_cache(config, base_dir)

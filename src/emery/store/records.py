@@ -115,6 +115,10 @@ class CandidateRecord(BaseModel):
     candidate: Candidate
     score: float | None = None
     n: int = 0
+    failed: int = 0
+    """Of the ``n`` runs, those that failed (scored 0 for an error, not an answer)."""
+    timeouts: int = 0
+    """Of the failed runs, those that ran out of time or fell silent."""
     created_at: datetime | None = None
 
     @property

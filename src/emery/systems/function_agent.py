@@ -136,6 +136,8 @@ class FunctionAgent:
     by the candidate's (for agent code that never reads the candidate).
     """
 
+    reports_rewards = True  # an agent may score itself: a dataset needs no gold outputs
+
     def __init__(
         self,
         target: Callable[..., Any] | str,

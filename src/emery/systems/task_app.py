@@ -79,6 +79,8 @@ def example_seed(example_id: str) -> int:
 class TaskApp:
     """Calls a task app per attempt; see the module docstring."""
 
+    reports_rewards = True  # the app scores its runs: a dataset needs no gold outputs
+
     def __init__(self, config: TaskAppConfig) -> None:
         self.config = config
         self.name = config.name or config.env_name or "task_app"

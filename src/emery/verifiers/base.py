@@ -24,7 +24,11 @@ class Verifier(Protocol):
 
 
 class SyncVerifier:
-    """Base for verifiers that need no I/O: implement ``check``."""
+    """Base for verifiers that need no I/O: implement ``check``. One that compares the
+    output with the example's gold output sets ``needs_expected``: a job refuses a
+    dataset without any gold output for it before it calls a model."""
+
+    needs_expected: bool = False
 
     async def verify(self, example: Example, output: Any, trace: Any = None) -> Verdict:
         return self.check(example, output)

@@ -42,6 +42,8 @@ def _same(a: Any, b: Any) -> bool:
 class JsonFieldMatch(SyncVerifier):
     """The fraction of ``fields`` (default: every expected key) whose values match."""
 
+    needs_expected = True
+
     def __init__(self, fields: list[str] | None = None) -> None:
         self.fields = fields
 

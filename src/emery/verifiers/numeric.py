@@ -30,6 +30,8 @@ def format_number(value: float) -> str:
 class NumericMatch(SyncVerifier):
     """Score 1 when the last number in the output is within tolerance of the expected one."""
 
+    needs_expected = True
+
     def __init__(self, abs_tol: float = 1e-6, rel_tol: float = 0.0) -> None:
         self.abs_tol = abs_tol
         self.rel_tol = rel_tol

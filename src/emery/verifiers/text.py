@@ -24,6 +24,8 @@ def normalize(text: str) -> str:
 class ExactMatch(SyncVerifier):
     """The output, stripped, equals the expected value as text."""
 
+    needs_expected = True
+
     def check(self, example: Example, output: Any) -> Verdict:
         expected, got = as_text(example.expected).strip(), as_text(output).strip()
         if got == expected:
@@ -36,6 +38,8 @@ class ExactMatch(SyncVerifier):
 class NormalizedMatch(SyncVerifier):
     """Equal after lowercasing and removing punctuation, articles and extra spaces."""
 
+    needs_expected = True
+
     def check(self, example: Example, output: Any) -> Verdict:
         expected, got = as_text(example.expected), as_text(output)
         if normalize(got) == normalize(expected):
@@ -45,6 +49,8 @@ class NormalizedMatch(SyncVerifier):
 
 class Contains(SyncVerifier):
     """The expected text appears in the output."""
+
+    needs_expected = True
 
     def __init__(self, case_sensitive: bool = False) -> None:
         self.case_sensitive = case_sensitive
@@ -65,6 +71,7 @@ class RegexMatch(SyncVerifier):
 
     def __init__(self, pattern: str, full: bool = False, ignore_case: bool = False) -> None:
         self.pattern = pattern
+        self.needs_expected = "{expected}" in pattern
         self.full = full
         self.flags = re.IGNORECASE if ignore_case else 0
         re.compile(pattern.replace("{expected}", "x"), self.flags)
@@ -82,6 +89,8 @@ class RegexMatch(SyncVerifier):
 
 class TokenF1(SyncVerifier):
     """Token-level F1 between the normalized output and expected text."""
+
+    needs_expected = True
 
     def check(self, example: Example, output: Any) -> Verdict:
         expected = normalize(as_text(example.expected)).split()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, and_, func, select
+from sqlalchemy import Connection, Row, Select, and_, case, func, select
 
 from emery.core.models import Candidate
 from emery.core.results import ExampleResult
@@ -124,13 +124,14 @@ class ResultsMixin(SqlBase):
             scores = self._scores(conn, job_id, scope or "", split).subquery()
             c = t.candidates
             stmt = (
-                select(c, scores.c.score, scores.c.n)
+                select(c, scores.c.score, scores.c.n, scores.c.failed, scores.c.timeouts)
                 .select_from(c.outerjoin(scores, and_(scores.c.candidate_id == c.c.candidate_id)))
                 .where(c.c.job_id == job_id)
             )
             sorts = {
                 "score": scores.c.score,
                 "n": scores.c.n,
+                "failed": scores.c.failed,
                 "ordinal": c.c.ordinal,
                 "generation": c.c.generation,
                 "created_at": c.c.created_at,
@@ -144,6 +145,8 @@ class ResultsMixin(SqlBase):
                 candidate=candidate_from_row(row),
                 score=None if row.score is None else float(row.score),
                 n=int(row.n or 0),
+                failed=int(row.failed or 0),
+                timeouts=int(row.timeouts or 0),
                 created_at=to_datetime(row.created_at),
             )
             for row in rows
@@ -152,7 +155,8 @@ class ResultsMixin(SqlBase):
 
     @staticmethod
     def _scores(conn: Connection, job_id: str, scope: str, split: str) -> Select[Any]:
-        """Mean score and count per candidate on ``split`` within ``scope``, counting only
+        """Mean score, count and failed runs (timed out ones apart) per candidate on ``split``
+        within ``scope``, counting only
         the job's own examples (by content) when the store knows them."""
         e, je = t.evaluations, t.job_examples
         stmt = (
@@ -160,6 +164,10 @@ class ResultsMixin(SqlBase):
                 e.c.candidate_id,
                 func.avg(e.c.score).label("score"),
                 func.count(e.c.id).label("n"),
+                func.count(e.c.error).label("failed"),
+                func.sum(case((e.c.extra["failure"].as_string() == "timeout", 1), else_=0)).label(
+                    "timeouts"
+                ),
             )
             .where(e.c.scope == scope, e.c.split == split)
             .group_by(e.c.candidate_id)
