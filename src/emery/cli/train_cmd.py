@@ -179,7 +179,12 @@ def finish(store: Store, outcome: ForegroundOutcome, *, as_json: bool) -> None:
         return
     if job.state == "paused":
         if not as_json:
-            err.print(f"job {job.id} paused; resume it with: emery jobs resume {job.id}")
+            shown = job.stop_reason and not outcome.interrupted  # Ctrl-C needs no reason
+            reason = f" ({job.stop_reason})" if shown else ""
+            err.print(
+                f"job {job.id} paused{escape(reason)}; resume it with: emery jobs resume {job.id}",
+                soft_wrap=True,
+            )
         raise typer.Exit(EXIT_INTERRUPTED if outcome.interrupted else 0)
     if job.state in ("failed", "cancelled"):
         if not as_json:

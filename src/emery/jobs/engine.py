@@ -8,7 +8,8 @@ checkpoint) atomically. A step that changes the best candidate must report it wi
 ``best_updated`` event: one that does not is a bug in the algorithm and fails the job.
 
 A pause or cancel, asked here (``request``) or by another process through the store (see
-``control``), stops the search at once: the step in flight is abandoned and rolled back,
+``control``), or a search model that cannot answer (``lm.unavailable``: the job pauses with
+that reason), stops the search at once: the step in flight is abandoned and rolled back,
 the job keeps what its last checkpoint holds, and a resume repeats that step (the LM
 response cache makes the repeat cheap). When the search ends, ``finishing`` scores the
 seed and the best candidate on test, writes the result and report, and the job succeeds
@@ -38,6 +39,7 @@ from emery.jobs.finishing import finish_job
 from emery.jobs.ownership import JobBusy, check_runnable, claim_job, owner_id
 from emery.jobs.rows import EvaluationRows, evaluation_rows
 from emery.jobs.runtime import JobInputs, Runtime, build_runtime
+from emery.lm.unavailable import ModelUnavailable, guard_search_roles
 from emery.lm.usage import RoleUsage
 from emery.store.protocol import Store
 from emery.store.records import CheckpointRecord, JobRecord, StepWrite
@@ -174,6 +176,9 @@ class JobEngine:
             return self._stop(request.action, request.reason)
         except _Stop:
             return self._stop(request.action or "pause", request.reason)
+        except ModelUnavailable as exc:  # resumable once the model answers again
+            log.warning("job %s: %s", self.job_id, exc)
+            return self._stop("pause", str(exc))
         except OwnershipLost as exc:
             log.warning("job %s: %s", self.job_id, exc)
             return self.store.get_job(self.job_id)
@@ -225,7 +230,7 @@ class JobEngine:
             system=runtime.system,
             dataset=runtime.dataset,
             verifier=runtime.verifier,
-            lms=runtime.models.by_role,
+            lms=guard_search_roles(dict(runtime.models.by_role)),
             budget=runtime.budget,
             meter=runtime.models.meter,
             seed=config.job.seed,
