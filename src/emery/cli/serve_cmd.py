@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import ipaddress
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -19,15 +19,9 @@ from emery.lm.base import LM
 from emery.lm.config import LMConfig, build_lm
 from emery.lm.usage import UsageMeter
 from emery.server.app import create_app
+from emery.server.guards import refuse_open_binding
 
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+API_KEY_ENV = "EMERY_API_KEY"
 
 
 def task_model(
@@ -67,17 +61,27 @@ def serve(
         Path | None, typer.Option("--config", help="Use this job config's task model.")
     ] = None,
     job: Annotated[str | None, typer.Option(help="Use this stored job's task model.")] = None,
+    api_key_env: Annotated[
+        str,
+        typer.Option(
+            help="Environment variable holding the API key every route but /health requires"
+            " (unset: no key, and only loopback hosts are allowed)."
+        ),
+    ] = API_KEY_ENV,
     store_location: StoreOption = None,
 ) -> None:
     """Serve the OpenAI-compatible LM proxy (/v1/chat/completions, /v1/models) and /health.
 
     Calls under /rollouts/{rollout}/attempts/{attempt}/v1 are recorded as spans of that
     attempt while it runs in this server; other rollout ids are refused with 404.
+    Listening off loopback needs an API key (``$EMERY_API_KEY``); clients send it as
+    ``Authorization: Bearer KEY`` (the OpenAI SDK's ``api_key``) or ``X-API-Key``.
     """
+    key = os.environ.get(api_key_env) or None
+    refuse_open_binding(host, key, f"set ${api_key_env}")
     lm = task_model(model, config_path, job, store_location)
-    if not _is_loopback(host):
-        err.print(f"[yellow]warning:[/yellow] listening on {host}: the proxy has no authentication")
     where = f"http://{host}:{port}"
     behind = f"model {lm.model}" if lm is not None else "no default model"
+    behind += ", API key required" if key else ""
     err.print(f"emery serving on {where} (LM proxy at {where}/v1, {behind})")
-    uvicorn.run(create_app(default_lm=lm), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(default_lm=lm, api_key=key), host=host, port=port, log_level="warning")

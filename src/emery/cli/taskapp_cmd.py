@@ -11,6 +11,7 @@ import typer
 
 from emery.cli.console import err
 from emery.core.imports import import_object
+from emery.server.guards import refuse_open_binding
 from emery.systems.task_app_protocol import API_KEY_ENV
 
 app = typer.Typer(help="Host agents as task apps (agents behind HTTP).", no_args_is_help=True)
@@ -23,7 +24,10 @@ def serve(
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8500,
     name: Annotated[str | None, typer.Option(help="Name reported by /task_info.")] = None,
     api_key_env: Annotated[
-        str, typer.Option(help="Environment variable holding the API key (unset: no auth).")
+        str,
+        typer.Option(
+            help="Environment variable holding the API key (unset: no key, loopback only)."
+        ),
     ] = API_KEY_ENV,
     component: Annotated[
         list[str] | None,
@@ -43,6 +47,7 @@ def serve(
     from emery.systems.function_agent import FunctionAgent
     from emery.taskapp.server import serve as serve_app
 
+    refuse_open_binding(host, os.environ.get(api_key_env) or None, f"set ${api_key_env}")
     sys.path.insert(0, str(app_dir.resolve()))
     # A plain OpenAI client refuses to start without a key; the proxy needs none.
     os.environ.setdefault("OPENAI_API_KEY", "emery-task-app")

@@ -22,9 +22,11 @@ from typing import Any, Protocol, TypeVar
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from opentelemetry import trace
+from starlette.requests import ClientDisconnect
 
 from emery.core.models import ChatMessage
 from emery.lm.base import LM, Completion
+from emery.server.chat_request import BadRequest, ChatRequest, parse_chat_request
 from emery.tracing.lm import open_chat_span, suppress_instrumentation
 from emery.tracing.registry import LiveRollouts
 from emery.tracing.scope import AttemptScope, activate
@@ -68,32 +70,6 @@ def error_response(status: int, message: str, kind: str) -> JSONResponse:
     )
 
 
-def _text(content: Any) -> str:
-    """Message content as text: strings as they are, content parts joined."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return str(content)
-
-
-def normalize_messages(raw: Any) -> list[ChatMessage]:
-    """Request messages as emery chat messages (text content; tool fields dropped)."""
-    if not isinstance(raw, list) or not raw:
-        raise ProxyError(400, "'messages' must be a non-empty list", "invalid_request_error")
-    messages: list[ChatMessage] = []
-    for item in raw:
-        if not isinstance(item, dict) or "role" not in item:
-            raise ProxyError(400, "each message needs a 'role'", "invalid_request_error")
-        message: ChatMessage = {"role": str(item["role"]), "content": _text(item.get("content"))}
-        if item.get("name"):
-            message["name"] = str(item["name"])
-        messages.append(message)
-    return messages
-
-
 def substitute(messages: list[ChatMessage], replacements: Mapping[str, str]) -> list[ChatMessage]:
     """Replace seed texts by candidate texts (skipping messages that already hold the
     candidate text, so an agent that reads the candidate is left alone)."""
@@ -109,19 +85,6 @@ def substitute(messages: list[ChatMessage], replacements: Mapping[str, str]) -> 
     return out
 
 
-def _sampling(body: Mapping[str, Any]) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    if body.get("temperature") is not None:
-        params["temperature"] = float(body["temperature"])
-    max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
-    if max_tokens is not None:
-        params["max_tokens"] = int(max_tokens)
-    stop = body.get("stop")
-    if stop:
-        params["stop"] = [stop] if isinstance(stop, str) else list(stop)
-    return params
-
-
 async def _on_loop(coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop | None) -> T:
     """Await ``coro`` on ``loop`` (the attempt's own loop) when that is another loop."""
     if loop is None or loop is asyncio.get_running_loop() or loop.is_closed():
@@ -135,10 +98,10 @@ async def _recorded(
     lm: LM,
     requested: str,
     messages: list[ChatMessage],
-    body: Mapping[str, Any],
+    body: ChatRequest,
 ) -> Completion:
     """Call ``lm`` as a recorded ``chat`` span of ``scope`` (a child of its root span)."""
-    params = _sampling(body)
+    params = body.sampling()
     parent = (
         trace.use_span(
             scope.root, end_on_exit=False, record_exception=False, set_status_on_exception=False
@@ -155,8 +118,8 @@ async def _recorded(
             temperature=params.get("temperature"),
             max_tokens=params.get("max_tokens"),
             stop=params.get("stop"),
-            tools=body.get("tools"),
-            stream=bool(body.get("stream")),
+            tools=body.tools,
+            stream=body.stream,
         )
         try:
             with suppress_instrumentation():
@@ -248,15 +211,13 @@ def _unknown(rollout_id: str, attempt_id: str | None) -> Response:
     return error_response(404, f"unknown or finished {what}", "not_found")
 
 
-async def _read_chat_request(request: Request) -> tuple[dict[str, Any], list[ChatMessage]]:
-    """The JSON body of a chat request and its messages; ``ProxyError`` when malformed."""
+async def _read_chat_request(request: Request) -> ChatRequest:
+    """The validated chat request; ``BadRequest`` when it is malformed."""
     try:
-        body = await request.json()
-    except ValueError:
-        raise ProxyError(400, "the body must be JSON", "invalid_request_error") from None
-    if not isinstance(body, dict):
-        raise ProxyError(400, "the body must be a JSON object", "invalid_request_error")
-    return body, normalize_messages(body.get("messages"))
+        raw = await request.body()
+    except ClientDisconnect:
+        raise BadRequest("the client went away", 499) from None
+    return parse_chat_request(raw)
 
 
 async def _complete(
@@ -264,7 +225,7 @@ async def _complete(
     scope: AttemptScope | None,
     messages: list[ChatMessage],
     requested: str,
-    body: Mapping[str, Any],
+    body: ChatRequest,
 ) -> Completion:
     """Forward to the default model (no scope) or record the call in the attempt's scope."""
     if scope is None:
@@ -273,7 +234,7 @@ async def _complete(
             raise ProxyError(
                 503, "this server has no default model; use a rollout URL", "unavailable"
             )
-        return await lm.complete(messages, **_sampling(body))
+        return await lm.complete(messages, **body.sampling())
     if scope.lm is None:
         raise ProxyError(503, "the attempt has no model", "unavailable")
     messages = substitute(messages, scope.substitutions())
@@ -285,21 +246,21 @@ async def handle_chat(
 ) -> Response:
     """Answer one chat completion request, streamed when it asks for it."""
     try:
-        body, messages = await _read_chat_request(request)
-    except ProxyError as exc:
-        return error_response(exc.status, str(exc), exc.kind)
-    requested = str(body.get("model") or "")
+        body = await _read_chat_request(request)
+    except BadRequest as exc:
+        return error_response(exc.status, str(exc), "invalid_request_error")
+    requested = body.model
     response_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     try:
-        completion = await _complete(backend, scope, messages, requested, body)
+        completion = await _complete(backend, scope, body.chat_messages(), requested, body)
     except ProxyError as exc:
         return error_response(exc.status, str(exc), exc.kind)
     except Exception as exc:
         return error_response(502, f"the model failed: {exc}", "upstream_error")
-    if body.get("stream"):
-        options = body.get("stream_options") or {}
+    if body.stream:
+        include_usage = body.stream_options is not None and body.stream_options.include_usage
         return StreamingResponse(
-            stream_chunks(completion, requested, response_id, bool(options.get("include_usage"))),
+            stream_chunks(completion, requested, response_id, include_usage),
             media_type="text/event-stream",
         )
     return JSONResponse(completion_body(completion, requested, response_id))

@@ -106,12 +106,14 @@ class TaskApp:
             raise ConfigError(f"task app {url}: {type(exc).__name__}: {exc}") from None
 
     def check_health(self) -> None:
-        """``GET /health``; a ConfigError says what is wrong (unreachable, refused key...)."""
+        """``GET /health``, then ``GET /task_info`` for the key (``/health`` is open to
+        probes); a ConfigError says what is wrong (unreachable, refused key...)."""
         response = self._get("/health")
-        if response.status_code in (401, 403):
+        refused = response if response.status_code in (401, 403) else self._get("/task_info")
+        if refused.status_code in (401, 403):
             raise ConfigError(
-                f"task app {self.config.base_url}/health refused the API key"
-                f" (HTTP {response.status_code}): set system.api_key or ${self.config.api_key_env}"
+                f"task app {self.config.base_url} refused the API key"
+                f" (HTTP {refused.status_code}): set system.api_key or ${self.config.api_key_env}"
             )
         if response.status_code != 200:
             raise ConfigError(

@@ -4,35 +4,40 @@ The agent is run like a function agent (parameters injected by name, components 
 the candidate the request carries). Its model calls go to the LM proxy URL in the request:
 the ``lm`` parameter calls it, and ``openai`` clients are redirected to it, so emery records
 them on its side. Emitted spans come back in the response. With an API key configured,
-every route requires it (``X-API-Key`` or ``Authorization: Bearer``).
+every route but ``/health`` requires it (``X-API-Key`` or ``Authorization: Bearer``),
+checked before the body is read; off loopback a key is required.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
-import ipaddress
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
 import openai
 import uvicorn
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException
 from opentelemetry.context import Context
 
 from emery.core.models import Candidate, ChatMessage, Example
 from emery.core.rollouts import Attempt, Rollout, jsonable
 from emery.lm.base import Completion, LMError, TokenUsage, sampling_params
+from emery.server.guards import (
+    MAX_BODY_BYTES,
+    ApiKeyMiddleware,
+    BodyLimitMiddleware,
+    has_lone_surrogate,
+    refuse_open_binding,
+)
 from emery.systems.base import RunContext
 from emery.systems.function_agent import RESERVED, FunctionAgent
 from emery.systems.task_app_protocol import (
     API_KEY_ENV,
-    API_KEY_HEADER,
     RolloutMetrics,
     RolloutRequest,
     RolloutResponse,
@@ -126,25 +131,6 @@ def _heartbeat_client() -> httpx.Client:
         return _client
 
 
-def _given_key(request: Request) -> str | None:
-    key = request.headers.get(API_KEY_HEADER)
-    if key:
-        return key
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    return token if scheme.lower() == "bearer" and token else None
-
-
-def _auth(key: str | None) -> Callable[[Request], None]:
-    def check(request: Request) -> None:
-        if key is None:
-            return
-        given = _given_key(request)
-        if given is None or not hmac.compare_digest(given.encode(), key.encode()):
-            raise HTTPException(status_code=401, detail="invalid or missing API key")
-
-    return check
-
-
 async def run_request(
     system: FunctionAgent, request: RolloutRequest, *, heartbeat_interval_s: float = 1.0
 ) -> RolloutResponse:
@@ -212,15 +198,21 @@ def create_task_app(
     api_key: str | None = None,
     api_key_env: str = API_KEY_ENV,
     heartbeat_interval_s: float = 1.0,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """A FastAPI app serving ``agent`` (a function, ``@emery.agent``, ``module:attr`` or a
-    ``FunctionAgent``). The API key is ``api_key``, else ``$api_key_env``, else none."""
+    ``FunctionAgent``). The API key is ``api_key``, else ``$api_key_env``, else none; with
+    one, every route but ``/health`` (docs included) needs it, checked before the body is
+    read."""
     system = agent if isinstance(agent, FunctionAgent) else FunctionAgent(agent)
     key = api_key or os.environ.get(api_key_env) or None
     title = name or system.name
-    app = FastAPI(title=f"emery task app: {title}", dependencies=[Depends(_auth(key))])
+    app = FastAPI(title=f"emery task app: {title}")
     app.state.system = system
     app.state.auth = key is not None
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    if key is not None:  # added last: runs first, before the body is read
+        app.add_middleware(ApiKeyMiddleware, key=key)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -233,18 +225,11 @@ def create_task_app(
 
     @app.post("/rollout")
     async def rollout(request: RolloutRequest) -> RolloutResponse:
+        if has_lone_surrogate(request.model_dump(mode="json")):
+            raise HTTPException(400, "the request holds an invalid unicode escape (lone surrogate)")
         return await run_request(system, request, heartbeat_interval_s=heartbeat_interval_s)
 
     return app
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def serve(
@@ -256,8 +241,8 @@ def serve(
     api_key: str | None = None,
     api_key_env: str = API_KEY_ENV,
 ) -> None:
-    """Serve ``agent`` as a task app until interrupted (blocking)."""
+    """Serve ``agent`` as a task app until interrupted (blocking). Off loopback it needs
+    an API key (ConfigError otherwise)."""
     app = create_task_app(agent, name=name, api_key=api_key, api_key_env=api_key_env)
-    if not app.state.auth and not _loopback(host):
-        log.warning("task app on %s without an API key: anyone who can reach it can use it", host)
+    refuse_open_binding(host, api_key or os.environ.get(api_key_env) or None, f"set ${api_key_env}")
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,0 +1,145 @@
+"""What every emery HTTP server puts in front of its routes: an API key checked before the
+body is read, a body size limit, and a refusal to listen off loopback without a key."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from collections.abc import Callable, Collection
+from typing import Any
+
+from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from emery.core.errors import ConfigError
+
+API_KEY_HEADER = "X-API-Key"
+MAX_BODY_BYTES = 4 * 1024 * 1024
+OPEN_PATHS = frozenset({"/health"})
+
+ErrorRenderer = Callable[[int, str], Response]
+
+
+def plain_error(status: int, message: str) -> Response:
+    """FastAPI's error shape: ``{"detail": message}``."""
+    return JSONResponse({"detail": message}, status_code=status)
+
+
+def has_lone_surrogate(data: Any) -> bool:
+    """Whether JSON-like ``data`` holds a string that is not valid unicode (a lone UTF-16
+    surrogate from a ``\\ud800`` escape), which no model or UTF-8 encoder accepts."""
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def refuse_open_binding(host: str, key: str | None, how_to_set: str) -> None:
+    """ConfigError when a server would listen off loopback without an API key."""
+    if key is None and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to listen on {host} without an API key: {how_to_set}, or listen on 127.0.0.1"
+        )
+
+
+def given_key(connection: HTTPConnection) -> str | None:
+    """The key a request carries: ``X-API-Key``, else ``Authorization: Bearer``."""
+    key = connection.headers.get(API_KEY_HEADER)
+    if key:
+        return key
+    scheme, _, token = connection.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def key_matches(given: str | None, key: str) -> bool:
+    """A constant-time comparison of the given key with the expected one."""
+    return given is not None and hmac.compare_digest(given.encode(), key.encode())
+
+
+class ApiKeyMiddleware:
+    """Refuses (401) every HTTP request but ``open_paths`` without the key, before the
+    app reads its body."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        key: str,
+        open_paths: Collection[str] = OPEN_PATHS,
+        render: ErrorRenderer = plain_error,
+    ) -> None:
+        self.app, self.key, self.open_paths, self.render = app, key, open_paths, render
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["path"] not in self.open_paths
+            and not key_matches(given_key(HTTPConnection(scope)), self.key)
+        ):
+            response = self.render(401, "invalid or missing API key")
+            response.headers["WWW-Authenticate"] = "Bearer"
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class BodyLimitMiddleware:
+    """Answers 413 to a request body over ``max_bytes`` (by its Content-Length, or as it
+    streams in), so no route holds more than that in memory."""
+
+    def __init__(
+        self, app: ASGIApp, *, max_bytes: int = MAX_BODY_BYTES, render: ErrorRenderer = plain_error
+    ) -> None:
+        self.app, self.max_bytes, self.render = app, max_bytes, render
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = HTTPConnection(scope).headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(scope, receive, send)
+            return
+        seen = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                raise _TooLarge
+            return message
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, tracked)
+        except _TooLarge:
+            if started:
+                raise
+            await self._refuse(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        message = f"the request body is over {self.max_bytes} bytes"
+        await self.render(413, message)(scope, receive, send)
