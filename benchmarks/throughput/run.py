@@ -5,7 +5,9 @@ Usage: python benchmarks/throughput/run.py [--latency 0.1] [--concurrency 1,8,64
 
 A mock OpenAI-compatible endpoint (``mock_openai.py``, its own process) answers every call
 after a fixed latency, so a framework that adds no overhead scores ``concurrency / latency``
-rollouts per second. Each measurement runs in a fresh process over
+rollouts per second. Each measurement runs in a fresh process, under a deadline
+(``--side-timeout``, default 600 s: a side that overruns is killed and its cell says
+"stalled", the other sides' figures are kept), over
 ``max(30, concurrency * per_slot)`` examples (``per_slot`` rounds of calls, so start-up
 costs such as opening connections weigh little):
 
@@ -24,7 +26,6 @@ machine every side gets less CPU, a single-threaded event loop more so than a po
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import subprocess
@@ -35,6 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "quality"))
 
 from common import ensure_venv  # noqa: E402
+from sides import SideResult, run_side  # noqa: E402
 
 # (venv name, requirements, script); gepa's default adapter needs litellm (its "full" extra
 # asks for <1.92), which the quality benchmark's plain gepa venv does not have.
@@ -51,28 +53,12 @@ def free_port() -> int:
 
 
 def measure(
-    python: Path, script: Path, url: str, concurrency: int, rollouts: int
-) -> dict[str, float]:
-    completed = subprocess.run(
-        [
-            str(python),
-            str(script),
-            "--url",
-            url,
-            "--concurrency",
-            str(concurrency),
-            "--rollouts",
-            str(rollouts),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(f"{script.name} failed:\n{completed.stderr[-2000:]}")
-    result: dict[str, float] = json.loads(completed.stdout.strip().splitlines()[-1])
-    return result
+    python: Path, script: Path, url: str, concurrency: int, rollouts: int, deadline_s: float
+) -> SideResult:
+    """One side at one concurrency, killed (and recorded as stalled) at ``deadline_s``."""
+    command = [str(python), str(script), "--url", url]
+    command += ["--concurrency", str(concurrency), "--rollouts", str(rollouts)]
+    return run_side(command, deadline_s)
 
 
 def main() -> None:
@@ -81,6 +67,13 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,8,64,256")
     parser.add_argument("--per-slot", type=int, default=30)
     parser.add_argument("--peers", default="gepa,dspy")
+    parser.add_argument(
+        "--side-timeout",
+        type=float,
+        default=600.0,
+        help="seconds one side may take at one concurrency; past it the side is killed and"
+        " recorded as stalled",
+    )
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
     peers = [p for p in args.peers.split(",") if p]
@@ -107,20 +100,16 @@ def main() -> None:
         for concurrency in levels:
             limit = concurrency / args.latency
             rollouts = max(30, concurrency * args.per_slot)
+            scripts = {"emery": (Path(sys.executable), HERE / "emery_side.py")}
+            scripts |= {name: (pythons[name], PEERS[name][2]) for name in peers}
             sides = {
-                "emery": measure(
-                    Path(sys.executable), HERE / "emery_side.py", url, concurrency, rollouts
-                )
+                name: measure(python, script, url, concurrency, rollouts, args.side_timeout)
+                for name, (python, script) in scripts.items()
             }
-            for name in peers:
-                sides[name] = measure(pythons[name], PEERS[name][2], url, concurrency, rollouts)
             rows.append((concurrency, limit, sides))
             print(
                 f"concurrency {concurrency}: "
-                + ", ".join(
-                    f"{name} {side['rollouts'] / side['wall_s']:.0f}/s"
-                    for name, side in sides.items()
-                ),
+                + ", ".join(f"{name} {side.rate_cell(limit)}" for name, side in sides.items()),
                 file=sys.stderr,
                 flush=True,
             )
@@ -142,11 +131,9 @@ def main() -> None:
     print("| " + " | ".join(header) + " |")
     print("|" + " --- |" * len(header))
     for concurrency, limit, sides in rows:
-        rates = [sides[n]["rollouts"] / sides[n]["wall_s"] for n in names]
-        cpu = [1000 * sides[n]["cpu_s"] / sides[n]["rollouts"] for n in names]
         cells = [str(concurrency), f"{limit:.0f}"]
-        cells += [f"{rate:.0f} ({rate / limit:.2f})" for rate in rates]
-        cells += [f"{ms:.2f}" for ms in cpu]
+        cells += [sides[n].rate_cell(limit) for n in names]
+        cells += [sides[n].cpu_cell() for n in names]
         print("| " + " | ".join(cells) + " |")
 
 
