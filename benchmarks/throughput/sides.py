@@ -3,6 +3,7 @@ that stalls or fails becomes a result row, so the other sides' figures are kept.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -37,10 +38,8 @@ class SideResult:
 
 
 def _kill_group(process: subprocess.Popen[str]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.communicate()
 
 

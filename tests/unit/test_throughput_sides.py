@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "throughput"))
 
-from sides import SideResult, run_side  # noqa: E402
+from sides import SideResult, run_side
 
 FIGURES = 'print(\'{"rollouts": 30, "wall_s": 1.5, "cpu_s": 0.3}\')'
 
