@@ -24,6 +24,9 @@ class EvaluationService:
     ``known`` holds the results stored for this job's evaluation scope (same system
     version, task model and verifier); ``new_results`` collects what this service ran since
     the engine last drained it, so the engine can store them with the step's other writes.
+    ``prepaid`` holds finished results of an abandoned step (a pause): its repeat takes
+    them instead of running them again, and charges and reports them as new, exactly as
+    the first try did, so a resumed search spends its budget as an uninterrupted one.
     """
 
     def __init__(
@@ -38,6 +41,7 @@ class EvaluationService:
         self.evaluator = evaluator
         self.budget = budget
         self.known: dict[EvalKey, ExampleResult] = dict(known or {})
+        self.prepaid: dict[EvalKey, ExampleResult] = {}
         self.new_results: list[ExampleResult] = []
         self.emit = emit
         self.errors = ErrorWatch(errors) if errors is not None else None
@@ -61,19 +65,31 @@ class EvaluationService:
         unique_missing = list({e.id: e for e in missing}.values())
         if charge:
             self.budget.charge_metric_calls(len(unique_missing))
-        fresh: list[ExampleResult] = []
-        if unique_missing:
-            batch = await self.evaluator.evaluate(candidate, unique_missing, split)
-            fresh = batch.results
-            for result in fresh:
-                self.known[eval_key(candidate.id, result.example_id, split)] = result
-                self.new_results.append(result)
+        await self._run(candidate, unique_missing, split)
+        fresh = [self.known[eval_key(candidate.id, e.id, split)] for e in unique_missing]
         results = [self.known[eval_key(candidate.id, e.id, split)] for e in examples]
         outcome = EvalResult(candidate_id=candidate.id, split=split, results=results)
         self._report(candidate, outcome, len(unique_missing))
         if charge and self.errors is not None:
             self.errors.check(candidate, split, results, fresh)
         return outcome
+
+    async def _run(self, candidate: Candidate, examples: Sequence[Example], split: Split) -> None:
+        """Run ``examples`` (taking prepaid results instead of running again), keeping each
+        result as it finishes, so that a step cut short keeps its finished runs."""
+        to_run = []
+        for example in examples:
+            prepaid = self.prepaid.pop(eval_key(candidate.id, example.id, split), None)
+            if prepaid is None:
+                to_run.append(example)
+            else:
+                self._keep(prepaid)
+        if to_run:
+            await self.evaluator.evaluate(candidate, to_run, split, on_result=self._keep)
+
+    def _keep(self, result: ExampleResult) -> None:
+        self.known[eval_key(result.candidate_id, result.example_id, result.split)] = result
+        self.new_results.append(result)
 
     def _report(self, candidate: Candidate, outcome: EvalResult, new: int) -> None:
         """``candidate_evaluated`` with its failure counts; ``rollouts_failed`` when some
@@ -113,9 +129,12 @@ class EvaluationService:
             )
 
     def discard_pending(self) -> None:
-        """Forget the results run since the last drain (an abandoned step)."""
+        """Set aside the results run since the last drain (an abandoned step) as prepaid:
+        the step's repeat charges them again but does not run them again."""
         for result in self.new_results:
-            self.known.pop(eval_key(result.candidate_id, result.example_id, result.split), None)
+            key = eval_key(result.candidate_id, result.example_id, result.split)
+            self.known.pop(key, None)
+            self.prepaid[key] = result
         self.new_results = []
 
     def drain(self) -> list[ExampleResult]:

@@ -10,10 +10,11 @@ checkpoint) atomically. A step that changes the best candidate must report it wi
 A pause or cancel, asked here (``request``) or by another process through the store (see
 ``control``), or a search model that cannot answer (``lm.unavailable``: the job pauses with
 that reason), stops the search at once: the step in flight is abandoned and rolled back,
-the job keeps what its last checkpoint holds, and a resume repeats that step (the LM
-response cache makes the repeat cheap). When the search ends, ``finishing`` scores the
-seed and the best candidate on test, writes the result and report, and the job succeeds
-with the stop reason.
+the job keeps what its last checkpoint holds, and a resume repeats that step. The
+step's finished runs are stored at the stop and taken again, not run again, by the
+repeat (``prepaid``), so even without the LM response cache a pause pays no call twice.
+When the search ends, ``finishing`` scores the seed and the best candidate on test, writes
+the result and report, and the job succeeds with the stop reason.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from emery.algorithms.base import AlgorithmState, SearchContext
 from emery.algorithms.context import build_search_context
@@ -31,12 +33,11 @@ from emery.core.errors import EmeryError
 from emery.core.events import BestUpdated, CheckpointSaved, Event
 from emery.core.rollouts import RolloutConfig
 from emery.evaluation.budget import BudgetExhausted, BudgetUsage
-from emery.evaluation.results import ExampleResult
-from emery.evaluation.service import EvalKey, eval_key
 from emery.jobs.collector import quiet_collector
-from emery.jobs.control import ControlWatcher, StopRequest, fail_job, stop_job
+from emery.jobs.control import LOST, ControlWatcher, StopRequest, fail_job, stop_job
 from emery.jobs.finishing import finish_job
 from emery.jobs.ownership import JobBusy, check_runnable, claim_job, owner_id
+from emery.jobs.prepaid import PREPAID, metadata_after, prepaid_keys, split_stored, stop_write
 from emery.jobs.rows import EvaluationRows, evaluation_rows
 from emery.jobs.runtime import JobInputs, Runtime, build_runtime
 from emery.lm.unavailable import ModelUnavailable, guard_search_roles
@@ -84,6 +85,9 @@ class JobEngine:
         self._stop_request = StopRequest()
         self._best: Best | None = None
         self._recorder: StoreRecorder | None = None
+        self._metadata: dict[str, Any] = {}
+        self._ctx: SearchContext | None = None
+        self._runtime: Runtime | None = None
 
     def request(self, action: str, reason: str | None = None) -> None:
         """Pause (``"pause"``) or cancel (``"cancel"``) the run now; safe from any thread
@@ -101,6 +105,7 @@ class JobEngine:
         job = self.store.get_job(self.job_id)
         check_runnable(job)
         self._check_inputs(job)
+        self._metadata = dict(job.metadata)
         checkpoint = self.store.get_checkpoint(job.id)
         runtime = self._build_runtime(job, checkpoint)
         try:
@@ -219,11 +224,9 @@ class JobEngine:
         return self.store.get_job(self.job_id)
 
     def _context(self, runtime: Runtime, checkpoint: CheckpointRecord | None) -> SearchContext:
-        known: dict[EvalKey, ExampleResult] = {}
-        for record in self.store.load_evaluations(runtime.scope):
-            result = record.result
-            if runtime.hashes.get((result.split or "", result.example_id)) == record.example_hash:
-                known[eval_key(result.candidate_id, result.example_id, result.split)] = result
+        known, prepaid = split_stored(
+            self.store.load_evaluations(runtime.scope), runtime, prepaid_keys(self._metadata)
+        )
         config = runtime.config
         self._recorder = StoreRecorder(self.store, self.job_id, worker_id=self.owner)
         ctx = build_search_context(
@@ -242,8 +245,10 @@ class JobEngine:
             job_id=self.job_id,
             errors=config.runtime.error_policy(),
         )
+        ctx.evaluations.prepaid = prepaid
         for candidate in self.store.job_candidates(self.job_id):
             ctx.candidates[candidate.id] = candidate
+        self._ctx, self._runtime = ctx, runtime
         return ctx
 
     # --- storing steps ----------------------------------------------------------------
@@ -257,14 +262,38 @@ class JobEngine:
         ]
         rows = evaluation_rows(runtime, record.results, job_id=self.job_id, worker=self.owner)
         write = step_write(record, events, rows, job_id=self.job_id, owner=self.owner)
+        if PREPAID in self._metadata and self._ctx is not None:  # some were taken now
+            self._metadata = metadata_after(self._metadata, self._ctx.evaluations)
+            write.job_fields["metadata"] = self._metadata
         self._emit(self.store.commit_step(self.job_id, write))
 
     # --- the end ----------------------------------------------------------------------
 
     def _stop(self, action: str, reason: str | None) -> JobRecord:
+        if action != LOST:
+            self._store_prepaid()
         job, events = stop_job(self.store, self.job_id, self.owner, action, reason)
         self._emit(events)
         return job
+
+    def _store_prepaid(self) -> None:
+        """Store the finished runs of the step the stop cut short (see ``prepaid``)."""
+        if self._ctx is None or self._runtime is None:
+            return
+        write = stop_write(
+            self._runtime,
+            self._ctx.evaluations,
+            self._metadata,
+            job_id=self.job_id,
+            owner=self.owner,
+        )
+        if write is None:
+            return
+        try:
+            self._emit(self.store.commit_step(self.job_id, write))
+        except OwnershipLost:
+            return
+        self._metadata = write.job_fields["metadata"]
 
     def _fail(self, message: str) -> JobRecord:
         job, events = fail_job(self.store, self.job_id, self.owner, message)
