@@ -31,11 +31,12 @@ from common import (
     ModelSpec,
     RowReport,
     Server,
-    TaskSpec,
     comparison_parser,
     markdown_table,
+    real_markdown,
     run,
     run_emery,
+    task_from,
 )
 
 from emery.algorithms import StepRecord
@@ -52,7 +53,9 @@ DEFAULT_SETTINGS = {
 
 def arguments() -> argparse.Namespace:
     parser = comparison_parser(__doc__.splitlines()[0], port=8433)
-    parser.add_argument("--metric-calls", type=int, default=150)
+    parser.add_argument(
+        "--metric-calls", type=int, default=None, help="default 150 or the config's"
+    )
     parser.add_argument("--reflection-max-tokens", type=int, default=400)
     parser.add_argument("--n-threads", type=int, default=None, help="in-process model threads")
     parser.add_argument("--in-process", action="store_true", help="no endpoint: load the model")
@@ -118,7 +121,7 @@ def main() -> None:
         for path in args.others
         for row in json.loads(path.read_text())
     ]
-    task = TaskSpec(n_train=args.n_train, n_val=args.n_val, n_test=args.n_test)
+    task = task_from(args, metric_calls=150)
     workdir = Path(tempfile.mkdtemp(prefix="apo-bench-"))
     started = time.perf_counter()
     with model_spec(args, workdir) as model:
@@ -130,6 +133,7 @@ def main() -> None:
                 task,
                 model,
                 metric_calls=args.metric_calls,
+                wall_time_s=args.wall_time,
                 seed=args.seed,
                 concurrency=args.concurrency,
                 on_step=None if args.quiet else show,
@@ -138,19 +142,20 @@ def main() -> None:
     row = outcome.report
     edits = [e.data for r in outcome.records for e in r.events if e.kind == "apo.edit"]
     row.extra = {
+        **row.extra,
         "settings": json.loads(args.apo_settings),
         "edits": len(edits),
         "edits_accepted": sum(1 for e in edits if e["accepted"]),
         "rejections": sorted({str(e["reason"]).split(" (")[0] for e in edits if e["reason"]}),
     }
     print(
-        f"\nword_problems, {args.model} as task and reflection model"
+        f"\n{args.config or 'word_problems'}, {args.model} as task and reflection model"
         f" ({'in process' if args.in_process else 'behind one endpoint'});"
         f" train/val/test {args.n_train}/{args.n_val}/{args.n_test};"
         f" budget {args.metric_calls} metric calls;"
         f" total {(time.perf_counter() - started) / 60:.1f} min\n"
     )
-    print(markdown_table([*others, row]))
+    print(real_markdown([*others, row]) if args.config else markdown_table([*others, row]))
     print(
         f"\nAPO stopped: {row.stop_reason}; edits accepted {row.extra['edits_accepted']}"
         f" of {row.extra['edits']}"

@@ -11,30 +11,38 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
 from emery.algorithms import StepRecord, build_algorithm, run_search
 from emery.algorithms.context import build_search_context
-from emery.core.models import Candidate, Dataset, Demo, Lineage
+from emery.config.loading import load_config
+from emery.config.resolve import reference_candidates, resolve_dataset, resolve_system
+from emery.config.schema import JobConfig
+from emery.core.models import Candidate, Dataset, Demo, Lineage, Split
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import BudgetConfig
 from emery.evaluation.evaluator import Evaluator
+from emery.evaluation.stats import ScoreSummary
 from emery.lm import LMConfig, ResponseCache, UsageMeter, build_lm
 from emery.lm.base import LM
 from emery.systems.base import System
-from emery.systems.prompt_program import PromptProgram
+from emery.systems.prompt_program import PromptProgram, StageConfig
+from emery.systems.templates import placeholders, render
 from emery.verifiers.base import Verifier
-from emery.verifiers.config import build_verifier
+from emery.verifiers.config import VerifierConfig, build_verifier
 
 ROOT = Path(__file__).resolve().parents[2]
 VENVS = ROOT / ".bench-venvs"
+SPLITS: tuple[Split, ...] = ("train", "val", "test")
 
 
 @dataclass(frozen=True)
@@ -65,8 +73,66 @@ class TaskSpec:
             program = program.model_copy(update={"stages": stages})
         return PromptProgram(program)
 
+    def verifier_config(self) -> VerifierConfig:
+        return builtin_task(self.task).verifier
+
     def verifier(self) -> Verifier:
-        return build_verifier(builtin_task(self.task).verifier)
+        return build_verifier(self.verifier_config())
+
+    def references(self) -> dict[str, Candidate]:
+        return {}
+
+
+@dataclass(frozen=True)
+class ConfigTask:
+    """A job config's file dataset, seed program, verifier and ``[references.NAME]``, resolved
+    as ``emery train`` resolves them (the same rows); ``n_*`` given here override the config's."""
+
+    path: Path
+    n_train: int | None = None
+    n_val: int | None = None
+    n_test: int | None = None
+
+    @cached_property
+    def config(self) -> JobConfig:
+        config = load_config(self.path)
+        sizes = {"n_train": self.n_train, "n_val": self.n_val, "n_test": self.n_test}
+        given = {key: value for key, value in sizes.items() if value is not None}
+        return config.model_copy(update={"dataset": config.dataset.model_copy(update=given)})
+
+    @cached_property
+    def _dataset(self) -> Dataset:
+        return resolve_dataset(self.config, base_dir=self.path.resolve().parent)
+
+    def dataset(self) -> Dataset:
+        return self._dataset
+
+    def system(self) -> PromptProgram:
+        system = resolve_system(self.config)
+        if not isinstance(system, PromptProgram):
+            raise SystemExit(f"{self.path}: the peer scripts take prompt_program systems only")
+        return system
+
+    def verifier_config(self) -> VerifierConfig:
+        if self.config.verifier is not None:
+            return self.config.verifier
+        return VerifierConfig.model_validate(self.dataset().verifier or {})
+
+    def verifier(self) -> Verifier:
+        return build_verifier(self.verifier_config())
+
+    def references(self) -> dict[str, Candidate]:
+        return reference_candidates(self.config, self.system(), self.dataset())
+
+
+class Task(Protocol):
+    """What a row needs of its task: a built-in ``TaskSpec`` or a real ``ConfigTask``."""
+
+    def dataset(self) -> Dataset: ...
+    def system(self) -> PromptProgram: ...
+    def verifier_config(self) -> VerifierConfig: ...
+    def verifier(self) -> Verifier: ...
+    def references(self) -> dict[str, Candidate]: ...
 
 
 @dataclass(frozen=True)
@@ -132,40 +198,37 @@ class EmeryRun:
     candidates: dict[str, Candidate] = field(default_factory=dict)
 
 
-async def score(
+async def score_summary(
     system: System,
     verifier: Verifier,
     lm: LM,
-    components: dict[str, str],
+    candidate: Candidate,
     dataset: Dataset,
     split: str,
     concurrency: int,
-    demos: dict[str, tuple[Demo, ...]] | None = None,
-) -> float:
-    """Mean score of a component assignment (and its few-shot demos, for programs that
-    have them, e.g. MIPRO's) on one split (uncharged, reporting only)."""
-    candidate = Candidate(
-        components=components, demos=demos or {}, lineage=Lineage(operation="manual")
-    )
+) -> ScoreSummary:
+    """A candidate's mean score on one split, with n and its 95% interval (uncharged)."""
     evaluator = Evaluator(system, verifier, lm, concurrency=concurrency)
     examples = dataset.split(split)  # type: ignore[arg-type]
     result = await evaluator.evaluate(candidate, examples, split)  # type: ignore[arg-type]
-    return result.mean
+    return result.summary()
 
 
 async def run_emery(
     name: str,
     algorithm: str,
     settings: dict[str, Any],
-    task: TaskSpec,
+    task: Task,
     model: ModelSpec,
     *,
     metric_calls: int,
+    wall_time_s: float | None = None,
     seed: int = 0,
     concurrency: int = 4,
     on_step: Any = None,
 ) -> EmeryRun:
-    """Run one emery algorithm to its end, then score the seed and the best on test."""
+    """Run one emery algorithm to its end, then score the seed, the references (if any) and
+    the best on test."""
     dataset, system, verifier = task.dataset(), task.system(), task.verifier()
     meter = UsageMeter()
     lms = model.lms(meter, ("task", "reflection", "proposer"))
@@ -174,7 +237,7 @@ async def run_emery(
         dataset=dataset,
         verifier=verifier,
         lms=lms,
-        budget=BudgetConfig(metric_calls=metric_calls),
+        budget=BudgetConfig(metric_calls=metric_calls, wall_time_s=wall_time_s),
         meter=meter,
         seed=seed,
         concurrency=concurrency,
@@ -196,42 +259,37 @@ async def run_emery(
         for role, u in meter.by_role().items()
     }
     state = outcome.state
-    seed_candidate = ctx.candidates[state.seed_candidate_id]
     best = ctx.candidates[state.best_candidate_id]
-    test_lm = model.lms(UsageMeter(), ("task",))["task"]
     report = RowReport(
         name=name,
         baseline_val=state.baseline_val_score,
         best_val=state.best_val_score,
-        baseline_test=await score(
-            system,
-            verifier,
-            test_lm,
-            seed_candidate.components,
-            dataset,
-            "test",
-            concurrency,
-            seed_candidate.demos,
-        ),
-        best_test=await score(
-            system, verifier, test_lm, best.components, dataset, "test", concurrency, best.demos
-        ),
         metric_calls=ctx.budget.usage.metric_calls,
         lm=usage,
         wall_time_s=wall,
         stop_reason=outcome.reason,
         best_components=dict(best.components),
     )
+    report = with_tests(report, await test_scores(task, model, best, concurrency))
     return EmeryRun(report=report, records=records, candidates=dict(ctx.candidates))
 
 
 def comparison_parser(description: str, *, port: int) -> argparse.ArgumentParser:
     """The arguments every side-by-side script shares: task, splits, model, endpoint, output."""
     parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="a real job config (real/clinc.toml): its rows, seed, verifier, budget, references",
+    )
     parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
-    parser.add_argument("--n-train", type=int, default=20)
-    parser.add_argument("--n-val", type=int, default=15)
-    parser.add_argument("--n-test", type=int, default=50)
+    parser.add_argument("--n-train", type=int, default=None, help="default 20 (or the config's)")
+    parser.add_argument("--n-val", type=int, default=None, help="default 15 (or the config's)")
+    parser.add_argument("--n-test", type=int, default=None, help="default 50 (or the config's)")
+    parser.add_argument(
+        "--wall-time", type=float, default=None, help="search cap, s (default: the config's)"
+    )
     parser.add_argument("--task-max-tokens", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--port", type=int, default=port)
@@ -273,6 +331,144 @@ def peer_examples(dataset: Dataset, split: str) -> list[dict[str, Any]]:
         {"id": e.id, "input": e.input, "expected": e.expected}
         for e in dataset.split(split)  # type: ignore[arg-type]
     ]
+
+
+def task_from(args: argparse.Namespace, metric_calls: int | None = None) -> Task:
+    """``--config``'s real task, else the built-in word problems. Afterwards ``args.n_*``
+    hold the sizes used, and an unset ``args.metric_calls``/``wall_time`` the config's
+    budget (else ``metric_calls``)."""
+    task: Task
+    if args.config is not None:
+        task = ConfigTask(args.config, args.n_train, args.n_val, args.n_test)
+        budget = task.config.job.budget
+        metric_calls = budget.metric_calls or metric_calls
+        if args.wall_time is None:
+            args.wall_time = budget.wall_time_s
+    else:
+        given = zip((args.n_train, args.n_val, args.n_test), (20, 15, 50), strict=True)
+        n_train, n_val, n_test = (default if n is None else n for n, default in given)
+        task = TaskSpec(n_train=n_train, n_val=n_val, n_test=n_test)
+    if getattr(args, "metric_calls", 0) is None:
+        args.metric_calls = metric_calls
+    dataset = task.dataset()
+    args.n_train, args.n_val, args.n_test = (len(dataset.split(s)) for s in SPLITS)
+    return task
+
+
+def input_field(stage: StageConfig) -> str:
+    """The input a peer sends as the user turn: the stage's one message must be ``{field}``."""
+    messages = stage.messages
+    fields = placeholders(messages[0].template) if len(messages) == 1 else set()
+    if len(fields) != 1 or messages[0].role != "user":
+        raise SystemExit(f"stage {stage.name!r}: a peer needs one user turn that is one field")
+    name = fields.pop()
+    if messages[0].template.strip() != f"{{{name}}}":
+        raise SystemExit(f"stage {stage.name!r}: a peer needs a user turn that is just {{{name}}}")
+    return name
+
+
+def peer_spec(task: Task, model: ModelSpec, workdir: Path) -> dict[str, Any]:
+    """What every peer script reads about the task: the seed program's one stage as plain
+    data (its instruction with the placeholders filled, as emery renders it: a peer's prompt
+    is one text), its parser, the verifier, the train/val/test rows and the endpoint."""
+    dataset, stages = task.dataset(), task.system().config.stages
+    if len(stages) != 1:
+        raise SystemExit("the peer scripts take one-stage programs only")
+    stage = stages[0]
+    seeds = {render(stage.instruction, e.input) for split in SPLITS for e in dataset.split(split)}
+    if len(seeds) != 1:
+        raise SystemExit(f"stage {stage.name!r}: the seed renders differently per example")
+    return {
+        "workdir": str(workdir),
+        "base_url": model.base_url,
+        "model": model.model,
+        "component": stage.name,
+        "seed_instruction": seeds.pop(),
+        "input_field": input_field(stage),
+        "parser": stage.parser.model_dump(),
+        "verifier": task.verifier_config().model_dump(),
+        "task_max_tokens": stage.max_tokens or model.task_max_tokens,
+        **{split: peer_examples(dataset, split) for split in SPLITS},
+    }
+
+
+def transplant(
+    task: Task, components: dict[str, str], demos: dict[str, tuple[Demo, ...]] | None = None
+) -> Candidate:
+    """A peer's winner as an emery candidate: the seed with the peer's texts (``{name}`` in
+    them escaped, so they render as written) and demos."""
+    literal = {name: re.sub(r"\{([A-Za-z_]\w*)\}", r"{{\1}}", t) for name, t in components.items()}
+    seed = task.system().seed_candidate()
+    return Candidate(
+        components={**seed.components, **literal},
+        demos=demos or {},
+        lineage=Lineage(operation="manual", details={"source": "peer"}),
+    )
+
+
+async def test_scores(
+    task: Task, model: ModelSpec, best: Candidate, concurrency: int
+) -> dict[str, ScoreSummary]:
+    """The seed, each ``[references.NAME]`` and ``best`` on test, by emery's evaluator."""
+    system, verifier, dataset = task.system(), task.verifier(), task.dataset()
+    lm = model.lms(UsageMeter(), ("task",))["task"]
+    candidates = {"seed": system.seed_candidate(), **task.references(), "best": best}
+    return {
+        name: await score_summary(system, verifier, lm, candidate, dataset, "test", concurrency)
+        for name, candidate in candidates.items()
+    }
+
+
+def with_tests(row: RowReport, tests: dict[str, ScoreSummary]) -> RowReport:
+    """``row`` with its test scores: seed and best means, every summary in ``extra``."""
+    extra = {**row.extra, "test": {name: s.model_dump() for name, s in tests.items()}}
+    return row.model_copy(
+        update={
+            "baseline_test": tests["seed"].mean,
+            "best_test": tests["best"].mean,
+            "extra": extra,
+        }
+    )
+
+
+def real_markdown(rows: list[RowReport]) -> str:
+    """Rows in ``real_data.py``'s table: test with n and intervals (seed, references, best),
+    the lifts, val, metric calls, LM calls by role and wall time."""
+    from real_data import HEADER, row_markdown
+
+    lines = [HEADER]
+    for row in rows:
+        tests = row.extra.get("test", {})
+        result = {
+            "baseline_test": tests.get("seed"),
+            "best_test": tests.get("best"),
+            "references_test": {k: v for k, v in tests.items() if k not in ("seed", "best")},
+            "baseline_val": row.baseline_val,
+            "best_val": row.best_val,
+            "budget": {"metric_calls": row.metric_calls},
+            "usage": {role: stats.model_dump() for role, stats in row.lm.items()},
+            "wall_s": row.wall_time_s,
+        }
+        lines.append(row_markdown(row.name, result))
+    return "\n".join(lines)
+
+
+def print_report(
+    args: argparse.Namespace, rows: list[RowReport], setup: str, workdir: Path
+) -> None:
+    """A side-by-side script's output: the setup line, the table (``real_data.py``'s for a
+    ``--config`` task), each row's stop reason and winning texts; the rows to ``--output``."""
+    task = args.config or "word_problems"
+    sizes = f"train/val/test {args.n_train}/{args.n_val}/{args.n_test}"
+    print(f"\n{task}, {args.model} {setup}; {sizes}\n")
+    print(real_markdown(rows) if args.config else markdown_table(rows))
+    for row in rows:
+        print(f"\n{row.name}: stopped: {row.stop_reason}; demos: {row.extra.get('demos', 0)}")
+        for name, text in row.best_components.items():
+            print(f"{row.name} — winning {name}:\n{text}")
+    if args.output is not None:
+        args.output.write_text(json.dumps([row.model_dump() for row in rows], indent=2))
+    print(f"\n(work files in {workdir}; the repository is {ROOT})")
 
 
 def _pct(value: float | None) -> str:

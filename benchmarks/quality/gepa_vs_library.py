@@ -9,6 +9,12 @@ tokens by role, wall time.
 
     .venv/bin/python benchmarks/quality/gepa_vs_library.py                 # qwen, ~1-2 h
     .venv/bin/python benchmarks/quality/gepa_vs_library.py --smoke         # smollm, minutes
+    .venv/bin/python benchmarks/quality/gepa_vs_library.py \\
+        --config benchmarks/quality/real/clinc.toml --skip-emery            # real data
+
+With ``--config`` the task is a real job config's (``common.ConfigTask``): its rows, seed
+(placeholders filled), parser, verifier, budget (metric calls and wall-time cap) and
+``[references.NAME]``, scored on test beside the seed and the winner.
 
 Both sides use GEPA's paper defaults (Pareto selection, minibatches of 3, merge on);
 emery's reflection style is set with ``--emery-settings`` (default: compact, emery's
@@ -25,31 +31,32 @@ import time
 from pathlib import Path
 
 from common import (
-    ROOT,
     ModelSpec,
     RoleStats,
     RowReport,
     Server,
-    TaskSpec,
+    Task,
     comparison_parser,
     ensure_venv,
-    markdown_table,
-    peer_examples,
+    peer_spec,
+    print_report,
     run,
     run_emery,
     run_peer,
-    score,
+    task_from,
+    test_scores,
+    transplant,
+    with_tests,
 )
-
-from emery.data.tasks.word_problems import ANSWER_PATTERN
-from emery.lm import UsageMeter
 
 PEER = Path(__file__).resolve().parent / "peers" / "gepa_library.py"
 
 
 def arguments() -> argparse.Namespace:
     parser = comparison_parser(__doc__.splitlines()[0], port=8431)
-    parser.add_argument("--metric-calls", type=int, default=150)
+    parser.add_argument(
+        "--metric-calls", type=int, default=None, help="default 150, or the config's budget"
+    )
     parser.add_argument("--reflection-max-tokens", type=int, default=400)
     parser.add_argument(
         "--emery-settings",
@@ -57,6 +64,7 @@ def arguments() -> argparse.Namespace:
         help="[algorithm.gepa] for the emery row, as JSON",
     )
     parser.add_argument("--skip-peer", action="store_true", help="only the emery row")
+    parser.add_argument("--skip-emery", action="store_true", help="only the library's row")
     args = parser.parse_args()
     if args.smoke:
         args.model = "local/smollm2-135m"
@@ -65,57 +73,38 @@ def arguments() -> argparse.Namespace:
     return args
 
 
-def peer_row(
-    args: argparse.Namespace, task: TaskSpec, model: ModelSpec, workdir: Path
-) -> RowReport:
+def peer_row(args: argparse.Namespace, task: Task, model: ModelSpec, workdir: Path) -> RowReport:
     """The library's run, its winner scored on test by emery's evaluator."""
     python = ensure_venv("gepa", ["gepa==0.1.4"])
-    dataset = task.dataset()
-    system = task.system()
-    stage = system.config.stages[0]
     spec = {
-        "workdir": str(workdir),
-        "base_url": model.base_url,
-        "model": model.model,
-        "component": stage.name,
-        "seed_instruction": stage.instruction,
-        "input_field": "question",
-        "pattern": ANSWER_PATTERN,
-        "train": peer_examples(dataset, "train"),
-        "val": peer_examples(dataset, "val"),
+        **peer_spec(task, model, workdir),
         "metric_calls": args.metric_calls,
+        "wall_time_s": args.wall_time,
         "minibatch_size": 3,
         "use_merge": True,
         "seed": args.seed,
-        "task_max_tokens": args.task_max_tokens,
         "reflection_max_tokens": args.reflection_max_tokens,
     }
     found = run_peer(python, PEER, spec, timeout_s=6 * 3600)
-    test_lm = model.lms(UsageMeter(), ("task",))["task"]
-    verifier = task.verifier()
-
-    async def scored(components: dict[str, str]) -> float:
-        return await score(system, verifier, test_lm, components, dataset, "test", args.concurrency)
-
-    return RowReport(
+    best = transplant(task, found["best_components"])
+    row = RowReport(
         name="gepa 0.1.4 (library)",
         baseline_val=found["baseline_val"],
         best_val=found["best_val"],
-        baseline_test=run(scored(system.seed_candidate().components)),
-        best_test=run(scored(found["best_components"])),
         metric_calls=found["metric_calls"] or 0,
         lm={role: RoleStats(**stats) for role, stats in found["lm"].items()},
         wall_time_s=found["wall_time_s"],
-        stop_reason="max_metric_calls",
+        stop_reason=found["stop_reason"],
         best_components=found["best_components"],
         extra={"candidates": found["candidates"]},
     )
+    return with_tests(row, run(test_scores(task, model, best, args.concurrency)))
 
 
 def main() -> None:
     args = arguments()
     logging.basicConfig(level=logging.ERROR)
-    task = TaskSpec(n_train=args.n_train, n_val=args.n_val, n_test=args.n_test)
+    task = task_from(args, metric_calls=150)
     workdir = Path(tempfile.mkdtemp(prefix="gepa-bench-"))
     rows: list[RowReport] = []
     started = time.perf_counter()
@@ -126,34 +115,30 @@ def main() -> None:
             task_max_tokens=args.task_max_tokens,
             reflection_max_tokens=args.reflection_max_tokens,
         )
-        emery_run = run(
-            run_emery(
-                "emery gepa",
-                "gepa",
-                json.loads(args.emery_settings),
-                task,
-                model,
-                metric_calls=args.metric_calls,
-                seed=args.seed,
-                concurrency=args.concurrency,
+        if not args.skip_emery:
+            emery_run = run(
+                run_emery(
+                    "emery gepa",
+                    "gepa",
+                    json.loads(args.emery_settings),
+                    task,
+                    model,
+                    metric_calls=args.metric_calls,
+                    wall_time_s=args.wall_time,
+                    seed=args.seed,
+                    concurrency=args.concurrency,
+                )
             )
-        )
-        rows.append(emery_run.report)
+            rows.append(emery_run.report)
         if not args.skip_peer:
             rows.append(peer_row(args, task, model, workdir))
-    print(
-        f"\nword_problems, {args.model} as task and reflection model behind one endpoint;"
-        f" train/val/test {args.n_train}/{args.n_val}/{args.n_test};"
-        f" budget {args.metric_calls} metric calls;"
-        f" total {(time.perf_counter() - started) / 60:.1f} min\n"
+    print_report(
+        args,
+        rows,
+        f"as task and reflection model behind one endpoint; budget {args.metric_calls} metric"
+        f" calls, {args.wall_time or '—'} s; total {(time.perf_counter() - started) / 60:.1f} min",
+        workdir,
     )
-    print(markdown_table(rows))
-    for row in rows:
-        for name, text in row.best_components.items():
-            print(f"\n{row.name} — winning {name}:\n{text}")
-    if args.output is not None:
-        args.output.write_text(json.dumps([row.model_dump() for row in rows], indent=2))
-    print(f"\n(work files in {workdir}; the repository is {ROOT})")
 
 
 if __name__ == "__main__":

@@ -11,17 +11,24 @@ Budget: DSPy's MIPROv2 takes no metric-call limit, so emery gets DSPy's own plan
 (minibatches + full evaluations) plus one bootstrapping pass over train as its limit, and
 both sides' actual metric calls are counted. emery's row is scored on test by emery's
 evaluator (instructions and demos); DSPy's winner runs through DSPy's adapters, so its
-test score is measured by DSPy with the same numeric metric; its instruction and demos are
-also scored in emery's prompt format (the "transplanted" line).
+test score is measured by DSPy with the same metric (the job's verifier on its answer
+field); its instruction and demos are also scored in emery's prompt format (the
+"transplanted" row).
 
     .venv/bin/python benchmarks/quality/mipro_vs_dspy.py                 # qwen, ~2-3 h
     .venv/bin/python benchmarks/quality/mipro_vs_dspy.py --smoke         # smollm, minutes
+    .venv/bin/python benchmarks/quality/mipro_vs_dspy.py \\
+        --config benchmarks/quality/real/clinc.toml --skip-emery --dspy-module predict
+
+With ``--config`` the task is a real job config's (``common.ConfigTask``): its rows, seed
+(placeholders filled), verifier and ``[references.NAME]`` (scored with the transplanted
+winner). MIPROv2 has no metric-call or time limit: its plan is set with the flags, and
+its metric calls and wall time are counted.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import tempfile
 import time
@@ -29,24 +36,27 @@ from pathlib import Path
 from typing import Any
 
 from common import (
-    ROOT,
     ModelSpec,
     RoleStats,
     RowReport,
     Server,
-    TaskSpec,
+    Task,
     comparison_parser,
     ensure_venv,
-    markdown_table,
-    peer_examples,
+    peer_spec,
+    print_report,
     run,
     run_emery,
     run_peer,
-    score,
+    task_from,
+    test_scores,
+    transplant,
+    with_tests,
 )
 
 from emery.core.models import Demo
-from emery.lm import UsageMeter
+from emery.evaluation.stats import summarize
+from emery.systems.formats import labeled_replies
 
 PEER = Path(__file__).resolve().parent / "peers" / "dspy_mipro.py"
 
@@ -60,7 +70,14 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--max-demos", type=int, default=3)
     parser.add_argument("--proposer-max-tokens", type=int, default=300)
     parser.add_argument("--dspy-module", choices=["cot", "predict"], default="cot")
+    parser.add_argument(
+        "--dspy-max-tokens",
+        type=int,
+        default=None,
+        help="DSPy's task reply cap (its field markers cost tokens); default: the stage's",
+    )
     parser.add_argument("--skip-peer", action="store_true", help="only the emery row")
+    parser.add_argument("--skip-emery", action="store_true", help="only DSPy's rows")
     args = parser.parse_args()
     if args.smoke:
         args.model = "local/smollm2-135m"
@@ -74,7 +91,7 @@ def arguments() -> argparse.Namespace:
 def matched_budget(args: argparse.Namespace) -> int:
     """DSPy's planned search calls plus one bootstrapping pass over train."""
     full_evals = args.num_trials // args.full_eval_every + 1
-    return args.minibatch_size * args.num_trials + args.n_val * full_evals + args.n_train
+    return int(args.minibatch_size * args.num_trials + args.n_val * full_evals + args.n_train)
 
 
 def emery_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -90,78 +107,65 @@ def emery_settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def transplanted(found: dict[str, Any]) -> tuple[Demo, ...]:
-    """DSPy's demos as emery demos: reasoning (if any) then the line the parser reads."""
+def transplanted(task: Task, found: dict[str, Any], field: str) -> tuple[Demo, ...]:
+    """DSPy's demos as emery demos: reasoning (if any), then the answer as the stage's
+    parser reads it (a labeled demo's reply form)."""
+    stage = task.system().config.stages[0]
     demos = []
     for demo in found["demos"]:
-        if "question" not in demo or "answer" not in demo:
+        if field not in demo or "answer" not in demo:
             continue
-        reasoning = demo.get("reasoning", "").strip()
-        output = f"{reasoning}\nAnswer: {demo['answer']}".strip()
-        demos.append(Demo(inputs={"question": demo["question"]}, output=output))
+        reply = labeled_replies(stage, demo["answer"])
+        output = f"{demo.get('reasoning', '').strip()}\n{reply[0] if reply else ''}".strip()
+        demos.append(Demo(inputs={field: demo[field]}, output=output))
     return tuple(demos)
 
 
-def peer_row(
-    args: argparse.Namespace, task: TaskSpec, model: ModelSpec, workdir: Path
-) -> RowReport:
+def peer_rows(
+    args: argparse.Namespace, task: Task, model: ModelSpec, workdir: Path
+) -> list[RowReport]:
+    """DSPy's row scored by DSPy, and its winner transplanted into emery's prompt format and
+    scored by emery's evaluator (with the seed and references, on the same endpoint)."""
     python = ensure_venv("dspy", ["dspy==3.4.1", "optuna==5.0.0"])
-    dataset = task.dataset()
-    system = task.system()
-    stage = system.config.stages[0]
-    spec = {
-        "workdir": str(workdir),
-        "base_url": model.base_url,
-        "seed_instruction": stage.instruction,
-        "input_field": "question",
-        "train": peer_examples(dataset, "train"),
-        "val": peer_examples(dataset, "val"),
-        "test": peer_examples(dataset, "test"),
-        "num_candidates": args.num_candidates,
-        "num_trials": args.num_trials,
-        "minibatch_size": args.minibatch_size,
-        "full_eval_every": args.full_eval_every,
-        "max_demos": args.max_demos,
-        "module": args.dspy_module,
-        "threads": args.concurrency,
-        "seed": args.seed,
-        "task_max_tokens": args.task_max_tokens,
-        "proposer_max_tokens": args.proposer_max_tokens,
-    }
-    found = run_peer(python, PEER, spec, timeout_s=8 * 3600)
-    test_lm = model.lms(UsageMeter(), ("task",))["task"]
-    demos = transplanted(found)
-    emery_format = run(
-        score(
-            system,
-            task.verifier(),
-            test_lm,
-            {stage.name: found["instruction"]},
-            dataset,
-            "test",
-            args.concurrency,
-            {stage.name: demos},
-        )
+    spec = peer_spec(task, model, workdir)
+    spec.update(
+        num_candidates=args.num_candidates,
+        num_trials=args.num_trials,
+        minibatch_size=args.minibatch_size,
+        full_eval_every=args.full_eval_every,
+        max_demos=args.max_demos,
+        module=args.dspy_module,
+        threads=args.concurrency,
+        seed=args.seed,
+        task_max_tokens=args.dspy_max_tokens or spec["task_max_tokens"],
+        proposer_max_tokens=args.proposer_max_tokens,
     )
-    return RowReport(
-        name=f"dspy 3.4.1 MIPROv2 ({args.dspy_module})",
+    found = run_peer(python, PEER, spec, timeout_s=8 * 3600)
+    component, field = spec["component"], spec["input_field"]
+    demos = transplanted(task, found, field)
+    best = transplant(task, {component: found["instruction"]}, {component: demos})
+    name = f"dspy 3.4.1 MIPROv2 ({args.dspy_module})"
+    row = RowReport(
+        name=f"{name}, scored by DSPy",
         baseline_val=found["baseline_val"],
         best_val=found["best_val"],
-        baseline_test=found["seed_test_dspy"],
-        best_test=found["best_test_dspy"],
         metric_calls=found["metric_calls"],
         lm={role: RoleStats(**stats) for role, stats in found["lm"].items()},
         wall_time_s=found["wall_time_s"],
         stop_reason=found["error"] or "num_trials",
-        best_components={stage.name: found["instruction"]},
-        extra={"demos": len(found["demos"]), "test_in_emery_format": emery_format},
+        best_components={component: found["instruction"]},
+        extra={"demos": len(found["demos"])},
     )
+    dspy_tests = {k: summarize(found[f"{k}_test_dspy"]) for k in ("seed", "best")}
+    emery_tests = run(test_scores(task, model, best, args.concurrency))
+    emery_row = row.model_copy(update={"name": f"{name}, transplanted, scored by emery"})
+    return [with_tests(row, dspy_tests), with_tests(emery_row, emery_tests)]
 
 
 def main() -> None:
     args = arguments()
     logging.basicConfig(level=logging.ERROR)
-    task = TaskSpec(n_train=args.n_train, n_val=args.n_val, n_test=args.n_test)
+    task = task_from(args)
     workdir = Path(tempfile.mkdtemp(prefix="mipro-bench-"))
     budget = matched_budget(args)
     rows: list[RowReport] = []
@@ -173,39 +177,34 @@ def main() -> None:
             task_max_tokens=args.task_max_tokens,
             reflection_max_tokens=args.proposer_max_tokens,
         )
-        emery_run = run(
-            run_emery(
-                "emery mipro",
-                "mipro",
-                emery_settings(args),
-                task,
-                model,
-                metric_calls=budget,
-                seed=args.seed,
-                concurrency=args.concurrency,
+        if not args.skip_emery:
+            emery_run = run(
+                run_emery(
+                    "emery mipro",
+                    "mipro",
+                    emery_settings(args),
+                    task,
+                    model,
+                    metric_calls=budget,
+                    wall_time_s=args.wall_time,
+                    seed=args.seed,
+                    concurrency=args.concurrency,
+                )
             )
-        )
-        best_id = emery_run.records[-1].state.best_candidate_id
-        emery_run.report.extra["demos"] = len(emery_run.candidates[best_id].demos.get("solve", ()))
-        rows.append(emery_run.report)
+            best = emery_run.candidates[emery_run.records[-1].state.best_candidate_id]
+            emery_run.report.extra["demos"] = sum(len(d) for d in best.demos.values())
+            rows.append(emery_run.report)
         if not args.skip_peer:
-            rows.append(peer_row(args, task, model, workdir))
-    print(
-        f"\nword_problems, {args.model} as task and proposer model behind one endpoint;"
-        f" train/val/test {args.n_train}/{args.n_val}/{args.n_test};"
-        f" {args.num_candidates} candidates, {args.num_trials} trials, minibatch"
-        f" {args.minibatch_size}, full val every {args.full_eval_every};"
-        f" emery budget {budget} metric calls;"
-        f" total {(time.perf_counter() - started) / 60:.1f} min\n"
+            rows.extend(peer_rows(args, task, model, workdir))
+    print_report(
+        args,
+        rows,
+        f"as task and proposer model behind one endpoint; {args.num_candidates} candidates,"
+        f" {args.num_trials} trials, minibatch {args.minibatch_size}, full val every"
+        f" {args.full_eval_every}; emery budget {budget} metric calls;"
+        f" total {(time.perf_counter() - started) / 60:.1f} min",
+        workdir,
     )
-    print(markdown_table(rows))
-    for row in rows:
-        print(f"\n{row.name}: stopped: {row.stop_reason}; demos in the winner: {row.extra}")
-        for name, text in row.best_components.items():
-            print(f"{row.name} — winning {name}:\n{text}")
-    if args.output is not None:
-        args.output.write_text(json.dumps([row.model_dump() for row in rows], indent=2))
-    print(f"\n(work files in {workdir}; the repository is {ROOT})")
 
 
 if __name__ == "__main__":

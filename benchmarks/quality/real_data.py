@@ -33,6 +33,10 @@ def _pct(summary: dict[str, Any] | None) -> str:
     return f"{summary['mean']:.1%} ({summary['low']:.1%}–{summary['high']:.1%}, n={summary['n']})"
 
 
+def _fraction(value: Any) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
+
 def _toml_value(value: Any) -> str:
     return json.dumps(value)
 
@@ -95,7 +99,8 @@ def row_markdown(name: str, result: dict[str, Any]) -> str:
 
     return (
         f"| {name} | {_pct(seed)} | {_pct(expert)} | {_pct(best)} | {lift(seed)} | "
-        f"{lift(expert)} | {result.get('baseline_val')} → {result.get('best_val')} | "
+        f"{lift(expert)} | {_fraction(result.get('baseline_val'))} → "
+        f"{_fraction(result.get('best_val'))} | "
         f"{(result.get('budget') or {}).get('metric_calls')} | {calls} | "
         f"{result['wall_s'] / 60:.1f} min |"
     )

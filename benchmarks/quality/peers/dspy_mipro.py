@@ -2,24 +2,24 @@
 
 Usage (the harness does this): ``.bench-venvs/dspy/bin/python dspy_mipro.py SPEC OUT``.
 SPEC is JSON written by ``benchmarks/quality/mipro_vs_dspy.py``: the endpoint and model,
-the seed instruction, train/val/test rows and MIPROv2's settings. Task and proposer model
-are the same endpoint, told apart by model name (the server serves one model whatever
-the name) so that calls and tokens are counted per role. The metric compares the last
-number of the ``answer`` field with the expected number, like emery's numeric verifier.
+the seed instruction (placeholders filled), train/val/test rows, the job's verifier and
+MIPROv2's settings. Task and proposer model are the same endpoint, told apart by model
+name (the server serves one model whatever the name) so that calls and tokens are counted
+per role. The program is ``<input field> -> answer``; the metric is the job's verifier on
+the ``answer`` field (``scoring.py``: numeric, normalized or exact, as emery scores).
 
 A DSPy program runs through DSPy's adapters, not emery's prompt format, so the winner is
-scored on test here, by DSPy, with that metric (a reply DSPy cannot parse scores 0, as in
-``dspy.Evaluate``). OUT also gets the winning instruction and demos so the driver can
+scored on test here, by DSPy, with that metric (per row; a reply DSPy cannot parse scores
+0, as in ``dspy.Evaluate``). OUT also gets the winning instruction and demos so the driver can
 score them in emery's format too. A failure inside ``compile`` (a weak proposer can
 break DSPy's output parsing) is reported, and the seed program is scored instead.
 
-Only the standard library and dspy are imported: this venv has nothing else.
+Only the standard library and dspy are imported (and ``scoring.py`` beside this file).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 import threading
 import time
@@ -27,8 +27,7 @@ from typing import Any
 
 import dspy
 from dspy.clients.base_lm import GLOBAL_HISTORY
-
-NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+from scoring import verify
 
 
 def fraction(percent: float | None) -> float | None:
@@ -36,37 +35,33 @@ def fraction(percent: float | None) -> float | None:
     return None if percent is None else percent / 100
 
 
-def score(example: Any, prediction: Any) -> float:
-    found = NUMBER.findall(str(getattr(prediction, "answer", "") or ""))
-    if not found:
-        return 0.0
-    try:
-        return float(abs(float(found[-1].replace(",", "")) - float(example.answer)) < 1e-6)
-    except ValueError:
-        return 0.0
+class Metric:
+    """The job's verifier on the ``answer`` field, counting every call (the metric-call budget)."""
 
-
-class CountingMetric:
-    """The metric MIPROv2 optimizes, counting every call (the metric-call budget)."""
-
-    def __init__(self) -> None:
+    def __init__(self, verifier: dict[str, Any]) -> None:
+        self.verifier = verifier
         self.calls = 0
         self._lock = threading.Lock()
+
+    def score(self, example: Any, prediction: Any) -> float:
+        answer = str(getattr(prediction, "answer", "") or "")
+        return verify(self.verifier, example.answer, answer)[0]
 
     def __call__(self, example: Any, prediction: Any, trace: Any = None) -> float:
         with self._lock:
             self.calls += 1
-        return score(example, prediction)
+        return self.score(example, prediction)
 
 
-def accuracy(program: Any, rows: list[Any]) -> float:
-    total = 0.0
+def test_scores(program: Any, rows: list[Any], metric: Metric, field: str) -> list[float]:
+    """Each test row's score (uncounted); a reply DSPy cannot parse scores 0."""
+    scores = []
     for example in rows:
         try:
-            total += score(example, program(question=example.question))
+            scores.append(metric.score(example, program(**{field: example[field]})))
         except Exception:  # an unparseable reply is a wrong answer
-            continue
-    return total / len(rows) if rows else 0.0
+            scores.append(0.0)
+    return scores
 
 
 def usage(model: str) -> dict[str, int]:
@@ -84,9 +79,9 @@ def usage(model: str) -> dict[str, int]:
 
 def examples(rows: list[dict[str, Any]], field: str) -> list[Any]:
     return [
-        dspy.Example(question=str(row["input"][field]), answer=str(row["expected"])).with_inputs(
-            "question"
-        )
+        dspy.Example(
+            **{field: str(row["input"][field]), "answer": str(row["expected"])}
+        ).with_inputs(field)
         for row in rows
     ]
 
@@ -112,10 +107,10 @@ def main() -> None:
     task_lm = lm("task", spec["task_max_tokens"])
     proposer_lm = lm("proposer", spec["proposer_max_tokens"])
     dspy.configure(lm=task_lm)
-    signature = dspy.Signature("question -> answer", spec["seed_instruction"])
+    signature = dspy.Signature(f"{field} -> answer", spec["seed_instruction"])
     module = dspy.ChainOfThought if spec["module"] == "cot" else dspy.Predict
     program = module(signature)
-    metric = CountingMetric()
+    metric = Metric(spec["verifier"])
     optimizer = dspy.MIPROv2(
         metric=metric,
         prompt_model=proposer_lm,
@@ -162,8 +157,8 @@ def main() -> None:
         "lm": lm_usage,
         "wall_time_s": wall,
         "error": error,
-        "best_test_dspy": accuracy(optimized, test),
-        "seed_test_dspy": accuracy(program, test),
+        "best_test_dspy": test_scores(optimized, test, metric, field),
+        "seed_test_dspy": test_scores(program, test, metric, field),
     }
     with open(sys.argv[2], "w") as handle:
         json.dump(out, handle, indent=2)

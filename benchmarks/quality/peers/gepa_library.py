@@ -1,22 +1,21 @@
 """The ``gepa`` library (``gepa==0.1.4``) on a benchmark spec; runs in its own venv.
 
 Usage (the harness does this): ``.bench-venvs/gepa/bin/python gepa_library.py SPEC OUT``.
-SPEC is JSON written by ``benchmarks/quality/common.py``: the endpoint and model, the
-seed instruction, train and val rows, the answer pattern of the task's parser, the budget
-and GEPA's settings. Both LMs are called through the same OpenAI-compatible endpoint as
-the emery row. The score mirrors emery's word-problems scoring: the reply must match the
-pattern (else 0, with the same feedback emery gives), then its last number is compared
-with the expected one. OUT gets the best instruction, its val score, the metric calls, LM
-calls and tokens by role, and the wall time.
+SPEC is JSON written by ``common.peer_spec`` and ``gepa_vs_library.py``: the endpoint and
+model, the seed instruction (placeholders filled), train and val rows, the job's parser and
+verifier, the budget (metric calls; a wall-time cap when given, gepa's
+``TimeoutStopCondition``) and GEPA's settings. Both LMs are called through the same
+OpenAI-compatible endpoint as the emery row. A reply is scored as emery scores it
+(``scoring.py``): the parser reads the output (else 0, with emery's feedback), then the
+verifier compares it with the expected one. OUT gets the best instruction, its val score,
+the metric calls, LM calls and tokens by role, and the wall time.
 
-Only the standard library and gepa are imported: this venv has nothing else.
+Only the standard library and gepa are imported (and ``scoring.py`` beside this file).
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
 import sys
 import time
 import urllib.request
@@ -24,63 +23,27 @@ from typing import Any
 
 import gepa
 from gepa.adapters.default_adapter.default_adapter import DefaultAdapter, EvaluationResult
-
-NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
-
-
-def clip(text: str, limit: int = 120) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def last_number(text: str) -> float | None:
-    for token in reversed(NUMBER.findall(text)):
-        try:
-            return float(token.replace(",", ""))
-        except ValueError:
-            continue
-    return None
-
-
-def number_text(value: float) -> str:
-    return str(int(value)) if value.is_integer() else f"{value:g}"
+from gepa.utils.stop_condition import TimeoutStopCondition
+from scoring import parse, verify
 
 
 class Scorer:
-    """The task's parser (a regex) followed by a numeric comparison, as in emery."""
+    """The job's parser, then its verifier, with emery's feedback (see ``scoring``)."""
 
-    def __init__(self, pattern: str, stage: str) -> None:
-        self.pattern = pattern
+    def __init__(self, parser: dict[str, Any], verifier: dict[str, Any], stage: str) -> None:
+        self.parser = parser
+        self.verifier = verifier
         self.stage = stage
 
     def __call__(self, data: dict[str, Any], response: str) -> EvaluationResult:
-        found = list(re.finditer(self.pattern, response, re.IGNORECASE | re.DOTALL))
-        if not found:
+        try:
+            output = parse(self.parser, response)
+        except ValueError as exc:
             return EvaluationResult(
-                score=0.0,
-                feedback=(
-                    f"The run failed: stage {self.stage!r}: the reply must match the pattern"
-                    f" {self.pattern!r} but was {clip(response)!r}"
-                ),
+                score=0.0, feedback=f"The run failed: stage {self.stage!r}: {exc}"
             )
-        last = found[-1]
-        output = (last.group(1) if last.groups() else last.group(0)).strip()
-        want = float(data["answer"])
-        got = last_number(output)
-        if got is None:
-            return EvaluationResult(
-                score=0.0,
-                feedback=f"Expected the number {number_text(want)} but the output has none.",
-            )
-        if math.isclose(got, want, abs_tol=1e-6):
-            return EvaluationResult(score=1.0, feedback=f"Correct: {number_text(want)}.")
-        return EvaluationResult(
-            score=0.0,
-            feedback=(
-                f"Expected {number_text(want)} but the output's final number was"
-                f" {number_text(got)} in {clip(output)!r}."
-            ),
-        )
+        value, feedback = verify(self.verifier, data["answer"], output)
+        return EvaluationResult(score=value, feedback=feedback)
 
 
 class Endpoint:
@@ -138,7 +101,9 @@ def main() -> None:
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         return endpoint.chat("reflection", list(messages), spec["reflection_max_tokens"])
 
-    adapter = DefaultAdapter(model=task_lm, evaluator=Scorer(spec["pattern"], spec["component"]))
+    scorer = Scorer(spec["parser"], spec["verifier"], spec["component"])
+    adapter = DefaultAdapter(model=task_lm, evaluator=scorer)
+    wall_time_s = spec.get("wall_time_s")
     started = time.perf_counter()
     result = gepa.optimize(
         seed_candidate={spec["component"]: spec["seed_instruction"]},
@@ -150,6 +115,7 @@ def main() -> None:
         reflection_minibatch_size=spec["minibatch_size"],
         use_merge=spec["use_merge"],
         max_metric_calls=spec["metric_calls"],
+        stop_callbacks=TimeoutStopCondition(wall_time_s) if wall_time_s else None,
         seed=spec["seed"],
         display_progress_bar=False,
         raise_on_exception=False,
@@ -166,6 +132,7 @@ def main() -> None:
         "candidates": len(result.candidates),
         "lm": endpoint.usage,
         "wall_time_s": wall,
+        "stop_reason": "wall_time" if wall_time_s and wall >= wall_time_s else "metric_calls",
     }
     with open(sys.argv[2], "w") as handle:
         json.dump(out, handle, indent=2)
