@@ -10,7 +10,7 @@ LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 WHEELS := .wheels
 
-.PHONY: demo test lint unit integration bench clean
+.PHONY: demo test lint unit integration bench clean reliability
 
 demo: $(VENV)/.installed
 	$(EMERY) models pull qwen2.5-coder-0.5b
@@ -25,6 +25,10 @@ test: $(VENV)/.installed
 
 unit: $(VENV)/.installed
 	$(VENV)/bin/pytest tests/unit -q
+
+# The bad-input corpus as subprocesses (permission cases as nobody when run as root); not part of `make test`.
+reliability: $(VENV)/.installed
+	$(PY) benchmarks/reliability/run.py
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks

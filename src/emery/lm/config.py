@@ -6,7 +6,7 @@ import inspect
 import threading
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from emery.core.errors import ConfigError
 from emery.core.imports import import_object
@@ -45,6 +45,13 @@ class LMConfig(BaseModel):
     cache_sampled: bool = False
     price_input_per_mtok: float | None = None
     price_output_per_mtok: float | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, not {value!r}")
+        return value
 
     def price(self) -> Price:
         table = Price.for_model(self.model)
