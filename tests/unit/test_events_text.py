@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from emery.cli.chart import ScoreChart
-from emery.cli.events_text import describe_event
 from emery.core.events import (
     BaselineEvaluated,
     BestUpdated,
@@ -13,6 +12,7 @@ from emery.core.events import (
     IterationCompleted,
     StateChanged,
 )
+from emery.jobs.event_text import describe_event
 
 
 def test_known_kinds_read_as_words() -> None:

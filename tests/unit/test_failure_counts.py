@@ -15,13 +15,13 @@ import pytest
 from typer.testing import CliRunner
 
 from emery.cli.app import app
-from emery.cli.events_text import describe_event
 from emery.config import parse_config
 from emery.config.resolve import resolve_dataset
 from emery.core.models import Candidate, ChatMessage, Example
 from emery.core.rollouts import RolloutConfig
 from emery.evaluation import Evaluator
 from emery.jobs import JobEngine, JobResult, create_job, run_job
+from emery.jobs.event_text import describe_event
 from emery.jobs.runtime import JobInputs
 from emery.lm import Completion, FakeLM
 from emery.store import SQLiteStore

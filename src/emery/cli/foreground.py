@@ -44,7 +44,9 @@ def run_foreground(
     limit = job_config(job).job.budget.metric_calls
     display = RunDisplay(stream, err, job_id=job_id, limit=limit)
     display.replay(store.list_events(job_id))
-    engine = JobEngine(store, job_id, on_event=display.feed, on_note=display.note)
+    engine = JobEngine(
+        store, job_id, on_event=display.feed, on_note=display.note, on_progress=display.progress
+    )
     presses = 0
 
     def on_sigint() -> None:

@@ -14,8 +14,8 @@ from rich.table import Table
 
 from emery.cli.common import JsonOption, StoreOption, open_cli_store, resolve
 from emery.cli.console import err, out, print_json, print_table
-from emery.cli.events_text import event_line
 from emery.core.errors import EmeryError
+from emery.jobs.event_text import event_line
 from emery.jobs.manage import (
     cancel_job,
     follow_events,

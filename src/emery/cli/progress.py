@@ -12,16 +12,20 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
+from emery.cli.batch_bar import BatchBar
 from emery.cli.chart import ScoreChart
-from emery.cli.events_text import event_line
 from emery.core.events import Event
+from emery.evaluation.progress import BatchProgress
+from emery.jobs.event_text import event_line, progress_line
+from emery.jobs.progress_text import ProgressLines
 
 StreamFormat = Literal["cli", "chart", "none"]
 
 
 class RunDisplay:
-    """``cli``: one line per event; ``chart``: a live score chart with the latest events;
-    ``none``: nothing."""
+    """``cli``: one line per event, and the running batch's progress (a bar on a terminal,
+    a line every few seconds otherwise); ``chart``: a live score chart with the latest
+    events and the batch's progress; ``none``: nothing."""
 
     def __init__(
         self,
@@ -40,6 +44,9 @@ class RunDisplay:
         self.live: Live | None = None
         self.state = "starting"
         self.iteration = 0
+        self.batch: str | None = None
+        self.bar: BatchBar | None = None
+        self.lines = ProgressLines(self._print_dim)
 
     def __enter__(self) -> RunDisplay:
         if self.mode == "chart":
@@ -47,6 +54,8 @@ class RunDisplay:
                 self._render(), console=self.console, refresh_per_second=4, transient=False
             )
             self.live.__enter__()
+        elif self.mode == "cli" and self.console.is_terminal:
+            self.bar = BatchBar(self.console).__enter__()
         return self
 
     def __exit__(
@@ -55,7 +64,11 @@ class RunDisplay:
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(kind, value, traceback)
+            self.bar = None
         if self.live is not None:
+            self.batch = None
             self.live.update(self._render())
             self.live.__exit__(kind, value, traceback)
             self.live = None
@@ -75,6 +88,21 @@ class RunDisplay:
                 self.recent.append(line)
         if self.live is not None:
             self.live.update(self._render())
+
+    def progress(self, batch: BatchProgress) -> None:
+        """One more rollout of the running batch finished (or the batch started)."""
+        if self.mode == "chart":
+            self.batch = None if batch.finished else progress_line(batch)
+            if self.live is not None:
+                self.live.update(self._render())
+        elif self.mode == "cli":
+            if self.bar is not None:
+                self.bar.update(batch)
+            else:
+                self.lines(batch)
+
+    def _print_dim(self, line: str) -> None:
+        self.console.print(f"[dim]{escape(line)}[/dim]", highlight=False, soft_wrap=True)
 
     def note(self, text: str) -> None:
         """A message from the command itself (e.g. 'pausing...')."""
@@ -102,5 +130,7 @@ class RunDisplay:
         )
         parts: list[Text] = [header, self.chart.render()]
         parts += [Text(line, style="dim") for line in self.recent]
+        if self.batch is not None:
+            parts.append(Text(self.batch, style="cyan"))
         parts += [Text(note, style="yellow") for note in self.notes[-2:]]
         return Group(*parts)

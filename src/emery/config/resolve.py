@@ -19,7 +19,6 @@ from emery.systems.registry import build_system
 from emery.verifiers.base import Verifier
 from emery.verifiers.config import VerifierConfig, build_verifier
 
-
 VAL_SHARE_OF_BUDGET = 5
 MIN_DEFAULT_VAL = 10
 

@@ -9,6 +9,7 @@ from emery.core.models import Candidate, Example, Split
 from emery.evaluation.budget import Budget
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.health import ErrorPolicy, ErrorWatch, failure_counts
+from emery.evaluation.progress import BatchCounter, ProgressSink
 from emery.evaluation.results import EvalResult, ExampleResult
 
 EvalKey = tuple[str, str, str]  # (candidate id, example id, split)
@@ -24,6 +25,7 @@ class EvaluationService:
     ``known`` holds the results stored for this job's evaluation scope (same system
     version, task model and verifier); ``new_results`` collects what this service ran since
     the engine last drained it, so the engine can store them with the step's other writes.
+    ``on_progress`` (when set) hears of each new rollout as it finishes (``progress``).
     ``prepaid`` holds finished results of an abandoned step (a pause): its repeat takes
     them instead of running them again, and charges and reports them as new, exactly as
     the first try did, so a resumed search spends its budget as an uninterrupted one.
@@ -45,6 +47,7 @@ class EvaluationService:
         self.new_results: list[ExampleResult] = []
         self.emit = emit
         self.errors = ErrorWatch(errors) if errors is not None else None
+        self.on_progress: ProgressSink | None = None
 
     def cached(self, candidate: Candidate, example: Example, split: Split) -> ExampleResult | None:
         return self.known.get(eval_key(candidate.id, example.id, split))
@@ -77,15 +80,23 @@ class EvaluationService:
     async def _run(self, candidate: Candidate, examples: Sequence[Example], split: Split) -> None:
         """Run ``examples`` (taking prepaid results instead of running again), keeping each
         result as it finishes, so that a step cut short keeps its finished runs."""
+        keep = self._keep
+        if self.on_progress is not None and examples:
+            counter = BatchCounter(self.on_progress, candidate.id, split or "", len(examples))
+
+            def keep(result: ExampleResult) -> None:
+                self._keep(result)
+                counter.add(result)
+
         to_run = []
         for example in examples:
             prepaid = self.prepaid.pop(eval_key(candidate.id, example.id, split), None)
             if prepaid is None:
                 to_run.append(example)
             else:
-                self._keep(prepaid)
+                keep(prepaid)
         if to_run:
-            await self.evaluator.evaluate(candidate, to_run, split, on_result=self._keep)
+            await self.evaluator.evaluate(candidate, to_run, split, on_result=keep)
 
     def _keep(self, result: ExampleResult) -> None:
         self.known[eval_key(result.candidate_id, result.example_id, result.split)] = result

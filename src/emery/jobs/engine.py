@@ -33,6 +33,7 @@ from emery.core.errors import EmeryError
 from emery.core.events import BestUpdated, CheckpointSaved, Event
 from emery.core.rollouts import RolloutConfig
 from emery.evaluation.budget import BudgetExhausted, BudgetUsage
+from emery.evaluation.progress import ProgressSink
 from emery.jobs.collector import quiet_collector
 from emery.jobs.control import LOST, ControlWatcher, StopRequest, fail_job, stop_job
 from emery.jobs.finishing import finish_job
@@ -61,7 +62,8 @@ class AlgorithmContractError(RuntimeError):
 
 
 class JobEngine:
-    """Runs one stored job in this process."""
+    """Runs one stored job in this process: ``on_event`` hears its events as they are
+    stored, ``on_note`` its notes, ``on_progress`` each rollout of a batch as it finishes."""
 
     def __init__(
         self,
@@ -71,6 +73,7 @@ class JobEngine:
         inputs: JobInputs | None = None,
         on_event: EventSink | None = None,
         on_note: Callable[[str], None] | None = None,
+        on_progress: ProgressSink | None = None,
         poll_s: float = 0.2,
         heartbeat_s: float = 2.0,
     ) -> None:
@@ -79,6 +82,7 @@ class JobEngine:
         self.inputs = inputs or JobInputs()
         self.on_event = on_event
         self.on_note = on_note
+        self.on_progress = on_progress
         self.poll_s = poll_s
         self.heartbeat_s = heartbeat_s
         self.owner = owner_id()
@@ -246,6 +250,7 @@ class JobEngine:
             errors=config.runtime.error_policy(),
         )
         ctx.evaluations.prepaid = prepaid
+        ctx.evaluations.on_progress = self.on_progress
         for candidate in self.store.job_candidates(self.job_id):
             ctx.candidates[candidate.id] = candidate
         self._ctx, self._runtime = ctx, runtime

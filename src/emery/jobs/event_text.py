@@ -1,4 +1,5 @@
-"""Job events as one-line text for terminals and logs."""
+"""Job events, and the progress of an evaluation batch, as one-line text for terminals
+and logs."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from emery.core.events import (
     RolloutsFailed,
     StateChanged,
 )
+from emery.evaluation.progress import BatchProgress
 from emery.evaluation.stats import failure_note
 
 
@@ -99,3 +101,23 @@ def event_line(item: Event) -> str:
     """``HH:MM:SS #seq text``."""
     stamp = item.at.astimezone().strftime("%H:%M:%S") if item.at is not None else "--:--:--"
     return f"{stamp} #{item.seq or 0:<4} {describe_event(item)}"
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+def progress_line(progress: BatchProgress) -> str:
+    """``scoring abcd1234 on val: 12/40 rollouts, 1 failed, 0.8/s, ETA 35 s``."""
+    parts = [f"{progress.done}/{progress.total} rollouts"]
+    if progress.failed:
+        parts.append(f"{progress.failed} failed")
+    rate, eta = progress.rate, progress.eta_s
+    if rate is not None:
+        parts.append(f"{rate:.2f}/s")
+    if eta is not None and not progress.finished:
+        parts.append(f"ETA {_duration(eta)}")
+    if progress.finished:
+        parts.append(f"took {_duration(progress.elapsed_s)}")
+    return f"scoring {_short(progress.candidate_id)} on {progress.split}: {', '.join(parts)}"

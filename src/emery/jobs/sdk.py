@@ -18,10 +18,12 @@ from emery.core.aio import run_sync
 from emery.core.errors import EmeryError
 from emery.core.events import Event
 from emery.core.models import Candidate
+from emery.evaluation.progress import ProgressSink
 from emery.jobs import manage
 from emery.jobs.engine import JobEngine
 from emery.jobs.inference import run_inference
 from emery.jobs.ownership import is_stale
+from emery.jobs.progress_text import TextReporter
 from emery.jobs.results import JobResult, build_result
 from emery.jobs.runtime import JobInputs
 from emery.jobs.sdk_config import (
@@ -103,12 +105,13 @@ class Job:
 
     # --- running ----------------------------------------------------------------------
 
-    def start(self, *, wait: bool = False) -> Job:
-        """Run the job in a worker thread of this process (``wait``: block until it stops)."""
+    def start(self, *, wait: bool = False, on_progress: ProgressSink | None = None) -> Job:
+        """Run the job in a worker thread of this process (``wait``: block until it stops);
+        ``on_progress`` hears each rollout of an evaluation batch as it finishes."""
         if self._thread is not None and self._thread.is_alive():
             raise EmeryError(f"job {self.id} is already running in this process")
         self._error = None
-        self._engine = JobEngine(self.store, self.id, inputs=self.inputs)
+        self._engine = JobEngine(self.store, self.id, inputs=self.inputs, on_progress=on_progress)
         engine = self._engine
 
         def work() -> None:
@@ -153,13 +156,15 @@ class Job:
         *,
         timeout: float | None = None,
         since: int = 0,
+        on_progress: ProgressSink | None = None,
     ) -> JobRecord:
-        """Start the job if it has not started, pass each event to ``on_event`` until the
-        job stops (succeeds, fails, pauses or is cancelled), and return its record."""
+        """Start the job if it has not started, pass each event to ``on_event`` (and, when
+        this call starts it, each batch's progress to ``on_progress``) until the job stops
+        (succeeds, fails, pauses or is cancelled), and return its record."""
         job = self.record()
         idle = self._thread is None or not self._thread.is_alive()
         if idle and (job.state in ("created", "queued", "paused") or is_stale(job)):
-            self.start()
+            self.start(on_progress=on_progress)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             thread = self._thread
@@ -246,6 +251,7 @@ def optimize(
     name: str | None = None,
     store: Store | str | None = None,
     on_event: Callable[[Event], None] | None = None,
+    progress: bool = True,
 ) -> JobResult:
     """Optimize ``system`` on ``dataset`` in one call and return the result.
 
@@ -254,7 +260,8 @@ def optimize(
     a data file, a ``Dataset`` or a list of Examples. ``budget``: metric calls (an int) or
     ``[job.budget]`` settings. ``lm`` / ``reflection_lm``: a model spec such as
     ``"local/qwen2.5-coder-0.5b"``, an LMConfig or an LM object. ``settings`` are the
-    algorithm's ``[algorithm.<name>]`` settings.
+    algorithm's ``[algorithm.<name>]`` settings. ``progress``: print each event and, every
+    few seconds, the running batch's progress to stderr (``on_event`` hears events too).
     """
     opened = store if store is not None and not isinstance(store, str) else open_store(store)
     workdir = Path((runtime or {}).get("workdir", ".emery"))
@@ -274,7 +281,25 @@ def optimize(
     )
     record = manage.create_job(opened, config, given=given, name=name, inputs=inputs)
     job = Job(opened, record.id, inputs=inputs)
-    final = job.stream_until_complete(on_event)
+    reporter = TextReporter() if progress else None
+    final = job.stream_until_complete(
+        _both(reporter.event if reporter else None, on_event),
+        on_progress=reporter.progress if reporter else None,
+    )
     if final.state == "failed":
         raise EmeryError(f"job {final.id} failed: {final.error}")
     return job.result()
+
+
+def _both(
+    first: Callable[[Event], None] | None, second: Callable[[Event], None] | None
+) -> Callable[[Event], None] | None:
+    """One event sink calling both (either may be None)."""
+    if first is None or second is None:
+        return first or second
+
+    def both(item: Event) -> None:
+        first(item)
+        second(item)
+
+    return both
