@@ -1,0 +1,169 @@
+"""llama.cpp's low-level calls behind the batch engine: one context, one KV stream per slot.
+
+``llama_cpp.Llama`` loads the weights once and supplies the tokenizer and chat template;
+a second context on the same weights holds ``slots`` sequences, each in its own KV stream
+(``kv_unified`` off) of ``n_ctx`` cells, so a sequence's cache is laid out as it would be
+alone. Memory: the weights (mapped from the file) plus the KV streams,
+``slots × n_ctx × n_layer × (n_embd_k_gqa + n_embd_v_gqa) × 2`` bytes (f16), plus a compute
+buffer that grows with ``n_ctx`` (about 300 MiB for Qwen2.5-0.5B at 4 × 4096).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from emery.core.models import ChatMessage
+from emery.lm.llama_prompt import Prompt, Sampling, build_prompt
+
+N_BATCH = 512  # prompt tokens per llama_decode call, as llama_cpp.Llama's default
+PENALTY_LAST_N = 64  # llama_cpp.Llama's last_n_tokens_size
+
+
+class LlamaDecoder:
+    """Decodes sequences in slots ``0..slots-1`` of one llama.cpp context."""
+
+    def __init__(
+        self, path: str | Path, *, slots: int, n_ctx: int, n_threads: int, seed: int
+    ) -> None:
+        import llama_cpp
+
+        self._lib = llama_cpp
+        self.slots = slots
+        self._seed = seed
+        self.llama = llama_cpp.Llama(
+            model_path=str(path),
+            n_ctx=64,  # this context only formats and tokenizes; decoding uses self._ctx
+            n_threads=n_threads,
+            n_threads_batch=n_threads,
+            seed=seed,
+            verbose=False,
+        )
+        params = llama_cpp.llama_context_params.from_buffer_copy(self.llama.context_params)
+        self.n_batch = min(n_ctx, N_BATCH)
+        params.n_ctx = n_ctx * slots
+        params.n_batch = max(self.n_batch, slots)
+        params.n_ubatch = params.n_batch
+        params.n_seq_max = slots
+        params.kv_unified = False
+        self._ctx = llama_cpp.llama_init_from_model(self.llama._model.model, params)
+        if not self._ctx:
+            raise RuntimeError(f"llama.cpp could not make a context of {slots} x {n_ctx}")
+        self.n_ctx = int(llama_cpp.llama_n_ctx_seq(self._ctx))
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self._vocab = llama_cpp.llama_model_get_vocab(self.llama._model.model)
+        self._n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self._batch = llama_cpp.llama_batch_init(params.n_batch, 0, 1)
+        self._samplers: dict[int, Any] = {}
+        self._piece_buffer = ctypes.create_string_buffer(256)
+        self.bos = int(self.llama.token_bos())
+
+    def prepare(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Prompt:
+        return build_prompt(self.llama, messages, params, self.n_ctx, self._seed)
+
+    def piece(self, token: int) -> bytes:
+        """The bytes of one token as ``Llama.detokenize`` writes them (no specials)."""
+        buf = self._piece_buffer
+        n = self._lib.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
+        return bytes(buf.raw[: max(n, 0)])
+
+    def is_eog(self, token: int) -> bool:
+        return bool(self._lib.llama_vocab_is_eog(self._vocab, token))
+
+    def begin(self, slot: int, sampling: Sampling) -> None:
+        """A fresh sampler for the request that now holds ``slot``."""
+        self.end(slot)
+        self._samplers[slot] = self._sampler(sampling)
+
+    def end(self, slot: int) -> None:
+        sampler = self._samplers.pop(slot, None)
+        if sampler is not None:
+            self._lib.llama_sampler_free(sampler)
+
+    def keep(self, slot: int, source: int, n: int) -> None:
+        """Let ``slot`` hold the first ``n`` positions of ``source``'s cache (0: nothing).
+
+        Across streams llama.cpp copies a whole stream; the positions after ``n`` are then
+        dropped, and new tokens go to the cells right after them."""
+        lib = self._lib
+        if source != slot and n > 0:
+            lib.llama_memory_seq_rm(self._mem, slot, -1, -1)
+            lib.llama_memory_seq_cp(self._mem, source, slot, -1, -1)
+        lib.llama_memory_seq_rm(self._mem, slot, n, -1)
+
+    def prefill(self, slot: int, tokens: Sequence[int], pos: int) -> int:
+        """Read ``tokens`` into ``slot`` from position ``pos`` (in calls of its own, at most
+        ``n_batch`` tokens each) and sample the token after them."""
+        for start in range(0, len(tokens), self.n_batch):
+            chunk = tokens[start : start + self.n_batch]
+            self._fill([(slot, token, pos + start + i) for i, token in enumerate(chunk)])
+            self._batch.logits[len(chunk) - 1] = True
+            self._decode()
+        return self._sample(slot, len(chunk) - 1)
+
+    def step(self, entries: Sequence[tuple[int, int, int]]) -> list[int]:
+        """Decode one token for each ``(slot, token, position)`` and sample each slot's next."""
+        self._fill(entries)
+        for i in range(len(entries)):
+            self._batch.logits[i] = True
+        self._decode()
+        return [self._sample(slot, i) for i, (slot, _, _) in enumerate(entries)]
+
+    def close(self) -> None:
+        for slot in list(self._samplers):
+            self.end(slot)
+        if self._ctx:
+            self._lib.llama_batch_free(self._batch)
+            self._lib.llama_free(self._ctx)
+            self._ctx = None
+        self.llama.close()
+
+    def _fill(self, entries: Sequence[tuple[int, int, int]]) -> None:
+        batch = self._batch
+        batch.n_tokens = len(entries)
+        for i, (slot, token, pos) in enumerate(entries):
+            batch.token[i] = token
+            batch.pos[i] = pos
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = slot
+            batch.logits[i] = False
+
+    def _decode(self) -> None:
+        code = self._lib.llama_decode(self._ctx, self._batch)
+        if code != 0:
+            raise RuntimeError(f"llama_decode failed ({code})")
+
+    def _sample(self, slot: int, index: int) -> int:
+        return int(self._lib.llama_sampler_sample(self._samplers[slot], self._ctx, index))
+
+    def _sampler(self, s: Sampling) -> Any:
+        """The chain ``Llama._init_sampler`` builds (no grammar, no mirostat)."""
+        lib = self._lib
+        chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+        parts = [
+            lib.llama_sampler_init_penalties(
+                self._n_vocab,
+                PENALTY_LAST_N,
+                s.repeat_penalty,
+                s.frequency_penalty,
+                s.presence_penalty,
+            )
+        ]
+        if s.temperature < 0.0:
+            parts.append(lib.llama_sampler_init_dist(s.seed))
+        elif s.temperature == 0.0:
+            parts.append(lib.llama_sampler_init_greedy())
+        else:
+            parts += [
+                lib.llama_sampler_init_top_k(s.top_k),
+                lib.llama_sampler_init_typical(s.typical_p, 1),
+                lib.llama_sampler_init_top_p(s.top_p, 1),
+                lib.llama_sampler_init_min_p(s.min_p, 1),
+                lib.llama_sampler_init_temp(s.temperature),
+                lib.llama_sampler_init_dist(s.seed),
+            ]
+        for part in parts:
+            lib.llama_sampler_chain_add(chain, part)
+        return chain

@@ -1,0 +1,192 @@
+"""The batch engine's scheduling, over a fake decoder whose replies come from its cache."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, wait
+
+import pytest
+from local_engine_support import FakeDecoder
+
+from emery.core.models import ChatMessage
+from emery.lm import Completion, LMError
+from emery.lm.llama_engine import BatchEngine, common_prefix
+
+SYSTEM = "You are terse. " * 8  # a long shared prefix (120 characters)
+
+
+def _chat(user: str, system: str = SYSTEM) -> list[ChatMessage]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _engine(decoder: FakeDecoder, **kw: bool) -> BatchEngine:
+    return BatchEngine(lambda: decoder, model="local/fake", **kw)
+
+
+def _results(futures: list[Future[Completion]]) -> list[str]:
+    done, _ = wait(futures, timeout=10)
+    assert len(done) == len(futures)
+    return [f.result().text for f in futures]
+
+
+def _submit_held(
+    engine: BatchEngine, decoder: FakeDecoder, users: list[str]
+) -> list[Future[Completion]]:
+    """Submit every request while the decoder is held, so all wait together."""
+    decoder.release.clear()
+    futures = [engine.submit(_chat(user), {"temperature": 0.0}) for user in users]
+    time.sleep(0.05)
+    decoder.release.set()
+    return futures
+
+
+def test_batched_replies_equal_one_at_a_time_replies() -> None:
+    users = [f"question {i}" for i in range(6)] + ["#30", "#3"]
+    one = FakeDecoder(slots=1)
+    alone = [_results([_engine(one).submit(_chat(u), {})])[0] for u in users]
+    many = FakeDecoder(slots=4)
+    together = _results(_submit_held(_engine(many), many, users))
+
+    assert together == alone
+    assert alone[0] == "re: question 0"
+    assert alone[6] == "x" * 30
+    assert max(many.step_sizes) == 4
+    assert max(one.step_sizes) == 1
+
+
+def test_a_shared_prefix_is_read_once_and_counted() -> None:
+    decoder = FakeDecoder(slots=4)
+    engine = _engine(decoder)
+    users = ["alpha", "beta", "gamma", "delta"]
+    texts = _results(_submit_held(engine, decoder, users))
+
+    assert texts == [f"re: {u}" for u in users]
+    prompts = [len(f"<system>{SYSTEM}<user>{u}<a>") for u in users]
+    shared = len(f"<system>{SYSTEM}<user>")
+    stats = engine.stats
+    assert stats.prompt_tokens == sum(prompts)
+    assert stats.reused_tokens == 3 * shared
+    assert stats.prefilled_tokens == sum(prompts) - 3 * shared == decoder.prefilled
+    assert stats.copies == 3
+
+
+def test_a_freed_slot_keeps_its_cache_for_the_next_request() -> None:
+    decoder = FakeDecoder(slots=2)
+    engine = _engine(decoder)
+    _results([engine.submit(_chat("first"), {})])
+    _results([engine.submit(_chat("second"), {})])
+    assert engine.stats.reused_tokens == len(f"<system>{SYSTEM}<user>")
+    assert engine.stats.copies == 0
+    _results([engine.submit(_chat("second"), {})])  # same prompt: its last token is read again
+    assert decoder.prefilled == engine.stats.prefilled_tokens
+    assert engine.stats.reused_tokens == len(f"<system>{SYSTEM}<user>") * 2 + len("second<a")
+
+
+def test_a_long_and_a_short_request_finish_independently() -> None:
+    decoder = FakeDecoder(slots=2, delay=0.002)
+    engine = _engine(decoder)
+    long = engine.submit(_chat("#400"), {})
+    short = engine.submit(_chat("hi"), {})
+    assert short.result(timeout=10).text == "re: hi"
+    assert not long.done()
+    third = engine.submit(_chat("next"), {})  # takes the short one's slot
+    assert third.result(timeout=10).text == "re: next"
+    assert not long.done()
+    assert long.result(timeout=10).text == "x" * 400
+    assert long.result().usage.completion_tokens == 400
+
+
+def test_a_cancelled_request_frees_its_slot_mid_batch() -> None:
+    decoder = FakeDecoder(slots=1, delay=0.002)
+    engine = _engine(decoder)
+    doomed = engine.submit(_chat("#5000"), {})
+    waiting = engine.submit(_chat("after"), {})
+    for _ in range(1000):
+        if len(decoder.step_sizes) > 5:
+            break
+        time.sleep(0.002)
+    assert doomed.cancel()
+    assert waiting.result(timeout=10).text == "re: after"
+    assert engine.stats.cancelled == 1
+    assert len(decoder.step_sizes) < 1000
+    assert engine.running() == 0
+    assert decoder.active_samplers == set()
+
+
+def test_waiting_requests_are_served_longest_shared_prefix_first() -> None:
+    decoder = FakeDecoder(slots=1)
+    engine = _engine(decoder)
+    decoder.release.clear()
+    chats = [_chat(f"q{i}", "Alpha. " if i % 2 == 0 else "Beta.. ") for i in range(8)]
+    futures = [engine.submit(chat, {}) for chat in chats]
+    time.sleep(0.05)
+    decoder.release.set()
+    _results(futures)
+    assert decoder.served == ["q0", "q2", "q4", "q6", "q1", "q3", "q5", "q7"]
+
+
+def test_without_prefix_reuse_requests_are_served_in_order_from_nothing() -> None:
+    decoder = FakeDecoder(slots=1)
+    engine = _engine(decoder, prefix_reuse=False)
+    decoder.release.clear()
+    futures = [
+        engine.submit(_chat(f"q{i}", "Alpha. " if i % 2 else "Beta.. "), {}) for i in range(4)
+    ]
+    time.sleep(0.05)
+    decoder.release.set()
+    _results(futures)
+    assert decoder.served == ["q0", "q1", "q2", "q3"]
+    assert engine.stats.reused_tokens == 0
+    assert engine.stats.prefilled_tokens == engine.stats.prompt_tokens
+
+
+def test_stop_strings_and_max_tokens_end_a_reply() -> None:
+    engine = _engine(FakeDecoder(slots=2))
+    stopped = engine.submit(_chat("one two three"), {"stop": [" tw"]})
+    cut = engine.submit(_chat("#50"), {"max_tokens": 7})
+    assert stopped.result(timeout=10).text == "re: one"
+    assert stopped.result().finish_reason == "stop"
+    assert cut.result(timeout=10).text == "x" * 7
+    assert cut.result().finish_reason == "length"
+    assert cut.result().usage.completion_tokens == 7
+
+
+def test_a_bad_prompt_fails_alone_and_the_engine_keeps_serving() -> None:
+    decoder = FakeDecoder(slots=2)
+    decoder.fail_prepare_on = "bad"
+    engine = _engine(decoder)
+    bad = engine.submit(_chat("bad"), {})
+    with pytest.raises(LMError, match="prompt too long"):
+        bad.result(timeout=10)
+    assert _results([engine.submit(_chat("good"), {})]) == ["re: good"]
+
+
+def test_a_model_that_does_not_load_fails_each_request_with_the_reason() -> None:
+    def broken() -> FakeDecoder:
+        raise RuntimeError("no such file")
+
+    engine = BatchEngine(broken, model="local/broken")
+    with pytest.raises(LMError, match="local/broken: no such file"):
+        engine.submit(_chat("x"), {}).result(timeout=10)
+
+
+def test_close_frees_the_model_and_a_later_request_loads_it_again() -> None:
+    loaded: list[FakeDecoder] = []
+
+    def load() -> FakeDecoder:
+        loaded.append(FakeDecoder())
+        return loaded[-1]
+
+    engine = BatchEngine(load, model="local/fake")
+    engine.close()  # nothing started: nothing to do
+    assert _results([engine.submit(_chat("one"), {})]) == ["re: one"]
+    engine.close()
+    assert loaded[0].closed
+    assert _results([engine.submit(_chat("two"), {})]) == ["re: two"]
+    assert len(loaded) == 2
+
+
+def test_common_prefix() -> None:
+    assert common_prefix([1, 2, 3], [1, 2, 4]) == 2
+    assert common_prefix([], [1]) == 0
+    assert common_prefix([1, 2], [1, 2, 3]) == 2
