@@ -39,6 +39,7 @@ class LMConfig(BaseModel):
     timeout_s: float = Field(default=120.0, gt=0)
     max_attempts: int = Field(default=5, gt=0)
     n_ctx: int = Field(default=4096, gt=0)
+    n_parallel: int = Field(default=4, gt=0, le=64)
     n_threads: int | None = Field(default=None, gt=0)
     prefix_reuse: bool = True
     cache: bool = True
@@ -69,7 +70,7 @@ class LMConfig(BaseModel):
         )
 
 
-_local_models: dict[tuple[str, int, int | None, bool], LocalLM] = {}
+_local_models: dict[tuple[str, int, int, int | None, bool], LocalLM] = {}
 _local_lock = threading.Lock()
 
 
@@ -93,13 +94,20 @@ def build_base_lm(config: LMConfig) -> LM:
         )
     if provider == "local":
         path = local_model_path(name)
-        key = (str(path.resolve()), config.n_ctx, config.n_threads, config.prefix_reuse)
+        key = (
+            str(path.resolve()),
+            config.n_ctx,
+            config.n_parallel,
+            config.n_threads,
+            config.prefix_reuse,
+        )
         with _local_lock:
             if key not in _local_models:
                 _local_models[key] = LocalLM(
                     path,
                     model=config.model,
                     n_ctx=config.n_ctx,
+                    n_parallel=config.n_parallel,
                     n_threads=config.n_threads,
                     prefix_reuse=config.prefix_reuse,
                 )

@@ -1,0 +1,90 @@
+"""Batched decoding on the real embedded model (SmolLM2-135M via llama.cpp)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from emery.core.models import ChatMessage
+from emery.data.tasks import builtin_task
+from emery.lm.config import local_model_path
+from emery.lm.llama_engine import common_prefix
+from emery.lm.llama_prompt import capture
+from emery.lm.local import LocalLM
+
+pytestmark = pytest.mark.integration
+
+N_CTX = 2048
+INSTRUCTION = "Solve the word problem. Show one line per step, then 'Answer: <number>'."
+DEMOS: list[ChatMessage] = [
+    {"role": "user", "content": "Ava has 3 bags with 4 shells in each. How many shells?"},
+    {"role": "assistant", "content": "3 x 4 = 12.\nAnswer: 12"},
+    {"role": "user", "content": "Ben had 35 dollars and spent 9. How many are left?"},
+    {"role": "assistant", "content": "35 - 9 = 26.\nAnswer: 26"},
+]
+
+
+def _prompts(n: int) -> list[list[ChatMessage]]:
+    examples = builtin_task("word_problems").dataset(seed=7).test[:n]
+    return [
+        [
+            {"role": "system", "content": INSTRUCTION},
+            *DEMOS,
+            {"role": "user", "content": e.input["question"]},
+        ]
+        for e in examples
+    ]
+
+
+def _path() -> str:
+    return str(local_model_path("smollm2-135m"))
+
+
+async def test_batched_greedy_replies_equal_the_single_sequence_path() -> None:
+    import llama_cpp
+
+    prompts = _prompts(6)
+    llama = llama_cpp.Llama(
+        model_path=_path(), n_ctx=N_CTX, n_threads=os.cpu_count(), verbose=False
+    )
+    single = [
+        llama.create_chat_completion(messages=p, max_tokens=48, temperature=0.0) for p in prompts
+    ]
+    tokens = [capture(llama, p, {"temperature": 0.0})["prompt"] for p in prompts]
+    llama.close()
+
+    lm = LocalLM(_path(), n_ctx=N_CTX, n_parallel=4)
+    batched = await asyncio.gather(*(lm.complete(p, max_tokens=48) for p in prompts))
+    stats = lm.engine.stats
+    lm.engine.close()
+
+    for reference, completion in zip(single, batched, strict=True):
+        assert completion.text == reference["choices"][0]["message"]["content"]
+        assert completion.finish_reason == reference["choices"][0]["finish_reason"]
+        assert completion.usage.completion_tokens == reference["usage"]["completion_tokens"]
+        assert completion.usage.prompt_tokens == reference["usage"]["prompt_tokens"]
+    assert stats.step_tokens > stats.steps  # steps decoded several sequences at once
+    # the instruction and demos are read once, then copied to the other slots
+    shared = min(common_prefix(tokens[0], t) for t in tokens[1:])
+    assert shared > 50
+    assert stats.reused_tokens >= (len(prompts) - 1) * shared
+    assert stats.prefilled_tokens <= sum(map(len, tokens)) - (len(prompts) - 1) * shared
+    assert stats.prefilled_tokens + stats.reused_tokens == stats.prompt_tokens
+
+
+async def test_short_and_long_requests_finish_apart_and_a_cancelled_one_frees_its_slot() -> None:
+    lm = LocalLM(_path(), n_ctx=N_CTX, n_parallel=2)
+    story: list[ChatMessage] = [{"role": "user", "content": "Write a long story about a ship."}]
+    long = asyncio.ensure_future(lm.complete(story, max_tokens=1000))
+    short = await lm.complete(_prompts(1)[0], max_tokens=4)
+    assert short.finish_reason == "length"
+    assert not long.done()
+    long.cancel()
+    after = await asyncio.wait_for(lm.complete(_prompts(2)[1], max_tokens=4), timeout=120)
+    assert after.usage.completion_tokens == 4
+    assert long.cancelled()
+    assert lm.engine.stats.cancelled == 1
+    assert lm.engine.running() == 0
+    lm.engine.close()
