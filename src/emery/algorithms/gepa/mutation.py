@@ -213,10 +213,15 @@ async def extend_tie(
     rng: random.Random,
 ) -> tuple[Mutation, EvalResult]:
     """After a tie, parent and child scored on the next minibatch too (none of its examples
-    already judged or shown to the child as a demo), both results joined to the first ones;
+    already judged or shown to either as a demo), both results joined to the first ones;
     unchanged when no such example is left or the budget cannot pay for both."""
     train = {example.id: example for example in ctx.train}
-    shown = {demo.example_id for demos in mutation.child.demos.values() for demo in demos}
+    shown = {
+        demo.example_id
+        for candidate in (mutation.child, mutation.parent.candidate)
+        for demos in candidate.demos.values()
+        for demo in demos
+    }
     used = {example.id for example in mutation.batch} | shown
     ids = next_minibatch(state.sampler, list(train), len(mutation.batch), rng)
     extra = [train[i] for i in dict.fromkeys(ids) if i not in used]
