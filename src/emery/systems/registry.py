@@ -30,6 +30,7 @@ SYSTEM_MODULES: dict[str, str] = {
     "prompt_program": "emery.systems.prompt_program",
     "function_agent": "emery.systems.function_agent",
     "task_app": "emery.systems.task_app",
+    "code_harness": "emery.systems.harness.system",
 }
 
 

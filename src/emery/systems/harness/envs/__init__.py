@@ -1,0 +1,1 @@
+"""Built-in environments, each with a seeded task generator (``generate(rng)``)."""

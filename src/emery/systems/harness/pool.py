@@ -1,0 +1,162 @@
+"""Worker processes for harness code: started on demand, reused between episodes, killed
+after a timeout, a crash or a cancelled episode.
+
+Each worker is ``python -m emery.systems.harness.worker`` speaking JSON lines over its
+stdin and stdout. Reads are non-blocking through the running event loop, so a pool
+serves any loop; a worker exits by itself when the job process goes away (EOF).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+START_TIMEOUT_S = 60.0
+KEEP_IDLE = 8
+
+
+class WorkerGone(Exception):
+    """The worker process ended or closed its channel."""
+
+
+class WorkerProcess:
+    """One worker process and its end of the JSON-lines channel."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        package_root = str(Path(__file__).resolve().parents[3])
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "emery.systems.harness.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        assert self.proc.stdout is not None
+        assert self.proc.stdin is not None
+        self._fd = self.proc.stdout.fileno()
+        os.set_blocking(self._fd, False)
+        self._buffer = b""
+        self.started = False
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one message; a dead worker raises ``WorkerGone``."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(message, default=str).encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            raise WorkerGone(f"the worker process ended ({self.exit_text()})") from exc
+
+    async def receive(self, timeout: float) -> dict[str, Any]:
+        """The next message; ``TimeoutError`` after ``timeout`` s, ``WorkerGone`` at EOF."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            await self._readable(left)
+            try:
+                chunk = os.read(self._fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                raise WorkerGone(f"the worker process ended ({self.exit_text()})")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        value: dict[str, Any] = json.loads(line)
+        return value
+
+    async def _readable(self, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_reader(self._fd, wake)
+        try:
+            await asyncio.wait_for(ready, timeout)
+        finally:
+            loop.remove_reader(self._fd)
+
+    def exit_text(self) -> str:
+        try:
+            code = self.proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return "no exit status"
+        return f"exit status {code}"
+
+    def kill(self) -> None:
+        if self.alive:
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5.0)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+class WorkerPool:
+    """Idle workers kept for the next episode (at most ``keep``)."""
+
+    def __init__(self, keep: int = KEEP_IDLE) -> None:
+        self.keep = keep
+        self._idle: list[WorkerProcess] = []
+        self._lock = threading.Lock()
+        self.started = 0
+
+    async def acquire(self) -> WorkerProcess:
+        """An idle live worker, or a new one once it says it is ready."""
+        with self._lock:
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.alive:
+                    return worker
+                worker.kill()
+        worker = WorkerProcess()
+        self.started += 1
+        try:
+            hello = await worker.receive(START_TIMEOUT_S)
+        except BaseException:
+            worker.kill()
+            raise
+        if hello.get("type") != "ready":
+            worker.kill()
+            raise WorkerGone(f"the worker process did not start: {hello}")
+        return worker
+
+    def release(self, worker: WorkerProcess, healthy: bool) -> None:
+        """Keep a healthy worker for later; kill any other."""
+        with self._lock:
+            if healthy and worker.alive and len(self._idle) < self.keep:
+                self._idle.append(worker)
+                return
+        worker.kill()
+
+    def close(self) -> None:
+        """Kill every idle worker."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.kill()
+
+
+POOL = WorkerPool()
+atexit.register(POOL.close)
