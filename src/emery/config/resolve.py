@@ -15,7 +15,7 @@ from emery.lm.config import build_lm
 from emery.lm.usage import ROLES, MeteredLM, UsageMeter
 from emery.systems.base import System
 from emery.systems.prompt_program import PromptProgram
-from emery.systems.registry import build_system
+from emery.systems.registry import build_system, parse_system_config
 from emery.verifiers.base import Verifier
 from emery.verifiers.config import VerifierConfig, build_verifier
 
@@ -63,7 +63,11 @@ def resolve_system(config: JobConfig) -> System:
     if config.system is not None:
         return build_system(config.system)
     if config.dataset.task is not None:
-        return PromptProgram(builtin_task(config.dataset.task).program)
+        task = builtin_task(config.dataset.task)
+        if task.system is not None:
+            return build_system(parse_system_config(task.system))
+        assert task.program is not None
+        return PromptProgram(task.program)
     raise ConfigError("no [system] given: a file dataset needs a [system] section")
 
 

@@ -1,21 +1,23 @@
 """Built-in tasks generated from code with a seed: no downloaded data."""
 
 from emery.core.errors import ConfigError
-from emery.data.tasks import extraction, intent, word_problems
+from emery.data.tasks import extraction, harness, intent, word_problems
 from emery.data.tasks.base import BuiltinTask
 
 BUILTIN_TASKS: dict[str, BuiltinTask] = {
     task.name: task for task in (word_problems.TASK, intent.TASK, extraction.TASK)
 }
+HARNESS_TASKS: dict[str, BuiltinTask] = {task.name: task for task in harness.TASKS}
+"""Task sets of the code-harness environments (their starting system is a code harness)."""
 
 
 def builtin_task(name: str) -> BuiltinTask:
     """A built-in task by name, or a one-line error listing the known names."""
     try:
-        return BUILTIN_TASKS[name]
+        return BUILTIN_TASKS[name] if name in BUILTIN_TASKS else HARNESS_TASKS[name]
     except KeyError:
-        known = ", ".join(sorted(BUILTIN_TASKS))
+        known = ", ".join(sorted({**BUILTIN_TASKS, **HARNESS_TASKS}))
         raise ConfigError(f"unknown built-in task {name!r}; known tasks: {known}") from None
 
 
-__all__ = ["BUILTIN_TASKS", "BuiltinTask", "builtin_task"]
+__all__ = ["BUILTIN_TASKS", "HARNESS_TASKS", "BuiltinTask", "builtin_task"]

@@ -16,14 +16,16 @@ Generator = Callable[[random.Random], tuple[dict[str, Any], Any]]
 
 @dataclass(frozen=True)
 class BuiltinTask:
-    """Examples come from ``generate``; ``program`` is the deliberately plain starting prompt."""
+    """Examples come from ``generate``; ``program`` is the deliberately plain starting prompt,
+    or ``system`` (a ``[system]`` table) the starting system of another kind."""
 
     name: str
     description: str
     generate: Generator
-    program: PromptProgramConfig
+    program: PromptProgramConfig | None
     verifier: VerifierConfig
     sizes: tuple[int, int, int] = (40, 40, 60)
+    system: dict[str, Any] | None = None
 
     def dataset(
         self,
