@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from emery.algorithms.lineage import lineage_tree
+from emery.algorithms.lineage import component_diff, lineage_tree
 from emery.cli.common import JsonOption, StoreOption, open_cli_store, resolve
 from emery.cli.console import out, print_json, print_table
 from emery.core.errors import EmeryError
@@ -157,3 +157,12 @@ def _show(store: Store, job_id: str, candidate_id: str, as_json: bool) -> None:
         out.print(f"\n[bold][{escape(stage)} demos][/bold]")
         for demo in demos:
             out.print(escape(f"  {demo.inputs} → {demo.output}"), highlight=False)
+    if lineage.parents:
+        try:
+            parent = store.get_candidate(job_id, lineage.parents[0])
+        except EmeryError:  # a parent from another job: nothing to diff against
+            return
+        diff = component_diff(parent, candidate, before_label="parent", after_label="candidate")
+        if diff:
+            out.print(f"\n[bold]{escape('[diff against the first parent]')}[/bold]")
+            out.print(escape(textwrap.indent(diff, "  ")), highlight=False)

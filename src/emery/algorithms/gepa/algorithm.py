@@ -22,6 +22,7 @@ from typing import ClassVar
 
 from emery.algorithms.base import SearchContext, load_rng, save_rng
 from emery.algorithms.gepa.batches import next_minibatch
+from emery.algorithms.gepa.code import smoke_rejects
 from emery.algorithms.gepa.merge import find_merge, run_merge
 from emery.algorithms.gepa.mutation import Basis, Mutation, extend_tie, operate, reflect
 from emery.algorithms.gepa.pool import add_to_pool, lean, restore_candidates
@@ -161,7 +162,7 @@ class Gepa:
         a tie, on the next one too), accept it only if it does better there, and promote an
         accepted child to all of val."""
         mutation = await self._propose(ctx, state, number, rng)
-        if mutation is None:
+        if mutation is None or await smoke_rejects(ctx, state, mutation):
             return
         after = await ctx.evaluate(mutation.child, mutation.batch, "train")
         if self.settings.extend_ties and sum(after.scores) == sum(mutation.before.scores):

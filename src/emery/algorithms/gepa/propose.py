@@ -149,6 +149,20 @@ class Proposer:
 
         Never raises for a bad reply: a proposal without text is a rejected proposal.
         """
+        from emery.algorithms.code_proposals import is_code_component
+
+        if is_code_component(component):  # harness code: a whole new module
+            from emery.algorithms.gepa.code import propose_code
+
+            return await propose_code(
+                self.settings,
+                ctx,
+                iteration=iteration,
+                component=component,
+                current=current,
+                examples=examples,
+                results=results,
+            )
         lm = ctx.lm(self.settings.reflection_role)
         style = self.style(lm)
         messages = self.first_messages(ctx, iteration, style, component, current, examples, results)
