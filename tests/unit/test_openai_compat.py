@@ -36,6 +36,7 @@ class ServerState:
     in_flight: int = 0
     max_in_flight: int = 0
     body: str | None = None  # a raw reply body to answer with instead of a completion
+    garbage: int = 0  # how many requests to answer first with a body that is not JSON
 
 
 def _completion(body: dict[str, Any]) -> dict[str, Any]:
@@ -74,6 +75,9 @@ def _app(state: ServerState) -> FastAPI:
                     status_code=status,
                     content={"error": {"message": f"status {status}", "type": "test"}},
                 )
+            if state.garbage:
+                state.garbage -= 1
+                return Response(b"<html>bad gateway</html>\x00\xff", media_type="text/html")
             if state.body is not None:
                 return Response(state.body, media_type="application/json")
             return JSONResponse(_completion(body))
@@ -122,6 +126,7 @@ def server(server_runner: tuple[str, ServerState]) -> Server:
     state.in_flight = 0
     state.max_in_flight = 0
     state.body = None
+    state.garbage = 0
     return Server(base_url=base_url, state=state)
 
 
@@ -212,6 +217,14 @@ async def test_a_reply_that_is_not_a_chat_completion_is_an_lm_error(server: Serv
     server.state.body = '{"object": "error", "detail": "no choices here"}'
     with pytest.raises(LMError, match="not a chat completion"):
         await _lm(server).complete(MESSAGES)
+    assert len(server.state.requests) == FAST_RETRY.max_attempts  # retried, then given up
     server.state.body = '{"choices": [{"message": {"content": null}}], "model": "m"}'
     empty = await _lm(server).complete(MESSAGES)  # a null content is an empty text
     assert (empty.text, empty.finish_reason, empty.usage.prompt_tokens) == ("", "stop", 0)
+
+
+async def test_a_garbage_body_is_retried_like_a_server_error(server: Server) -> None:
+    server.state.garbage = 2  # a proxy's error page answered with 200, twice
+    completion = await _lm(server).complete(MESSAGES)
+    assert completion.text == "echo: Say hello."
+    assert len(server.state.requests) == 3

@@ -24,9 +24,15 @@ from emery.lm.retry import RetryPolicy, retrying
 TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 
+class MalformedReply(LMError):
+    """A successful HTTP answer whose body is not a chat completion (a proxy's error page,
+    a truncated body): worth retrying like a 5xx."""
+
+
 def is_transient(exc: BaseException) -> bool:
-    """429, 5xx, timeouts and dropped connections are worth retrying; other errors are not."""
-    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
+    """429, 5xx, timeouts, dropped connections and malformed bodies are worth retrying;
+    other errors are not."""
+    if isinstance(exc, MalformedReply | openai.APITimeoutError | openai.APIConnectionError):
         return True
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in TRANSIENT_STATUS or exc.status_code >= 500
@@ -120,16 +126,17 @@ class OpenAICompatibleLM:
         client = await self._clients.get()
         slots = await self._slots.get()
 
-        async def call() -> bytes:
-            async with slots:
-                return await client.post("/chat/completions", body=body, cast_to=bytes)
-
         start = time.perf_counter()
+
+        async def call() -> Completion:
+            async with slots:
+                raw = await client.post("/chat/completions", body=body, cast_to=bytes)
+            return self._completion(raw, time.perf_counter() - start)
+
         try:
-            raw = await retrying(call, policy=self.retry, is_transient=is_transient, rng=self._rng)
+            return await retrying(call, policy=self.retry, is_transient=is_transient, rng=self._rng)
         except openai.OpenAIError as exc:
             raise LMError(f"{self.model}: {exc}") from exc
-        return self._completion(raw, time.perf_counter() - start)
 
     def _completion(self, raw: bytes, latency_s: float) -> Completion:
         try:
@@ -147,6 +154,6 @@ class OpenAICompatibleLM:
                 model=reply.get("model") or self.model,
             )
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise LMError(
+            raise MalformedReply(
                 f"{self.model}: not a chat completion: {raw[:200]!r} ({type(exc).__name__})"
             ) from exc
