@@ -164,3 +164,45 @@ def test_listening_off_loopback_needs_a_key(
     monkeypatch.delenv("EMERY_TASK_APP_KEY", raising=False)
     assert run_cli(args) == 2
     assert "without an API key" in one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"1e999",  # a float JSON cannot write back
+        b'{"correlation_id": NaN}',
+        b'{"\\udc00": 1}',  # a lone surrogate as a key, echoed in the 422
+        json.dumps({**rollout_body("x"), "attempt": "KEY"}).replace("KEY", "\\ud800").encode(),
+    ],
+    ids=["infinity", "nan", "surrogate key", "surrogate in a wrong-typed field"],
+)
+def test_task_app_validation_errors_never_fail_to_render(body: bytes) -> None:
+    app = create_task_app(echo_agent)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.post(
+            "/rollout", content=body, headers={"content-type": "application/json"}
+        )
+    assert 400 <= response.status_code < 500, response.text
+    assert response.json()["detail"]
+
+
+def test_proxy_drops_empty_stop_strings(proxy: TestClient, model: FakeLM) -> None:
+    from emery.server.chat_request import ChatRequest
+
+    # an empty stop string broke the model call (502): it stops nothing, so it is dropped
+    response = proxy.post(CHAT, json={"messages": HELLO, "stop": ["", "\n", ""]})
+    assert response.status_code == 200, response.text
+    request = ChatRequest.model_validate({"messages": HELLO, "stop": ["", "x"]})
+    assert request.sampling() == {"stop": ["x"]}
+    assert ChatRequest.model_validate({"messages": HELLO, "stop": [""]}).sampling() == {}
+
+
+@pytest.mark.parametrize("url", ["\x01not a url", "ftp://127.0.0.1/v1", "http://[::1"])
+def test_task_app_refuses_an_lm_proxy_url_it_cannot_call(url: str) -> None:
+    # such a URL used to reach the heartbeat thread, which died with a traceback
+    body = rollout_body("x")
+    body["policy"]["config"] = {"inference_url": url}
+    with TestClient(create_task_app(echo_agent), raise_server_exceptions=False) as client:
+        response = client.post("/rollout", json=body)
+    assert response.status_code == 400, response.text
+    assert "inference_url" in response.json()["detail"]

@@ -7,7 +7,12 @@ from fastapi import FastAPI
 from starlette.responses import Response
 
 from emery.lm.base import LM
-from emery.server.guards import MAX_BODY_BYTES, ApiKeyMiddleware, BodyLimitMiddleware
+from emery.server.guards import (
+    MAX_BODY_BYTES,
+    ApiKeyMiddleware,
+    BodyLimitMiddleware,
+    render_validation_errors,
+)
 from emery.server.proxy import LiveBackend, ProxyBackend, error_response, proxy_router
 from emery.tracing.registry import LiveRollouts
 
@@ -38,6 +43,7 @@ def create_app(
         return {"status": "ok", "model": lm.model if lm is not None else None}
 
     app.include_router(proxy_router(proxy_backend))
+    render_validation_errors(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes, render=_openai_error)
     if api_key is not None:  # added last: runs first, before the body limit reads anything
         app.add_middleware(ApiKeyMiddleware, key=api_key, render=_openai_error)

@@ -86,8 +86,9 @@ class ChatRequest(BaseModel):
         max_tokens = self.max_tokens or self.max_completion_tokens
         if max_tokens is not None:
             params["max_tokens"] = max_tokens
-        if self.stop:
-            params["stop"] = [self.stop] if isinstance(self.stop, str) else list(self.stop)
+        stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or ())
+        if any(stops):  # an empty stop string stops nothing (and breaks some models)
+            params["stop"] = [stop for stop in stops if stop]
         return params
 
     def chat_messages(self) -> list[ChatMessage]:

@@ -9,7 +9,9 @@ import json
 from collections.abc import Callable, Collection
 from typing import Any
 
-from starlette.requests import HTTPConnection
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -143,3 +145,30 @@ class BodyLimitMiddleware:
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         message = f"the request body is over {self.max_bytes} bytes"
         await self.render(413, message)(scope, receive, send)
+
+
+def _printable(value: Any) -> str | int:
+    """A location part or message as JSON can always write it: lone surrogates escaped."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+async def validation_error(request: Request, exc: Exception) -> Response:
+    """422 naming each invalid field (location, message, type) without echoing its value:
+    a value may be NaN, an infinity or a lone surrogate, which no JSON encoder writes."""
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    detail = [
+        {
+            "type": _printable(error.get("type", "")),
+            "loc": [_printable(part) for part in error.get("loc", ())],
+            "msg": _printable(error.get("msg", "")),
+        }
+        for error in errors
+    ]
+    return JSONResponse({"detail": detail}, status_code=422)
+
+
+def render_validation_errors(app: FastAPI) -> None:
+    """Make ``app`` answer invalid requests with ``validation_error``."""
+    app.add_exception_handler(RequestValidationError, validation_error)

@@ -33,6 +33,7 @@ from emery.server.guards import (
     BodyLimitMiddleware,
     has_lone_surrogate,
     refuse_open_binding,
+    render_validation_errors,
 )
 from emery.systems.base import RunContext
 from emery.systems.function_agent import RESERVED, FunctionAgent
@@ -114,7 +115,7 @@ class HeartbeatForwarder:
     def _send(self) -> None:
         try:
             _heartbeat_client().post(self.url)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             log.debug("heartbeat to %s failed: %s", self.url, exc)
 
 
@@ -191,6 +192,17 @@ async def run_request(
     )
 
 
+def url_problem(url: str | None) -> str | None:
+    """Why the LM proxy URL of a request cannot be called, or None (no URL is fine)."""
+    if url is None:
+        return None
+    try:
+        scheme = httpx.URL(url).scheme
+    except httpx.InvalidURL as exc:
+        return f"is not a URL ({exc})"
+    return None if scheme in ("http", "https") else "must be an http(s) URL"
+
+
 def create_task_app(
     agent: Any,
     *,
@@ -210,6 +222,7 @@ def create_task_app(
     app = FastAPI(title=f"emery task app: {title}")
     app.state.system = system
     app.state.auth = key is not None
+    render_validation_errors(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     if key is not None:  # added last: runs first, before the body is read
         app.add_middleware(ApiKeyMiddleware, key=key)
@@ -227,6 +240,9 @@ def create_task_app(
     async def rollout(request: RolloutRequest) -> RolloutResponse:
         if has_lone_surrogate(request.model_dump(mode="json")):
             raise HTTPException(400, "the request holds an invalid unicode escape (lone surrogate)")
+        problem = url_problem(request.policy.config.inference_url)
+        if problem:
+            raise HTTPException(400, f"policy.config.inference_url {problem}")
         return await run_request(system, request, heartbeat_interval_s=heartbeat_interval_s)
 
     return app
