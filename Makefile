@@ -10,7 +10,7 @@ LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 WHEELS := .wheels
 
-.PHONY: demo test lint unit integration bench clean reliability
+.PHONY: demo test lint unit integration bench clean reliability reliability-kills reliability-faults reliability-fuzz reliability-all
 
 demo: $(VENV)/.installed
 	$(EMERY) models pull qwen2.5-coder-0.5b
@@ -29,6 +29,21 @@ unit: $(VENV)/.installed
 # The bad-input corpus as subprocesses (permission cases as nobody when run as root); not part of `make test`.
 reliability: $(VENV)/.installed
 	$(PY) benchmarks/reliability/run.py
+
+# SIGKILL at random points and resume, per algorithm, cache on and off (RUNS=20 each).
+RUNS ?= 20
+reliability-kills: $(VENV)/.installed
+	$(PY) benchmarks/reliability/kills.py --runs $(RUNS)
+
+# LM faults (429, 500, hangs, garbage) at 20% and 100% against a local mock endpoint.
+reliability-faults: $(VENV)/.installed
+	$(PY) benchmarks/reliability/faults.py
+
+# schemathesis (a dev dependency) and malformed bodies against emery serve and the task app.
+reliability-fuzz: $(VENV)/.installed
+	$(PY) benchmarks/reliability/fuzz.py
+
+reliability-all: reliability reliability-kills reliability-faults reliability-fuzz
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks

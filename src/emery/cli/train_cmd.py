@@ -189,5 +189,5 @@ def finish(store: Store, outcome: ForegroundOutcome, *, as_json: bool) -> None:
     if job.state in ("failed", "cancelled"):
         if not as_json:
             detail = f": {job.error}" if job.error else ""
-            err.print(f"[red]job {job.id} {job.state}[/red]{escape(detail)}")
+            err.print(f"[red]job {job.id} {job.state}[/red]{escape(detail)}", soft_wrap=True)
         raise typer.Exit(EXIT_FAILED)

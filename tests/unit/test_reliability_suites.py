@@ -1,0 +1,75 @@
+"""The fast part of the reliability suites of ``benchmarks/reliability`` (``make
+reliability-kills``, ``reliability-faults`` and ``reliability-fuzz`` run them in full): one
+SIGKILL-and-resume run, LM faults against the mock endpoint, and a short fuzz of both HTTP
+servers."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from bad_input_support import RELIABILITY, job_config, run_cli
+
+assert RELIABILITY.is_dir()
+
+import faults  # noqa: E402
+import fuzz  # noqa: E402
+import kills  # noqa: E402
+
+from emery.server.serving import BackgroundServer  # noqa: E402
+
+
+@pytest.mark.slow
+def test_a_killed_job_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
+    reference = kills.reference("gepa", False, tmp_path)
+    assert reference.outcome["state"] == "succeeded"
+    assert reference.calls > 10
+    run = kills.killed_run(reference, 0, tmp_path, random.Random(7))
+    assert run.killed, run.problem
+    assert run.identical, (run.problem, run.differs)
+    assert reference.calls <= run.calls <= reference.calls + 20  # in flight, not committed
+
+
+@pytest.mark.slow
+def test_lm_faults_at_20_percent_are_retried_and_at_100_percent_fail_the_job(
+    tmp_path: Path,
+) -> None:
+    clean = faults.run_job("gepa", "none", 0.0, tmp_path)
+    assert clean.outcome["state"] == "succeeded"
+    for fault, rate in (("garbage", 0.2), ("500", 1.0)):
+        run = faults.run_job("gepa", fault, rate, tmp_path)
+        faults.judge(run, clean.outcome)
+        assert run.problems == [], faults.line(run)
+        assert run.counts[fault] > 0
+    assert "500" in run.failed_line
+
+
+def test_a_failed_job_says_why_on_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)  # 80 columns: a long cause used to wrap
+    config = job_config(tmp_path, "python/scripted_lm:failing_lm")
+    assert run_cli(["train", str(config), "--store", str(tmp_path / "s.db")]) != 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert lines[-1].startswith("job "), lines
+    assert " failed: " in lines[-1], lines
+    assert lines[-1].endswith("try again in an hour or so"), lines
+
+
+@pytest.mark.parametrize("name", ["serve", "taskapp"])
+def test_no_malformed_request_gets_a_server_error(name: str) -> None:
+    with BackgroundServer(fuzz.servers()[name]) as server:
+        tally = fuzz.malformed_fuzz(name, server.url)
+    assert sum(tally.statuses.values()) > 30
+    assert tally.server_errors == []
+    assert tally.resets == []
+
+
+@pytest.mark.parametrize("name", ["serve", "taskapp"])
+def test_schemathesis_finds_no_server_error(name: str) -> None:
+    pytest.importorskip("schemathesis")
+    with BackgroundServer(fuzz.servers()[name]) as server:
+        tally = fuzz.schema_fuzz(name, server.url, examples=8)
+    assert tally.operations >= 3
+    assert tally.server_errors == []
