@@ -62,12 +62,14 @@ def format_and_demos_lm(data: Dataset) -> FakeLM:
 
 
 def step_by_step_lm(data: Dataset) -> FakeLM:
-    """Right only when the instruction says 'step by step' and 'Answer:' and demos are shown."""
+    """Right only when the instruction says 'step by step' and 'Answer:' and demos are shown
+    (wherever the layout puts the instruction: system message or the last user turn)."""
     gold = gold_table(data)
 
     def reply(messages: Sequence[ChatMessage]) -> str:
-        answer = gold[messages[-1]["content"]]
-        instruction = system_text(messages)
+        content = messages[-1]["content"]
+        answer = gold[next(q for q in gold if q in content)]
+        instruction = f"{system_text(messages)}\n{content}"
         if "Answer:" not in instruction:
             return f"The answer is {answer}."
         if "step by step" in instruction.lower() and has_demos(messages):

@@ -101,8 +101,9 @@ def test_an_operator_applied_twice_changes_nothing_more() -> None:
 
 def test_children_skip_tried_ids_and_are_distinct() -> None:
     children = operator_children(SEED, program(), "solve")
-    # no shorten (one sentence), no labeled demos (the seed has demos, and no pool is given)
-    assert len({c.id for c in children}) == len(children) == len(OPERATORS) - 2
+    # no shorten (one sentence), no labeled or nearest demos (the seed has demos, and no
+    # pool is given)
+    assert len({c.id for c in children}) == len(children) == len(OPERATORS) - 3
     again = operator_children(SEED, program(), "solve", tried={children[0].id})
     assert [c.id for c in again] == [c.id for c in children[1:]]
 

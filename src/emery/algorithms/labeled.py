@@ -6,9 +6,10 @@ a last stage that reads an earlier stage's output needs that output, which only 
 produces. The gold is written as a reply the stage's parser reads back and the verifier
 accepts (see ``systems.formats``), after the example's rationale when the dataset has one.
 
-MIPRO offers a labeled set as one of its demo choices; GEPA and APO keep a pool of them
-(``labeled_pool``) for the ``labeled_demos`` edit operator, which picks a few whose
-examples are not in the minibatch being judged (``pick_demos``).
+MIPRO offers a labeled set and the nearest-per-input choice over the whole pool as demo
+choices; GEPA and APO keep a pool of them (``labeled_pool``) for the ``labeled_demos``
+edit operator, which picks a few whose examples are not in the minibatch being judged
+(``pick_demos``), and the ``nearest_demos`` operator, which hands the stage the pool.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from emery.verifiers.base import Verifier
 
 log = logging.getLogger(__name__)
 
-POOL_SIZE = 16
-"""Labeled demos kept per stage for the operator: enough to leave a few after excluding
-any minibatch."""
+POOL_SIZE = 64
+"""Labeled demos kept per stage: a pool the ``nearest_demos`` choice draws from per input
+(the more train examples it holds, the closer the nearest), and that leaves a few after
+excluding any minibatch."""
 
 
 def labeled_stage(program: PromptProgram, input_fields: set[str]) -> tuple[str | None, str]:

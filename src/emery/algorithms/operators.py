@@ -5,7 +5,8 @@ fragments or copies instead of instructions. These operators need no model: each
 structural or wording change that often helps a small model follow its task and format
 (a format reminder as the last line of the user turn, the instruction moved next to the
 input, a step-by-step cue, a terse-answer style, a restating answer stage, demos inline,
-labeled demos from train when the stage has none, fewer or reordered demos, a shortened
+labeled demos from train when the stage has none, or the train pool with the nearest few
+shown per input, fewer or reordered demos, a shortened
 instruction). Algorithms use them beside (and
 instead of, when it runs dry) their LM proposals; every child says which operator made it
 (``lineage.operation = "operator.<name>"``) so acceptance can be counted per source.
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 from emery.algorithms.labeled import pick_demos
 from emery.core.models import Candidate, Demo, Lineage
+from emery.systems.demo_retrieval import NEAREST_SHOWN
 from emery.systems.formats import format_sentence
 from emery.systems.prompt_layout import StageLayout, with_layout
 from emery.systems.prompt_program import PromptProgram, StageConfig
@@ -122,16 +124,28 @@ def add_labeled_demos(edit: Edit, stage: StageConfig, materials: Materials) -> E
     return Edit(edit.instruction, edit.layout, demos) if demos else None
 
 
+def add_nearest_demos(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
+    """The labeled pool (less ``materials.exclude``) as demos of a stage that shows none,
+    of which each input sees only the few nearest to it (``demo_retrieval``)."""
+    if edit.demos:
+        return None
+    pool = materials.labeled.get(stage.name, ())
+    demos = tuple(demo for demo in pool if demo.example_id not in materials.exclude)
+    if len(demos) <= NEAREST_SHOWN:
+        return None  # no choice to make: labeled_demos shows them all
+    return Edit(edit.instruction, edit.layout.model_copy(update={"select": "nearest"}), demos)
+
+
 def fewer_demos(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
     """Drop the last demo (shorter prompts; a demo can mislead as well as teach)."""
-    if not edit.demos:
+    if not edit.demos or edit.layout.select == "nearest":
         return None
     return Edit(edit.instruction, edit.layout, edit.demos[:-1])
 
 
 def reverse_demos(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
     """The demos in the opposite order (the last demo weighs most on a small model)."""
-    if len(edit.demos) < 2:
+    if len(edit.demos) < 2 or edit.layout.select == "nearest":
         return None
     return Edit(edit.instruction, edit.layout, tuple(reversed(edit.demos)))
 
@@ -151,6 +165,7 @@ def shorten(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None
 OPERATORS: dict[str, EditFn] = {
     "format_reminder": format_reminder,
     "labeled_demos": add_labeled_demos,
+    "nearest_demos": add_nearest_demos,
     "instruction_after_input": _placed("user_after"),
     "instruction_before_input": _placed("user_before"),
     "step_by_step": step_by_step,

@@ -9,6 +9,8 @@ the default layout, which is exactly how a stage was rendered before layouts exi
 - ``reminder``: a line appended as the last line of the user turn (an output-format
   reminder, say); empty means none;
 - ``demos``: demos as ``chat`` turns (default) or ``inline`` worked examples in the user turn;
+- ``select``: show ``all`` of the stage's demos (default), or only the ``nearest`` few to
+  the current input (``demo_retrieval``): the stage's demos are then a pool to draw from;
 - ``answer``: ``restate`` sends a reply the stage's parser cannot read back to the model
   once more, asking only for the final answer in the required format (solve → answer);
   ``off`` (default) does not.
@@ -31,6 +33,7 @@ CHOICE_SEPARATOR = ":"
 Placement = Literal["system", "user_before", "user_after"]
 DemoStyle = Literal["chat", "inline"]
 AnswerStage = Literal["off", "restate"]
+DemoSelection = Literal["all", "nearest"]
 
 
 def is_choice_component(name: str) -> bool:
@@ -51,6 +54,7 @@ class StageLayout(BaseModel):
     reminder: str = ""
     demos: DemoStyle = "chat"
     answer: AnswerStage = "off"
+    select: DemoSelection = "all"
 
     @classmethod
     def of(cls, components: Mapping[str, str], stage: str) -> StageLayout:

@@ -11,6 +11,7 @@ from emery.core.errors import ConfigError
 from emery.core.hashing import content_hash
 from emery.core.models import Candidate, ChatMessage, Demo
 from emery.systems.base import ComponentCall, RunContext, SystemRun
+from emery.systems.demo_retrieval import nearest_demos
 from emery.systems.formats import format_sentence
 from emery.systems.parsers import ParseError, ParserConfig
 from emery.systems.prompt_layout import StageLayout, arrange, choice_name, restate_messages
@@ -132,6 +133,8 @@ class PromptProgram:
         if layout.reminder:
             layout = layout.model_copy(update={"reminder": render(layout.reminder, fields)})
         rendered = render(instruction, fields) if instruction.strip() else ""
+        if layout.select == "nearest":
+            demos = nearest_demos(demos, self.stage_inputs(stage, fields))
         demo_turns = [(self._render_templates(stage, demo.inputs), demo) for demo in demos]
         turn = self._render_templates(stage, fields)
         return arrange(layout, rendered, demo_turns, turn)

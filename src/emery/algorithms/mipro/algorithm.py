@@ -183,7 +183,11 @@ class Mipro:
         program = _program(ctx)
         train = list(ctx.train)
         rng.shuffle(train)
-        labeled, note = await self._labeled(ctx, state, program, train)
+        pools, note = await self._labeled(ctx, state, program, train)
+        labeled = {
+            stage: list(pick_demos(pool, self.settings.max_labeled_demos, ()))
+            for stage, pool in pools.items()
+        }
         used = {d.example_id for demos in labeled.values() for d in demos}
         pool = [example for example in train if example.id not in used]
         bootstrapped = await self._bootstrapped(ctx, state, program, labeled, pool, rng)
@@ -193,6 +197,7 @@ class Mipro:
                 tuple(ctx.seed_candidate.demos.get(stage, ())),
                 labeled.get(stage, []),
                 bootstrapped.get(stage, []),
+                nearest=pools.get(stage, []),
                 limit=plan.num_demo_sets,
                 reasoning=stage in state.reasoning_stages,
             )
@@ -213,8 +218,8 @@ class Mipro:
     async def _labeled(
         self, ctx: SearchContext, state: MiproState, program: PromptProgram, train: list[Example]
     ) -> tuple[dict[str, list[Demo]], str]:
-        """Gold outputs written as demos of the stage that reads the inputs (distinct replies
-        first: a classifier sees several labels), and a note."""
+        """The pool of gold outputs written as demos of the stage that reads the inputs
+        (a labeled set is picked from it, distinct replies first), and a note."""
         settings = self.settings
         labeled_name, note = labeled_stage(program, input_fields(ctx))
         labeled: dict[str, list[Demo]] = {}
@@ -227,8 +232,8 @@ class Mipro:
                 limit=max(POOL_SIZE, settings.max_labeled_demos),
                 threshold=settings.bootstrap_threshold,
             )
-            labeled[labeled_name] = list(pick_demos(pool, settings.max_labeled_demos, ()))
-            if not labeled[labeled_name]:
+            labeled[labeled_name] = pool
+            if not pool:
                 note += "; no gold output could be written in the stage's format"
         state.labeled_note = {labeled_name or state.stages[-1]: note}
         return labeled, note

@@ -21,6 +21,7 @@ from emery.algorithms.mipro.normalise import normalise_run
 from emery.algorithms.mipro.state import DemoSet
 from emery.core.models import Candidate, Demo, Example, Lineage
 from emery.core.results import ExampleResult
+from emery.systems.demo_retrieval import NEAREST_SHOWN
 from emery.systems.formats import format_sentence
 from emery.systems.prompt_program import PromptProgram
 
@@ -194,8 +195,11 @@ def assemble(
     *,
     limit: int,
     reasoning: bool = False,
+    nearest: list[Demo] | None = None,
 ) -> list[DemoSet]:
-    """A stage's choices without duplicates: original (or empty), empty, labeled, bootstrapped.
+    """A stage's choices without duplicates: original (or empty), empty, labeled,
+    bootstrapped, at most ``limit`` of them; then, beyond the limit, the labeled pool
+    shown ``nearest`` per input (when it holds more demos than one input sees).
 
     For a ``reasoning`` stage (its replies are worked answers), bare-answer labeled demos
     are offered only beside bootstrapped (worked) sets, never as its only demo set.
@@ -203,7 +207,8 @@ def assemble(
     choices = [DemoSet(kind="original" if original else "empty", demos=list(original))]
     if original:
         choices.append(DemoSet(kind="empty"))
-    bare = reasoning and not all(is_worked(d) for d in labeled)
+    pool = nearest or []
+    bare = reasoning and not all(is_worked(d) for d in labeled + pool)
     if labeled and not (bare and not any(bootstrapped)):
         choices.append(DemoSet(kind="labeled", demos=labeled))
     for demos in bootstrapped:
@@ -217,4 +222,7 @@ def assemble(
             continue
         seen.add(key)
         unique.append(choice)
-    return unique[: max(limit, 1)]
+    unique = unique[: max(limit, 1)]
+    if len(pool) > NEAREST_SHOWN and not (bare and not any(bootstrapped)):
+        unique.append(DemoSet(kind="nearest", demos=pool))
+    return unique

@@ -13,7 +13,7 @@ from emery.core.models import Demo
 from emery.systems.prompt_layout import StageLayout
 
 Phase = Literal["bootstrap", "summarize", "propose", "search"]
-DemoSetKind = Literal["original", "empty", "labeled", "bootstrapped"]
+DemoSetKind = Literal["original", "empty", "labeled", "nearest", "bootstrapped"]
 InstructionSource = Literal["original", "format_hint", "proposed", "operator"]
 TrialKind = Literal["baseline", "minibatch", "full"]
 

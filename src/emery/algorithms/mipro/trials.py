@@ -213,7 +213,9 @@ def combo_candidate(
         demo_set: DemoSet = state.demo_sets[stage][params[f"{stage}.demos"]]
         layouts = state.layouts.get(stage) or [LayoutChoice()]
         layout = layouts[params.get(f"{stage}.layout", 0)]
-        components.update(with_layout(seed.components, stage, layout.layout))
+        select = "nearest" if demo_set.kind == "nearest" else layout.layout.select
+        shape = layout.layout.model_copy(update={"select": select})
+        components.update(with_layout(seed.components, stage, shape))
         components[stage] = instruction.text
         demos[stage] = tuple(demo_set.demos)
         sources[stage] = f"{instruction.source}+{demo_set.kind}+{layout.source}"
