@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("emery.cli.report_cmd", "report"),
     "models": ("emery.cli.models_cmd", "app"),
     "serve": ("emery.cli.serve_cmd", "serve"),
+    "server": ("emery.cli.server_cmd", "server"),
     "taskapp": ("emery.cli.taskapp_cmd", "app"),
     "export": ("emery.cli.export_cmd", "export"),
 }

@@ -144,11 +144,7 @@ def spawn_worker(store: Store, job_id: str, *, log_dir: Path | None = None) -> i
     """Run a job in a detached ``python -m emery jobs run`` process; returns its pid."""
     if store.url.startswith("memory"):
         raise EmeryError("an in-memory store cannot be shared with a background process")
-    job = store.get_job(job_id)
-    if job.state == "paused":
-        store.transition(job_id, "queued", reason="resume requested", expect=["paused"])
-    elif job.state == "created":
-        store.transition(job_id, "queued", expect=["created"])
+    job = queue_job(store, job_id)
     folder = log_dir or Path(job.base_dir or ".") / ".emery" / "logs"
     folder.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, STORE_ENV: store.url.replace("sqlite:///", "", 1)}
@@ -163,6 +159,16 @@ def spawn_worker(store: Store, job_id: str, *, log_dir: Path | None = None) -> i
             start_new_session=True,
         )
     return process.pid
+
+
+def queue_job(store: Store, job_id: str) -> JobRecord:
+    """Move a created or paused job to ``queued`` (a runner is about to pick it up)."""
+    job = store.get_job(job_id)
+    if job.state == "paused":
+        job, _ = store.transition(job_id, "queued", reason="resume requested", expect=["paused"])
+    elif job.state == "created":
+        job, _ = store.transition(job_id, "queued", expect=["created"])
+    return job
 
 
 def pause_job(store: Store, job_id: str, *, wait_s: float | None = 30.0) -> JobRecord:

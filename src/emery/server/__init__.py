@@ -1,5 +1,6 @@
 """The HTTP side of emery: the ``emery serve`` app and the LM proxy."""
 
+from emery.server.api import create_server_app
 from emery.server.app import create_app
 from emery.server.proxy import LiveBackend, ProxyBackend, proxy_router
 from emery.server.serving import BackgroundServer, free_port
@@ -9,6 +10,7 @@ __all__ = [
     "LiveBackend",
     "ProxyBackend",
     "create_app",
+    "create_server_app",
     "free_port",
     "proxy_router",
 ]

@@ -1,0 +1,67 @@
+"""``emery server``: the HTTP API, SSE, OTLP ingest, LM proxy and dashboard over a store."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+import uvicorn
+
+from emery.cli.common import StoreOption, open_cli_store
+from emery.cli.console import err
+from emery.cli.serve_cmd import API_KEY_ENV, task_model
+from emery.server.api import create_server_app
+from emery.server.guards import MAX_BODY_BYTES, refuse_open_binding
+
+
+def server(
+    host: Annotated[
+        str, typer.Option(help="Interface to listen on; any but loopback needs an API key.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8420,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model behind the LM proxy's /v1 routes, e.g. local/qwen2.5-coder-0.5b."),
+    ] = None,
+    api_key_env: Annotated[
+        str,
+        typer.Option(
+            help="Environment variable holding the API key every route but /health requires"
+            " (unset: no key, and only loopback hosts are allowed)."
+        ),
+    ] = API_KEY_ENV,
+    max_body_mb: Annotated[
+        float, typer.Option(min=0.001, help="Largest request body in MiB (413 above).")
+    ] = MAX_BODY_BYTES / 2**20,
+    store_location: StoreOption = None,
+) -> None:
+    """Serve the jobs in a store over HTTP, with a live dashboard at /.
+
+    \b
+    /api/jobs             list (filters, paging), create from a config
+    /api/jobs/J           get; POST .../pause, .../resume, .../cancel
+    /api/jobs/J/events    events after ?since=N; .../events/stream: SSE
+    /api/jobs/J/candidates  lineage, split scores, .../C/diff
+    /api/jobs/J/evaluations, /api/jobs/J/rollouts
+    /api/rollouts/R       attempts; /api/rollouts/R/spans: span tree
+    /v1/traces            OTLP/HTTP trace ingest (protobuf or JSON)
+    /v1/chat/completions  the LM proxy of `emery serve`
+    /docs, /openapi.json  the API's schema
+
+    Off loopback an API key ($EMERY_API_KEY) is required: send it as
+    `Authorization: Bearer KEY` or `X-API-Key`; a browser signs in at
+    /login. Jobs created or resumed here run in worker processes
+    (threads for a memory:// store).
+    """
+    key = os.environ.get(api_key_env) or None
+    refuse_open_binding(host, key, f"set ${api_key_env}")
+    store = open_cli_store(store_location)
+    lm = task_model(model, None, None, store_location)
+    app = create_server_app(
+        store, api_key=key, default_lm=lm, max_body_bytes=int(max_body_mb * 2**20)
+    )
+    where = f"http://{host}:{port}"
+    notes = ", API key required" if key else ""
+    err.print(f"emery server on {where} (dashboard at {where}/, API at {where}/docs{notes})")
+    uvicorn.run(app, host=host, port=port, log_level="warning")

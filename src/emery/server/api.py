@@ -1,0 +1,74 @@
+"""The ``emery server`` application: the REST API over a store, the SSE event streams,
+OTLP trace ingest, the LM proxy routes of ``emery serve`` and the dashboard, in one app.
+
+Guards: with an API key, every route but ``/health`` and ``/login`` needs it (header, or
+the dashboard's cookie), checked before the body is read; bodies over the limit get 413;
+no CORS headers are sent, so other origins' pages cannot read the API; every error is
+JSON with a message, never a stack trace.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from emery.lm.base import LM
+from emery.server.errors import install_error_handlers, json_error
+from emery.server.guards import MAX_BODY_BYTES, ApiKeyMiddleware, BodyLimitMiddleware
+from emery.server.jobs_api import jobs_router
+from emery.server.launcher import JobLauncher, launcher_for
+from emery.server.proxy import LiveBackend, proxy_router
+from emery.server.results_api import candidates_router, rollouts_router
+from emery.store.protocol import Store
+from emery.tracing.registry import LiveRollouts
+
+OPEN_PATHS = frozenset({"/health", "/login"})
+
+
+def create_server_app(
+    store: Store,
+    *,
+    api_key: str | None = None,
+    default_lm: LM | None = None,
+    launcher: JobLauncher | None = None,
+    base_dir: Path | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> FastAPI:
+    """The server over ``store``. Jobs created or resumed through it run with
+    ``launcher`` (default: worker processes; threads for an in-memory store); relative
+    paths in created configs are under ``base_dir`` (default: the working folder)."""
+    app = FastAPI(
+        title="emery",
+        version="0.1.0",
+        description="Jobs, candidates, evaluations, rollouts and traces of an emery store.",
+    )
+    app.state.store = store
+    app.state.launcher = launcher or launcher_for(store)
+    app.state.registry = LiveRollouts()
+    backend = LiveBackend(app.state.registry, default_lm)
+
+    @app.get("/health", tags=["server"])
+    def health() -> dict[str, object]:
+        """Liveness, the store behind the server and the proxy's default model."""
+        lm = backend.default_lm()
+        return {
+            "status": "ok",
+            "store": store.url.split("://", 1)[0],
+            "model": lm.model if lm is not None else None,
+        }
+
+    app.include_router(jobs_router(store, app.state.launcher, (base_dir or Path.cwd()).resolve()))
+    app.include_router(candidates_router(store))
+    app.include_router(rollouts_router(store))
+    app.include_router(proxy_router(backend))
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes, render=json_error)
+    if api_key is not None:  # added last: runs first, before the body limit reads anything
+        app.add_middleware(
+            ApiKeyMiddleware,
+            key=api_key,
+            open_paths=OPEN_PATHS,
+            render=json_error,
+        )
+    return app

@@ -1,0 +1,135 @@
+"""``/api/jobs``: list, read, create and steer jobs, and follow their events (also as SSE).
+
+Jobs are named by id, unique id prefix or name, as on the command line. Pause and cancel
+ask the running engine (it acts within a fraction of a second) and answer at once unless
+``wait`` gives seconds to wait for it; resume and create start the run the server's
+``JobLauncher`` way (a worker process, as ``emery train --no-poll`` does).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from emery.config.loading import parse_config
+from emery.core.errors import ConfigError
+from emery.jobs.manage import cancel_job, create_job, pause_job
+from emery.server.launcher import JobLauncher, resume
+from emery.server.sse import event_stream
+from emery.server.views import job_view
+from emery.store.protocol import Store
+from emery.store.records import JobFilter
+from emery.store.states import JOB_STATES
+
+WaitQuery = Annotated[
+    float, Query(ge=0, le=60, description="Seconds to wait for the engine to act.")
+]
+
+
+class NewJobBody(BaseModel):
+    """A job to create: its config as a TOML file would hold it, as JSON."""
+
+    config: dict[str, Any] = Field(description="The job config ([job], [dataset], [lm]...).")
+    name: str | None = Field(default=None, max_length=200)
+    start: bool = Field(default=True, description="Start running it at once.")
+
+
+def jobs_router(store: Store, launcher: JobLauncher, base_dir: Path) -> APIRouter:
+    """The job routes over ``store``; relative paths in created configs are under
+    ``base_dir``."""
+    router = APIRouter(prefix="/api/jobs", tags=["jobs"])
+
+    @router.get("")
+    def list_jobs(
+        state: Annotated[list[str] | None, Query()] = None,
+        algorithm: str | None = None,
+        system: str | None = None,
+        kind: str | None = None,
+        name: str | None = None,
+        sort: str = "-created_at",
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> dict[str, Any]:
+        """Jobs, newest first, with their budget use; every filter given must match."""
+        for item in state or []:
+            if item not in JOB_STATES:
+                raise ConfigError(f"state {item!r}: choose from {', '.join(JOB_STATES)}")
+        page = store.list_jobs(
+            JobFilter(
+                state=state or None, algorithm=algorithm, system_name=system, kind=kind, name=name
+            ),
+            sort=sort,
+            limit=limit,
+            offset=offset,
+        )
+        jobs = [job_view(store, job) for job in page.items]
+        return {"total": page.total, "offset": offset, "limit": limit, "jobs": jobs}
+
+    @router.post("", status_code=201)
+    def new_job(body: NewJobBody) -> dict[str, Any]:
+        """Validate a config, store the job and (with ``start``) run it in the background."""
+        config = parse_config(body.config, "config")
+        job = create_job(store, config, given=body.config, base_dir=base_dir, name=body.name)
+        if body.start:
+            launcher.launch(store, job.id)
+        return job_view(store, store.get_job(job.id), full=True)
+
+    @router.get("/{job}")
+    def get_job(job: str) -> dict[str, Any]:
+        """One job in full: config, result, budget and LM usage."""
+        return job_view(store, store.get_job(store.resolve_job_id(job)), full=True)
+
+    @router.post("/{job}/pause")
+    def pause(job: str, wait: WaitQuery = 0.0) -> dict[str, Any]:
+        """Pause a job; it keeps everything stored and resume continues it."""
+        record = pause_job(store, store.resolve_job_id(job), wait_s=wait)
+        return job_view(store, record)
+
+    @router.post("/{job}/resume")
+    def resume_job(job: str) -> dict[str, Any]:
+        """Continue a paused job from its last checkpoint (or withdraw a pending pause)."""
+        return job_view(store, resume(store, launcher, store.resolve_job_id(job)))
+
+    @router.post("/{job}/cancel")
+    def cancel(job: str, wait: WaitQuery = 0.0) -> dict[str, Any]:
+        """Cancel a job for good; what it stored stays."""
+        record = cancel_job(store, store.resolve_job_id(job), wait_s=wait)
+        return job_view(store, record)
+
+    _add_event_routes(router, store)
+    return router
+
+
+def _add_event_routes(router: APIRouter, store: Store) -> None:
+    @router.get("/{job}/events")
+    def events(
+        job: str,
+        since: Annotated[int, Query(ge=0)] = 0,
+        kind: Annotated[list[str] | None, Query()] = None,
+        limit: Annotated[int, Query(ge=1, le=5000)] = 1000,
+    ) -> dict[str, Any]:
+        """Events after sequence number ``since``, in order."""
+        job_id = store.resolve_job_id(job)
+        items = store.list_events(job_id, since=since, kinds=kind or None, limit=limit)
+        return {"job_id": job_id, "events": [item.model_dump(mode="json") for item in items]}
+
+    @router.get("/{job}/events/stream", response_class=StreamingResponse)
+    def stream(
+        job: str,
+        since: Annotated[int, Query(ge=0)] = 0,
+        last_event_id: Annotated[str | None, Header()] = None,
+    ) -> StreamingResponse:
+        """Server-Sent Events: stored events after ``since`` (or ``Last-Event-ID``), then
+        new ones live; an ``end`` event when the job has stopped running."""
+        job_id = store.resolve_job_id(job)
+        if last_event_id and last_event_id.isdigit():
+            since = max(since, int(last_event_id))
+        return StreamingResponse(
+            event_stream(store, job_id, since=since),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
