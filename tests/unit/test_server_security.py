@@ -27,6 +27,7 @@ ROUTES = [
     ("GET", "/api/jobs/j-x/rollouts"),
     ("GET", "/api/rollouts/ro-x"),
     ("GET", "/api/rollouts/ro-x/spans"),
+    ("POST", "/v1/traces"),
     ("POST", "/v1/chat/completions"),
     ("GET", "/v1/models"),
     ("GET", "/openapi.json"),

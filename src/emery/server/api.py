@@ -18,6 +18,7 @@ from emery.server.errors import install_error_handlers, json_error
 from emery.server.guards import MAX_BODY_BYTES, ApiKeyMiddleware, BodyLimitMiddleware
 from emery.server.jobs_api import jobs_router
 from emery.server.launcher import JobLauncher, launcher_for
+from emery.server.otlp_route import otlp_router
 from emery.server.proxy import LiveBackend, proxy_router
 from emery.server.results_api import candidates_router, rollouts_router
 from emery.store.protocol import Store
@@ -61,6 +62,7 @@ def create_server_app(
     app.include_router(jobs_router(store, app.state.launcher, (base_dir or Path.cwd()).resolve()))
     app.include_router(candidates_router(store))
     app.include_router(rollouts_router(store))
+    app.include_router(otlp_router(store))
     app.include_router(proxy_router(backend))
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes, render=json_error)
