@@ -111,3 +111,26 @@ def test_malformed_requests_are_json_4xx() -> None:
     assert client.get("/api/jobs", params={"limit": 0}).status_code == 422
     assert client.get("/no/such/route").json()["detail"] == "Not Found"
     assert client.delete("/api/jobs").status_code == 405
+
+
+def test_a_browser_signs_in_with_the_key_as_a_strict_cookie(keyed: TestClient) -> None:
+    assert keyed.get("/").status_code == 401
+    assert keyed.get("/login").status_code == 200
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    wrong = keyed.post("/login", content=b"key=guess", headers=form)
+    assert wrong.status_code == 401
+    assert "emery_key" not in keyed.cookies
+    right = keyed.post(
+        "/login", content=f"key={KEY}".encode(), headers=form, follow_redirects=False
+    )
+    assert right.status_code == 303
+    cookie = right.headers["set-cookie"]
+    assert "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie
+    assert keyed.get("/api/jobs").status_code == 200  # the client keeps the cookie
+    page = keyed.get("/")
+    assert page.status_code == 200
+    assert "Content-Security-Policy" in page.headers
+    assert keyed.get("/static/app.js").headers["content-type"].startswith("text/javascript")
+    assert keyed.get("/static/../guards.py").status_code == 404
+    assert keyed.get("/static/secrets.txt").status_code == 404

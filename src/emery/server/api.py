@@ -14,6 +14,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from emery.lm.base import LM
+from emery.server.dashboard import KEY_COOKIE, dashboard_router
 from emery.server.errors import install_error_handlers, json_error
 from emery.server.guards import MAX_BODY_BYTES, ApiKeyMiddleware, BodyLimitMiddleware
 from emery.server.jobs_api import jobs_router
@@ -64,6 +65,7 @@ def create_server_app(
     app.include_router(rollouts_router(store))
     app.include_router(otlp_router(store))
     app.include_router(proxy_router(backend))
+    app.include_router(dashboard_router(api_key))
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes, render=json_error)
     if api_key is not None:  # added last: runs first, before the body limit reads anything
@@ -72,5 +74,6 @@ def create_server_app(
             key=api_key,
             open_paths=OPEN_PATHS,
             render=json_error,
+            cookie=KEY_COOKIE,
         )
     return app

@@ -57,13 +57,18 @@ def refuse_open_binding(host: str, key: str | None, how_to_set: str) -> None:
         )
 
 
-def given_key(connection: HTTPConnection) -> str | None:
-    """The key a request carries: ``X-API-Key``, else ``Authorization: Bearer``."""
+def given_key(connection: HTTPConnection, cookie: str | None = None) -> str | None:
+    """The key a request carries: ``X-API-Key``, else ``Authorization: Bearer``, else the
+    ``cookie`` named (a browser's, when the server sets one)."""
     key = connection.headers.get(API_KEY_HEADER)
     if key:
         return key
     scheme, _, token = connection.headers.get("authorization", "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    if cookie is None:
+        return None
+    return connection.cookies.get(cookie) or None
 
 
 def key_matches(given: str | None, key: str) -> bool:
@@ -82,14 +87,16 @@ class ApiKeyMiddleware:
         key: str,
         open_paths: Collection[str] = OPEN_PATHS,
         render: ErrorRenderer = plain_error,
+        cookie: str | None = None,
     ) -> None:
         self.app, self.key, self.open_paths, self.render = app, key, open_paths, render
+        self.cookie = cookie
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
             scope["type"] == "http"
             and scope["path"] not in self.open_paths
-            and not key_matches(given_key(HTTPConnection(scope)), self.key)
+            and not key_matches(given_key(HTTPConnection(scope), self.cookie), self.key)
         ):
             response = self.render(401, "invalid or missing API key")
             response.headers["WWW-Authenticate"] = "Bearer"

@@ -1,0 +1,241 @@
+// The emery dashboard: jobs, a job (chart, controls, lineage, candidate, usage, config,
+// events) and a rollout's trace. Data comes from /api; text is always set as text.
+"use strict";
+
+const LIVE = ["created", "queued", "running"];
+const streams = new Map();
+let pageToken = 0;
+
+function h(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "onclick") node.addEventListener("click", value);
+    else if (value !== null && value !== undefined && value !== false) node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) {
+    if (child !== null && child !== undefined) node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+async function api(path, options) {
+  const response = await fetch(path, { credentials: "same-origin", ...(options || {}) });
+  if (response.status === 401) { location.href = "/login"; throw new Error("sign in first"); }
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(body.detail || `${response.status} ${response.statusText}`);
+  return body;
+}
+
+const pct = (v) => (v === null || v === undefined ? "–" : `${(v * 100).toFixed(1)}%`);
+const short = (id) => (id ? id.slice(0, 10) : "–");
+const state = (s) => h("span", { class: `state ${s}`, "data-state": s }, s);
+
+function closeStreams() { for (const source of streams.values()) source.close(); streams.clear(); }
+
+function follow(jobId, onEvent, onEnd) {
+  if (streams.has(jobId)) return;
+  const source = new EventSource(`/api/jobs/${encodeURIComponent(jobId)}/events/stream`);
+  streams.set(jobId, source);
+  source.onmessage = null;
+  source.addEventListener("end", () => { source.close(); streams.delete(jobId); onEnd(); });
+  const kinds = ["baseline_evaluated", "candidate_evaluated", "candidate_proposed", "best_updated",
+    "started", "paused", "resumed", "cancelled", "succeeded", "failed", "iteration_completed",
+    "checkpoint_saved", "queued", "created", "rollouts_failed", "budget_warning"];
+  for (const kind of kinds) source.addEventListener(kind, (m) => onEvent(JSON.parse(m.data)));
+}
+
+function budgetBar(job) {
+  const used = job.budget.used.metric_calls || 0, limit = job.budget.limits.metric_calls;
+  if (!limit) return h("span", { class: "muted" }, `${used} calls`);
+  const inner = h("div");
+  inner.style.width = `${Math.min(100, (100 * used) / limit)}%`;
+  return h("div", { title: `${used} of ${limit} metric calls` }, h("div", { class: "bar" }, inner),
+    h("span", { class: "muted" }, `${used} / ${limit}`));
+}
+
+// --- jobs page -------------------------------------------------------------------------
+async function jobsPage(token) {
+  const answer = await api("/api/jobs?limit=200");
+  if (token !== pageToken) return;
+  const rows = answer.jobs.map((job) => h("tr", { class: "clickable", "data-job": job.id,
+      onclick: () => { location.hash = `#/jobs/${job.id}`; } },
+    h("td", {}, h("a", { href: `#/jobs/${job.id}` }, job.id)), h("td", {}, job.name),
+    h("td", {}, job.algorithm), h("td", {}, state(job.state)), h("td", {}, pct(job.baseline_score)),
+    h("td", { class: "best" }, pct(job.best_score)), h("td", {}, budgetBar(job)),
+    h("td", { class: "muted" }, new Date(job.created_at).toLocaleString())));
+  document.getElementById("view").replaceChildren(
+    h("h1", {}, `Jobs (${answer.total})`),
+    h("table", { id: "jobs" }, h("tr", {}, ["id", "name", "algorithm", "state", "baseline",
+      "best", "budget", "created"].map((t) => h("th", {}, t))), rows));
+  let refresh = null;
+  const again = () => { clearTimeout(refresh); refresh = setTimeout(() => token === pageToken && jobsPage(token), 300); };
+  for (const job of answer.jobs) if (LIVE.includes(job.state)) follow(job.id, again, again);
+}
+
+// --- job page --------------------------------------------------------------------------
+function lineageRows(candidates, bestId, select) {
+  const children = new Map();
+  const ids = new Set(candidates.map((c) => c.id));
+  for (const c of candidates) {
+    const parent = c.lineage.parents.find((p) => ids.has(p)) || "";
+    if (!children.has(parent)) children.set(parent, []);
+    children.get(parent).push(c);
+  }
+  const rows = [];
+  const walk = (parent, depth) => {
+    for (const c of children.get(parent) || []) {
+      const score = (split) => (c.scores[split] ? pct(c.scores[split].score) : "–");
+      rows.push(h("tr", { class: "clickable", "data-candidate": c.id, onclick: () => select(c.id) },
+        h("td", { class: "lineage" }, `${"  ".repeat(depth)}${depth ? "└ " : ""}${short(c.id)}${c.id === bestId ? " ★" : ""}`),
+        h("td", {}, c.lineage.operation), h("td", {}, score("val")), h("td", {}, score("train")),
+        h("td", {}, score("test"))));
+      walk(c.id, depth + 1);
+    }
+  };
+  walk("", 0);
+  return rows;
+}
+
+function diffView(text) {
+  const lines = text.split("\n").map((line) => {
+    const kind = line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("@@") ? "hunk" : "";
+    return h("span", { class: kind }, `${line}\n`);
+  });
+  return h("pre", { class: "diff" }, lines);
+}
+
+async function candidatePanel(jobId, candidateId, box) {
+  const base = `/api/jobs/${encodeURIComponent(jobId)}`;
+  const [candidate, diff, evals] = await Promise.all([
+    api(`${base}/candidates/${candidateId}`), api(`${base}/candidates/${candidateId}/diff`),
+    api(`${base}/evaluations?candidate_id=${candidateId}&limit=200`)]);
+  const texts = Object.entries(candidate.components).map(([name, text]) =>
+    [h("h3", {}, name), h("pre", { class: "component" }, text || "(empty)")]);
+  const evalRows = evals.evaluations.map((e) => h("tr", { class: e.rollout_id ? "clickable" : null,
+      "data-rollout": e.rollout_id, onclick: () => e.rollout_id && (location.hash = `#/rollouts/${e.rollout_id}`) },
+    h("td", {}, e.split), h("td", {}, e.example_id), h("td", {}, pct(e.score)),
+    h("td", {}, h("pre", {}, JSON.stringify(e.output))), h("td", {}, e.feedback || e.error || "")));
+  box.replaceChildren(h("h2", {}, `Candidate ${short(candidate.id)} · ${candidate.lineage.operation}`),
+    ...texts.flat(), h("h3", {}, diff.against_id ? `Diff against parent ${short(diff.against_id)}` : "No parent to diff against"),
+    diff.diff ? h("div", { id: "diff" }, diffView(diff.diff)) : h("p", { class: "muted" }, "no changes"),
+    h("h3", {}, `Evaluations (${evals.total})`),
+    h("table", { id: "evaluations" }, h("tr", {}, ["split", "example", "score", "output", "feedback"].map((t) => h("th", {}, t))), evalRows));
+}
+
+async function steer(jobId, action) {
+  try { await api(`/api/jobs/${encodeURIComponent(jobId)}/${action}?wait=10`, { method: "POST" }); }
+  catch (error) { document.getElementById("status").textContent = error.message; }
+  route();
+}
+
+function controls(job) {
+  const live = LIVE.includes(job.state);
+  return h("div", { class: "controls" },
+    h("button", { id: "pause", disabled: job.state !== "running" || null, onclick: () => steer(job.id, "pause") }, "Pause"),
+    " ", h("button", { id: "resume", disabled: !["paused", "created", "queued"].includes(job.state) && !job.stale || null, onclick: () => steer(job.id, "resume") }, "Resume"),
+    " ", h("button", { id: "cancel", disabled: !(live || job.state === "paused") || null, onclick: () => steer(job.id, "cancel") }, "Cancel"));
+}
+
+function usageTable(usage) {
+  const rows = Object.entries(usage || {}).map(([role, u]) => h("tr", {}, h("td", {}, role),
+    h("td", {}, u.calls ?? "–"), h("td", {}, u.prompt_tokens ?? "–"), h("td", {}, u.completion_tokens ?? "–")));
+  return rows.length ? h("table", { id: "usage" }, h("tr", {}, ["role", "calls", "prompt tokens", "completion tokens"].map((t) => h("th", {}, t))), rows)
+    : h("p", { class: "muted" }, "no LM usage yet");
+}
+
+async function jobPage(token, jobId) {
+  const base = `/api/jobs/${encodeURIComponent(jobId)}`;
+  const [job, cands, ev] = await Promise.all([api(base), api(`${base}/candidates`), api(`${base}/events?limit=5000`)]);
+  if (token !== pageToken) return;
+  const events = ev.events;
+  const chart = h("div", { class: "chart card", id: "chart" });
+  const panel = h("div", { class: "card", id: "candidate" }, h("p", { class: "muted" }, "Select a candidate."));
+  const select = (id) => {
+    for (const row of document.querySelectorAll("tr[data-candidate]")) row.classList.toggle("selected", row.dataset.candidate === id);
+    candidatePanel(job.id, id, panel).catch((e) => panel.replaceChildren(h("p", { class: "error-box" }, e.message)));
+  };
+  const eventList = h("table", { id: "events" });
+  const showEvents = () => eventList.replaceChildren(...events.slice(-40).reverse().map((e) =>
+    h("tr", {}, h("td", { class: "muted" }, e.seq), h("td", {}, e.kind), h("td", {}, JSON.stringify(e.data).slice(0, 160)))));
+  document.getElementById("view").replaceChildren(
+    h("h1", {}, `${job.name} `, state(job.state)),
+    h("div", { class: "facts" }, h("span", {}, "algorithm", h("b", {}, job.algorithm)),
+      h("span", {}, "baseline (val)", h("b", {}, pct(job.baseline_score))),
+      h("span", {}, "best (val)", h("b", { id: "best" }, pct(job.best_score))),
+      h("span", {}, "budget", h("b", {}, budgetBar(job))), controls(job)),
+    h("p", { class: "error-box" }, job.error || ""),
+    h("div", { class: "grid" },
+      h("div", {}, h("h2", {}, "Score over metric calls"), chart,
+        h("h2", {}, "Candidates"), h("table", { id: "candidates" },
+          h("tr", {}, ["lineage", "operation", "val", "train", "test"].map((t) => h("th", {}, t))),
+          lineageRows(cands.candidates, cands.best_candidate_id, select)),
+        h("h2", {}, "Events"), eventList),
+      h("div", {}, panel, h("h2", {}, "LM usage by role"), usageTable(job.usage),
+        h("h2", {}, "Config"), h("pre", { id: "config" }, JSON.stringify(job.config, null, 2)))));
+  window.emeryChart.drawChart(chart, events);
+  showEvents();
+  if (LIVE.includes(job.state) || job.state === "paused") {
+    follow(job.id, (event) => {
+      if (token !== pageToken || events.some((e) => e.seq === event.seq)) return;
+      events.push(event);
+      window.emeryChart.drawChart(chart, events);
+      showEvents();
+    }, () => token === pageToken && route());
+  }
+}
+
+// --- rollout page ----------------------------------------------------------------------
+function spanNode(span, details) {
+  const error = span.status === "error";
+  const label = h("div", { class: `span${error ? " error" : ""}`, "data-span": span.name,
+      onclick: (event) => { event.stopPropagation(); spanDetails(span, details); } },
+    h("span", { class: "dur" }, `${(span.duration_s * 1000).toFixed(0)} ms`), span.name);
+  return h("li", {}, label, span.children.length ? h("ul", {}, span.children.map((c) => spanNode(c, details))) : null);
+}
+
+function spanDetails(span, box) {
+  const parse = (text) => { try { return JSON.stringify(JSON.parse(text), null, 2); } catch { return text; } };
+  const a = span.attributes;
+  const parts = [h("h2", {}, span.name), h("p", { class: "muted" }, `${span.status}${span.status_message ? `: ${span.status_message}` : ""} · ${span.start_time}`)];
+  if (a["gen_ai.input.messages"]) parts.push(h("h3", {}, "Messages"), h("pre", { id: "messages" }, parse(a["gen_ai.input.messages"])));
+  if (a["gen_ai.output.messages"]) parts.push(h("h3", {}, "Reply"), h("pre", { id: "reply" }, parse(a["gen_ai.output.messages"])));
+  for (const e of span.events) parts.push(h("h3", {}, `event: ${e.name}`), h("pre", {}, JSON.stringify(e.attributes, null, 2)));
+  parts.push(h("h3", {}, "Attributes"), h("pre", {}, JSON.stringify(a, null, 2)));
+  box.replaceChildren(...parts);
+}
+
+async function rolloutPage(token, rolloutId) {
+  const base = `/api/rollouts/${encodeURIComponent(rolloutId)}`;
+  const [rollout, spans] = await Promise.all([api(base), api(`${base}/spans`)]);
+  if (token !== pageToken) return;
+  const details = h("div", { class: "card", id: "span-details" }, h("p", { class: "muted" }, "Click a span."));
+  document.getElementById("view").replaceChildren(
+    h("h1", {}, `Rollout ${rollout.id} `, state(rollout.status)),
+    h("p", {}, h("a", { href: `#/jobs/${rollout.job_id}` }, `job ${rollout.job_id}`),
+      ` · candidate ${short(rollout.candidate_id)} · ${rollout.split} example ${rollout.example_id} · score ${pct(rollout.score)} · attempts ${rollout.attempts.length}`),
+    h("div", { class: "grid" },
+      h("div", {}, h("h2", {}, "Input"), h("pre", {}, JSON.stringify(rollout.input, null, 2)),
+        h("h2", {}, "Output"), h("pre", {}, JSON.stringify(rollout.output, null, 2)),
+        h("h2", {}, `Trace (${spans.count} spans)`),
+        h("div", { class: "tree", id: "trace" }, h("ul", {}, spans.spans.map((s) => spanNode(s, details))))),
+      details));
+}
+
+async function route() {
+  pageToken += 1;
+  const token = pageToken;
+  closeStreams();
+  const hash = location.hash || "#/";
+  const job = hash.match(/^#\/jobs\/([^/]+)$/), rollout = hash.match(/^#\/rollouts\/([^/]+)$/);
+  document.getElementById("where").textContent = job ? `job ${decodeURIComponent(job[1])}` : rollout ? "rollout" : "jobs";
+  try {
+    if (job) await jobPage(token, decodeURIComponent(job[1]));
+    else if (rollout) await rolloutPage(token, decodeURIComponent(rollout[1]));
+    else await jobsPage(token);
+  } catch (error) {
+    document.getElementById("view").replaceChildren(h("p", { class: "error-box" }, error.message));
+  }
+}
+
+window.addEventListener("hashchange", route);
+window.addEventListener("DOMContentLoaded", route);

@@ -1,0 +1,151 @@
+"""The dashboard in headless Chromium (Debian's ``chromium``, driven by Playwright): follow
+a running scripted job live, pause and resume it with the buttons, open a candidate's diff
+and a rollout's trace. Screenshots go to ``$EMERY_TEST_ARTIFACTS`` (default: tmp_path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jobs_support as js
+import pytest
+from server_support import job_config
+
+from emery.server.api import create_server_app
+from emery.server.launcher import ThreadLauncher
+from emery.server.serving import BackgroundServer
+from emery.store import MemoryStore
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("random_search_algorithm"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)"
+    ),
+]
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="needs playwright: pip install 'emery[server-test]'"
+)
+
+
+@pytest.fixture
+def artifacts(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("EMERY_TEST_ARTIFACTS") or tmp_path) / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[tuple[MemoryStore, str]]:
+    store = MemoryStore()
+    launcher = ThreadLauncher()
+    app = create_server_app(store, launcher=launcher, base_dir=tmp_path)
+    with BackgroundServer(app) as server:
+        yield store, server.url
+        for job in store.list_jobs(limit=None).items:
+            if not job.terminal:
+                store.set_requested_action(job.id, "cancel", only_state="running")
+        launcher.join(30)
+
+
+@pytest.fixture
+def page() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        tab = context.new_page()
+        tab.set_default_timeout(60_000)
+        yield tab
+        browser.close()
+
+
+def post(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer: dict[str, Any] = json.loads(response.read())
+        return answer
+
+
+def test_follow_steer_and_inspect_a_running_job(
+    live: tuple[MemoryStore, str],
+    page: Any,
+    artifacts: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store, url = live
+    monkeypatch.setenv(js.DELAY_ENV, "0.2")  # slow until resumed: time to click Pause
+    job_id = post(f"{url}/api/jobs", {"config": job_config(tmp_path, iterations=40)})["id"]
+    page.goto(url + "/")
+    page.wait_for_selector(f"tr[data-job='{job_id}']")
+    page.screenshot(path=str(artifacts / "jobs.png"))
+    row = f"tr[data-job='{job_id}']"
+    page.evaluate("window.stillHere = true")
+    calls = page.locator(f"{row} td:nth-child(7)").inner_text()
+    page.wait_for_function(  # the row follows the job's SSE stream without a reload
+        "([row, calls]) => document.querySelector(row).cells[6].innerText !== calls",
+        arg=[row, calls],
+    )
+    assert page.evaluate("window.stillHere") is True
+    page.click(row)
+    page.wait_for_selector("#chart svg")
+    page.wait_for_selector("#pause:not([disabled])")
+    page.click("#pause")
+    page.wait_for_selector("h1 [data-state='paused']")
+    assert store.get_job(job_id).state == "paused"
+    monkeypatch.setenv(js.DELAY_ENV, "0")  # read per model call: the rest runs fast
+    page.click("#resume")
+    page.wait_for_selector("h1 [data-state='succeeded']", timeout=120_000)
+    kinds = [e.kind for e in store.list_events(job_id)]
+    assert "paused" in kinds
+    assert "resumed" in kinds
+    evaluated = [
+        e
+        for e in store.list_events(job_id)
+        if e.kind.endswith("_evaluated") and e.data["split"] != "test"
+    ]
+    chart = page.locator("#chart")
+    assert chart.get_attribute("data-points") == str(len(evaluated))
+    assert page.locator("#chart circle.point.val").count() >= 2
+    assert page.locator("#chart path.best-line").is_visible()
+    page.screenshot(path=str(artifacts / "job.png"), full_page=True)
+
+    child = next(c for c in store.job_candidates(job_id) if c.lineage.parents)
+    page.click(f"tr[data-candidate='{child.id}']")
+    diff = page.locator("#diff")
+    diff.wait_for()
+    assert "+++ candidate/" in diff.inner_text()
+    texts = page.locator("#candidate pre.component").all_inner_texts()
+    assert texts == [child.components[name] for name in child.components]
+    assert page.locator("#evaluations tr[data-rollout]").count() > 0
+    page.screenshot(path=str(artifacts / "candidate.png"), full_page=True)
+
+    page.locator("#evaluations tr[data-rollout]").first.click()
+    page.wait_for_selector("#trace [data-span='emery.rollout']")
+    page.locator("#trace .span", has_text="chat ").first.click()
+    assert "Answer:" in page.locator("#reply").inner_text()
+    assert page.locator("#messages").is_visible()
+    page.screenshot(path=str(artifacts / "rollout.png"), full_page=True)
+    assert sorted(p.name for p in artifacts.iterdir()) == [
+        "candidate.png",
+        "job.png",
+        "jobs.png",
+        "rollout.png",
+    ]
