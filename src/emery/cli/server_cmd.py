@@ -63,5 +63,8 @@ def server(
     )
     where = f"http://{host}:{port}"
     notes = ", API key required" if key else ""
-    err.print(f"emery server on {where} (dashboard at {where}/, API at {where}/docs{notes})")
+    err.print(
+        f"emery server on {where} (dashboard at {where}/, API at {where}/docs{notes})",
+        soft_wrap=True,
+    )
     uvicorn.run(app, host=host, port=port, log_level="warning")
