@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "models": ("emery.cli.models_cmd", "app"),
     "serve": ("emery.cli.serve_cmd", "serve"),
     "server": ("emery.cli.server_cmd", "server"),
+    "runner": ("emery.cli.runner_cmd", "runner"),
     "taskapp": ("emery.cli.taskapp_cmd", "app"),
     "export": ("emery.cli.export_cmd", "export"),
 }

@@ -78,6 +78,11 @@ class RuntimeConfig(Section):
     min_error_rollouts: int = Field(default=3, ge=1)
     workdir: str = ".emery"
     cache: bool = True
+    executor: Literal["local", "runners"] = "local"
+    """Where rollouts run: ``local`` (in the job's process) or ``runners`` (queued in the
+    store for ``emery runner`` processes, which hold each claimed attempt for ``lease_s``
+    between heartbeats)."""
+    lease_s: float = Field(default=30.0, gt=0)
 
     def error_policy(self) -> ErrorPolicy:
         return ErrorPolicy(max_error_rate=self.max_error_rate, min_rollouts=self.min_error_rollouts)

@@ -10,7 +10,7 @@ from typing import Any
 
 from emery.core.models import Candidate, ChatMessage, Example, Split
 from emery.core.results import FailureKind
-from emery.core.rollouts import RolloutConfig
+from emery.core.rollouts import Rollout, RolloutConfig
 from emery.evaluation.results import EvalResult, ExampleResult
 from emery.evaluation.rollouts import RolloutOutcome, RolloutRunner
 from emery.lm.base import LM, Completion, TokenUsage
@@ -116,16 +116,26 @@ class Evaluator:
         return self._seed_components
 
     async def run_one(
-        self, candidate: Candidate, example: Example, split: Split | None = None
+        self,
+        candidate: Candidate,
+        example: Example,
+        split: Split | None = None,
+        *,
+        rollout: Rollout | None = None,
     ) -> ExampleResult:
-        """Run and score one example. Any exception becomes a 0 score with the error as feedback."""
+        """Run and score one example (as the next attempt of a queued ``rollout`` if given).
+        Any exception becomes a 0 score with the error as feedback."""
         try:
-            return await self._run(candidate, example, split)
+            return await self._run(candidate, example, split, rollout)
         finally:
             self.tracing.flush()
 
     async def _run(
-        self, candidate: Candidate, example: Example, split: Split | None
+        self,
+        candidate: Candidate,
+        example: Example,
+        split: Split | None,
+        queued: Rollout | None = None,
     ) -> ExampleResult:
         """``run_one`` without storing the trace (a batch stores its traces at its end)."""
         tally = TallyLM(self.lm)
@@ -139,7 +149,13 @@ class Evaluator:
 
         start = time.perf_counter()
         outcome = await self.runner.run(
-            candidate, example, split, body, lm=tally, seed_components=self._prepare()
+            candidate,
+            example,
+            split,
+            body,
+            lm=tally,
+            seed_components=self._prepare(),
+            rollout=queued,
         )
         run = outcome.run or SystemRun()
         score, feedback, error = await self._score(example, run, outcome)

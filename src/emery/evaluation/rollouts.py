@@ -89,20 +89,18 @@ class RolloutRunner:
         *,
         lm: LM | None = None,
         seed_components: dict[str, str] | None = None,
+        rollout: Rollout | None = None,
     ) -> RolloutOutcome:
-        rollout = Rollout(
-            job_id=self.job_id,
-            candidate_id=candidate.id,
-            example_id=example.id,
-            split=split,
-            mode=split,
-            input=dict(example.input),
-            config=self.config,
-            components=dict(candidate.components),
-        )
+        """Run a new rollout attempt by attempt; given a queued ``rollout`` (claimed from
+        the store), run only its next attempt and leave any retry to the queue."""
+        first, last = 1, self.config.max_attempts
+        if rollout is None:
+            rollout = self._new_rollout(candidate, example, split)
+        else:
+            first = last = rollout.attempt_count + 1
         outcome = RolloutOutcome(rollout=rollout)
         self.recorder.save_rollout(rollout)
-        for number in range(1, self.config.max_attempts + 1):
+        for number in range(first, last + 1):
             rollout.move("preparing")
             rollout.attempt_count = number
             attempt = Attempt(rollout_id=rollout.id, number=number)
@@ -130,7 +128,7 @@ class RolloutRunner:
                 rollout.move("succeeded")
                 rollout.error = None
                 break
-            if status in self.config.retry_on and number < self.config.max_attempts:
+            if status in self.config.retry_on and number < last:
                 log.info("rollout %s attempt %d %s: retrying", rollout.id, number, status)
                 rollout.error = error
                 rollout.move("queuing")
@@ -140,6 +138,18 @@ class RolloutRunner:
             break
         self.recorder.save_rollout(rollout)
         return outcome
+
+    def _new_rollout(self, candidate: Candidate, example: Example, split: Split | None) -> Rollout:
+        return Rollout(
+            job_id=self.job_id,
+            candidate_id=candidate.id,
+            example_id=example.id,
+            split=split,
+            mode=split,
+            input=dict(example.input),
+            config=self.config,
+            components=dict(candidate.components),
+        )
 
     def _finish_attempt(
         self, scope: AttemptScope, status: AttemptStatus, error: str | None

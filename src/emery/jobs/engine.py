@@ -36,6 +36,7 @@ from emery.evaluation.budget import BudgetExhausted, BudgetUsage
 from emery.evaluation.progress import ProgressSink
 from emery.jobs.collector import quiet_collector
 from emery.jobs.control import LOST, ControlWatcher, StopRequest, fail_job, stop_job
+from emery.jobs.executors import check_executor, use_executor
 from emery.jobs.finishing import finish_job
 from emery.jobs.ownership import JobBusy, check_runnable, claim_job, owner_id
 from emery.jobs.prepaid import PREPAID, metadata_after, prepaid_keys, split_stored, stop_write
@@ -138,6 +139,8 @@ class JobEngine:
                 if checkpoint
                 else None
             )
+            inputs = bool(job.metadata.get("in_process_inputs"))
+            check_executor(config.runtime, self.store, in_process_inputs=inputs)
             return build_runtime(
                 config, base_dir=Path(job.base_dir or "."), inputs=self.inputs, usage=usage
             )
@@ -249,6 +252,7 @@ class JobEngine:
             job_id=self.job_id,
             errors=config.runtime.error_policy(),
         )
+        use_executor(ctx, config.runtime, store=self.store, job_id=self.job_id)
         ctx.evaluations.prepaid = prepaid
         ctx.evaluations.on_progress = self.on_progress
         for candidate in self.store.job_candidates(self.job_id):

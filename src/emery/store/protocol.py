@@ -157,3 +157,23 @@ class Store(Protocol):
         self, worker_id: str, *, status: str | None = None, job_id: str | None = None
     ) -> None: ...
     def list_workers(self) -> list[WorkerRecord]: ...
+
+    # the rollout queue (``emery runner``; see ``emery.store.sql.queue``)
+    def claim_rollout(self, worker_id: str, *, job_id: str | None = None) -> Rollout | None: ...
+    def heartbeat_attempt(self, attempt_id: str) -> bool: ...
+    def finish_rollout(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: str,
+        attempt_status: str,
+        error: str | None,
+        output: Any,
+        score: float | None,
+        result: dict[str, Any],
+    ) -> bool: ...
+    def requeue_rollout(
+        self, rollout_id: str, attempt_id: str, number: int, *, attempt_status: str, error: str
+    ) -> bool: ...
+    def expire_leases(self, *, job_id: str | None = None) -> int: ...

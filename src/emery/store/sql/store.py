@@ -11,13 +11,14 @@ from emery.store import schema as t
 from emery.store.records import StepWrite
 from emery.store.sql.base import now
 from emery.store.sql.jobs import JobsMixin
+from emery.store.sql.queue import QueueMixin
 from emery.store.sql.results import ResultsMixin
 from emery.store.sql.trace_rows import attempt_row, rollout_row
 from emery.store.sql.traces import TracesMixin
 from emery.store.states import TERMINAL_STATES, OwnershipLost, check_job_transition
 
 
-class SqlStore(JobsMixin, ResultsMixin, TracesMixin):
+class SqlStore(JobsMixin, ResultsMixin, TracesMixin, QueueMixin):
     """The store on any SQLAlchemy engine (SQLite file, SQLite in memory, PostgreSQL)."""
 
     def commit_step(self, job_id: str, write: StepWrite) -> list[Event]:

@@ -1,0 +1,65 @@
+"""``emery runner``: run queued rollouts of ``executor = "runners"`` jobs from a store."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Annotated
+
+import typer
+
+from emery.cli.common import StoreOption, open_cli_store, resolve
+from emery.cli.console import err
+from emery.core.errors import ConfigError
+from emery.jobs.runner import RolloutWorker
+
+
+def runner(
+    store_location: StoreOption = None,
+    job: Annotated[
+        str | None, typer.Option(help="Run only this job's rollouts (id, prefix or name).")
+    ] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Rollouts this runner runs at once.")] = 1,
+    poll_s: Annotated[
+        float, typer.Option(min=0.01, help="Seconds between looks at an empty queue.")
+    ] = 0.2,
+    idle_exit_s: Annotated[
+        float | None,
+        typer.Option(min=0.0, help="Exit after this many seconds with nothing to run."),
+    ] = None,
+    max_rollouts: Annotated[
+        int | None, typer.Option(min=1, help="Exit after running this many rollouts.")
+    ] = None,
+) -> None:
+    """Claim and run queued rollouts of jobs whose runtime.executor is "runners".
+
+    \b
+    Start any number, on this machine (SQLite file store) or others (PostgreSQL
+    store). Each claims a rollout with a lease, runs its next attempt with the
+    job's system, task model and verifier (rebuilt from the job's config; its
+    files and modules must be reachable here), stores its spans and writes the
+    result. A runner that dies loses its lease after the job's lease_s; the
+    rollout goes back in the queue. Ctrl-C or SIGTERM finishes the rollouts in
+    hand, then exits.
+    """
+    store = open_cli_store(store_location)
+    if store.url.startswith("memory"):
+        raise ConfigError("a runner needs the job's store (a SQLite file or PostgreSQL URL)")
+    job_id = resolve(store, job) if job is not None else None
+    worker = RolloutWorker(
+        store,
+        job_id=job_id,
+        concurrency=concurrency,
+        poll_s=poll_s,
+        idle_exit_s=idle_exit_s,
+        max_rollouts=max_rollouts,
+    )
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda *_: worker.stop())
+    err.print(f"emery runner {worker.worker_id} on {store.url.split('@')[-1]}")
+    try:
+        ran = asyncio.run(worker.run())
+    except KeyboardInterrupt:
+        worker.stop()
+        ran = worker.ran
+    err.print(f"runner {worker.worker_id} stopped after {ran} rollouts ({worker.kept} kept)")

@@ -1,0 +1,223 @@
+"""The rollout queue on the store: claim with a lease, heartbeat, finish once, expire leases.
+
+Every change is one conditional ``UPDATE`` whose row count says whether it happened, so
+two runners never hold the same attempt and a result is kept once, on SQLite (writes are
+serialized by ``BEGIN IMMEDIATE``) and PostgreSQL (a second ``UPDATE`` of a row waits for
+the first to commit, then no longer matches) alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Select, func, select, update
+from sqlalchemy.sql.elements import ColumnElement
+
+from emery.core.rollouts import Rollout
+from emery.store import schema as t
+from emery.store.queue import (
+    DEFAULT_LEASE_S,
+    EXECUTOR_KEY,
+    FINAL_ROLLOUT,
+    LEASE_KEY,
+    LIVE_ATTEMPT,
+    LIVE_ROLLOUT,
+    RESULT_KEY,
+    RUNNERS,
+)
+from emery.store.sql.base import SqlBase, now
+from emery.store.sql.trace_rows import jsonable, rollout_from_row
+
+CLAIM_WINDOW = 8
+"""Queued rollouts a claim tries, oldest first, before saying the queue is empty."""
+
+
+def _queued_marker() -> ColumnElement[bool]:
+    marker: ColumnElement[bool] = t.rollouts.c["metadata"][EXECUTOR_KEY].as_string() == RUNNERS
+    return marker
+
+
+class QueueMixin(SqlBase):
+    """The store-as-queue protocol ``emery runner`` processes and a ``runners`` job use."""
+
+    def claim_rollout(self, worker_id: str, *, job_id: str | None = None) -> Rollout | None:
+        """Take the oldest queued rollout of a running job (of ``job_id`` if given): its next
+        attempt starts, held by ``worker_id``, with a heartbeat now. None: nothing queued."""
+        r, j = t.rollouts, t.jobs
+        stmt: Select[Any] = (
+            select(r.c.id, r.c.attempt_count)
+            .join(j, j.c.id == r.c.job_id)
+            .where(r.c.status == "queuing", j.c.state == "running", _queued_marker())
+            .order_by(r.c.created_at, r.c.id)
+            .limit(CLAIM_WINDOW)
+        )
+        if job_id is not None:
+            stmt = stmt.where(r.c.job_id == job_id)
+        with self._tx(write=True) as conn:
+            for row in conn.execute(stmt).all():
+                if self._claim(conn, row.id, int(row.attempt_count), worker_id):
+                    return rollout_from_row(conn.execute(select(r).where(r.c.id == row.id)).one())
+        return None
+
+    def _claim(self, conn: Connection, rollout_id: str, count: int, worker_id: str) -> bool:
+        r = t.rollouts
+        at = now()
+        number = count + 1
+        claimed = conn.execute(
+            update(r)
+            .where(r.c.id == rollout_id, r.c.status == "queuing", r.c.attempt_count == count)
+            .values(
+                status="running",
+                attempt_count=number,
+                started_at=func.coalesce(r.c.started_at, at),
+            )
+        )
+        if claimed.rowcount != 1:
+            return False
+        row = {
+            "id": f"{rollout_id}:{number}",
+            "rollout_id": rollout_id,
+            "number": number,
+            "status": "running",
+            "worker_id": worker_id,
+            "error": None,
+            "started_at": at,
+            "heartbeat_at": at,
+            "finished_at": None,
+        }
+        self.upsert(conn, t.attempts, [row], ["id"])
+        return True
+
+    def heartbeat_attempt(self, attempt_id: str) -> bool:
+        """Renew the lease of a running attempt; False when the attempt is no longer live
+        (its lease expired and it was given up)."""
+        a = t.attempts
+        with self._tx(write=True) as conn:
+            done = conn.execute(
+                update(a)
+                .where(a.c.id == attempt_id, a.c.status.in_(LIVE_ATTEMPT))
+                .values(heartbeat_at=now())
+            )
+        return bool(done.rowcount == 1)
+
+    def finish_rollout(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: str,
+        attempt_status: str,
+        error: str | None,
+        output: Any,
+        score: float | None,
+        result: dict[str, Any],
+    ) -> bool:
+        """End an attempt and, unless the rollout already has one, store its result
+        (``metadata["result"]``) and final ``status``. True when this result was kept."""
+        r = t.rollouts
+        at = now()
+        with self._tx(write=True) as conn:
+            self._end_attempt(conn, attempt_id, attempt_status, error, at)
+            row = conn.execute(select(r.c["metadata"]).where(r.c.id == rollout_id)).first()
+            if row is None:
+                return False
+            metadata = {**(row[0] or {}), RESULT_KEY: jsonable(result)}
+            kept = conn.execute(
+                update(r)
+                .where(r.c.id == rollout_id, r.c.status.not_in(FINAL_ROLLOUT))
+                .values(
+                    status=status,
+                    output=jsonable(output),
+                    score=score,
+                    error=error,
+                    metadata=metadata,
+                    finished_at=at,
+                )
+            )
+        return bool(kept.rowcount == 1)
+
+    def requeue_rollout(
+        self, rollout_id: str, attempt_id: str, number: int, *, attempt_status: str, error: str
+    ) -> bool:
+        """End attempt ``number`` as retriable and put its rollout back in the queue, if that
+        attempt is still the rollout's current one. True when it was requeued."""
+        r = t.rollouts
+        with self._tx(write=True) as conn:
+            self._end_attempt(conn, attempt_id, attempt_status, error, now())
+            done = conn.execute(
+                update(r)
+                .where(
+                    r.c.id == rollout_id,
+                    r.c.status.in_(LIVE_ROLLOUT),
+                    r.c.attempt_count == number,
+                )
+                .values(status="queuing", error=error)
+            )
+        return bool(done.rowcount == 1)
+
+    def expire_leases(self, *, job_id: str | None = None) -> int:
+        """Give up every live queued attempt whose heartbeat is older than its rollout's
+        lease: the attempt becomes ``unresponsive`` and its rollout goes back to the queue
+        (or fails when no attempt is left). Returns how many leases expired."""
+        r, a = t.rollouts, t.attempts
+        stmt: Select[Any] = (
+            select(
+                r.c.id,
+                r.c.attempt_count,
+                r.c.max_attempts,
+                r.c.retry_statuses,
+                r.c["metadata"],
+                a.c.id.label("attempt_id"),
+                a.c.worker_id,
+                func.coalesce(a.c.heartbeat_at, a.c.started_at).label("seen"),
+            )
+            .join(a, (a.c.rollout_id == r.c.id) & (a.c.number == r.c.attempt_count))
+            .where(r.c.status.in_(LIVE_ROLLOUT), a.c.status.in_(LIVE_ATTEMPT), _queued_marker())
+        )
+        if job_id is not None:
+            stmt = stmt.where(r.c.job_id == job_id)
+        expired = 0
+        with self._tx(write=True) as conn:
+            at = now()
+            for row in conn.execute(stmt).all():
+                lease = float((row.metadata or {}).get(LEASE_KEY) or DEFAULT_LEASE_S)
+                if at - float(row.seen) < lease:
+                    continue
+                expired += self._expire(conn, row, lease, at)
+        return expired
+
+    def _expire(self, conn: Connection, row: Any, lease: float, at: float) -> int:
+        r, a = t.rollouts, t.attempts
+        error = f"lease expired: worker {row.worker_id} sent no heartbeat for {lease:g} s"
+        gave_up = conn.execute(
+            update(a)
+            .where(
+                a.c.id == row.attempt_id,
+                a.c.status.in_(LIVE_ATTEMPT),
+                func.coalesce(a.c.heartbeat_at, a.c.started_at) <= at - lease,
+            )
+            .values(status="unresponsive", error=error, finished_at=at)
+        )
+        if gave_up.rowcount != 1:
+            return 0
+        number = int(row.attempt_count)
+        retry = number < int(row.max_attempts) and "unresponsive" in (row.retry_statuses or ())
+        values: dict[str, Any] = {"status": "queuing" if retry else "failed", "error": error}
+        if not retry:
+            values["finished_at"] = at
+        conn.execute(
+            update(r)
+            .where(r.c.id == row.id, r.c.status.in_(LIVE_ROLLOUT), r.c.attempt_count == number)
+            .values(**values)
+        )
+        return 1
+
+    def _end_attempt(
+        self, conn: Connection, attempt_id: str, status: str, error: str | None, at: float
+    ) -> None:
+        a = t.attempts
+        conn.execute(
+            update(a)
+            .where(a.c.id == attempt_id, a.c.status.in_(LIVE_ATTEMPT))
+            .values(status=status, error=error, finished_at=at, heartbeat_at=at)
+        )

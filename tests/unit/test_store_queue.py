@@ -1,0 +1,155 @@
+"""The rollout queue on every store backend: claims, leases, requeues, results kept once."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from store_fixtures import BACKENDS, make_store
+
+from emery.core.rollouts import Rollout, RolloutConfig
+from emery.store import NewJob
+from emery.store.queue import RESULT_KEY, queue_metadata
+from emery.store.sql import SqlStore
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlStore]:
+    yield from make_store(request.param, tmp_path)
+
+
+def running_job(store: SqlStore, job_id: str = "job-1") -> str:
+    store.create_job(NewJob(id=job_id, name=job_id, algorithm="gepa", config={}))
+    store.transition(job_id, "queued")
+    store.transition(job_id, "running")
+    return job_id
+
+
+def enqueue(
+    store: SqlStore, job_id: str, n: int = 1, *, lease_s: float = 30.0, max_attempts: int = 2
+) -> list[str]:
+    rollouts = [
+        Rollout(
+            job_id=job_id,
+            candidate_id="c1",
+            example_id=f"e{i}",
+            split="val",
+            config=RolloutConfig(max_attempts=max_attempts),
+            metadata=queue_metadata("candidate:c1", 1, lease_s),
+        )
+        for i in range(n)
+    ]
+    store.add_rollouts(rollouts)
+    return [r.id for r in rollouts]
+
+
+def finish(store: SqlStore, rollout: Rollout, score: float) -> bool:
+    return store.finish_rollout(
+        rollout.id,
+        f"{rollout.id}:{rollout.attempt_count}",
+        status="succeeded",
+        attempt_status="succeeded",
+        error=None,
+        output=str(score),
+        score=score,
+        result={"score": score},
+    )
+
+
+def test_a_claim_takes_each_queued_rollout_once_with_a_held_attempt(store: SqlStore) -> None:
+    job = running_job(store)
+    ids = enqueue(store, job, 3)
+    claimed = [store.claim_rollout("w1") for _ in range(4)]
+    assert [c.id if c else None for c in claimed] == [*ids, None]
+    first = claimed[0]
+    assert first is not None
+    assert first.status == "running"
+    assert first.attempt_count == 1
+    attempt = store.list_attempts(first.id)[0]
+    assert (attempt.status, attempt.worker_id, attempt.number) == ("running", "w1", 1)
+    assert store.heartbeat_attempt(attempt.id)
+
+
+def test_only_queued_rollouts_of_running_jobs_are_claimed(store: SqlStore) -> None:
+    job = running_job(store)
+    store.add_rollouts([Rollout(job_id=job, candidate_id="c", example_id="local")])  # not queued
+    store.create_job(NewJob(id="paused", name="p", algorithm="gepa", config={}))
+    enqueue(store, "paused")
+    assert store.claim_rollout("w1") is None
+    mine = enqueue(store, job)
+    claimed = store.claim_rollout("w1", job_id=job)
+    assert claimed is not None
+    assert claimed.id == mine[0]
+
+
+def test_concurrent_claims_never_share_a_rollout(store: SqlStore) -> None:
+    job = running_job(store)
+    ids = enqueue(store, job, 12)
+    taken: list[str] = []
+    lock = threading.Lock()
+
+    def claim_all(worker: str) -> None:
+        while (rollout := store.claim_rollout(worker)) is not None:
+            with lock:
+                taken.append(rollout.id)
+
+    threads = [threading.Thread(target=claim_all, args=(f"w{i}",)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(taken) == sorted(ids)
+
+
+def test_an_expired_lease_requeues_then_fails_when_no_attempt_is_left(store: SqlStore) -> None:
+    job = running_job(store)
+    (rid,) = enqueue(store, job, lease_s=0.2, max_attempts=2)
+    first = store.claim_rollout("slow")
+    assert first is not None
+    assert store.expire_leases() == 0  # still within its lease
+    time.sleep(0.3)
+    assert store.expire_leases(job_id=job) == 1
+    assert store.get_rollout(rid).status == "queuing"
+    assert not store.heartbeat_attempt(f"{rid}:1")  # the slow worker learns it lost the lease
+    second = store.claim_rollout("fast")
+    assert second is not None
+    assert second.attempt_count == 2
+    time.sleep(0.3)
+    assert store.expire_leases() == 1
+    failed = store.get_rollout(rid)
+    assert failed.status == "failed"
+    assert "lease expired" in (failed.error or "")
+    assert [a.status for a in store.list_attempts(rid)] == ["unresponsive", "unresponsive"]
+
+
+def test_a_result_written_twice_is_kept_once(store: SqlStore) -> None:
+    job = running_job(store)
+    (rid,) = enqueue(store, job, lease_s=0.2)
+    slow = store.claim_rollout("slow")
+    time.sleep(0.3)
+    store.expire_leases()
+    fast = store.claim_rollout("fast")
+    assert slow is not None
+    assert fast is not None
+    assert finish(store, fast, 1.0)
+    assert not finish(store, slow, 0.5)  # the late result of the expired lease
+    stored = store.get_rollout(rid)
+    assert (stored.status, stored.score, stored.metadata[RESULT_KEY]) == (
+        "succeeded",
+        1.0,
+        {"score": 1.0},
+    )
+
+
+def test_a_requeue_needs_the_current_attempt(store: SqlStore) -> None:
+    job = running_job(store)
+    (rid,) = enqueue(store, job)
+    claimed = store.claim_rollout("w1")
+    assert claimed is not None
+    assert not store.requeue_rollout(rid, f"{rid}:1", 2, attempt_status="failed", error="x")
+    assert store.requeue_rollout(rid, f"{rid}:1", 1, attempt_status="failed", error="boom")
+    assert store.get_rollout(rid).status == "queuing"
+    assert store.list_attempts(rid)[0].status == "failed"
