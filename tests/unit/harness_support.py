@@ -11,8 +11,20 @@ from typing import Any, ClassVar
 
 from emery.core.models import ChatMessage, Example
 from emery.lm import FakeLM
+from emery.systems.harness.code import SEED_CODE
 from emery.systems.harness.envs.calculator import CalculatorEnv
 from emery.systems.harness.observation import Observation
+
+# The baseline loop retrying an action once after an error observation: solves FlakyLookupEnv.
+RETRYING = SEED_CODE.replace(
+    '            text = str(kit.execute(call["tool"], call["arguments"]))\n',
+    '            observation = kit.execute(call["tool"], call["arguments"])\n'
+    "            if not observation.ok:  # transient errors: try once more\n"
+    '                observation = kit.execute(call["tool"], call["arguments"])\n'
+    "            text = str(observation)\n",
+)
+CRASHING = "def run(kit):\n    return kit.no_such_helper()\n"
+"""A module that compiles but crashes on its first episode."""
 
 
 def _observations(messages: Sequence[ChatMessage]) -> list[str]:

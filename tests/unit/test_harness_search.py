@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from harness_support import lookup_examples, lookup_reply
+from harness_support import CRASHING, RETRYING, lookup_examples, lookup_reply
 
 import emery
 from emery.algorithms.code_proposals import code_messages, parse_code, render_episodes
@@ -21,15 +21,6 @@ from emery.lm import FakeLM
 from emery.store.backends import open_store
 from emery.systems.harness.code import CODE_COMPONENT, SEED_CODE
 from emery.systems.harness.system import CodeHarness, CodeHarnessConfig
-
-RETRYING = SEED_CODE.replace(
-    '            text = str(kit.execute(call["tool"], call["arguments"]))\n',
-    '            observation = kit.execute(call["tool"], call["arguments"])\n'
-    "            if not observation.ok:  # transient errors: try once more\n"
-    '                observation = kit.execute(call["tool"], call["arguments"])\n'
-    "            text = str(observation)\n",
-)
-CRASHING = "def run(kit):\n    return kit.no_such_helper()\n"
 
 
 def reflection_script() -> FakeLM:

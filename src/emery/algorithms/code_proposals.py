@@ -1,12 +1,15 @@
-"""Proposals of whole harness modules (``code:*`` components): the reflection prompt, the
-reply parsing with the compile check, and the smoke run a proposal passes before it is
-scored on a minibatch. Shared by the search algorithms."""
+"""Proposals of whole harness modules (``code:*`` components): the prompts (a critique of
+the module, a request for a whole new one), the reply parsing with the compile check, and
+the smoke run a proposal passes before it is scored. Shared by GEPA and APO."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from emery.algorithms.base import SearchContext
 from emery.core.models import Candidate, ChatMessage, Example
 from emery.evaluation.results import ExampleResult
 from emery.lm.base import LM
@@ -15,19 +18,23 @@ from emery.systems.harness.code import code_problem
 from emery.verifiers.base import as_text
 
 CODE_PREFIX = "code:"
+CODE_MAX_TOKENS = 1500
+SMOKE_FAILED = "the smoke run failed: "
 SHOWN_EPISODES = 4
 TRACE_CHARS = 1200
 INPUT_CHARS = 300
 FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
 
-PROMPT = """\
-You improve an agent loop written in Python. The module defines run(kit) -> str, the
-episode's final answer. The kit offers:
+KIT = """\
+The module defines run(kit) -> str, the episode's final answer. The kit offers:
 - kit.complete(system, messages, temperature=None, max_tokens=512) -> str: one model call
 - kit.execute(tool, arguments) -> Observation (.text, .ok, .done): one environment action
-- kit.parse_tool_call(text) -> {{"tool", "arguments"}} or None; kit.tools_text();
+- kit.parse_tool_call(text) -> {"tool", "arguments"} or None; kit.tools_text();
   kit.skills_index(); kit.read_skill(name); kit.instruction; kit.system_prompt; kit.tools
-Model calls and actions are capped per episode (BudgetExceeded ends the episode).
+Model calls and actions are capped per episode (BudgetExceeded ends the episode)."""
+
+MATERIAL = """\
+You improve an agent loop written in Python. {kit}
 {task}
 Current module:
 ```python
@@ -36,9 +43,16 @@ Current module:
 
 Episodes run with it (transcripts cut; stop reason and feedback at the end):
 {episodes}
+"""
 
-Write a better module: fix what made episodes fail (loop structure, retries after error
-observations, nudges, when to submit, how observations are shown to the model). Keep
+CRITIQUE = """
+Say what in the module made episodes fail and what to change in it (loop structure,
+retries after error observations, nudges, when to submit, how observations are shown to
+the model). Be specific and brief; do not write the module."""
+
+REWRITE = """
+{critique}Write a better module: fix what made episodes fail (loop structure, retries after
+error observations, nudges, when to submit, how observations are shown to the model). Keep
 run(kit) at module scope. Reply with the whole new module in one ```python fence."""
 
 
@@ -67,16 +81,55 @@ def render_episodes(examples: Sequence[Example], results: Sequence[ExampleResult
     return "\n\n".join(blocks)
 
 
-def code_messages(
+def _material(
     current: str, examples: Sequence[Example], results: Sequence[ExampleResult], task: str
-) -> list[ChatMessage]:
-    """The reflection chat asking for a new module."""
-    content = PROMPT.format(
+) -> str:
+    return MATERIAL.format(
+        kit=KIT,
         code=current.rstrip(),
         episodes=render_episodes(examples, results),
         task=f"The task: {task}\n" if task else "",
     )
+
+
+def code_messages(
+    current: str,
+    examples: Sequence[Example],
+    results: Sequence[ExampleResult],
+    task: str,
+    critique: str = "",
+) -> list[ChatMessage]:
+    """The chat asking for a whole new module (after a reviewer's ``critique``, if any)."""
+    review = f"A reviewer's critique of the module:\n{critique.strip()}\n\n" if critique else ""
+    content = _material(current, examples, results, task) + REWRITE.format(critique=review)
     return [{"role": "user", "content": content}]
+
+
+def critique_messages(
+    current: str, examples: Sequence[Example], results: Sequence[ExampleResult], task: str
+) -> list[ChatMessage]:
+    """The chat asking what in the module made episodes fail (no code)."""
+    content = _material(current, examples, results, task) + CRITIQUE
+    return [{"role": "user", "content": content}]
+
+
+@dataclass(frozen=True)
+class ModuleReply:
+    """A model's reply to ``code_messages``: the module, or why there is none."""
+
+    reply: str
+    text: str | None
+    problem: str | None
+
+
+async def ask_module(
+    lm: LM, messages: list[ChatMessage], current: str, **params: Any
+) -> ModuleReply:
+    """Ask ``lm`` for a new module (``CODE_MAX_TOKENS`` unless given) and check the reply."""
+    params.setdefault("max_tokens", CODE_MAX_TOKENS)
+    completion = await lm.complete(messages, **params)
+    text, problem = parse_code(completion.text, current)
+    return ModuleReply(completion.text, text, problem)
 
 
 def parse_code(reply: str, current: str) -> tuple[str | None, str | None]:
@@ -102,3 +155,10 @@ async def smoke_problem(
         return None
     problem: str | None = await smoke(candidate, RunContext(lm=lm, example=example, split="train"))
     return problem
+
+
+async def smoke_rejection(ctx: SearchContext, candidate: Candidate, example: Example) -> str | None:
+    """The reason to reject ``candidate`` before it is scored: its code crashed, raised,
+    exited or hung on ``example`` with the task LM. None when it ran (or cannot be run)."""
+    problem = await smoke_problem(ctx.system, candidate, example, ctx.lm("task"))
+    return None if problem is None else f"{SMOKE_FAILED}{problem}"

@@ -19,16 +19,17 @@ class Sampling:
     max_tokens: int
     seed: int | None = None
 
+    def params(self) -> dict[str, Any]:
+        """The keyword arguments of ``LM.complete`` (no seed when there is none)."""
+        params: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
+        if self.seed is not None:
+            params["seed"] = self.seed
+        return params
+
 
 async def ask(lm: LM, messages: list[ChatMessage], sampling: Sampling) -> Completion:
     """One request to ``lm``."""
-    params: dict[str, Any] = {} if sampling.seed is None else {"seed": sampling.seed}
-    return await lm.complete(
-        messages,
-        temperature=sampling.temperature,
-        max_tokens=sampling.max_tokens,
-        **params,
-    )
+    return await lm.complete(messages, **sampling.params())
 
 
 def placeholder_list(text: str) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from emery.algorithms.apo.code import propose_module
 from emery.algorithms.apo.critique import Critique, Sampling, critique_prompt
 from emery.algorithms.apo.edit import Edit, edit_prompt
 from emery.algorithms.apo.experiments import as_text, build_experiments
@@ -14,6 +15,7 @@ from emery.algorithms.apo.prompts import PromptTemplate
 from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.apo.state import ApoState
 from emery.algorithms.base import SearchContext
+from emery.algorithms.code_proposals import is_code_component
 from emery.algorithms.sources import count
 from emery.core.events import ApoCritique, ApoEdit
 from emery.core.models import Candidate, Example, Lineage
@@ -71,7 +73,12 @@ class Proposer:
         examples: Sequence[Example],
         result: EvalResult,
     ) -> None:
-        """Critique the parent's ``component`` from the batch, edit it, keep a usable child."""
+        """Critique the parent's ``component`` from the batch, edit it, keep a usable child
+        (harness code: a whole new module that must compile and pass a smoke run)."""
+        if is_code_component(component):
+            expansion = Expansion(parent, component, branch, examples, result, experiments="")
+            await propose_module(self, ctx, state, rng, expansion)
+            return
         experiments = build_experiments(
             examples,
             result.results,
@@ -114,6 +121,14 @@ class Proposer:
             experiments=expansion.experiments,
             sampling=self.sampling(rng, self.settings.critique_max_tokens),
         )
+        self.record_critique(ctx, state, expansion, critique)
+        return critique
+
+    @staticmethod
+    def record_critique(
+        ctx: SearchContext, state: ApoState, expansion: Expansion, critique: Critique
+    ) -> None:
+        """Count and report a critique."""
         state.critiques += 1
         ctx.emit(
             ApoCritique(
@@ -124,7 +139,6 @@ class Proposer:
                 critique=critique.text,
             )
         )
-        return critique
 
     async def edit(
         self,

@@ -41,6 +41,12 @@ class ApoState(AlgorithmState):
     edits_accepted: int = 0
     edits_rejected: int = 0
     expansions_skipped: int = 0
+    code_invalid: int = Field(
+        default=0, description="harness-code edits that did not compile or defined no run"
+    )
+    smoke_rejected: int = Field(
+        default=0, description="new harness modules that crashed, raised, exited or hung"
+    )
     operators_tried: dict[str, list[str]] = Field(
         default_factory=dict, description="parent id → ids of its operator children offered"
     )

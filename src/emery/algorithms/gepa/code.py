@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.code_proposals import (
+    ask_module,
     code_messages,
     is_code_component,
-    parse_code,
-    smoke_problem,
+    smoke_rejection,
 )
 from emery.algorithms.gepa.mutation import REFLECTION, Mutation
 from emery.algorithms.gepa.propose import Proposal
@@ -21,7 +21,6 @@ from emery.core.events import GepaMinibatchRejected, GepaProposal, GepaProposalI
 from emery.core.models import Example
 from emery.evaluation.results import ExampleResult
 
-CODE_MAX_TOKENS = 1500
 RETRY_TEMPERATURE = 0.7
 
 
@@ -43,11 +42,9 @@ async def propose_code(
     proposal = Proposal(component, text=None, prompt=messages[0]["content"], style="standard")
     for attempt in range(1, settings.proposal_attempts + 1):
         temperature = None if attempt == 1 else RETRY_TEMPERATURE
-        completion = await lm.complete(
-            messages, temperature=temperature, max_tokens=CODE_MAX_TOKENS
-        )
-        text, problem = parse_code(completion.text, current)
-        proposal.attempts.append({"reply": completion.text, "text": text, "problem": problem})
+        module = await ask_module(lm, messages, current, temperature=temperature)
+        text, problem = module.text, module.problem
+        proposal.attempts.append({"reply": module.reply, "text": text, "problem": problem})
         if text is not None:
             proposal.text = text
             ctx.emit(
@@ -60,7 +57,7 @@ async def propose_code(
                 component=component,
                 attempt=attempt,
                 reason=str(problem),
-                reply=completion.text,
+                reply=module.reply,
             )
         )
     return proposal
@@ -71,8 +68,8 @@ async def smoke_rejects(ctx: SearchContext, state: GepaState, mutation: Mutation
     minibatch (then it is rejected with the reason and never scored)."""
     if not any(is_code_component(name) for name in mutation.changed) or not mutation.batch:
         return False
-    problem = await smoke_problem(ctx.system, mutation.child, mutation.batch[0], ctx.lm("task"))
-    if problem is None:
+    reason = await smoke_rejection(ctx, mutation.child, mutation.batch[0])
+    if reason is None:
         return False
     state.counters.rejected += 1
     count(state.sources, REFLECTION, "invalid")
@@ -81,7 +78,7 @@ async def smoke_rejects(ctx: SearchContext, state: GepaState, mutation: Mutation
             iteration=mutation.basis.number,
             candidate_id=mutation.child.id,
             parent_id=mutation.parent.id,
-            reason=f"the smoke run failed: {problem}",
+            reason=reason,
             source=mutation.source,
         )
     )
