@@ -78,11 +78,14 @@ class RuntimeConfig(Section):
     min_error_rollouts: int = Field(default=3, ge=1)
     workdir: str = ".emery"
     cache: bool = True
-    executor: Literal["local", "runners"] = "local"
-    """Where rollouts run: ``local`` (in the job's process) or ``runners`` (queued in the
+    executor: Literal["local", "runners", "ray"] = "local"
+    """Where rollouts run: ``local`` (in the job's process), ``runners`` (queued in the
     store for ``emery runner`` processes, which hold each claimed attempt for ``lease_s``
-    between heartbeats)."""
+    between heartbeats) or ``ray`` (Ray tasks on the cluster at ``ray_address``, or on a
+    local Ray of ``ray_cpus`` CPUs started by the job)."""
     lease_s: float = Field(default=30.0, gt=0)
+    ray_address: str | None = None
+    ray_cpus: int | None = Field(default=None, ge=1)
 
     def error_policy(self) -> ErrorPolicy:
         return ErrorPolicy(max_error_rate=self.max_error_rate, min_rollouts=self.min_error_rollouts)

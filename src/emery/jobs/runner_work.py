@@ -40,17 +40,23 @@ TICK_S = 0.05
 
 class QueueRecorder:
     """Spans go to the job's store; rollout and attempt rows belong to the queue protocol
-    (claims, leases, results), so they are only remembered here, never written."""
+    (claims, leases, results), so they are only remembered here, never written (``rows``:
+    written as a local job writes them, for executors without a queue)."""
 
-    def __init__(self, inner: StoreRecorder) -> None:
+    def __init__(self, inner: StoreRecorder, *, rows: bool = False) -> None:
         self.inner = inner
+        self.rows = rows
         self._attempts: dict[str, Attempt] = {}
         self._lock = threading.Lock()
 
     def save_rollout(self, rollout: Rollout) -> None:
-        return None
+        if self.rows:
+            self.inner.save_rollout(rollout)
 
     def save_attempt(self, attempt: Attempt) -> None:
+        if self.rows:
+            self.inner.save_attempt(attempt)
+            return
         with self._lock:
             self._attempts[attempt.id] = attempt.model_copy()
 
@@ -91,7 +97,7 @@ class JobWork:
             self.cache.close()
 
 
-def build_job_work(store: Store, job_id: str, worker_id: str) -> JobWork:
+def build_job_work(store: Store, job_id: str, worker_id: str, *, queued: bool = True) -> JobWork:
     """Rebuild a job's system, dataset, verifier and task model from its stored config;
     refuse a job made from Python objects or whose evaluation scope differs here."""
     job = store.get_job(job_id)
@@ -114,7 +120,8 @@ def build_job_work(store: Store, job_id: str, worker_id: str) -> JobWork:
         )
     cache = open_cache(config, base_dir)
     lm = build_lm(config.lm.task, role="task", meter=UsageMeter(), cache=cache)
-    recorder = QueueRecorder(StoreRecorder(store, job_id, worker_id=worker_id))
+    # queued: rollout and attempt rows belong to the queue; else recorded as a local job does
+    recorder = QueueRecorder(StoreRecorder(store, job_id, worker_id=worker_id), rows=not queued)
     evaluator = Evaluator(
         system,
         verifier,
