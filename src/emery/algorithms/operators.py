@@ -164,8 +164,8 @@ def shorten(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None
 
 OPERATORS: dict[str, EditFn] = {
     "format_reminder": format_reminder,
-    "labeled_demos": add_labeled_demos,
     "nearest_demos": add_nearest_demos,
+    "labeled_demos": add_labeled_demos,
     "instruction_after_input": _placed("user_after"),
     "instruction_before_input": _placed("user_before"),
     "step_by_step": step_by_step,
