@@ -307,11 +307,11 @@ class BatchEngine:
             latency_s=time.perf_counter() - request.start,
             model=self.model,
         )
+        self._release(decoder, slot)  # before the caller hears: the slot is free by then
         try:
             request.future.set_result(completion)
         except InvalidStateError:  # cancelled meanwhile
             self.stats.cancelled += 1
-        self._release(decoder, slot)
 
     def _release(self, decoder: Decoder, slot: _Slot) -> None:
         decoder.end(slot.index)
