@@ -106,6 +106,20 @@ class Evaluator:
     def recorder(self) -> RolloutRecorder:
         return self.tracing.recorder
 
+    def settings(self, **changes: Any) -> dict[str, Any]:
+        """This evaluator's constructor arguments (``changes`` replaced), for an evaluator
+        that runs the same rollouts elsewhere (runners, Ray)."""
+        return {
+            "system": self.system,
+            "verifier": self.verifier,
+            "lm": self.lm,
+            "concurrency": self.concurrency,
+            "rollouts": self.runner.config,
+            "recorder": self.recorder,
+            "job_id": self.runner.job_id,
+            "proxy": self.runner.proxy,
+        } | changes
+
     def _prepare(self) -> dict[str, str] | None:
         if self.runner.proxy is None and getattr(self.system, "needs_proxy", False):
             self.runner.proxy = embedded_proxy()

@@ -71,16 +71,7 @@ class QueueEvaluator(Evaluator):
         poll_s: float = 0.05,
         max_poll_s: float = 0.5,
     ) -> None:
-        super().__init__(
-            base.system,
-            base.verifier,
-            base.lm,
-            concurrency=base.concurrency,
-            rollouts=base.runner.config,
-            recorder=base.recorder,
-            job_id=job_id,
-            proxy=base.runner.proxy,
-        )
+        super().__init__(**base.settings(job_id=job_id))
         self.store = store
         self.job_id = job_id
         self.lease_s = lease_s

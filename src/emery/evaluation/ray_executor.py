@@ -82,16 +82,7 @@ class RayEvaluator(Evaluator):
         num_cpus: int | None = None,
         max_retries: int = 0,
     ) -> None:
-        super().__init__(
-            base.system,
-            base.verifier,
-            base.lm,
-            concurrency=base.concurrency,
-            rollouts=base.runner.config,
-            recorder=base.recorder,
-            job_id=base.runner.job_id,
-            proxy=base.runner.proxy,
-        )
+        super().__init__(**base.settings())
         self.key = key
         self.build = build
         self.address = address
