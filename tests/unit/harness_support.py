@@ -109,3 +109,22 @@ def lookup_examples(n: int, prefix: str) -> list[Example]:
         )
         for i in range(n)
     ]
+
+
+def flaky_store() -> tuple[Any, Any]:
+    """The code harness on ``FlakyLookupEnv`` and its dataset: only a loop that retries
+    after an error observation solves it."""
+    from emery.core.models import Dataset
+    from emery.systems.harness.system import CodeHarness, CodeHarnessConfig
+
+    system = CodeHarness(
+        CodeHarnessConfig(environment="harness_support:FlakyLookupEnv", timeout_s=20)
+    )
+    dataset = Dataset(
+        name="flaky",
+        description="Look a key up in a flaky store.",
+        train=lookup_examples(6, "tr"),
+        val=lookup_examples(4, "va"),
+        test=lookup_examples(6, "te"),
+    )
+    return system, dataset

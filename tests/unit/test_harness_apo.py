@@ -11,15 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from harness_support import CRASHING, RETRYING, lookup_examples, lookup_reply
+from harness_support import CRASHING, RETRYING, flaky_store, lookup_reply
 
 import emery
 from emery.algorithms.code_proposals import critique_messages
-from emery.core.models import ChatMessage, Dataset
+from emery.core.models import ChatMessage
 from emery.lm import FakeLM
 from emery.store.backends import open_store
 from emery.systems.harness.code import CODE_COMPONENT, PROMPT_COMPONENT, SEED_CODE
-from emery.systems.harness.system import CodeHarness, CodeHarnessConfig
 
 CRITIQUE = "Retry a lookup once when its observation is an error."
 
@@ -57,16 +56,7 @@ def test_apo_finds_the_retrying_loop_and_lifts_test(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.ERROR)
-    system = CodeHarness(
-        CodeHarnessConfig(environment="harness_support:FlakyLookupEnv", timeout_s=20)
-    )
-    dataset = Dataset(
-        name="flaky",
-        description="Look a key up in a flaky store.",
-        train=lookup_examples(6, "tr"),
-        val=lookup_examples(4, "va"),
-        test=lookup_examples(6, "te"),
-    )
+    system, dataset = flaky_store()
     reflection = Reflection()
     store = open_store(tmp_path / "emery.db")
     result = emery.optimize(

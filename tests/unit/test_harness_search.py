@@ -9,18 +9,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from harness_support import CRASHING, RETRYING, lookup_examples, lookup_reply
+from harness_support import CRASHING, RETRYING, flaky_store, lookup_examples, lookup_reply
 
 import emery
 from emery.algorithms.code_proposals import code_messages, parse_code, render_episodes
 from emery.algorithms.lineage import component_diff
 from emery.cli.app import main
-from emery.core.models import ChatMessage, Dataset
+from emery.core.models import ChatMessage
 from emery.evaluation.results import ExampleResult
 from emery.lm import FakeLM
 from emery.store.backends import open_store
 from emery.systems.harness.code import CODE_COMPONENT, SEED_CODE
-from emery.systems.harness.system import CodeHarness, CodeHarnessConfig
 
 
 def reflection_script() -> FakeLM:
@@ -72,16 +71,7 @@ def test_gepa_finds_the_retrying_loop_and_lifts_test(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
     caplog.set_level(logging.ERROR)
-    system = CodeHarness(
-        CodeHarnessConfig(environment="harness_support:FlakyLookupEnv", timeout_s=20)
-    )
-    dataset = Dataset(
-        name="flaky",
-        description="Look a key up in a flaky store.",
-        train=lookup_examples(6, "tr"),
-        val=lookup_examples(4, "va"),
-        test=lookup_examples(6, "te"),
-    )
+    system, dataset = flaky_store()
     store = open_store(tmp_path / "emery.db")
     result = emery.optimize(
         system,

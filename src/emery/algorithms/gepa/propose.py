@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emery.algorithms.base import SearchContext
+from emery.algorithms.code_proposals import is_code_component
 from emery.algorithms.gepa.checks import parse_proposal, proposal_problem
 from emery.algorithms.gepa.compact import parse_compact
 from emery.algorithms.gepa.reflection import (
@@ -149,10 +150,8 @@ class Proposer:
 
         Never raises for a bad reply: a proposal without text is a rejected proposal.
         """
-        from emery.algorithms.code_proposals import is_code_component
-
         if is_code_component(component):  # harness code: a whole new module
-            from emery.algorithms.gepa.code import propose_code
+            from emery.algorithms.gepa.code import propose_code  # gepa.code imports this module
 
             return await propose_code(
                 self.settings,
