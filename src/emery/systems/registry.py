@@ -31,6 +31,7 @@ SYSTEM_MODULES: dict[str, str] = {
     "function_agent": "emery.systems.function_agent",
     "task_app": "emery.systems.task_app",
     "code_harness": "emery.systems.harness.system",
+    "graph": "emery.systems.graph.system",
 }
 
 
