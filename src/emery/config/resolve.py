@@ -5,11 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate, Dataset, Lineage
+from emery.core.validation import describe
 from emery.data.loaders import load_dataset
 from emery.data.tasks import builtin_task
+from emery.lm.base import LM
 from emery.lm.cache import ResponseCache
 from emery.lm.config import build_lm
 from emery.lm.usage import ROLES, MeteredLM, UsageMeter
@@ -18,6 +22,7 @@ from emery.systems.prompt_program import PromptProgram
 from emery.systems.registry import build_system, parse_system_config
 from emery.verifiers.base import Verifier
 from emery.verifiers.config import VerifierConfig, build_verifier
+from emery.verifiers.rubric import RubricJudge
 
 VAL_SHARE_OF_BUDGET = 5
 MIN_DEFAULT_VAL = 10
@@ -71,13 +76,25 @@ def resolve_system(config: JobConfig) -> System:
     raise ConfigError("no [system] given: a file dataset needs a [system] section")
 
 
-def resolve_verifier(config: JobConfig, dataset: Dataset) -> Verifier:
-    """``[verifier]``, else the dataset's own suggestion, else exact match."""
+def resolve_verifier(config: JobConfig, dataset: Dataset, judge: LM | None = None) -> Verifier:
+    """``[verifier]``, else the dataset's own suggestion, else exact match. ``judge`` is the
+    model a rubric or contrastive verifier asks; a rubric that leaves some example without
+    criteria is refused here, before any model call."""
     if config.verifier is not None:
-        return build_verifier(config.verifier)
-    if dataset.verifier is not None:
-        return build_verifier(VerifierConfig.model_validate(dataset.verifier))
-    return build_verifier(VerifierConfig())
+        verifier = build_verifier(config.verifier, judge)
+    elif dataset.verifier is not None:
+        try:
+            suggested = VerifierConfig.model_validate(dataset.verifier)
+        except ValidationError as exc:
+            raise ConfigError(
+                f"dataset {dataset.name!r}: {describe(exc, VerifierConfig, 'verifier')}"
+            ) from None
+        verifier = build_verifier(suggested, judge)
+    else:
+        verifier = build_verifier(VerifierConfig(), judge)
+    if isinstance(verifier, RubricJudge):
+        verifier.check_examples(dataset)
+    return verifier
 
 
 def check_system_inputs(system: System, dataset: Dataset) -> None:

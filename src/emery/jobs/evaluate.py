@@ -25,6 +25,7 @@ from emery.evaluation.health import check_gold
 from emery.evaluation.results import EvalResult, ExampleResult
 from emery.evaluation.stats import ScoreSummary
 from emery.lm.usage import RoleUsage
+from emery.verifiers.judge import uses_judge, with_judge
 
 
 class EvaluationReport(BaseModel):
@@ -65,7 +66,10 @@ async def evaluate_config(
     candidate = candidate or system.seed_candidate()
     cache = open_cache(config, base_dir)
     try:
-        models = build_models(config, roles=("task",), cache=cache)
+        models = build_models(
+            config, roles=("task", "judge") if uses_judge(verifier) else ("task",), cache=cache
+        )
+        verifier = with_judge(verifier, models.by_role.get("judge"))
         evaluator = Evaluator(
             system, verifier, models["task"], concurrency=config.runtime.concurrency
         )

@@ -32,6 +32,7 @@ from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
 from emery.store.queue import RESOURCE_KEY, VERSION_KEY
 from emery.tracing.store_recorder import StoreRecorder
+from emery.verifiers.judge import uses_judge, with_judge
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,9 @@ def build_job_work(store: Store, job_id: str, worker_id: str, *, queued: bool = 
         )
     cache = open_cache(config, base_dir)
     lm = build_lm(config.lm.task, role="task", meter=UsageMeter(), cache=cache)
+    if uses_judge(verifier):
+        judge = build_lm(config.lm.for_role("judge"), role="judge", meter=UsageMeter(), cache=cache)
+        verifier = with_judge(verifier, judge)
     # queued: rollout and attempt rows belong to the queue; else recorded as a local job does
     recorder = QueueRecorder(StoreRecorder(store, job_id, worker_id=worker_id), rows=not queued)
     evaluator = Evaluator(

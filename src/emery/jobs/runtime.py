@@ -30,6 +30,7 @@ from emery.lm.config import build_lm
 from emery.lm.usage import ROLES, RoleUsage, UsageMeter
 from emery.systems.base import System
 from emery.verifiers.base import Verifier
+from emery.verifiers.judge import with_judge
 
 
 @dataclass
@@ -130,6 +131,7 @@ def build_runtime(
         if cache is not None:
             cache.close()
         raise
+    verifier = with_judge(verifier, models.by_role.get("judge"))
     scope = evaluation_scope(
         config,
         system,

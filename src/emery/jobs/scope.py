@@ -17,6 +17,7 @@ from emery.core.models import Dataset, Example
 from emery.lm.base import LM
 from emery.systems.base import System
 from emery.verifiers.base import Verifier
+from emery.verifiers.judge import uses_judge
 
 
 def evaluation_scope(
@@ -28,7 +29,8 @@ def evaluation_scope(
     task_lm: LM | None = None,
     verifier_overridden: bool = False,
 ) -> str:
-    """The scope hash of a job's evaluations."""
+    """The scope hash of a job's evaluations (with the judge model's settings when the
+    verifier asks one)."""
     lm = config.lm.task
     if verifier_overridden:
         verifier_key: Any = verifier_identity(verifier)
@@ -36,19 +38,23 @@ def evaluation_scope(
         verifier_key = config.verifier.model_dump(mode="json")
     else:
         verifier_key = dataset.verifier if dataset is not None else None
-    return content_hash(
-        {
-            "system": [system.name, system.version()],
-            "lm": {
-                "model": task_lm.model if task_lm is not None else lm.model,
-                "temperature": lm.temperature,
-                "max_tokens": lm.max_tokens,
-                "base_url": lm.base_url,
-                "n_ctx": lm.n_ctx,
-            },
-            "verifier": verifier_key,
-        }
-    )
+    scope: dict[str, Any] = {
+        "system": [system.name, system.version()],
+        "lm": {
+            "model": task_lm.model if task_lm is not None else lm.model,
+            "temperature": lm.temperature,
+            "max_tokens": lm.max_tokens,
+            "base_url": lm.base_url,
+            "n_ctx": lm.n_ctx,
+        },
+        "verifier": verifier_key,
+    }
+    if uses_judge(verifier):
+        judge = config.lm.for_role("judge")
+        scope["judge"] = judge.model_dump(
+            mode="json", include={"model", "base_url", "temperature", "max_tokens", "n_ctx"}
+        )
+    return content_hash(scope)
 
 
 def _name(obj: Any) -> str:

@@ -9,9 +9,12 @@ from emery.core.lazy import lazy_exports
 if TYPE_CHECKING:
     from emery.verifiers.base import SyncVerifier, Verdict, Verifier
     from emery.verifiers.config import VerifierConfig, build_verifier
+    from emery.verifiers.contrastive import ContrastiveJudge
     from emery.verifiers.json_field import JsonFieldMatch
+    from emery.verifiers.judge import JudgeStats, JudgeVerifier
     from emery.verifiers.numeric import NumericMatch
     from emery.verifiers.python import CallableVerifier
+    from emery.verifiers.rubric import Criterion, RubricJudge
     from emery.verifiers.text import Contains, ExactMatch, NormalizedMatch, RegexMatch, TokenF1
 
 __getattr__, __dir__ = lazy_exports(
@@ -22,9 +25,14 @@ __getattr__, __dir__ = lazy_exports(
         "Verifier": "emery.verifiers.base",
         "VerifierConfig": "emery.verifiers.config",
         "build_verifier": "emery.verifiers.config",
+        "ContrastiveJudge": "emery.verifiers.contrastive",
+        "JudgeStats": "emery.verifiers.judge",
+        "JudgeVerifier": "emery.verifiers.judge",
         "JsonFieldMatch": "emery.verifiers.json_field",
         "NumericMatch": "emery.verifiers.numeric",
         "CallableVerifier": "emery.verifiers.python",
+        "Criterion": "emery.verifiers.rubric",
+        "RubricJudge": "emery.verifiers.rubric",
         "Contains": "emery.verifiers.text",
         "ExactMatch": "emery.verifiers.text",
         "NormalizedMatch": "emery.verifiers.text",
@@ -36,11 +44,16 @@ __getattr__, __dir__ = lazy_exports(
 __all__ = [
     "CallableVerifier",
     "Contains",
+    "ContrastiveJudge",
+    "Criterion",
     "ExactMatch",
     "JsonFieldMatch",
+    "JudgeStats",
+    "JudgeVerifier",
     "NormalizedMatch",
     "NumericMatch",
     "RegexMatch",
+    "RubricJudge",
     "SyncVerifier",
     "TokenF1",
     "Verdict",

@@ -5,18 +5,34 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from emery.core.errors import ConfigError
+from emery.lm.base import LM
 from emery.verifiers.base import Verifier
+from emery.verifiers.contrastive import ContrastiveJudge
 from emery.verifiers.json_field import JsonFieldMatch
 from emery.verifiers.numeric import NumericMatch
 from emery.verifiers.python import CallableVerifier
+from emery.verifiers.rubric import Criterion, RubricJudge
 from emery.verifiers.text import Contains, ExactMatch, NormalizedMatch, RegexMatch, TokenF1
 
 VerifierKind = Literal[
-    "exact", "normalized", "numeric", "regex", "contains", "json_field", "f1", "python"
+    "exact",
+    "gold_examples",
+    "normalized",
+    "numeric",
+    "regex",
+    "contains",
+    "json_field",
+    "f1",
+    "python",
+    "rubric",
+    "contrastive",
 ]
+
+JUDGE_KINDS = frozenset({"rubric", "contrastive"})
+"""The kinds that ask the judge model (``[lm.judge]``, the task model when unset)."""
 
 
 class VerifierConfig(BaseModel):
@@ -33,12 +49,14 @@ class VerifierConfig(BaseModel):
     case_sensitive: bool = False
     fields: list[str] | None = None
     function: str | None = None
+    criteria: list[Criterion] = Field(default_factory=list)
 
 
-def build_verifier(config: VerifierConfig) -> Verifier:
-    """The verifier a config describes."""
+def build_verifier(config: VerifierConfig, judge: LM | None = None) -> Verifier:
+    """The verifier a config describes; ``judge`` is the model the judge kinds ask
+    (without one they can be built and checked, but not asked)."""
     match config.kind:
-        case "exact":
+        case "exact" | "gold_examples":
             return ExactMatch()
         case "normalized":
             return NormalizedMatch()
@@ -65,3 +83,7 @@ def build_verifier(config: VerifierConfig) -> Verifier:
                     "verifier.function ('module:attr') is required for kind = 'python'"
                 )
             return CallableVerifier(config.function)
+        case "rubric":
+            return RubricJudge(config.criteria, judge=judge)
+        case "contrastive":
+            return ContrastiveJudge(judge)

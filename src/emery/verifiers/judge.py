@@ -1,0 +1,160 @@
+"""The LLM judge behind the ``rubric`` and ``contrastive`` verifiers.
+
+A judge verifier asks the judge model (``[lm.judge]``; the task model when unset) for a JSON
+verdict, reads it robustly (a fenced block or the first JSON object of the reply, scores
+clamped to [0, 1]) and turns it into a ``Verdict`` whose feedback is the judge's reasoning,
+which reflection reads. A reply that cannot be read scores 0 with feedback saying so and is
+counted in ``stats``; it never fails the rollout. A judge model that raises is a verifier
+error, which the evaluator records like any other.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
+
+from emery.core.errors import ConfigError
+from emery.core.models import ChatMessage, Example
+from emery.lm.base import LM
+from emery.verifiers.base import Verdict, Verifier, as_text, clip
+
+log = logging.getLogger(__name__)
+
+FIELD_CHARS = 6000
+"""The longest text of one input field, the output or the gold output shown to the judge."""
+
+JUDGE_SYSTEM = (
+    "You are a strict, fair grader. You judge an answer to a task and reply with one JSON"
+    " object only, exactly in the format asked for, with no text before or after it."
+)
+
+_FENCED = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+
+
+class JudgeReplyError(ValueError):
+    """The judge's reply holds no usable verdict; the message says what was wrong."""
+
+
+@dataclass
+class JudgeStats:
+    """What a judge verifier has done: judge calls made and replies it could not read."""
+
+    calls: int = 0
+    unreadable: int = 0
+
+
+def extract_json(text: str) -> Any:
+    """The JSON value of a judge reply: the first fenced block that parses, else the first
+    JSON object in the text. Raises ``JudgeReplyError`` when there is none."""
+    for block in _FENCED.findall(text):
+        try:
+            return json.loads(block.strip())
+        except json.JSONDecodeError:
+            continue
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        return value
+    raise JudgeReplyError("no JSON object in the reply")
+
+
+def read_score(value: Any) -> float:
+    """A judge's score as a float clamped to [0, 1]; a number or a numeric string (a
+    percentage like ``"80%"`` is read as 0.8). Raises ``JudgeReplyError`` otherwise."""
+    if isinstance(value, bool):
+        raise JudgeReplyError(f"score {value!r} is not a number")
+    if isinstance(value, str):
+        text = value.strip()
+        scale = 100.0 if text.endswith("%") else 1.0
+        try:
+            value = float(text.removesuffix("%")) / scale
+        except ValueError:
+            raise JudgeReplyError(f"score {clip(text, 40)!r} is not a number") from None
+    if not isinstance(value, int | float) or math.isnan(value):
+        raise JudgeReplyError(f"score {value!r} is not a number")
+    return min(1.0, max(0.0, float(value)))
+
+
+def read_text(value: Any) -> str:
+    """A reason or fact from the reply as one line ("" for none)."""
+    if value is None:
+        return ""
+    return " ".join(as_text(value).split())
+
+
+def render_input(example: Example) -> str:
+    """The example's input fields, one ``name: value`` line each (long values cut)."""
+    if not example.input:
+        return "(no input)"
+    return "\n".join(
+        f"{name}: {clip(as_text(value), FIELD_CHARS)}" for name, value in example.input.items()
+    )
+
+
+def section(title: str, body: str) -> str:
+    """A titled block of a judge prompt."""
+    return f"## {title}\n{body.strip() or '(empty)'}"
+
+
+class JudgeVerifier:
+    """Base of the verifiers that ask a judge model: subclasses write the prompt
+    (``messages``) and read the reply (``read``, raising ``JudgeReplyError``)."""
+
+    kind: ClassVar[str] = "judge"
+    needs_expected: bool = False
+
+    def __init__(self, judge: LM | None = None) -> None:
+        self.judge = judge
+        self.stats = JudgeStats()
+
+    def with_judge(self, judge: LM) -> Self:
+        """A copy of this verifier that asks ``judge`` (with its own counts)."""
+        clone = copy.copy(self)
+        clone.judge = judge
+        clone.stats = JudgeStats()
+        return clone
+
+    def messages(self, example: Example, output: Any) -> list[ChatMessage]:
+        raise NotImplementedError
+
+    def read(self, example: Example, reply: str) -> Verdict:
+        raise NotImplementedError
+
+    async def verify(self, example: Example, output: Any, trace: Any = None) -> Verdict:
+        """Ask the judge about ``output`` and turn its reply into a verdict."""
+        if self.judge is None:
+            raise ConfigError(f"the {self.kind} verifier has no judge model (set [lm.judge])")
+        self.stats.calls += 1
+        completion = await self.judge.complete(self.messages(example, output))
+        try:
+            return self.read(example, completion.text)
+        except JudgeReplyError as exc:
+            self.stats.unreadable += 1
+            log.warning("the %s judge's reply on example %s: %s", self.kind, example.id, exc)
+            return Verdict(
+                score=0.0,
+                feedback=(
+                    f"The judge's reply could not be read ({exc}); scored 0."
+                    f" The reply began: {clip(completion.text, 160)!r}"
+                ),
+            )
+
+
+def uses_judge(verifier: Verifier) -> bool:
+    """Whether ``verifier`` asks a judge model."""
+    return isinstance(verifier, JudgeVerifier)
+
+
+def with_judge(verifier: Verifier, judge: LM | None) -> Verifier:
+    """``verifier`` given ``judge`` when it is a judge verifier without one; else as is."""
+    if isinstance(verifier, JudgeVerifier) and verifier.judge is None and judge is not None:
+        return verifier.with_judge(judge)
+    return verifier
