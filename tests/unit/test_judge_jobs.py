@@ -20,12 +20,12 @@ from emery.config import parse_config
 from emery.config.resolve import build_models, resolve_dataset, resolve_system, resolve_verifier
 from emery.core.models import ChatMessage, Dataset, Example
 from emery.jobs.evaluate import evaluate_config
-from emery.jobs.scope import evaluation_scope
+from emery.jobs.scope import evaluation_scope, verifier_identity
 from emery.lm import FakeLM
 from emery.lm.cache import ResponseCache
 from emery.store import MemoryStore
 from emery.verifiers.judge import JUDGE_SYSTEM, with_judge
-from emery.verifiers.rubric import RubricJudge
+from emery.verifiers.rubric import Criterion, RubricJudge
 
 RULES = {"name": "rules", "description": "Every component follows the rule it is given."}
 
@@ -193,3 +193,10 @@ def test_a_gepa_job_reflects_on_the_judge_feedback(
     assert result.usage["task"].calls > 0
     assert result.best_candidate is not None
     assert "alpha" in result.best_candidate.components["a"].lower()
+
+
+def test_rubric_objects_passed_in_python_differ_in_scope_by_their_criteria() -> None:
+    one = verifier_identity(RubricJudge([Criterion(name="a")]))
+    two = verifier_identity(RubricJudge([Criterion(name="a", weight=2)]))
+    assert one != two
+    assert one["settings"]["criteria"] == [{"name": "a", "description": "", "weight": 1.0}]

@@ -18,6 +18,7 @@ from emery.lm.base import LM
 from emery.systems.base import System
 from emery.verifiers.base import Verifier
 from emery.verifiers.judge import uses_judge
+from emery.verifiers.rubric import RubricJudge
 
 
 def evaluation_scope(
@@ -63,12 +64,14 @@ def _name(obj: Any) -> str:
 
 def verifier_identity(verifier: Verifier) -> dict[str, Any]:
     """What tells a verifier object apart: its class, the function it wraps (a Python
-    verifier) and its plain settings (tolerances, patterns, flags)."""
-    settings = {
+    verifier), its plain settings (tolerances, patterns, flags) and a rubric's criteria."""
+    settings: dict[str, Any] = {
         key: value
         for key, value in sorted(getattr(verifier, "__dict__", {}).items())
         if not key.startswith("_") and isinstance(value, str | int | float | bool | None)
     }
+    if isinstance(verifier, RubricJudge):
+        settings["criteria"] = [c.model_dump(mode="json") for c in verifier.criteria]
     function = getattr(verifier, "fn", None)
     return {
         "class": _name(type(verifier)),
