@@ -127,13 +127,14 @@ def test_bad_split(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_error_text_in_brackets_is_printed_literally(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "d.jsonl").write_text('{"question": "q", "expected": "a"}\n')
     path = tmp_path / "job.toml"
-    path.write_text('[dataset]\npath = "d.jsonl"\n')
-    assert run_cli(["eval", str(path)]) == 2
-    assert_one_line_error(capsys.readouterr().err, "a file dataset needs a [system] section")
+    path.write_text('[dataset]\npath = "d.jsonl"\n[algorithm.gepx]\n')
+    assert run_cli(["train", str(path)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "unknown algorithm in [algorithm.gepx]")
 
 
 def test_full_eval_run_writes_the_result(

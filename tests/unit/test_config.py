@@ -19,7 +19,7 @@ from emery.config import (
     resolve_system,
     resolve_verifier,
 )
-from emery.core.errors import ConfigError
+from emery.core.errors import ConfigError, DataError
 from emery.data.tasks import builtin_task
 from emery.systems import PromptProgram, PromptProgramConfig
 from emery.verifiers import ExactMatch, NormalizedMatch, NumericMatch, RegexMatch
@@ -182,9 +182,9 @@ def test_resolve_system_falls_back_to_the_task_program() -> None:
     assert resolve_system(custom).name == "mine"
 
 
-def test_file_dataset_without_system_is_an_error(tmp_path: Path) -> None:
+def test_file_dataset_without_system_needs_the_file(tmp_path: Path) -> None:
     config = parse_config({"dataset": {"path": str(tmp_path / "d.jsonl")}})
-    with pytest.raises(ConfigError, match=r"no \[system\] given"):
+    with pytest.raises(DataError, match="dataset file not found"):
         resolve_system(config)
 
 

@@ -150,7 +150,7 @@ def test_json_task_set(tmp_path: Path) -> None:
     ("data", "message"),
     [
         ({"tasks": [{"input": {"q": 1}}]}, r"task 0: field 'id' is required"),
-        ({"tasks": [], "gold_outputs": []}, "'gold_outputs' must map"),
+        ({"tasks": [{"id": "a", "q": 1}], "gold_outputs": 3}, "'gold_outputs' must map"),
         ({"tasks": [{"id": "a", "q": 1}], "metadata": "x"}, "'metadata' must be an object"),
         ({"tasks": [{"id": "a", "q": 1}], "verifier": "exact"}, "'verifier' must be an object"),
         ({"tasks": "nope"}, "'task' must be a list"),

@@ -18,6 +18,8 @@ from emery.lm.cache import ResponseCache
 from emery.lm.config import build_lm
 from emery.lm.usage import ROLES, MeteredLM, UsageMeter
 from emery.systems.base import System
+from emery.systems.graph.seed import starting_graph
+from emery.systems.graph.system import GraphSystem
 from emery.systems.prompt_program import PromptProgram
 from emery.systems.registry import build_system, parse_system_config
 from emery.verifiers.base import Verifier
@@ -63,8 +65,12 @@ def resolve_dataset(config: JobConfig, base_dir: Path | None = None) -> Dataset:
     return dataset.limited(spec.limit)
 
 
-def resolve_system(config: JobConfig) -> System:
-    """The configured system, or the built-in task's starting program when none is given."""
+def resolve_system(
+    config: JobConfig, dataset: Dataset | None = None, base_dir: Path | None = None
+) -> System:
+    """The configured system; without one, the built-in task's starting program, or for a
+    file dataset a one-node graph built from the file (``dataset``, else loaded from the
+    config relative to ``base_dir``)."""
     if config.system is not None:
         return build_system(config.system)
     if config.dataset.task is not None:
@@ -73,7 +79,7 @@ def resolve_system(config: JobConfig) -> System:
             return build_system(parse_system_config(task.system))
         assert task.program is not None
         return PromptProgram(task.program)
-    raise ConfigError("no [system] given: a file dataset needs a [system] section")
+    return GraphSystem(starting_graph(dataset or resolve_dataset(config, base_dir)))
 
 
 def resolve_verifier(config: JobConfig, dataset: Dataset, judge: LM | None = None) -> Verifier:

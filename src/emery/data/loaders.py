@@ -4,6 +4,10 @@ A row is either ``{"id", "input": {...}, "expected", "meta", "split"}`` or flat
 (``{"question": ..., "answer": ...}``), in which case ``input_fields`` (default: every
 column but the id, expected, split and meta columns) become the input. Rows without a
 split column are divided by a seeded shuffle.
+
+A task set is a JSON object ``{"metadata": {name, description, verifier, rubric},
+"tasks": [{"id", "input"}], "gold_outputs": ...}`` where the gold outputs are a mapping
+``{task_id: output}`` or a list of ``{"task_id", "output"}``.
 """
 
 from __future__ import annotations
@@ -170,25 +174,89 @@ def _indexed(path: Path, rows: Any, label: str) -> list[tuple[str, dict[str, Any
 def _task_set(
     path: Path, data: dict[str, Any], meta: dict[str, Any]
 ) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
-    gold = data.get("gold_outputs", {})
-    if not isinstance(gold, dict):
-        raise DataError(f"{path}: 'gold_outputs' must map task ids to outputs")
+    """A task set: ``metadata``, ``tasks: [{id, input}]`` and ``gold_outputs`` as a mapping
+    ``{task_id: output}`` or a list of ``{task_id, output}`` (see ``task_set_gold``)."""
+    tasks = _indexed(path, data["tasks"], "task")
+    if not tasks:
+        raise DataError(f"{path}: 'tasks' is empty: a task set needs at least one task")
     rows = []
-    for where, task in _indexed(path, data["tasks"], "task"):
+    for where, task in tasks:
         if "id" not in task:
             raise DataError(f"{path}: {where}: field 'id' is required in a task set")
-        rows.append((where, {**task, "expected": gold.get(str(task["id"]), task.get("expected"))}))
+        rows.append((where, task))
+    gold = task_set_gold(path, data.get("gold_outputs"), {str(t["id"]) for _, t in rows})
+    rows = [
+        (where, {**task, "expected": gold.get(str(task["id"]), task.get("expected"))})
+        for where, task in rows
+    ]
     info = data.get("metadata", {})
     if not isinstance(info, dict):
         raise DataError(f"{path}: 'metadata' must be an object")
-    verifier = data.get("verifier")
-    if verifier is not None and not isinstance(verifier, dict):
-        raise DataError(f"{path}: 'verifier' must be an object")
     return rows, {
         "name": str(info.get("name", meta["name"])),
-        "description": str(info.get("description", "")),
-        "verifier": verifier,
+        "description": str(info.get("description") or info.get("problem", "")),
+        "verifier": _task_set_verifier(path, data.get("verifier"), info),
     }
+
+
+def task_set_gold(path: Path, gold: Any, task_ids: set[str]) -> dict[str, Any]:
+    """A task set's gold outputs by task id, from either form; a gold output for a task the
+    set does not have, or given twice, is an error."""
+    if gold is None:
+        return {}
+    if isinstance(gold, dict):
+        pairs = [
+            (str(task_id), output, f"gold_outputs[{task_id!r}]") for task_id, output in gold.items()
+        ]
+    elif isinstance(gold, list):
+        pairs = []
+        for index, entry in enumerate(gold):
+            if not isinstance(entry, dict) or "task_id" not in entry or "output" not in entry:
+                raise DataError(
+                    f"{path}: gold_outputs {index}: each entry must be an object with"
+                    " 'task_id' and 'output'"
+                )
+            pairs.append((str(entry["task_id"]), entry["output"], f"gold_outputs {index}"))
+    else:
+        raise DataError(
+            f"{path}: 'gold_outputs' must map task ids to outputs or list"
+            " {task_id, output} objects"
+        )
+    found: dict[str, Any] = {}
+    for task_id, output, where in pairs:
+        if task_id not in task_ids:
+            raise DataError(f"{path}: {where}: unknown task_id {task_id!r} (no task has that id)")
+        if task_id in found:
+            raise DataError(f"{path}: {where}: task {task_id!r} already has a gold output")
+        found[task_id] = output
+    return found
+
+
+def _task_set_verifier(path: Path, verifier: Any, info: dict[str, Any]) -> dict[str, Any] | None:
+    """The suggested verifier: ``verifier``, else ``metadata.verifier`` (or
+    ``default_verifier``; a kind name or an object), else a rubric verifier when
+    ``metadata.rubric`` lists criteria, which also fill a rubric verifier given without."""
+    if verifier is not None and not isinstance(verifier, dict):
+        raise DataError(f"{path}: 'verifier' must be an object")
+    if verifier is None:
+        suggested = info.get("verifier", info.get("default_verifier"))
+        if isinstance(suggested, str):
+            suggested = {"kind": suggested}
+        elif suggested is not None and not isinstance(suggested, dict):
+            raise DataError(f"{path}: 'metadata.verifier' must be a verifier kind or an object")
+        verifier = suggested
+    chosen: dict[str, Any] | None = verifier
+    rubric = info.get("rubric")
+    if rubric is None:
+        return chosen
+    if not isinstance(rubric, list) or not rubric:
+        raise DataError(f"{path}: 'metadata.rubric' must be a non-empty list of criteria")
+    criteria = [{"name": item} if isinstance(item, str) else item for item in rubric]
+    if chosen is None:
+        return {"kind": "rubric", "criteria": criteria}
+    if chosen.get("kind") == "rubric" and not chosen.get("criteria"):
+        return {**chosen, "criteria": criteria}
+    return chosen
 
 
 def _example(

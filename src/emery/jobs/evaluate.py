@@ -56,7 +56,7 @@ async def evaluate_config(
 ) -> EvaluationReport:
     """Score ``candidate`` (default: the system as configured) on ``split``."""
     dataset = resolve_dataset(config, base_dir)
-    system = resolve_system(config)
+    system = resolve_system(config, dataset)
     check_system_inputs(system, dataset)
     verifier = resolve_verifier(config, dataset)
     examples = dataset.split(split)

@@ -35,8 +35,11 @@ async def run_inference(
         if not job.best_candidate_id:
             raise EmeryError(f"job {job_id} has no best candidate yet")
         candidate = store.get_candidate(job_id, job.best_candidate_id)
-    system = objects.system if objects.system is not None else resolve_system(config)
-    cache = open_cache(config, Path(job.base_dir or "."))
+    base_dir = Path(job.base_dir or ".")
+    system = (
+        objects.system if objects.system is not None else resolve_system(config, None, base_dir)
+    )
+    cache = open_cache(config, base_dir)
     try:
         if objects.lms and objects.lms.get("task") is not None:
             lm = build_lm(

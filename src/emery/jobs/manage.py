@@ -113,8 +113,8 @@ def _checked_system(config: JobConfig, inputs: JobInputs, base_dir: Path) -> Sys
         near = difflib.get_close_matches(section, list(ALGORITHM_MODULES), n=1)
         hint = f"; did you mean {near[0]!r}?" if near else ""
         raise ConfigError(f"unknown algorithm in [algorithm.{section}]{hint}")
-    system = inputs.system if inputs.system is not None else resolve_system(config)
     dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
+    system = inputs.system if inputs.system is not None else resolve_system(config, dataset)
     check_system_inputs(system, dataset)
     verifier = inputs.verifier if inputs.verifier is not None else resolve_verifier(config, dataset)
     check_gold(system, verifier, dataset)

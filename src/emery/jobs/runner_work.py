@@ -110,7 +110,7 @@ def build_job_work(store: Store, job_id: str, worker_id: str, *, queued: bool = 
     config = parse_config(job.resolved_config or job.config, f"job {job_id}")
     base_dir = Path(job.base_dir or ".")
     dataset = resolve_dataset(config, base_dir)
-    system = resolve_system(config)
+    system = resolve_system(config, dataset)
     check_system_inputs(system, dataset)
     verifier = resolve_verifier(config, dataset)
     scope = evaluation_scope(config, system, verifier, dataset=dataset)

@@ -107,7 +107,7 @@ def build_runtime(
     """Resolve the config into live objects; LM usage continues from ``usage``."""
     inputs = inputs or JobInputs()
     dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
-    system = inputs.system if inputs.system is not None else resolve_system(config)
+    system = inputs.system if inputs.system is not None else resolve_system(config, dataset)
     check_system_inputs(system, dataset)
     references = reference_candidates(config, system, dataset)
     verifier = inputs.verifier if inputs.verifier is not None else resolve_verifier(config, dataset)

@@ -256,7 +256,8 @@ def optimize(
     """Optimize ``system`` on ``dataset`` in one call and return the result.
 
     ``system``: a PromptProgram (or its config / a ``[system]`` dict), any ``System``
-    object, or None for a built-in task's own program. ``dataset``: a built-in task name,
+    object, or None: a built-in task's own program, or for a data file (or ``Dataset``) a
+    one-node graph built from it. ``dataset``: a built-in task name,
     a data file, a ``Dataset`` or a list of Examples. ``budget``: metric calls (an int) or
     ``[job.budget]`` settings. ``lm`` / ``reflection_lm``: a model spec such as
     ``"local/qwen2.5-coder-0.5b"``, an LMConfig or an LM object. ``settings`` are the

@@ -27,6 +27,7 @@ from emery.lm.base import LM
 from emery.lm.config import LMConfig
 from emery.systems.base import System
 from emery.systems.function_agent import FunctionAgent
+from emery.systems.graph.system import GraphSystem
 from emery.systems.prompt_program import PromptProgram, PromptProgramConfig
 from emery.verifiers.base import Verifier
 from emery.verifiers.config import VerifierConfig
@@ -109,6 +110,8 @@ def _job_section(algorithm: str, seed: int, name: str | None, budget: BudgetArg)
 
 def _system_section(system: SystemArg, inputs: JobInputs) -> dict[str, Any] | None:
     """``[system]`` for a system that can be written down; else it goes to ``inputs``."""
+    if isinstance(system, GraphSystem):
+        return system.graph.model_dump(mode="json")
     if isinstance(system, PromptProgram):
         return system.config.model_dump(mode="json")
     if isinstance(system, PromptProgramConfig):
@@ -173,7 +176,5 @@ def optimize_config(
         data["algorithm"] = {algorithm: dict(settings)}
     if runtime:
         data["runtime"] = dict(runtime)
-    if inputs.system is None and "system" not in data and "task" not in data["dataset"]:
-        raise ConfigError("system: give a system (a PromptProgram or a [system] dict)")
     config = parse_config(data, "emery.optimize")
     return config, data, inputs
