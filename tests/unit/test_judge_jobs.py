@@ -19,7 +19,9 @@ import emery
 from emery.config import parse_config
 from emery.config.resolve import build_models, resolve_dataset, resolve_system, resolve_verifier
 from emery.core.models import ChatMessage, Dataset, Example
+from emery.jobs import create_job
 from emery.jobs.evaluate import evaluate_config
+from emery.jobs.runner_work import build_job_work
 from emery.jobs.scope import evaluation_scope, verifier_identity
 from emery.lm import FakeLM
 from emery.lm.cache import ResponseCache
@@ -200,3 +202,20 @@ def test_rubric_objects_passed_in_python_differ_in_scope_by_their_criteria() -> 
     two = verifier_identity(RubricJudge([Criterion(name="a", weight=2)]))
     assert one != two
     assert one["settings"]["criteria"] == [{"name": "a", "description": "", "weight": 1.0}]
+
+
+def test_a_runner_rebuilds_the_judge_from_the_stored_config(tmp_path: Path) -> None:
+    store = MemoryStore()
+    data = _config(tmp_path, judge={"model": "python/test_judge_jobs:JUDGE"})
+    job_id = create_job(store, parse_config(data), given=data, base_dir=tmp_path).id
+    work = build_job_work(store, job_id, "worker-1", queued=False)
+    try:
+        verifier = work.evaluator.verifier
+        assert isinstance(verifier, RubricJudge)
+        assert verifier.judge is not None
+        assert verifier.judge.model == "fake/number-judge"
+        example = resolve_dataset(parse_config(data), tmp_path).test[0]
+        verdict = asyncio.run(verifier.verify(example, example.expected))
+        assert verdict.score == 1.0
+    finally:
+        work.close()
