@@ -19,8 +19,12 @@ def list_models(
 ) -> None:
     """Show each known model, whether it is installed, its size and path."""
     statuses = [catalog.status(model) for model in catalog.KNOWN_MODELS.values()]
+    adapters = catalog.list_adapters()
     if as_json:
-        print_json([status.model_dump() for status in statuses])
+        print_json(
+            [status.model_dump() for status in statuses]
+            + [{**a.model_dump(), "installed": True, "kind": "adapter"} for a in adapters]
+        )
         return
     table = Table()
     for header in ("model", "installed", "size", "path", "description"):
@@ -32,6 +36,14 @@ def list_models(
             f"{status.size / 1e6:.0f} MB",
             status.path,
             status.description,
+        )
+    for adapter in adapters:
+        table.add_row(
+            f"local/{adapter.name}",
+            "[green]yes[/green]",
+            f"{adapter.size / 1e6:.1f} MB",
+            adapter.path,
+            f"LoRA adapter over local/{adapter.base}, tuned by SFT job {adapter.job_id}",
         )
     print_table(table)
 

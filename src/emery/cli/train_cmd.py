@@ -20,6 +20,7 @@ from emery.cli.common import (
 from emery.cli.console import err, out, print_json
 from emery.cli.foreground import ForegroundOutcome, run_foreground
 from emery.cli.progress import StreamFormat
+from emery.cli.sft_cmd import train_sft, with_type
 from emery.config.loading import load_config
 from emery.core.errors import ConfigError
 from emery.core.files import read_text
@@ -122,6 +123,10 @@ def train(
     new: Annotated[
         bool, typer.Option("--new", help="Start a new job even if one can be resumed.")
     ] = False,
+    job_type: Annotated[
+        str | None,
+        typer.Option("--type", help="prompt (search the text) or sft (fine-tune the model)."),
+    ] = None,
     as_json: JsonOption = False,
     store_location: StoreOption = None,
 ) -> None:
@@ -134,8 +139,22 @@ def train(
         raise ConfigError(f"--stream-format must be cli, chart or none, not {stream_format!r}")
     stream: StreamFormat = "none" if as_json else stream_format  # type: ignore[assignment]
     path = config_path if config_path is not None else choose_config(Path.cwd())
-    config = load_config(path)
+    config = with_type(load_config(path), job_type)
     store = open_cli_store(store_location)
+    if config.job.type == "sft":
+        given = _given(path)
+        given.setdefault("job", {})["type"] = "sft"
+        train_sft(
+            store,
+            config,
+            given=given,
+            path=path,
+            name=name,
+            new=new,
+            no_poll=no_poll,
+            as_json=as_json,
+        )
+        return
     job = _resumable(store, content_hash(config.model_dump(mode="json")), path, new)
     if job is None:
         job = create_job(store, config, given=_given(path), config_path=path, name=name)

@@ -91,10 +91,50 @@ class RuntimeConfig(Section):
         return ErrorPolicy(max_error_rate=self.max_error_rate, min_rollouts=self.min_error_rollouts)
 
 
+class SFTSection(Section):
+    """``[sft]``: LoRA fine-tuning of the local task model (``[lm.task]``) on chat data.
+
+    The data is a finished prompt job's successful rollouts (``source_job``; of the
+    ``candidate`` "best", "all" or an id prefix, on ``splits``, scoring at least
+    ``min_score``) or a chat JSONL file (``data``, one ``{"messages": [...]}`` a line).
+    ``val_fraction`` of it is held out for the val loss. Every ``save_steps`` steps the
+    adapter, optimizer, step and RNG are checkpointed into the job's workdir. After
+    training the job scores the base and the tuned model on the test split (``evaluate``).
+    ``threads`` defaults to all cores but one (on 2 shared cores one thread trains faster).
+    """
+
+    source_job: str | None = None
+    candidate: str = "best"
+    splits: tuple[Literal["train", "val"], ...] = ("train",)
+    min_score: float = Field(default=1.0, ge=0.0, le=1.0)
+    data: str | None = None
+    max_steps: int = Field(default=40, ge=1)
+    batch_size: int = Field(default=4, ge=1)
+    learning_rate: float = Field(default=1e-3, gt=0)
+    lora_r: int = Field(default=8, ge=1)
+    lora_alpha: int = Field(default=16, ge=1)
+    lora_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    max_length: int = Field(default=512, ge=8)
+    val_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
+    eval_steps: int = Field(default=10, ge=1)
+    save_steps: int = Field(default=10, ge=1)
+    threads: int | None = Field(default=None, ge=1)
+    evaluate: bool = True
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SFTSection:
+        if (self.source_job is None) == (self.data is None):
+            raise ValueError("set exactly one of sft.source_job (a finished job) or sft.data")
+        return self
+
+
 class JobSection(Section):
-    """``[job]``: name, algorithm, seed and ``[job.budget]``."""
+    """``[job]``: name, type (``prompt``: search the system's text; ``sft``: fine-tune the
+    task model, see ``[sft]``), algorithm, seed and ``[job.budget]``."""
 
     name: str | None = None
+    type: Literal["prompt", "sft"] = "prompt"
     algorithm: str = "baseline"
     seed: int = 0
     budget: BudgetConfig = BudgetConfig()
@@ -114,6 +154,22 @@ class JobConfig(Section):
     """``[references.NAME]``: hand-written candidates (component name → text, choice
     components such as ``"solve:reminder"`` included; unset components keep the seed's)
     scored on test beside the seed and the best, never seen by the search."""
+
+    sft: SFTSection | None = None
+
+    @model_validator(mode="after")
+    def _sft_fits(self) -> JobConfig:
+        if (self.job.type == "sft") != (self.sft is not None):
+            raise ValueError('an [sft] section goes with [job] type = "sft", and only with it')
+        model = self.lm.task.model
+        if self.job.type == "sft" and (
+            not model.startswith("local/") or model.endswith(".gguf") or "+" in model
+        ):
+            raise ValueError(
+                f"an sft job tunes a known local model: lm.task.model must be local/<name>,"
+                f" not {model!r}"
+            )
+        return self
 
     @field_validator("system", mode="before")
     @classmethod

@@ -93,6 +93,10 @@ KNOWN_MODELS: dict[str, KnownModel] = {
 }
 
 
+ADAPTER_SEPARATOR = "+"
+"""``local/<model>+<job id>``: a known model with the LoRA adapter an SFT job trained."""
+
+
 class ModelStatus(BaseModel):
     """What ``emery models list`` shows for one model."""
 
@@ -218,3 +222,66 @@ def _assemble(model: KnownModel, sources: list[Path], target: Path) -> None:
     _marker(target).write_text(
         json.dumps({"sha256": model.sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
     )
+
+
+class AdapterStatus(BaseModel):
+    """A tuned LoRA adapter (GGUF) over a known model, as ``emery models list`` shows it."""
+
+    name: str
+    base: str
+    job_id: str
+    size: int
+    path: str
+
+
+def adapter_dir() -> Path:
+    """Where SFT jobs put their GGUF LoRA adapters: ``$EMERY_ADAPTER_DIR``, default
+    ``<model dir>/adapters``."""
+    configured = os.environ.get("EMERY_ADAPTER_DIR")
+    return Path(configured).expanduser() if configured else model_dir() / "adapters"
+
+
+def adapter_file(base: str, job_id: str) -> Path:
+    """The GGUF adapter file of ``local/<base>+<job_id>``."""
+    return adapter_dir() / f"{base}{ADAPTER_SEPARATOR}{job_id}.gguf"
+
+
+def split_adapter_name(name: str) -> tuple[str, str | None]:
+    """``"smollm2-135m+j-1"`` → ``("smollm2-135m", "j-1")``; a plain name → ``(name, None)``."""
+    base, sep, job_id = name.partition(ADAPTER_SEPARATOR)
+    if not sep:
+        return name, None
+    if not base or not job_id:
+        raise ConfigError(f"model name {name!r} must look like <model>+<job id>")
+    return base, job_id
+
+
+def installed_adapter(name: str) -> tuple[Path, Path]:
+    """The verified base file and the adapter file behind ``<model>+<job id>``."""
+    base, job_id = split_adapter_name(name)
+    if job_id is None:
+        raise ConfigError(f"model name {name!r} names no adapter (<model>+<job id>)")
+    base_path = installed_path(base)
+    path = adapter_file(base, job_id)
+    if not path.is_file():
+        raise ModelNotInstalledError(
+            f"no tuned adapter local/{name}: job {job_id} has not finished an SFT run"
+            f" over local/{base} (looked for {path})"
+        )
+    return base_path, path
+
+
+def list_adapters() -> list[AdapterStatus]:
+    """The tuned adapters in ``adapter_dir()``, by name."""
+    found = []
+    folder = adapter_dir()
+    for path in sorted(folder.glob("*.gguf")) if folder.is_dir() else []:
+        base, sep, job_id = path.stem.partition(ADAPTER_SEPARATOR)
+        if not sep or base not in KNOWN_MODELS:
+            continue
+        found.append(
+            AdapterStatus(
+                name=path.stem, base=base, job_id=job_id, size=path.stat().st_size, path=str(path)
+            )
+        )
+    return found

@@ -12,7 +12,7 @@ from emery.core.errors import ConfigError
 from emery.core.imports import import_object
 from emery.lm.base import LM
 from emery.lm.cache import CachedLM, ResponseCache
-from emery.lm.catalog import installed_path
+from emery.lm.catalog import installed_adapter, installed_path, split_adapter_name
 from emery.lm.local import LocalLM
 from emery.lm.usage import MeteredLM, Price, UsageMeter
 
@@ -22,7 +22,8 @@ DEFAULT_MODEL = "local/qwen2.5-coder-0.5b"
 class LMConfig(BaseModel):
     """One model and how to call it.
 
-    ``model`` is ``local/<name>`` (a known model), ``local/<path>.gguf`` (any file),
+    ``model`` is ``local/<name>`` (a known model), ``local/<name>+<job id>`` (a known model
+    with the LoRA adapter that SFT job trained), ``local/<path>.gguf`` (any file),
     ``openai/<model>`` (any OpenAI-compatible endpoint; set ``base_url`` for one that is
     not OpenAI's), or ``python/<module>:<attr>`` (an LM object or a function returning one).
     """
@@ -70,7 +71,7 @@ class LMConfig(BaseModel):
         )
 
 
-_local_models: dict[tuple[str, int, int, int | None, bool], LocalLM] = {}
+_local_models: dict[tuple[str, str, int, int, int | None, bool], LocalLM] = {}
 _local_lock = threading.Lock()
 
 
@@ -81,7 +82,16 @@ def local_model_path(name: str) -> Path:
         if not path.is_file():
             raise ConfigError(f"model file not found: {path}")
         return path
+    if split_adapter_name(name)[1] is not None:
+        return installed_adapter(name)[0]
     return installed_path(name)
+
+
+def local_adapter_path(name: str) -> Path | None:
+    """The GGUF LoRA adapter of ``local/<model>+<job id>``; None for a plain model."""
+    if name.endswith(".gguf") or split_adapter_name(name)[1] is None:
+        return None
+    return installed_adapter(name)[1]
 
 
 def build_base_lm(config: LMConfig) -> LM:
@@ -94,8 +104,10 @@ def build_base_lm(config: LMConfig) -> LM:
         )
     if provider == "local":
         path = local_model_path(name)
+        lora = local_adapter_path(name)
         key = (
             str(path.resolve()),
+            str(lora.resolve()) if lora is not None else "",
             config.n_ctx,
             config.n_parallel,
             config.n_threads,
@@ -110,6 +122,7 @@ def build_base_lm(config: LMConfig) -> LM:
                     n_parallel=config.n_parallel,
                     n_threads=config.n_threads,
                     prefix_reuse=config.prefix_reuse,
+                    lora_path=lora,
                 )
             return _local_models[key]
     if provider == "openai":

@@ -26,7 +26,14 @@ class LlamaDecoder:
     """Decodes sequences in slots ``0..slots-1`` of one llama.cpp context."""
 
     def __init__(
-        self, path: str | Path, *, slots: int, n_ctx: int, n_threads: int, seed: int
+        self,
+        path: str | Path,
+        *,
+        slots: int,
+        n_ctx: int,
+        n_threads: int,
+        seed: int,
+        lora_path: str | Path | None = None,
     ) -> None:
         import llama_cpp
 
@@ -39,6 +46,7 @@ class LlamaDecoder:
             n_threads=n_threads,
             n_threads_batch=n_threads,
             seed=seed,
+            lora_path=str(lora_path) if lora_path is not None else None,
             verbose=False,
         )
         params = llama_cpp.llama_context_params.from_buffer_copy(self.llama.context_params)
@@ -51,6 +59,11 @@ class LlamaDecoder:
         self._ctx = llama_cpp.llama_init_from_model(self.llama._model.model, params)
         if not self._ctx:
             raise RuntimeError(f"llama.cpp could not make a context of {slots} x {n_ctx}")
+        if lora_path is not None:  # Llama loaded the adapter; apply it to this context too
+            adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(self.llama._lora_adapter)  # type: ignore[misc]
+            scales = (ctypes.c_float * 1)(1.0)
+            if llama_cpp.llama_set_adapters_lora(self._ctx, adapters, 1, scales):
+                raise RuntimeError(f"llama.cpp could not apply the LoRA adapter {lora_path}")
         self.n_ctx = int(llama_cpp.llama_n_ctx_seq(self._ctx))
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self._vocab = llama_cpp.llama_model_get_vocab(self.llama._model.model)

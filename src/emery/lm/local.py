@@ -34,8 +34,10 @@ class LocalLM:
         n_threads: int | None = None,
         prefix_reuse: bool = True,
         seed: int = 0,
+        lora_path: str | Path | None = None,
     ) -> None:
         self.path = Path(path)
+        self.lora_path = Path(lora_path) if lora_path is not None else None
         if not self.path.is_file():
             raise ConfigError(f"model file not found: {self.path}")
         self.model = model or f"local/{self.path.name}"
@@ -79,4 +81,5 @@ class LocalLM:
             n_ctx=self.n_ctx,
             n_threads=self.n_threads,
             seed=self.seed,
+            lora_path=self.lora_path,
         )

@@ -1,0 +1,83 @@
+"""``emery train`` for ``[job] type = "sft"``: create or resume the SFT job and run it here."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import typer
+from rich.markup import escape
+
+from emery.cli.common import EXIT_FAILED, EXIT_INTERRUPTED
+from emery.cli.console import err, out, print_json
+from emery.config.schema import JobConfig
+from emery.core.errors import ConfigError
+from emery.core.events import Event
+from emery.core.hashing import content_hash
+from emery.jobs.event_text import event_line
+from emery.jobs.manage import find_resumable
+from emery.store.protocol import Store
+from emery.training.job import SFTResult, create_sft_job, run_sft_job
+
+
+def with_type(config: JobConfig, job_type: str | None) -> JobConfig:
+    """``config`` with ``[job] type`` set by ``--type`` (validated again)."""
+    if job_type is None or job_type == config.job.type:
+        return config
+    if job_type not in ("prompt", "sft"):
+        raise ConfigError(f"--type must be prompt or sft, not {job_type!r}")
+    data = config.model_dump(mode="json", exclude_none=True)
+    data["job"]["type"] = job_type
+    return JobConfig.model_validate(data)
+
+
+def train_sft(
+    store: Store,
+    config: JobConfig,
+    *,
+    given: dict[str, Any],
+    path: Path,
+    name: str | None,
+    new: bool,
+    no_poll: bool,
+    as_json: bool,
+) -> None:
+    """Run (or resume) the SFT job of ``config`` in this process; Ctrl-C pauses it."""
+    if no_poll:
+        raise ConfigError("sft jobs run in the foreground for now: drop --no-poll")
+    job = None if new else find_resumable(store, content_hash(config.model_dump(mode="json")))
+    if job is not None and job.config_path == str(path.resolve()):
+        err.print(f"resuming {job.id} (start a new job instead with --new)")
+    else:
+        job = create_sft_job(store, config, given=given, config_path=path, name=name)
+        err.print(f"created job [bold]{job.id}[/bold] ({job.name}, sft)")
+    job_id = job.id
+
+    def show(events: Sequence[Event]) -> None:
+        if not as_json:
+            for item in events:
+                err.print(escape(event_line(item)), highlight=False, soft_wrap=True)
+
+    def pause(signum: int, frame: FrameType | None) -> None:
+        err.print("pausing after this step...")
+        store.set_requested_action(job_id, "pause")
+
+    previous = signal.signal(signal.SIGINT, pause)
+    try:
+        job = run_sft_job(store, job_id, on_event=show)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if as_json:
+        print_json({"job_id": job.id, "state": job.state, "error": job.error, "result": job.result})
+    elif job.state == "succeeded" and job.result:
+        out.print(escape(SFTResult.model_validate(job.result).report()), highlight=False, end="")
+    if job.state == "paused":
+        err.print(f"job {job.id} paused; run the same command again to resume it")
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if job.state in ("failed", "cancelled"):
+        detail = f": {job.error}" if job.error else ""
+        err.print(f"[red]job {job.id} {job.state}[/red]{escape(detail)}", soft_wrap=True)
+        raise typer.Exit(EXIT_FAILED)
