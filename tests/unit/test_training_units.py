@@ -4,6 +4,8 @@ adapter names."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -165,3 +167,24 @@ def test_adapter_model_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     ]
     with pytest.raises((ModelNotInstalledError, ConfigError), match=r"j-9|not installed"):
         catalog.installed_adapter("smollm2-135m+j-9")
+
+
+def test_emery_train_type_sft_refuses_a_bad_line_in_one_line(tmp_path: Path) -> None:
+    from emery.store import SQLiteStore
+
+    (tmp_path / "chats.jsonl").write_text(_chat() + '\n{"messages": [{"role": "user"}]}\n')
+    (tmp_path / "job.toml").write_text(
+        '[dataset]\ntask = "word_problems"\n\n[sft]\ndata = "chats.jsonl"\n\n'
+        '[lm.task]\nmodel = "local/smollm2-135m"\n'
+    )
+    db = tmp_path / "emery.db"
+    args = ["train", str(tmp_path / "job.toml"), "--type", "sft", "--store", str(db)]
+    result = subprocess.run(
+        [sys.executable, "-m", "emery", *args], capture_output=True, text=True, check=False
+    )
+    assert result.returncode != 0
+    assert result.stdout == ""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1
+    assert "chats.jsonl:2: message 0: content is missing" in lines[0]
+    assert SQLiteStore(db).list_jobs().items == []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import signal
+import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -13,9 +15,11 @@ from rich.markup import escape
 
 from emery.cli.common import EXIT_FAILED, EXIT_INTERRUPTED
 from emery.cli.console import err, out, print_json
+from emery.config.loading import load_config, parse_config
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 from emery.core.events import Event
+from emery.core.files import read_text
 from emery.core.hashing import content_hash
 from emery.jobs.event_text import event_line
 from emery.jobs.manage import find_resumable
@@ -23,15 +27,21 @@ from emery.store.protocol import Store
 from emery.training.job import SFTResult, create_sft_job, run_sft_job
 
 
-def with_type(config: JobConfig, job_type: str | None) -> JobConfig:
-    """``config`` with ``[job] type`` set by ``--type`` (validated again)."""
-    if job_type is None or job_type == config.job.type:
-        return config
+def load_typed(path: Path, job_type: str | None) -> JobConfig:
+    """The config at ``path`` with ``[job] type`` set by ``--type`` when given."""
+    if job_type is None:
+        return load_config(path)
     if job_type not in ("prompt", "sft"):
         raise ConfigError(f"--type must be prompt or sft, not {job_type!r}")
-    data = config.model_dump(mode="json", exclude_none=True)
+    try:
+        text = read_text(path, ConfigError)
+        data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
+    except (ValueError, RecursionError):
+        return load_config(path)  # its one-line error
+    if not isinstance(data, dict) or not isinstance(data.setdefault("job", {}), dict):
+        return load_config(path)
     data["job"]["type"] = job_type
-    return JobConfig.model_validate(data)
+    return parse_config(data, str(path))
 
 
 def train_sft(

@@ -20,8 +20,7 @@ from emery.cli.common import (
 from emery.cli.console import err, out, print_json
 from emery.cli.foreground import ForegroundOutcome, run_foreground
 from emery.cli.progress import StreamFormat
-from emery.cli.sft_cmd import train_sft, with_type
-from emery.config.loading import load_config
+from emery.cli.sft_cmd import load_typed, train_sft
 from emery.core.errors import ConfigError
 from emery.core.files import read_text
 from emery.core.hashing import content_hash
@@ -139,7 +138,7 @@ def train(
         raise ConfigError(f"--stream-format must be cli, chart or none, not {stream_format!r}")
     stream: StreamFormat = "none" if as_json else stream_format  # type: ignore[assignment]
     path = config_path if config_path is not None else choose_config(Path.cwd())
-    config = with_type(load_config(path), job_type)
+    config = load_typed(path, job_type)
     store = open_cli_store(store_location)
     if config.job.type == "sft":
         given = _given(path)

@@ -76,13 +76,13 @@ def create_sft_job(
 ) -> JobRecord:
     """Store a new SFT job (its base model and data source are checked first)."""
     assert config.sft is not None
-    installed_path(config.lm.task.model.removeprefix("local/"))
     base_dir = (config_path.parent if config_path else Path.cwd()).resolve()
     if config.sft.source_job is not None:
         store.resolve_job_id(config.sft.source_job)
     else:
         assert config.sft.data is not None
         load_chat_jsonl(base_dir / config.sft.data)  # a bad line is refused before a job exists
+    installed_path(config.lm.task.model.removeprefix("local/"))
     resolved = config.model_dump(mode="json")
     return store.create_job(
         NewJob(
