@@ -52,15 +52,15 @@ async def test_operators_lift_when_every_reflection_is_an_answer() -> None:
     assert state.baseline_val_score == 0.0
     assert state.best_val_score == 1.0
     best = ctx.candidates[state.best_candidate_id]
-    assert best.lineage.operation == "operator.format_reminder"
+    assert best.lineage.operation == "operator.format_repair"
     assert StageLayout.of(best.components, "solve").reminder == REMINDER
     # the reflection made no child; the fallback operator's child was accepted
     sources = state.sources
     assert sources["reflection"].proposed == 0
     assert sources["reflection"].invalid == state.counters.reflections > 0
-    assert sources["operator.format_reminder"].accepted == 1
+    assert sources["operator.format_repair"].accepted == 1
     accepted = payloads(records, GepaMinibatchAccepted)
-    assert [e.source for e in accepted] == ["operator.format_reminder"]
+    assert [e.source for e in accepted] == ["operator.format_repair"]
     reported = payloads(records, ProposalSources)
     assert reported
     assert reported[-1].counts == sources
@@ -86,7 +86,7 @@ async def test_operators_run_on_their_schedule_beside_a_valid_reflection() -> No
     assert ctx.candidates[state.best_candidate_id].lineage.operation.startswith("operator.")
     assert state.sources["reflection"].proposed >= 1
     assert state.sources["reflection"].accepted == 0
-    assert state.sources["operator.format_reminder"].accepted == 1
+    assert state.sources["operator.format_repair"].accepted == 1
     # the operator's turn came on iteration 2 (the first reflection was scored and lost)
     assert state.pool[1].iteration == 2
 

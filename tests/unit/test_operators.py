@@ -53,10 +53,20 @@ def child(name: str, seed: Candidate = SEED, parser: ParserConfig | None = None)
     return made
 
 
-def test_format_reminder_goes_last_in_the_user_turn() -> None:
-    made = child("format_reminder")
-    assert StageLayout.of(made.components, "solve").reminder == FORMAT
+def test_format_repair_adds_the_reminder_last_in_the_user_turn_and_the_answer_stage() -> None:
+    made = child("format_repair")
+    layout = StageLayout.of(made.components, "solve")
+    assert (layout.reminder, layout.answer) == (FORMAT, "restate")
     assert made.components["solve"] == "Solve the problem."
+
+
+def test_format_repair_completes_a_half_repaired_stage() -> None:
+    reminded = SEED.derive(
+        components={"solve": "Solve the problem.", "solve:reminder": FORMAT},
+        lineage=SEED.lineage,
+    )
+    layout = StageLayout.of(child("format_repair", reminded).components, "solve")
+    assert (layout.reminder, layout.answer) == (FORMAT, "restate")
 
 
 def test_placements_move_the_instruction() -> None:
@@ -81,22 +91,21 @@ def test_demo_operators() -> None:
     assert child("fewer_demos").demos["solve"] == DEMOS[:1]
     assert child("reverse_demos").demos["solve"] == tuple(reversed(DEMOS))
     assert StageLayout.of(child("inline_demos").components, "solve").demos == "inline"
-    assert child("answer_stage").components["solve:answer"] == "restate"
 
 
 def test_operators_that_do_not_apply_return_none() -> None:
     raw = ParserConfig(kind="raw")
     bare = Candidate(components={"solve": "Solve the problem."})
     p = program(raw)
-    for name in ("format_reminder", "step_by_step", "answer_stage"):
+    for name in ("format_repair", "step_by_step"):
         assert apply_operator(name, bare, p, "solve") is None, name
     for name in ("inline_demos", "fewer_demos", "reverse_demos", "shorten"):
         assert apply_operator(name, bare, program(), "solve") is None, name
 
 
 def test_an_operator_applied_twice_changes_nothing_more() -> None:
-    once = child("format_reminder")
-    assert apply_operator("format_reminder", once, program(), "solve") is None
+    once = child("format_repair")
+    assert apply_operator("format_repair", once, program(), "solve") is None
 
 
 def test_children_skip_tried_ids_and_are_distinct() -> None:

@@ -3,8 +3,9 @@
 A weak proposer model (the same 0.5B model as the task, on a laptop) often returns answers,
 fragments or copies instead of instructions. These operators need no model: each makes one
 structural or wording change that often helps a small model follow its task and format
-(a format reminder as the last line of the user turn, the instruction moved next to the
-input, a step-by-step cue, a terse-answer style, a restating answer stage, demos inline,
+(the format repaired: a format reminder as the last line of the user turn and a restating
+answer stage; the instruction moved next to the input, a step-by-step cue, a terse-answer
+style, demos inline,
 labeled demos from train when the stage has none, or the train pool with the nearest few
 shown per input, fewer or reordered demos, a shortened
 instruction). Algorithms use them beside (and
@@ -107,6 +108,16 @@ def answer_stage(edit: Edit, stage: StageConfig, materials: Materials) -> Edit |
     return Edit(edit.instruction, edit.layout.model_copy(update={"answer": "restate"}), edit.demos)
 
 
+def format_repair(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
+    """The format sentence as the last line of the user turn, and the restating answer
+    stage. The answer stage runs only on a reply the parser cannot read, which scores 0
+    without it, so the two go together: a small model's commonest failure is the format."""
+    after = edit
+    for step in (format_reminder, answer_stage):
+        after = step(after, stage, materials) or after
+    return None if after == edit else after
+
+
 def inline_demos(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
     """Demos as worked examples inside the user turn instead of chat turns."""
     if not edit.demos or edit.layout.demos == "inline":
@@ -163,13 +174,12 @@ def shorten(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None
 
 
 OPERATORS: dict[str, EditFn] = {
-    "format_reminder": format_reminder,
+    "format_repair": format_repair,
     "nearest_demos": add_nearest_demos,
     "labeled_demos": add_labeled_demos,
     "instruction_after_input": _placed("user_after"),
     "instruction_before_input": _placed("user_before"),
     "step_by_step": step_by_step,
-    "answer_stage": answer_stage,
     "terse": terse,
     "inline_demos": inline_demos,
     "fewer_demos": fewer_demos,

@@ -1,10 +1,16 @@
 """MIPRO's structural choices per stage: layouts and operator-made instruction variants.
 
 TPE searches a stage's layout (where the instruction sits, a format reminder as the last
-line of the user turn, inline or chat demos, a restating answer stage) beside its
-instruction and demo set. The layouts are built by the LM-free edit operators from the
-seed's own layout, so they need no proposer call and exist even when every LM proposal
-is rejected.
+line of the user turn, inline or chat demos) beside its instruction and demo set. The
+layouts are built by the LM-free edit operators from the seed's own layout, so they need no
+proposer call and exist even when every LM proposal is rejected.
+
+Every layout beyond the seed's has its format repaired (``format_repair``: the format
+sentence as the last line of the user turn, and the restating answer stage). The answer
+stage runs only on a reply the stage's parser cannot read, which scores 0 without it, so it
+can raise a score and never lower one (its cost is one more call per unreadable reply):
+searching it as a separate choice only spent trials. The first of these layouts is the
+seed repaired, MIPRO's first trial.
 """
 
 from __future__ import annotations
@@ -17,10 +23,9 @@ from emery.systems.prompt_program import StageConfig
 
 # Each layout choice is the seed layout with these operators applied in order.
 LAYOUT_RECIPES: tuple[tuple[str, ...], ...] = (
-    ("format_reminder",),
-    ("format_reminder", "answer_stage"),
-    ("instruction_after_input", "format_reminder"),
-    ("inline_demos", "format_reminder"),
+    ("format_repair",),
+    ("instruction_after_input", "format_repair"),
+    ("inline_demos", "format_repair"),
 )
 # Instruction variants made from each LM-free operator that changes wording.
 INSTRUCTION_OPERATORS: tuple[str, ...] = ("step_by_step", "terse", "shorten")

@@ -77,6 +77,8 @@ async def _score_trial(
         seed=rng.randrange(2**31),
         startup_trials=state.resolved_plan().tpe_startup_trials,
     )
+    if not state.trials:
+        params = repaired_seed_params(state) or params
     candidate = ctx.add_candidate(combo_candidate(ctx, state, params, number))
     batch = list(ctx.val) if whole else rng.sample(list(ctx.val), minibatch)
     result = await ctx.evaluate(candidate, batch, "val")
@@ -109,6 +111,18 @@ async def _score_trial(
         )
     )
     return combo, result.mean
+
+
+def repaired_seed_params(state: MiproState) -> dict[str, int] | None:
+    """The first trial: the seed's instructions and demos with each stage's first layout
+    beyond the seed's (its format sentence as a reminder, and the answer stage), or None
+    when no stage has such a layout. A seed that misses its output format, the commonest
+    failure of a small model, is then repaired before TPE spends trials elsewhere."""
+    params = dict.fromkeys(state.spaces(), 0)
+    repaired = [f"{stage}.layout" for stage in state.stages if f"{stage}.layout" in params]
+    for name in repaired:
+        params[name] = 1
+    return params if repaired else None
 
 
 def more_trials_affordable(ctx: SearchContext, state: MiproState, minibatch: int) -> bool:
