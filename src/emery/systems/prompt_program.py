@@ -61,6 +61,10 @@ class StageConfig(BaseModel):
         return fields
 
 
+class StageError(Exception):
+    """A stage that could not produce an output (a missing field, an unreadable reply)."""
+
+
 class PromptProgramConfig(BaseModel):
     """``[system]`` for ``kind = "prompt_program"``."""
 
@@ -151,35 +155,50 @@ class PromptProgram:
         calls: list[ComponentCall] = []
         output: Any = None
         for stage in self.config.stages:
-            layout = StageLayout.of(candidate.components, stage.name)
-            call = ComponentCall(component=stage.name, inputs=self.stage_inputs(stage, fields))
-            calls.append(call)
             try:
-                call.messages = self.messages(
-                    stage,
-                    candidate.components.get(stage.name, stage.instruction),
-                    candidate.demos.get(stage.name, ()),
-                    fields,
-                    layout,
-                )
-            except MissingFieldError as exc:
-                call.error = str(exc)
+                output = await self.run_stage(candidate, ctx, stage, fields, calls)
+            except StageError as exc:
                 return SystemRun(calls=calls, error=f"stage {stage.name!r}: {exc}")
-            call.reply = await self._complete(ctx, stage, call.messages)
-            try:
-                output = stage.parser.parse(call.reply)
-            except ParseError as exc:
-                if layout.answer != "restate":
-                    call.error = str(exc)
-                    return SystemRun(calls=calls, error=f"stage {stage.name!r}: {exc}")
-                restated = await self._restate(ctx, stage, call.reply)
-                calls.append(restated)
-                if restated.error is not None:
-                    return SystemRun(calls=calls, error=f"stage {stage.name!r}: {restated.error}")
-                output = restated.output
-            call.output = output
             fields[stage.output_field] = output
         return SystemRun(output=output, calls=calls)
+
+    async def run_stage(
+        self,
+        candidate: Candidate,
+        ctx: RunContext,
+        stage: StageConfig,
+        fields: Mapping[str, Any],
+        calls: list[ComponentCall],
+    ) -> Any:
+        """One stage: render, call the model, parse (restating an unreadable reply when the
+        layout says so); its calls are appended to ``calls``, a failure raises StageError."""
+        layout = StageLayout.of(candidate.components, stage.name)
+        call = ComponentCall(component=stage.name, inputs=self.stage_inputs(stage, fields))
+        calls.append(call)
+        try:
+            call.messages = self.messages(
+                stage,
+                candidate.components.get(stage.name, stage.instruction),
+                candidate.demos.get(stage.name, ()),
+                fields,
+                layout,
+            )
+        except MissingFieldError as exc:
+            call.error = str(exc)
+            raise StageError(call.error) from None
+        call.reply = await self._complete(ctx, stage, call.messages)
+        try:
+            call.output = stage.parser.parse(call.reply)
+        except ParseError as exc:
+            if layout.answer != "restate":
+                call.error = str(exc)
+                raise StageError(call.error) from None
+            restated = await self._restate(ctx, stage, call.reply)
+            calls.append(restated)
+            if restated.error is not None:
+                raise StageError(restated.error) from None
+            call.output = restated.output
+        return call.output
 
     @staticmethod
     async def _complete(ctx: RunContext, stage: StageConfig, messages: list[ChatMessage]) -> str:

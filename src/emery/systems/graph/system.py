@@ -22,11 +22,13 @@ from emery.systems.graph.bindings import check_bindings
 from emery.systems.graph.code import CodeError, compile_node
 from emery.systems.graph.runtime import GraphRuntime, NodeError
 from emery.systems.graph.spec import CodeNode, GraphConfig, LLMNode, output_node, walk
-from emery.systems.parsers import ParseError
-from emery.systems.prompt_layout import StageLayout
-from emery.systems.prompt_program import PromptProgram, PromptProgramConfig, StageConfig
+from emery.systems.prompt_program import (
+    PromptProgram,
+    PromptProgramConfig,
+    StageConfig,
+    StageError,
+)
 from emery.systems.registry import SystemKind
-from emery.systems.templates import MissingFieldError
 
 TEXT_KEYS = ("instruction", "demos")
 
@@ -107,36 +109,12 @@ class GraphSystem(PromptProgram):
         fields: dict[str, Any],
         calls: list[ComponentCall],
     ) -> Any:
-        """One llm node run as its stage: render, call the model, parse (restate if the
-        layout says so); failures raise NodeError."""
-        stage = self.stages[node.name]
-        layout = StageLayout.of(candidate.components, stage.name)
-        call = ComponentCall(component=stage.name, inputs=self.stage_inputs(stage, fields))
-        calls.append(call)
+        """One llm node run as its stage (``PromptProgram.run_stage``); a failure raises
+        NodeError naming the node."""
         try:
-            call.messages = self.messages(
-                stage,
-                candidate.components.get(stage.name, stage.instruction),
-                candidate.demos.get(stage.name, ()),
-                fields,
-                layout,
-            )
-        except MissingFieldError as exc:
-            call.error = str(exc)
-            raise NodeError(node.name, call.error) from None
-        call.reply = await self._complete(ctx, stage, call.messages)
-        try:
-            call.output = stage.parser.parse(call.reply)
-        except ParseError as exc:
-            if layout.answer != "restate":
-                call.error = str(exc)
-                raise NodeError(node.name, call.error) from None
-            restated = await self._restate(ctx, stage, call.reply)
-            calls.append(restated)
-            if restated.error is not None:
-                raise NodeError(node.name, restated.error) from None
-            call.output = restated.output
-        return call.output
+            return await self.run_stage(candidate, ctx, self.stages[node.name], fields, calls)
+        except StageError as exc:
+            raise NodeError(node.name, str(exc)) from None
 
 
 KIND = SystemKind(name="graph", config=GraphConfig, build=GraphSystem)
