@@ -56,6 +56,22 @@ async def test_a_layout_lifts_when_every_proposal_is_junk() -> None:
     assert ctx.budget.usage.metric_calls <= 160
 
 
+async def test_the_first_trial_is_the_seed_with_its_format_repaired() -> None:
+    ctx = format_last_context()
+    outcome, _ = await run_recorded(
+        MiproSettings(num_trials=4, minibatch_size=6, full_eval_every=2), ctx
+    )
+
+    state = outcome.state
+    assert isinstance(state, MiproState)
+    baseline, first = state.trials[0], state.trials[1]
+    assert baseline.kind == "baseline"
+    assert first.params == {"solve.instruction": 0, "solve.demos": 0, "solve.layout": 1}
+    first_candidate = ctx.candidates[first.candidate_id]
+    assert StageLayout.of(first_candidate.components, "solve").reminder == REMINDER
+    assert first.score == 1.0
+
+
 BARE = [Demo(inputs={"question": "q"}, output="Answer: 3", source="labeled")]
 WORKED = [Demo(inputs={"question": "q"}, output="3 = 1 + 2\nAnswer: 3", source="labeled")]
 BOOT = [[Demo(inputs={"question": "r"}, output="2 + 2 = 4\nAnswer: 4", source="bootstrapped")]]

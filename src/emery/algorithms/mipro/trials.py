@@ -77,7 +77,7 @@ async def _score_trial(
         seed=rng.randrange(2**31),
         startup_trials=state.resolved_plan().tpe_startup_trials,
     )
-    if not state.trials:
+    if all(trial.kind == "baseline" for trial in state.trials):
         params = repaired_seed_params(state) or params
     candidate = ctx.add_candidate(combo_candidate(ctx, state, params, number))
     batch = list(ctx.val) if whole else rng.sample(list(ctx.val), minibatch)
