@@ -27,7 +27,7 @@ async def test_operator_children_lift_when_every_edit_is_an_answer() -> None:
     assert state.baseline_val_score == 0.0
     assert state.best_val_score == 1.0
     best = ctx.candidates[state.best_candidate_id]
-    assert best.lineage.operation == "operator.format_repair"
+    assert best.lineage.operation == "operator.format_reminder"
     assert StageLayout.of(best.components, "solve").reminder == REMINDER
     # every LM edit was rejected; the operators gave the rounds their children
     edits = payloads(records, ApoEdit)
@@ -35,9 +35,10 @@ async def test_operator_children_lift_when_every_edit_is_an_answer() -> None:
     assert not any(e.accepted for e in edits)
     assert state.sources["apo_edit"].proposed == 0
     assert state.sources["apo_edit"].invalid == len(edits)
-    assert state.sources["operator.format_repair"].accepted >= 1
+    assert state.sources["operator.format_reminder"].accepted >= 1
     children = payloads(records, ApoOperatorChild)
-    assert children[0].operator == "format_repair"
+    # the answer stage comes first (it can only help) but this model cannot restate
+    assert [c.operator for c in children[:2]] == ["answer_stage", "format_reminder"]
     # at most two operator children per parent and round
     per_parent: dict[tuple[int, str], int] = {}
     for child in children:

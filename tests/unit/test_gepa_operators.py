@@ -52,15 +52,15 @@ async def test_operators_lift_when_every_reflection_is_an_answer() -> None:
     assert state.baseline_val_score == 0.0
     assert state.best_val_score == 1.0
     best = ctx.candidates[state.best_candidate_id]
-    assert best.lineage.operation == "operator.format_repair"
+    assert best.lineage.operation == "operator.format_reminder"
     assert StageLayout.of(best.components, "solve").reminder == REMINDER
     # the reflection made no child; the fallback operator's child was accepted
     sources = state.sources
     assert sources["reflection"].proposed == 0
     assert sources["reflection"].invalid == state.counters.reflections > 0
-    assert sources["operator.format_repair"].accepted == 1
+    assert sources["operator.format_reminder"].accepted == 1
     accepted = payloads(records, GepaMinibatchAccepted)
-    assert [e.source for e in accepted] == ["operator.format_repair"]
+    assert [e.source for e in accepted] == ["operator.format_reminder"]
     reported = payloads(records, ProposalSources)
     assert reported
     assert reported[-1].counts == sources
@@ -86,9 +86,10 @@ async def test_operators_run_on_their_schedule_beside_a_valid_reflection() -> No
     assert ctx.candidates[state.best_candidate_id].lineage.operation.startswith("operator.")
     assert state.sources["reflection"].proposed >= 1
     assert state.sources["reflection"].accepted == 0
-    assert state.sources["operator.format_repair"].accepted == 1
-    # the operator's turn came on iteration 2 (the first reflection was scored and lost)
-    assert state.pool[1].iteration == 2
+    assert state.sources["operator.format_reminder"].accepted == 1
+    # operators' turns came on iterations 2 and 4: the answer stage (first in order) cannot
+    # help a model that cannot restate; the format reminder can
+    assert state.pool[1].iteration == 4
 
 
 async def test_without_operators_the_same_run_finds_nothing() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fake_models import format_last_lm
+from fake_models import boxed_reasoner_lm, format_last_lm
 from test_mipro_support import TASK, dataset, gold_table, make_ctx, run_recorded
 
 from emery.algorithms.base import SearchContext
@@ -56,8 +56,15 @@ async def test_a_layout_lifts_when_every_proposal_is_junk() -> None:
     assert ctx.budget.usage.metric_calls <= 160
 
 
-async def test_the_first_trial_is_the_seed_with_its_format_repaired() -> None:
-    ctx = format_last_context()
+async def test_the_first_trial_is_the_seed_with_its_answer_restated() -> None:
+    data = dataset(n_train=12, n_val=12)
+    ctx = make_ctx(
+        data,
+        boxed_reasoner_lm(gold_table(data), REMINDER or ""),
+        junk_proposer(),
+        seed=1,
+        budget=BudgetConfig(metric_calls=160),
+    )
     outcome, _ = await run_recorded(
         MiproSettings(num_trials=4, minibatch_size=6, full_eval_every=2), ctx
     )
@@ -65,11 +72,16 @@ async def test_the_first_trial_is_the_seed_with_its_format_repaired() -> None:
     state = outcome.state
     assert isinstance(state, MiproState)
     baseline, first = state.trials[0], state.trials[1]
-    assert baseline.kind == "baseline"
+    assert (baseline.kind, baseline.score) == ("baseline", 0.0)
     assert first.params == {"solve.instruction": 0, "solve.demos": 0, "solve.layout": 1}
-    first_candidate = ctx.candidates[first.candidate_id]
-    assert StageLayout.of(first_candidate.components, "solve").reminder == REMINDER
+    layout = StageLayout.of(ctx.candidates[first.candidate_id].components, "solve")
+    assert (layout.answer, layout.reminder) == ("restate", "")
     assert first.score == 1.0
+    # the reminder makes this model guess: no trial with it scores
+    reminded = [t for t in state.trials if t.params.get("solve.layout") == 2]
+    assert reminded
+    assert all(t.score == 0.0 for t in reminded)
+    assert state.best_val_score == 1.0
 
 
 BARE = [Demo(inputs={"question": "q"}, output="Answer: 3", source="labeled")]

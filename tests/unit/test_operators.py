@@ -53,20 +53,16 @@ def child(name: str, seed: Candidate = SEED, parser: ParserConfig | None = None)
     return made
 
 
-def test_format_repair_adds_the_reminder_last_in_the_user_turn_and_the_answer_stage() -> None:
-    made = child("format_repair")
+def test_answer_stage_restates_unreadable_replies_and_keeps_the_prompt() -> None:
+    made = child("answer_stage")
     layout = StageLayout.of(made.components, "solve")
-    assert (layout.reminder, layout.answer) == (FORMAT, "restate")
+    assert (layout.reminder, layout.answer) == ("", "restate")
     assert made.components["solve"] == "Solve the problem."
 
 
-def test_format_repair_completes_a_half_repaired_stage() -> None:
-    reminded = SEED.derive(
-        components={"solve": "Solve the problem.", "solve:reminder": FORMAT},
-        lineage=SEED.lineage,
-    )
-    layout = StageLayout.of(child("format_repair", reminded).components, "solve")
-    assert (layout.reminder, layout.answer) == (FORMAT, "restate")
+def test_format_reminder_is_the_last_line_of_the_user_turn() -> None:
+    layout = StageLayout.of(child("format_reminder").components, "solve")
+    assert (layout.reminder, layout.answer) == (FORMAT, "off")
 
 
 def test_placements_move_the_instruction() -> None:
@@ -97,15 +93,15 @@ def test_operators_that_do_not_apply_return_none() -> None:
     raw = ParserConfig(kind="raw")
     bare = Candidate(components={"solve": "Solve the problem."})
     p = program(raw)
-    for name in ("format_repair", "step_by_step"):
+    for name in ("answer_stage", "format_reminder", "step_by_step"):
         assert apply_operator(name, bare, p, "solve") is None, name
     for name in ("inline_demos", "fewer_demos", "reverse_demos", "shorten"):
         assert apply_operator(name, bare, program(), "solve") is None, name
 
 
 def test_an_operator_applied_twice_changes_nothing_more() -> None:
-    once = child("format_repair")
-    assert apply_operator("format_repair", once, program(), "solve") is None
+    for name in ("answer_stage", "format_reminder"):
+        assert apply_operator(name, child(name), program(), "solve") is None, name
 
 
 def test_children_skip_tried_ids_and_are_distinct() -> None:

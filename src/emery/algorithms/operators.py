@@ -3,8 +3,8 @@
 A weak proposer model (the same 0.5B model as the task, on a laptop) often returns answers,
 fragments or copies instead of instructions. These operators need no model: each makes one
 structural or wording change that often helps a small model follow its task and format
-(the format repaired: a format reminder as the last line of the user turn and a restating
-answer stage; the instruction moved next to the input, a step-by-step cue, a terse-answer
+(a restating answer stage, which only ever raises a score; the format sentence as the last
+line of the user turn; the instruction moved next to the input, a step-by-step cue, a terse-answer
 style, demos inline,
 labeled demos from train when the stage has none, or the train pool with the nearest few
 shown per input, fewer or reordered demos, a shortened
@@ -102,20 +102,14 @@ def terse(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
 
 
 def answer_stage(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
-    """A second call that restates an unreadable reply's answer in the required format."""
+    """A second call that restates an unreadable reply's answer in the required format.
+
+    It runs only on a reply the stage's parser cannot read, which scores 0 without it, so
+    it can raise a score and never lower one; its cost is one call per unreadable reply.
+    """
     if stage.parser.kind == "raw" or edit.layout.answer == "restate":
         return None
     return Edit(edit.instruction, edit.layout.model_copy(update={"answer": "restate"}), edit.demos)
-
-
-def format_repair(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
-    """The format sentence as the last line of the user turn, and the restating answer
-    stage. The answer stage runs only on a reply the parser cannot read, which scores 0
-    without it, so the two go together: a small model's commonest failure is the format."""
-    after = edit
-    for step in (format_reminder, answer_stage):
-        after = step(after, stage, materials) or after
-    return None if after == edit else after
 
 
 def inline_demos(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
@@ -173,8 +167,12 @@ def shorten(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None
     return Edit(" ".join(kept), edit.layout, edit.demos)
 
 
+# The order is the order of preference when an algorithm offers only a few children: the
+# answer stage first (it can only help), then the format reminder, which changes every
+# reply (a small model told to end with a format line may skip its reasoning and guess).
 OPERATORS: dict[str, EditFn] = {
-    "format_repair": format_repair,
+    "answer_stage": answer_stage,
+    "format_reminder": format_reminder,
     "nearest_demos": add_nearest_demos,
     "labeled_demos": add_labeled_demos,
     "instruction_after_input": _placed("user_after"),

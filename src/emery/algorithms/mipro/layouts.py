@@ -5,12 +5,12 @@ line of the user turn, inline or chat demos) beside its instruction and demo set
 layouts are built by the LM-free edit operators from the seed's own layout, so they need no
 proposer call and exist even when every LM proposal is rejected.
 
-Every layout beyond the seed's has its format repaired (``format_repair``: the format
-sentence as the last line of the user turn, and the restating answer stage). The answer
-stage runs only on a reply the stage's parser cannot read, which scores 0 without it, so it
-can raise a score and never lower one (its cost is one more call per unreadable reply):
-searching it as a separate choice only spent trials. The first of these layouts is the
-seed repaired, MIPRO's first trial.
+Every layout beyond the seed's has the restating answer stage (``answer_stage``): it runs
+only on a reply the stage's parser cannot read, which scores 0 without it, so it can raise
+a score and never lower one (its cost is one more call per unreadable reply). The format
+reminder changes every reply instead (told to end with a format line, a 0.5B model skipped
+its reasoning and guessed on SVAMP), so it is a choice of its own. The first of these
+layouts, the seed with only the answer stage added, is MIPRO's first trial.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from emery.systems.prompt_program import StageConfig
 
 # Each layout choice is the seed layout with these operators applied in order.
 LAYOUT_RECIPES: tuple[tuple[str, ...], ...] = (
-    ("format_repair",),
-    ("instruction_after_input", "format_repair"),
-    ("inline_demos", "format_repair"),
+    ("answer_stage",),
+    ("format_reminder", "answer_stage"),
+    ("instruction_after_input", "answer_stage"),
+    ("inline_demos", "answer_stage"),
 )
 # Instruction variants made from each LM-free operator that changes wording.
 INSTRUCTION_OPERATORS: tuple[str, ...] = ("step_by_step", "terse", "shorten")

@@ -115,9 +115,9 @@ async def _score_trial(
 
 def repaired_seed_params(state: MiproState) -> dict[str, int] | None:
     """The first trial: the seed's instructions and demos with each stage's first layout
-    beyond the seed's (its format sentence as a reminder, and the answer stage), or None
-    when no stage has such a layout. A seed that misses its output format, the commonest
-    failure of a small model, is then repaired before TPE spends trials elsewhere."""
+    beyond the seed's (the restating answer stage), or None when no stage has such a
+    layout. A seed that misses its output format, the commonest failure of a small model,
+    is then repaired before TPE spends trials elsewhere."""
     params = dict.fromkeys(state.spaces(), 0)
     repaired = [f"{stage}.layout" for stage in state.stages if f"{stage}.layout" in params]
     for name in repaired:
