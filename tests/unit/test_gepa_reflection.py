@@ -10,7 +10,6 @@ from emery.algorithms.gepa.checks import (
     copied_input,
     looks_like_answer,
     parse_proposal,
-    repeats_itself,
 )
 from emery.algorithms.gepa.compact import parse_compact
 from emery.algorithms.gepa.reflection import (
@@ -26,6 +25,7 @@ from emery.algorithms.gepa.reflective_dataset import (
     render_compact,
     render_records,
 )
+from emery.algorithms.proposals import repeats_itself
 from emery.algorithms.registry import parse_settings
 from emery.core.errors import ConfigError
 from emery.core.models import Example

@@ -66,7 +66,8 @@ def instruction_problem(
     """Why ``proposal`` does not look like an instruction, or None if it does.
 
     Rejects empty or tiny texts, texts far too long, bare numbers or one-word answers,
-    and an unchanged copy of the original.
+    a text that repeats itself (a small model's decoding loop), and an unchanged copy of
+    the original.
     """
     text = proposal.strip()
     if len(text) < min_chars:
@@ -77,6 +78,28 @@ def instruction_problem(
         return "an answer, not an instruction"
     if len(text.split()) < 3:
         return "fewer than three words"
+    if repeats_itself(text):
+        return "repeats the same line over and over"
     if original and " ".join(text.split()) == " ".join(original.split()):
         return "unchanged"
     return placeholder_problem(original, text) if original else None
+
+
+def repeats_itself(text: str, times: int = 3, min_chars: int = 20, span: int = 6) -> bool:
+    """True when a line of ``min_chars`` or more, or a run of ``span`` words, occurs
+    ``times`` times: the sign of a decoding loop."""
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        key = re.sub(r"^\W*\d*\W*", "", line.strip().lower())
+        if len(key) >= min_chars:
+            counts[key] = counts.get(key, 0) + 1
+            if counts[key] >= times:
+                return True
+    words = re.findall(r"\w+", text.lower())
+    runs: dict[tuple[str, ...], int] = {}
+    for start in range(len(words) - span + 1):
+        key_words = tuple(words[start : start + span])
+        runs[key_words] = runs.get(key_words, 0) + 1
+        if runs[key_words] >= times:
+            return True
+    return False

@@ -1,9 +1,9 @@
 """Is a reflection reply a usable new instruction? Checks beyond the shared ones.
 
-The shared checks (``emery.algorithms.proposals``) reject empty, tiny, unchanged and
-placeholder-breaking texts. Small reflection models fail in three more ways, caught here:
-they answer one of the examples ("Answer: 46", "\\boxed{46}"), they copy an example's input
-into the "instruction", and they loop, repeating one line until the token limit.
+The shared checks (``emery.algorithms.proposals``) reject empty, tiny, unchanged, looping
+and placeholder-breaking texts. Small reflection models fail in two more ways, caught here:
+they answer one of the examples ("Answer: 46", "\\boxed{46}"), and they copy an example's
+input into the "instruction".
 """
 
 from __future__ import annotations
@@ -31,26 +31,6 @@ def looks_like_answer(text: str) -> bool:
     return bool(_ANSWER_LINE.match(first) or _BOXED.search(text))
 
 
-def repeats_itself(text: str, times: int = 3, min_chars: int = 20, span: int = 6) -> bool:
-    """True when a line of ``min_chars`` or more, or a run of ``span`` words, occurs
-    ``times`` times: the sign of a decoding loop."""
-    counts: dict[str, int] = {}
-    for line in text.splitlines():
-        key = re.sub(r"^\W*\d*\W*", "", line.strip().lower())
-        if len(key) >= min_chars:
-            counts[key] = counts.get(key, 0) + 1
-            if counts[key] >= times:
-                return True
-    words = re.findall(r"\w+", text.lower())
-    runs: dict[tuple[str, ...], int] = {}
-    for start in range(len(words) - span + 1):
-        key_words = tuple(words[start : start + span])
-        runs[key_words] = runs.get(key_words, 0) + 1
-        if runs[key_words] >= times:
-            return True
-    return False
-
-
 def copied_input(text: str, inputs: Iterable[str], min_chars: int = 30) -> str | None:
     """The first example input of ``min_chars`` or more that ``text`` contains verbatim."""
     flat = " ".join(text.split()).lower()
@@ -75,8 +55,6 @@ def proposal_problem(
         return problem
     if looks_like_answer(text):
         return "an answer to an example, not an instruction"
-    if repeats_itself(text):
-        return "repeats the same line over and over"
     if reject_copies and copied_input(text, example_inputs) is not None:
         return "copies an example's input instead of describing the task in general"
     return None
