@@ -9,6 +9,7 @@ from emery.algorithms.base import SearchContext
 from emery.algorithms.labeled import labeled_demos
 from emery.algorithms.mipro import MiproSettings, MiproState
 from emery.algorithms.mipro.demos import assemble, teacher_candidate
+from emery.algorithms.mipro.restate import restate_best
 from emery.core.models import Demo, Example
 from emery.evaluation.budget import BudgetConfig
 from emery.lm import FakeLM
@@ -152,3 +153,29 @@ async def test_sources_count_trials_and_new_bests() -> None:
     layout = best.lineage.details["choices"]["solve"].split("+", 2)[2]
     assert sources[f"layout.{layout}"].accepted >= 1
     assert any(e.kind == "proposal_sources" for r in records for e in r.events)
+
+
+async def test_the_best_with_unreadable_replies_is_tried_with_the_answer_stage() -> None:
+    data = dataset(n_train=4, n_val=6)
+    ctx = make_ctx(
+        data,
+        boxed_reasoner_lm(gold_table(data), REMINDER or ""),
+        junk_proposer(),
+        budget=BudgetConfig(metric_calls=12),
+    )
+    best = ctx.add_candidate(ctx.seed_candidate)
+    scored = await ctx.evaluate(best, ctx.val, "val")
+    assert scored.mean == 0.0  # every reply ends in \boxed{}: unreadable
+    state = MiproState(stages=["solve"], best_candidate_id=best.id, best_val_score=0.0)
+
+    await restate_best(ctx, state, number=3)
+
+    assert state.best_val_score == 1.0
+    restated = ctx.candidates[state.best_candidate_id]
+    assert restated.lineage.parents == (best.id,)
+    assert StageLayout.of(restated.components, "solve").answer == "restate"
+    assert state.sources["best_with_answer_stage"].accepted == 1
+    # once the best reads, there is nothing left to restate: no more metric calls
+    spent = ctx.budget.usage.metric_calls
+    await restate_best(ctx, state, number=4)
+    assert ctx.budget.usage.metric_calls == spent == 12

@@ -7,6 +7,7 @@ import math
 import random
 
 from emery.algorithms.base import SearchContext
+from emery.algorithms.mipro.restate import restate_best
 from emery.algorithms.mipro.search import best_pending, next_params, top_combos
 from emery.algorithms.mipro.state import (
     ComboRecord,
@@ -44,6 +45,7 @@ async def run_trial(
     reserve = 0 if whole else len(ctx.val) - minibatch
     if remaining is not None and remaining < minibatch + reserve:
         await promote(ctx, state, number - 1, final=True, top_k=top_k)
+        await restate_best(ctx, state, number - 1)
         state.done, state.done_reason = True, "budget reserved for the final full evaluation"
         return
     before = snapshot(state.sources)
@@ -58,6 +60,7 @@ async def run_trial(
             if pending is None or (pending.minibatch_mean or 0.0) <= (state.best_val_score or 0.0):
                 break
             await promote(ctx, state, number, final=True, top_k=top_k)
+        await restate_best(ctx, state, number)
         state.done, state.done_reason = True, f"{number} trials done"
     elif number % plan.full_eval_every == 0:
         await promote(ctx, state, number, final=False, top_k=top_k)
