@@ -1,5 +1,5 @@
 """SFT jobs on the real SmolLM2-135M: the loss falls, llama.cpp loads the adapter and it
-changes the output, a SIGKILLed job resumes from its checkpoint step."""
+changes the output, a SIGKILLed job resumes (`emery jobs resume`) from its checkpoint step."""
 
 from __future__ import annotations
 
@@ -132,8 +132,17 @@ def test_a_sigkilled_sft_job_resumes_from_its_checkpoint(tmp_path: Path) -> None
     worker.wait()
     killed_at = max(e.data["step"] for e in store.list_events(job.id, kinds=["train_loss"]))
     assert store.get_job(job.id).state == "running"  # its owner is dead: resumable
-    job = run_sft_job(store, job.id)
-    assert job.state == "succeeded", job.error
+    resume = ["jobs", "resume", job.id, "--json", "--store", str(store_path)]
+    resumed_run = subprocess.run(
+        [sys.executable, "-m", "emery", *resume],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert resumed_run.returncode == 0, resumed_run.stderr
+    assert json.loads(resumed_run.stdout)["state"] == "succeeded"
+    job = store.get_job(job.id)
     resumed = store.list_events(job.id, kinds=["resumed"])
     assert [e.data["reason"].split(":")[0] for e in resumed] == ["recovered"]
     result = SFTResult.model_validate(job.result)

@@ -263,6 +263,11 @@ def resume(
             out.print(job_id)
             err.print(f"resumed in the background (pid {pid})")
         return
+    if record.kind == "sft":
+        from emery.cli.sft_cmd import run_sft_foreground  # the trainer: imported only to run
+
+        run_sft_foreground(store, job_id, as_json=as_json)
+        return
     from emery.cli.foreground import run_foreground  # the engine: imported only to run
     from emery.cli.train_cmd import finish
 

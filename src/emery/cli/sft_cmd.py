@@ -1,4 +1,5 @@
-"""``emery train`` for ``[job] type = "sft"``: create or resume the SFT job and run it here."""
+"""``emery train`` for ``[job] type = "sft"``: create or resume the SFT job and run it here
+or in a background worker; ``emery jobs resume`` of an SFT job runs here too."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from emery.core.events import Event
 from emery.core.files import read_text
 from emery.core.hashing import content_hash
 from emery.jobs.event_text import event_line
-from emery.jobs.manage import find_resumable
+from emery.jobs.manage import find_resumable, spawn_worker
 from emery.store.protocol import Store
 from emery.training.job import SFTResult, create_sft_job, run_sft_job
 
@@ -55,16 +56,28 @@ def train_sft(
     no_poll: bool,
     as_json: bool,
 ) -> None:
-    """Run (or resume) the SFT job of ``config`` in this process; Ctrl-C pauses it."""
-    if no_poll:
-        raise ConfigError("sft jobs run in the foreground for now: drop --no-poll")
+    """Run (or resume) the SFT job of ``config``: here (Ctrl-C pauses it) or, with
+    ``no_poll``, in a background worker."""
     job = None if new else find_resumable(store, content_hash(config.model_dump(mode="json")))
     if job is not None and job.config_path == str(path.resolve()):
         err.print(f"resuming {job.id} (start a new job instead with --new)")
     else:
         job = create_sft_job(store, config, given=given, config_path=path, name=name)
         err.print(f"created job [bold]{job.id}[/bold] ({job.name}, sft)")
-    job_id = job.id
+    if no_poll:
+        pid = spawn_worker(store, job.id)
+        if as_json:
+            print_json({"job_id": job.id, "state": store.get_job(job.id).state, "pid": pid})
+        else:
+            out.print(job.id)
+            err.print(f"training in the background (pid {pid}); emery jobs events {job.id} -f")
+        return
+    run_sft_foreground(store, job.id, as_json=as_json)
+
+
+def run_sft_foreground(store: Store, job_id: str, *, as_json: bool) -> None:
+    """Run or resume SFT job ``job_id`` in this process, printing its events; Ctrl-C pauses
+    it; exits non-zero unless it succeeds."""
 
     def show(events: Sequence[Event]) -> None:
         if not as_json:
@@ -85,7 +98,7 @@ def train_sft(
     elif job.state == "succeeded" and job.result:
         out.print(escape(SFTResult.model_validate(job.result).report()), highlight=False, end="")
     if job.state == "paused":
-        err.print(f"job {job.id} paused; run the same command again to resume it")
+        err.print(f"job {job.id} paused; `emery jobs resume {job.id}` continues it")
         raise typer.Exit(EXIT_INTERRUPTED)
     if job.state in ("failed", "cancelled"):
         detail = f": {job.error}" if job.error else ""

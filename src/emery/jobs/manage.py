@@ -40,6 +40,7 @@ from emery.store.protocol import Store
 from emery.store.records import JobFilter, JobRecord, NewJob
 from emery.store.states import TERMINAL_STATES, IllegalTransition
 from emery.systems.base import System
+from emery.training.job import run_sft_job
 
 RESUMABLE = ("created", "queued", "paused")
 
@@ -135,7 +136,12 @@ def run_job(
     on_event: EventSink | None = None,
     engine: JobEngine | None = None,
 ) -> JobRecord:
-    """Run or resume a job in this process until it stops (blocking)."""
+    """Run or resume a job in this process until it stops (blocking).
+
+    An SFT job (kind ``sft``) is run by its trainer, not the search engine.
+    """
+    if engine is None and store.get_job(job_id).kind == "sft":
+        return run_sft_job(store, job_id, on_event=on_event)
     engine = engine or JobEngine(store, job_id, inputs=inputs, on_event=on_event)
     return asyncio.run(engine.run())
 

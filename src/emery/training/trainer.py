@@ -140,6 +140,11 @@ def train(
         peft_config=lora,
         callbacks=[hook.callback()],
     )
+    # the job's own train_loss/val_loss events replace the Trainer's printed log dicts,
+    # which would land on stdout (and break `--json` output)
+    from transformers import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
     start = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
     wall = time.perf_counter() - start
