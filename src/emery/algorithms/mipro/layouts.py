@@ -27,6 +27,7 @@ LAYOUT_RECIPES: tuple[tuple[str, ...], ...] = (
     ("format_reminder", "answer_stage"),
     ("instruction_after_input", "answer_stage"),
     ("inline_demos", "answer_stage"),
+    ("inline_demos", "format_reminder", "answer_stage"),
 )
 # Instruction variants made from each LM-free operator that changes wording.
 INSTRUCTION_OPERATORS: tuple[str, ...] = ("step_by_step", "terse", "shorten")
