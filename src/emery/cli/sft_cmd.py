@@ -1,5 +1,5 @@
-"""``emery train`` for ``[job] type = "sft"``: create or resume the SFT job and run it here
-or in a background worker; ``emery jobs resume`` of an SFT job runs here too."""
+"""``emery train`` for ``[job] type = "sft"``: find or create the SFT job and run it here;
+``emery jobs resume`` of an SFT job runs here too."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ from emery.core.events import Event
 from emery.core.files import read_text
 from emery.core.hashing import content_hash
 from emery.jobs.event_text import event_line
-from emery.jobs.manage import find_resumable, spawn_worker
+from emery.jobs.manage import find_resumable
 from emery.store.protocol import Store
+from emery.store.records import JobRecord
 from emery.training.job import SFTResult, create_sft_job, run_sft_job
 
 
@@ -45,7 +46,7 @@ def load_typed(path: Path, job_type: str | None) -> JobConfig:
     return parse_config(data, str(path))
 
 
-def train_sft(
+def sft_job(
     store: Store,
     config: JobConfig,
     *,
@@ -53,26 +54,15 @@ def train_sft(
     path: Path,
     name: str | None,
     new: bool,
-    no_poll: bool,
-    as_json: bool,
-) -> None:
-    """Run (or resume) the SFT job of ``config``: here (Ctrl-C pauses it) or, with
-    ``no_poll``, in a background worker."""
+) -> JobRecord:
+    """The SFT job of ``config``: the unfinished one made from the same file, or a new one."""
     job = None if new else find_resumable(store, content_hash(config.model_dump(mode="json")))
     if job is not None and job.config_path == str(path.resolve()):
         err.print(f"resuming {job.id} (start a new job instead with --new)")
-    else:
-        job = create_sft_job(store, config, given=given, config_path=path, name=name)
-        err.print(f"created job [bold]{job.id}[/bold] ({job.name}, sft)")
-    if no_poll:
-        pid = spawn_worker(store, job.id)
-        if as_json:
-            print_json({"job_id": job.id, "state": store.get_job(job.id).state, "pid": pid})
-        else:
-            out.print(job.id)
-            err.print(f"training in the background (pid {pid}); emery jobs events {job.id} -f")
-        return
-    run_sft_foreground(store, job.id, as_json=as_json)
+        return job
+    job = create_sft_job(store, config, given=given, config_path=path, name=name)
+    err.print(f"created job [bold]{job.id}[/bold] ({job.name}, sft)")
+    return job
 
 
 def run_sft_foreground(store: Store, job_id: str, *, as_json: bool) -> None:

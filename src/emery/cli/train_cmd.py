@@ -20,7 +20,7 @@ from emery.cli.common import (
 from emery.cli.console import err, out, print_json
 from emery.cli.foreground import ForegroundOutcome, run_foreground
 from emery.cli.progress import StreamFormat
-from emery.cli.sft_cmd import load_typed, train_sft
+from emery.cli.sft_cmd import load_typed, run_sft_foreground, sft_job
 from emery.core.errors import ConfigError
 from emery.core.files import read_text
 from emery.core.hashing import content_hash
@@ -143,21 +143,14 @@ def train(
     if config.job.type == "sft":
         given = _given(path)
         given.setdefault("job", {})["type"] = "sft"
-        train_sft(
-            store,
-            config,
-            given=given,
-            path=path,
-            name=name,
-            new=new,
-            no_poll=no_poll,
-            as_json=as_json,
-        )
-        return
-    job = _resumable(store, content_hash(config.model_dump(mode="json")), path, new)
-    if job is None:
-        job = create_job(store, config, given=_given(path), config_path=path, name=name)
-        if not as_json:
+        job = sft_job(store, config, given=given, path=path, name=name, new=new)
+        if not no_poll:
+            run_sft_foreground(store, job.id, as_json=as_json)
+            return
+    else:
+        found = _resumable(store, content_hash(config.model_dump(mode="json")), path, new)
+        job = found or create_job(store, config, given=_given(path), config_path=path, name=name)
+        if found is None and not as_json:
             err.print(f"created job [bold]{job.id}[/bold] ({job.name}, {job.algorithm})")
     if no_poll:
         pid = spawn_worker(store, job.id)
