@@ -287,8 +287,6 @@ def run(
     store_location: StoreOption = None,
 ) -> None:
     """Run a job in this process without a display (the background worker)."""
-    from emery.jobs.engine import JobEngine  # the engine: imported only to run
-
     store = open_cli_store(store_location)
     job_id = resolve(store, job)
 
@@ -296,7 +294,7 @@ def run(
         for item in items:
             print(event_line(item), flush=True)
 
-    record = run_job(store, job_id, engine=JobEngine(store, job_id, on_event=log))
+    record = run_job(store, job_id, on_event=log)
     if record.state in ("failed", "cancelled"):
         raise typer.Exit(1)
 
