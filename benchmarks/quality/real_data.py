@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import time
 import tomllib
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,16 +71,22 @@ def run_row(config: Path, store: Path) -> dict[str, Any]:
     emery = Path(sys.executable).with_name("emery")
     started = time.perf_counter()
     command = [str(emery), "train", str(config), "--json", "--new", "--stream-format", "none"]
-    done = subprocess.run(
+    child = subprocess.Popen(
         [*command, "--store", str(store)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        check=False,
     )
+    try:
+        stdout, stderr = child.communicate()
+    finally:  # a stopped benchmark stops its job too (SIGTERM is made an exit in main)
+        if child.poll() is None:
+            child.terminate()
+            child.wait()
     wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"{config.name}: emery train failed ({done.returncode}): {done.stderr}")
-    payload: dict[str, Any] = json.loads(done.stdout)["result"]
+    if child.returncode != 0:
+        raise SystemExit(f"{config.name}: emery train failed ({child.returncode}): {stderr}")
+    payload: dict[str, Any] = json.loads(stdout)["result"]
     payload["wall_s"] = wall
     return payload
 
@@ -112,6 +120,10 @@ HEADER = (
 )
 
 
+def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config", type=Path)
@@ -124,6 +136,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=ROOT / ".bench-real")
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     args.workdir.mkdir(parents=True, exist_ok=True)
     store = args.workdir / "emery.db"
     rows: dict[str, dict[str, Any]] = {}
