@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,8 @@ def _write_chats(path: Path, n: int = 8) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def _config(tmp_path: Path, **sft: object) -> JobConfig:
+def _config_data(tmp_path: Path, **sft: object) -> dict[str, object]:
+    """An SFT job on 8 written chats (``sft`` overrides the settings), as a config dict."""
     _write_chats(tmp_path / "chats.jsonl")
     settings: dict[str, object] = {
         "data": "chats.jsonl",
@@ -48,15 +50,31 @@ def _config(tmp_path: Path, **sft: object) -> JobConfig:
         "threads": 1,
         "evaluate": False,
     }
-    return JobConfig.model_validate(
-        {
-            "job": {"type": "sft"},
-            "sft": settings | sft,
-            "dataset": {"task": "word_problems", "n_train": 0, "n_val": 0, "n_test": 2},
-            "lm": {"task": {"model": "local/smollm2-135m", "max_tokens": 16, "n_ctx": 512}},
-            "runtime": {"workdir": str(tmp_path / "work"), "concurrency": 2},
-        }
+    return {
+        "job": {"type": "sft"},
+        "sft": settings | sft,
+        "dataset": {"task": "word_problems", "n_train": 0, "n_val": 0, "n_test": 2},
+        "lm": {"task": {"model": "local/smollm2-135m", "max_tokens": 16, "n_ctx": 512}},
+        "runtime": {"workdir": str(tmp_path / "work"), "concurrency": 2},
+    }
+
+
+def _config(tmp_path: Path, **sft: object) -> JobConfig:
+    return JobConfig.model_validate(_config_data(tmp_path, **sft))
+
+
+def _emery_json(args: list[str], env: dict[str, str], cwd: Path | None = None) -> Any:
+    """``python -m emery ARGS`` (a ``--json`` command): its parsed stdout, after exit 0."""
+    done = subprocess.run(
+        [sys.executable, "-m", "emery", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        check=False,
     )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 @pytest.fixture(autouse=True)
@@ -133,15 +151,7 @@ def test_a_sigkilled_sft_job_resumes_from_its_checkpoint(tmp_path: Path) -> None
     killed_at = max(e.data["step"] for e in store.list_events(job.id, kinds=["train_loss"]))
     assert store.get_job(job.id).state == "running"  # its owner is dead: resumable
     resume = ["jobs", "resume", job.id, "--json", "--store", str(store_path)]
-    resumed_run = subprocess.run(
-        [sys.executable, "-m", "emery", *resume],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert resumed_run.returncode == 0, resumed_run.stderr
-    assert json.loads(resumed_run.stdout)["state"] == "succeeded"
+    assert _emery_json(resume, env)["state"] == "succeeded"
     job = store.get_job(job.id)
     resumed = store.list_events(job.id, kinds=["resumed"])
     assert [e.data["reason"].split(":")[0] for e in resumed] == ["recovered"]
@@ -154,36 +164,12 @@ def test_a_sigkilled_sft_job_resumes_from_its_checkpoint(tmp_path: Path) -> None
 
 
 def test_emery_train_no_poll_trains_an_sft_job_in_a_background_worker(tmp_path: Path) -> None:
-    _write_chats(tmp_path / "chats.jsonl")
-    config = {
-        "job": {"type": "sft"},
-        "sft": {
-            "data": "chats.jsonl",
-            "max_steps": 2,
-            "batch_size": 4,
-            "max_length": 64,
-            "val_fraction": 0.0,
-            "threads": 1,
-            "evaluate": False,
-        },
-        "dataset": {"task": "word_problems", "n_train": 0, "n_val": 0, "n_test": 2},
-        "lm": {"task": {"model": "local/smollm2-135m", "max_tokens": 16, "n_ctx": 512}},
-        "runtime": {"workdir": str(tmp_path / "work")},
-    }
+    config = _config_data(tmp_path, max_steps=2)
     (tmp_path / "job.json").write_text(json.dumps(config))
     store_path = tmp_path / "emery.db"
     env = os.environ | {"EMERY_ADAPTER_DIR": str(tmp_path / "adapters")}
     train = ["train", "job.json", "--no-poll", "--json", "--store", str(store_path)]
-    started = subprocess.run(
-        [sys.executable, "-m", "emery", *train],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        check=False,
-    )
-    assert started.returncode == 0, started.stderr
-    job_id = json.loads(started.stdout)["job_id"]
+    job_id = _emery_json(train, env, cwd=tmp_path)["job_id"]
     store = SQLiteStore(store_path)
     deadline = time.monotonic() + 240
     while not store.get_job(job_id).terminal:

@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from emery.config.schema import JobConfig
-from emery.core.errors import ConfigError, ModelNotInstalledError
+from emery.core.errors import ConfigError, EmeryError, ModelNotInstalledError
 from emery.lm import catalog
 from emery.training.data import hold_out, load_chat_jsonl, prompt_completion
 from emery.training.names import gguf_lora_name, permuted_rows, rope_heads
@@ -207,6 +207,6 @@ def test_an_sft_job_is_run_by_its_trainer_not_the_search_engine(
     )
     assert manage.run_job(store, job.id) is job
     assert ran == ["j-sft"]
-    with pytest.raises(Exception, match="j-sft is an SFT job: run it with `emery jobs resume"):
+    with pytest.raises(EmeryError, match="j-sft is an SFT job: run it with `emery jobs resume"):
         asyncio.run(engine.JobEngine(store, job.id).run())
     assert store.get_job(job.id).state == "created"

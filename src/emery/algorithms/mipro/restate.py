@@ -45,9 +45,11 @@ async def restate_best(ctx: SearchContext, state: MiproState, number: int) -> No
     """Score the best program with the answer stage on full val; it becomes the best if
     it scores higher."""
     program = ctx.system
-    if not isinstance(program, PromptProgram) or state.best_val_score is None:
-        return
-    if state.best_candidate_id is None:
+    if (
+        not isinstance(program, PromptProgram)
+        or state.best_candidate_id is None
+        or state.best_val_score is None
+    ):
         return
     best = ctx.candidates[state.best_candidate_id]
     results = [ctx.evaluations.cached(best, example, "val") for example in ctx.val]
