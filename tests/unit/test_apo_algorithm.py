@@ -289,6 +289,40 @@ async def test_best_is_replaced_only_on_strict_improvement_on_full_val() -> None
     assert "best_updated" in kinds
 
 
+async def test_children_the_val_batch_cannot_separate_are_ranked_on_full_val() -> None:
+    # On a 4-example val batch the seed leads (3 of 4) a child at 2 of 4: too close to tell,
+    # so both get full val, where the child is perfect and the seed scores 0. A child at
+    # 0 of 4 is clearly worse and is never scored on full val.
+    ctx = context(reflection_lm([fenced(GOOD)]), task=FakeLM(task_reply))
+    apo = Apo(settings(beam_width=2))
+    state = await apo.start(ctx)
+    seed = ctx.candidates[state.seed_candidate_id]
+    close, far = (
+        ctx.add_candidate(
+            seed.derive(
+                components={"solve": text},
+                lineage=Lineage(parents=(seed.id,), generation=1, operation="apo_edit"),
+            )
+        )
+        for text in (GOOD, "Say what you think of it.")
+    )
+    state.phase, state.children = "select", [close.id, far.id]
+    state.pool.update({close.id: close, far.id: far})
+    state.val_batch = [e.id for e in ctx.val[:4]]
+    state.val_batch_scores = {seed.id: 0.75, close.id: 0.5, far.id: 0.0}
+    ctx.log.drain()
+
+    stepped = await apo.step(ctx, state)
+
+    assert stepped.beam == [close.id, seed.id]
+    assert stepped.best_candidate_id == close.id
+    assert stepped.full_val_scores == {seed.id: 0.0, close.id: 1.0}
+    full_val = [
+        e.payload_as(ApoFullValScored) for e in ctx.log.events if e.kind == "apo.full_val_scored"
+    ]
+    assert [(e.candidate_id, e.new_best) for e in full_val] == [(close.id, True), (seed.id, False)]
+
+
 async def test_failed_rollouts_count_as_zero_and_are_never_dropped() -> None:
     # The child's prompt crashes the task model on every run: scored 0 on each, n unchanged.
     crash = "CRASH whenever you can. Answer: <number>."

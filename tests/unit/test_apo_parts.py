@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from emery.algorithms.apo.batches import ShuffledBatches
-from emery.algorithms.apo.beam import round_parents, select_top, unique
+from emery.algorithms.apo.beam import contenders, round_parents, select_top, unique
 from emery.algorithms.apo.edit import appended, edit_problem, take_prompt
 from emery.algorithms.apo.experiments import build_experiments, clip
 from emery.core.models import Example
@@ -76,6 +76,16 @@ def test_select_top_keeps_the_best_and_breaks_ties_by_order() -> None:
     assert select_top(["c", "a"], scores, 1) == ["c"]
     assert select_top(["a", "d"], scores, 5) == ["a", "d"]
     assert unique(["a", "b", "a", "c", "b"]) == ["a", "b", "c"]
+
+
+def test_contenders_are_those_a_val_batch_cannot_tell_from_its_best() -> None:
+    scores = {"a": 9 / 16, "b": 11 / 16, "c": 5 / 16, "d": 11 / 16}
+    # 11 of 16 against 9 of 16 is within one standard error of the difference; 5 is not.
+    assert contenders(["a", "b", "c", "d"], scores, 16, 4) == ["b", "d", "a"]
+    assert contenders(["a", "b", "c", "d"], scores, 16, 2) == ["b", "d"]
+    # Against a perfect score, one miss in 16 is already a difference.
+    assert contenders(["x", "y"], {"x": 1.0, "y": 15 / 16}, 16, 4) == ["x"]
+    assert contenders(["x", "y"], {"x": 0.0, "y": 0.0}, 16, 4) == ["x", "y"]
 
 
 def test_experiments_show_status_conversation_and_feedback_failures_first() -> None:

@@ -6,13 +6,14 @@ runs, and asks the edit LM to rewrite the prompt from the critique; a rewrite th
 usable prompt (lost or invented placeholders, an answer instead of instructions, ...) is
 rejected. On a prompt program each parent also gets up to ``operator_children`` children
 from the LM-free edit operators (``operate.py``), counted per source beside the LM's edits
-(``state.sources``). The beam and the children are then scored on one val batch, the top
-``beam_width`` survive, and the leader is scored on full val: it becomes the best candidate
-only if it beats the best so far.
+(``state.sources``). The beam and the children are then scored on one val batch. Those the
+batch cannot tell from its best one (within one standard error of the difference) are
+scored on full val, which ranks them ahead of the rest; the top ``beam_width`` survive, and
+a full-val score becomes the best candidate only if it beats the best so far.
 
 Steps are finer than rounds so that a pause or a crash loses little work: one step per
 expansion (train batch, critique, edit), one per candidate scored on the val batch, and
-one for the selection (with the leader's full val). Budget limits counted in iterations
+one for the selection (with the contenders' full val). Budget limits counted in iterations
 (``no_improvement_iterations``) therefore count these steps.
 """
 
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from emery.algorithms.apo.batches import ShuffledBatches
-from emery.algorithms.apo.beam import round_parents, select_top, unique
+from emery.algorithms.apo.beam import contenders, round_parents, select_top, unique
 from emery.algorithms.apo.operate import add_operator_children, operator_children_due
 from emery.algorithms.apo.prompts import load_prompts
 from emery.algorithms.apo.propose import Proposer
@@ -271,13 +272,14 @@ class Apo:
 
     async def _select(self, ctx: SearchContext, state: ApoState) -> None:
         ranked = unique(state.beam + state.children)
-        beam = select_top(ranked, state.val_batch_scores, self.settings.beam_width)
+        promoted = await self._score_contenders(ctx, state, ranked)
+        on_full_val = select_top(promoted, state.full_val_scores, len(promoted))
+        rest = select_top(ranked, state.val_batch_scores, len(ranked))
+        order = on_full_val + [cid for cid in rest if cid not in on_full_val]
+        beam = order[: self.settings.beam_width]
         for candidate_id in beam:
             if candidate_id in state.children:
                 count(state.sources, state.pool[candidate_id].lineage.operation, "accepted")
-        leader = state.pool[beam[0]]
-        result = await ctx.evaluate(leader, ctx.val, "val")
-        state.full_val_scores[leader.id] = result.mean
         ctx.emit(
             ApoBeamUpdated(
                 round=state.round,
@@ -286,20 +288,44 @@ class Apo:
                 val_batch_size=len(state.val_batch),
             )
         )
-        previous = state.best_val_score
-        ctx.emit(
-            ApoFullValScored(
-                round=state.round,
-                candidate_id=leader.id,
-                score=result.mean,
-                n=len(result.results),
-                best_score=previous,
-                new_best=previous is None or result.mean > previous,
+        for candidate_id in on_full_val:
+            score, previous = state.full_val_scores[candidate_id], state.best_val_score
+            ctx.emit(
+                ApoFullValScored(
+                    round=state.round,
+                    candidate_id=candidate_id,
+                    score=score,
+                    n=len(ctx.val),
+                    best_score=previous,
+                    new_best=previous is None or score > previous,
+                )
             )
-        )
-        self._update_best(ctx, state, leader.id, result.mean)
+            self._update_best(ctx, state, candidate_id, score)
         state.beam = beam
         self._next_round(state)
+
+    async def _score_contenders(
+        self, ctx: SearchContext, state: ApoState, ranked: list[str]
+    ) -> list[str]:
+        """Score on full val the candidates the val batch cannot tell from its best one.
+
+        The batch's best is always scored (the round's budget reserved it); the others only
+        while the budget pays for them. Returns the ids scored, in batch order.
+        """
+        found = contenders(
+            ranked, state.val_batch_scores, len(state.val_batch), self.settings.beam_width
+        )
+        scored: list[str] = []
+        for candidate_id in found:
+            candidate = state.pool[candidate_id]
+            remaining = ctx.budget.remaining_metric_calls()
+            need = self._uncached(ctx, candidate, ctx.val, "val")
+            if scored and remaining is not None and need > remaining:
+                break
+            result = await ctx.evaluate(candidate, ctx.val, "val")
+            state.full_val_scores[candidate_id] = result.mean
+            scored.append(candidate_id)
+        return scored
 
     @staticmethod
     def _update_best(ctx: SearchContext, state: ApoState, candidate_id: str, score: float) -> None:

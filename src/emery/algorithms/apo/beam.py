@@ -1,7 +1,8 @@
-"""Beam bookkeeping: parents of a round and the survivors of a val batch."""
+"""Beam bookkeeping: parents of a round, contenders for full val and the survivors."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 
@@ -25,3 +26,24 @@ def select_top(ranked_ids: Sequence[str], scores: Mapping[str, float], width: in
     """
     order = sorted(range(len(ranked_ids)), key=lambda i: (-scores[ranked_ids[i]], i))
     return [ranked_ids[i] for i in order[:width]]
+
+
+def contenders(
+    ranked_ids: Sequence[str], scores: Mapping[str, float], n: int, limit: int
+) -> list[str]:
+    """Up to ``limit`` ids, best first, whose mean score on the ``n``-example val batch is
+    within one standard error of its difference from the best one's.
+
+    The error bound treats each mean as a proportion (``p * (1 - p)`` bounds the variance
+    of scores in [0, 1]); a batch of 16 cannot tell 11 right from 9 right, so both go on
+    to full val instead of the batch deciding alone.
+    """
+    ordered = select_top(ranked_ids, scores, len(ranked_ids))
+    top = scores[ordered[0]]
+
+    def close(candidate_id: str) -> bool:
+        score = scores[candidate_id]
+        error = math.sqrt((top * (1 - top) + score * (1 - score)) / max(n, 1))
+        return top - score <= error
+
+    return [candidate_id for candidate_id in ordered if close(candidate_id)][:limit]

@@ -19,7 +19,8 @@ class ApoState(AlgorithmState):
 
     A round moves through three phases, one step at a time: ``expand`` (one parent and
     branch per step: train batch, critique, edit), ``score`` (one candidate on the round's
-    val batch per step) and ``select`` (keep the top ``beam_width``, full val for the leader).
+    val batch per step) and ``select`` (full val for the batch's contenders, then keep the
+    top ``beam_width``).
     ``pool`` holds the candidates the state refers to, so a resumed search needs nothing but
     the state and the stored results.
     """
