@@ -1,7 +1,10 @@
 """Batched decoding of concurrent requests against the single-sequence path, side by side.
 
 Usage: python benchmarks/lm/batching.py [--models local/smollm2-135m,local/qwen2.5-coder-0.5b]
-       [--requests 8] [--levels 1,2,4,8] [--max-tokens 256]
+       [--requests 8] [--levels 1,2,4,8] [--max-tokens 256] [--warmup 4]
+
+``--requests 100 --levels 4`` is the time of a 100-example evaluation, one at a time
+against batched.
 
 Prompts are those of a real job: SVAMP problems (``../shared/datasets/svamp.jsonl``) under
 the seed instruction of ``quality/real/svamp.toml`` with 2 worked demos, greedy. Per model,
@@ -12,11 +15,13 @@ in one run:
 - batched at concurrency C: the same requests sent at once to ``LocalLM(n_parallel=C)``.
 
 The two run back to back for each C (the machine's load drifts), each after a warm-up pass
-over the same requests: on the project's machine a newly loaded model ran up to 100x
-slower for its first minutes (probably the kernel's DAMON `pageout` scheme, which is on
-there, dropping the mapped weights). Each row prints both wall times and aggregate
-completion tokens/s, the speedup, and how many replies are identical to single's (all of
-them, when greedy batching holds).
+over ``--warmup`` other problems under the same instruction and demos: on the project's
+machine a newly loaded model ran up to 100x slower for its first minutes (probably the
+kernel's DAMON `pageout` scheme, which is on there, dropping the mapped weights). The
+warm-up problems are not the measured ones, so no slot starts a measured request with its
+whole prompt already read; the shared instruction and demos are, as in a job. Each row
+prints both wall times and aggregate completion tokens/s, the speedup, and how many replies
+are identical to single's (all of them, when greedy batching holds).
 """
 
 from __future__ import annotations
@@ -39,8 +44,9 @@ DATA = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "svamp.json
 INSTRUCTION = "Solve the problem step by step. End with 'Answer: <number>'."
 
 
-def job_prompts(n: int) -> list[list[ChatMessage]]:
-    """``n`` SVAMP questions under the seed instruction with 2 worked demos."""
+def job_prompts(n: int, skip: int = 0) -> list[list[ChatMessage]]:
+    """``n`` SVAMP questions (after ``skip`` others) under the seed instruction with 2
+    worked demos."""
     rows = [json.loads(line) for line in DATA.read_text().splitlines()]
     demos: list[tuple[list[ChatMessage], Demo]] = [
         (
@@ -51,7 +57,7 @@ def job_prompts(n: int) -> list[list[ChatMessage]]:
     ]
     return [
         arrange(StageLayout(), INSTRUCTION, demos, [{"role": "user", "content": q}])
-        for q in (row["input"]["question"] for row in rows[2 : 2 + n])
+        for q in (row["input"]["question"] for row in rows[2 + skip : 2 + skip + n])
     ]
 
 
@@ -76,9 +82,9 @@ class Single:
         self.prompts, self.max_tokens = prompts, max_tokens
         self.llama.create_chat_completion(messages=prompts[0][:1], max_tokens=4)  # warm up
 
-    def run(self) -> Side:
+    def run(self, prompts: list[list[ChatMessage]] | None = None) -> Side:
         start, texts, tokens = time.perf_counter(), [], 0
-        for messages in self.prompts:
+        for messages in self.prompts if prompts is None else prompts:
             out = self.llama.create_chat_completion(
                 messages=messages, max_tokens=self.max_tokens, temperature=0.0
             )
@@ -94,18 +100,20 @@ async def batched(lm: LocalLM, prompts: list[list[ChatMessage]], max_tokens: int
     return [o.text for o in outs], sum(o.usage.completion_tokens for o in outs), elapsed
 
 
-async def run_model(model: str, requests: int, levels: list[int], max_tokens: int) -> None:
+async def run_model(
+    model: str, requests: int, levels: list[int], max_tokens: int, warmup: int
+) -> None:
     """Per level: the single path, then the batched engine, on the same requests."""
     path = str(local_model_path(model.removeprefix("local/")))
-    prompts = job_prompts(requests)
+    prompts, warm = job_prompts(requests), job_prompts(warmup, skip=requests)
     single = Single(path, prompts, max_tokens)
-    single.run()  # warm up: a new model runs slowly for its first minutes here
+    single.run(warm)  # warm up: a new model runs slowly for its first minutes here
     print(f"\n{model}: {requests} requests, max_tokens {max_tokens}")
     print("| C | single s | single tok/s | batched s | batched tok/s | ratio | identical | notes |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for level in levels:
         lm = LocalLM(path, n_ctx=4096, n_parallel=level)
-        await batched(lm, prompts, max_tokens)  # warm up
+        await batched(lm, warm, max_tokens)  # warm up
         reference, tokens, alone = single.run()
         before = replace(lm.engine.stats)
         texts, batch_tokens, together = await batched(lm, prompts, max_tokens)
@@ -127,10 +135,11 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=8)
     parser.add_argument("--levels", default="1,2,4,8")
     parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--warmup", type=int, default=4, help="warm-up requests (other problems)")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     for model in args.models.split(","):
-        asyncio.run(run_model(model, args.requests, levels, args.max_tokens))
+        asyncio.run(run_model(model, args.requests, levels, args.max_tokens, args.warmup))
 
 
 if __name__ == "__main__":
