@@ -30,6 +30,7 @@ class AlgorithmSpec:
 ALGORITHM_MODULES: dict[str, str] = {
     "baseline": "emery.algorithms.baseline",
     "gepa": "emery.algorithms.gepa",
+    "graph_gepa": "emery.algorithms.graph_gepa",
     "mipro": "emery.algorithms.mipro",
     "apo": "emery.algorithms.apo",
 }

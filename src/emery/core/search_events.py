@@ -95,6 +95,18 @@ class GepaValEvaluated(Payload):
     n: int
 
 
+class GraphCandidateCost(Payload):
+    """What a val-scored graph candidate costs (``graph_gepa``): the LM calls its spec makes
+    per example (``llm_calls``, what ``target_llm_calls`` bounds) and the calls its val
+    rollouts made on average (restated answers included)."""
+
+    kind: ClassVar[str] = "graph.candidate_cost"
+    candidate_id: str
+    llm_calls: int
+    llm_calls_per_example: float
+    score: float
+
+
 class GepaReflectiveDataset(Payload):
     kind: ClassVar[str] = "gepa.reflective_dataset"
     iteration: int

@@ -183,8 +183,14 @@ class Gepa:
         if self._skip(ctx, state, number, parent, before):
             return None
         self._check_affordable(ctx, batch)
-        basis = Basis(parent, components, batch, before, number)
-        settings = self.settings
+        return await self._child(ctx, state, Basis(parent, components, batch, before, number), rng)
+
+    async def _child(
+        self, ctx: SearchContext, state: GepaState, basis: Basis, rng: random.Random
+    ) -> Mutation | None:
+        """A child of ``basis.parent``: an edit operator's every ``operator_every``-th
+        iteration, else the reflection's, with operators as the fallback."""
+        number, settings = basis.number, self.settings
         mutation = None
         if settings.operator_every and number % settings.operator_every == 0:
             mutation = operate(ctx, state, basis)
@@ -201,7 +207,8 @@ class Gepa:
         """The parent and the components to change in it."""
         settings = self.settings
         parent, weights = self.selector.select(state, rng)
-        components = select_components(parent, state.components, settings.component_selection)
+        names = self._component_names(ctx, state, parent)
+        components = select_components(parent, names, settings.component_selection)
         ctx.emit(
             GepaCandidateSelected(
                 iteration=number,
@@ -213,6 +220,12 @@ class Gepa:
             )
         )
         return parent, components
+
+    def _component_names(
+        self, ctx: SearchContext, state: GepaState, parent: PoolEntry
+    ) -> list[str]:
+        """The components a parent's round robin goes over (the same for every parent)."""
+        return state.components
 
     def _sample(
         self, ctx: SearchContext, state: GepaState, number: int, rng: random.Random

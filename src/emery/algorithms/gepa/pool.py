@@ -31,6 +31,8 @@ def add_to_pool(
     """Store ``entry`` with its val scores from ``result``; update the fronts and the best."""
     entry.val_scores = {r.example_id: r.score for r in result.results}
     entry.val_score = result.mean
+    calls = [r.lm_calls for r in result.results]
+    entry.llm_calls = sum(calls) / len(calls) if calls else None
     entry.candidate = lean(entry.candidate)
     state.pool.append(entry)
     ctx.emit(

@@ -24,6 +24,7 @@ class PoolEntry(BaseModel):
     components_changed: list[str] = Field(default_factory=list)
     val_scores: dict[str, float] = Field(default_factory=dict)
     val_score: float = 0.0
+    llm_calls: float | None = Field(default=None, description="mean LM calls per val example")
     minibatch_before: float | None = None
     minibatch_after: float | None = None
     next_component: int = 0

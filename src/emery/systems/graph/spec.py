@@ -5,7 +5,8 @@ dataset input field, another node's value, or (inside a map's sub-graph) the cur
 
 - ``llm``: one LM call, like a prompt-program stage: ``instruction`` (a component named
   after the node), ``messages`` with ``{name}`` placeholders, a ``parser``, the model
-  ``role``, ``max_tokens`` and ``temperature``;
+  ``role``, ``max_tokens``, ``temperature`` and ``samples`` (self-consistency: the node is
+  called that many times and its value is the most common parsed reply);
 - ``code``: ``source`` defines a Python function (``function`` names it when the source
   defines several); its parameters are its inputs, its return value the node's value;
 - ``map``: runs its sub-graph ``nodes`` (which need their own output node) once per element
@@ -71,6 +72,7 @@ class LLMNode(NodeBase):
     role: Literal["task"] = "task"
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0.0)
+    samples: int = Field(default=1, ge=1, le=16)
     demos: list[Demo] = Field(default_factory=list)
 
     def local_names(self, components: Components = None) -> set[str]:

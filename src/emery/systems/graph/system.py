@@ -6,17 +6,29 @@ reads it). So each llm node's instruction is a component named after the node, i
 layout choices (``node:placement``, ``node:reminder``, ``node:answer``, ...) work as a
 stage's do, and GEPA, MIPRO and APO optimize a graph as they optimize a program. Only
 ``run`` and the input checks differ: nodes run as the graph wires them.
+
+A candidate may carry its own graph spec as the component ``graph:spec`` (the JSON of
+``spec_text``: the graph without its llm nodes' texts, which stay components of their own).
+Then it runs, and is checked, as that graph: this is how structure search
+(``graph_gepa``) gives each candidate its own nodes and edges. Without it a candidate runs
+the system's graph.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections import Counter
 from functools import partial
 from typing import Any
+
+from pydantic import ValidationError
 
 from emery.core.errors import ConfigError
 from emery.core.hashing import content_hash
 from emery.core.models import Candidate
 from emery.core.results import ComponentCall
+from emery.core.validation import describe
 from emery.systems.base import RunContext, SystemRun
 from emery.systems.graph.bindings import check_bindings
 from emery.systems.graph.code import CodeError, compile_node
@@ -31,6 +43,7 @@ from emery.systems.prompt_program import (
 from emery.systems.registry import SystemKind
 
 TEXT_KEYS = ("instruction", "demos")
+SPEC_COMPONENT = "graph:spec"
 
 
 def stage_view(graph: GraphConfig) -> PromptProgramConfig:
@@ -66,12 +79,40 @@ def _shape(value: Any) -> Any:
     return value
 
 
+def spec_text(graph: GraphConfig) -> str:
+    """The ``graph:spec`` component of ``graph``: its JSON without the llm nodes' texts."""
+    return json.dumps(_shape(graph.model_dump(mode="json")), indent=1)
+
+
+def read_spec(text: str) -> GraphConfig:
+    """The graph a ``graph:spec`` component holds; ConfigError with a one-line reason."""
+    try:
+        return GraphConfig.model_validate_json(text)
+    except ValidationError as exc:
+        raise ConfigError(describe(exc, GraphConfig, prefix=SPEC_COMPONENT)) from None
+
+
+def llm_calls(graph: GraphConfig) -> int:
+    """LM calls one run of ``graph`` makes: each llm node's ``samples`` (a map sub-graph's
+    nodes counted once, a restated answer not at all)."""
+    return sum(node.samples for node in graph.llm_nodes())
+
+
+def majority(values: list[Any]) -> Any:
+    """The most common of ``values`` (compared as JSON); the earliest wins a tie."""
+    keys = [json.dumps(value, sort_keys=True, default=str) for value in values]
+    top = Counter(keys).most_common(1)[0][1]
+    return next(value for key, value in zip(keys, values, strict=True) if keys.count(key) == top)
+
+
 class GraphSystem(PromptProgram):
     """Runs a graph spec; components are its llm nodes' instructions (and layout choices)."""
 
     def __init__(self, graph: GraphConfig) -> None:
         super().__init__(stage_view(graph))
         self.graph = graph
+        self.spec = spec_text(graph)
+        self._views: dict[str, GraphSystem] = {}
         try:
             self.functions = {
                 node.name: compile_node(node)
@@ -84,11 +125,31 @@ class GraphSystem(PromptProgram):
     def version(self) -> str:
         return content_hash(_shape(self.graph.model_dump(mode="json")))
 
+    def for_candidate(self, candidate: Candidate) -> GraphSystem:
+        """The system of the graph ``candidate`` runs (its ``graph:spec``, else this one);
+        ConfigError when its spec is invalid."""
+        text = candidate.components.get(SPEC_COMPONENT)
+        if text is None or text == self.spec:
+            return self
+        if text not in self._views:
+            self._views[text] = GraphSystem(read_spec(text))
+        return self._views[text]
+
     def check_candidate(self, candidate: Candidate, fields: set[str]) -> None:
-        """Raise ConfigError naming the first node input no field or node provides."""
-        check_bindings(self.graph.nodes, set(fields), candidate.components)
+        """Raise ConfigError naming the first node input no field or node provides (or why
+        the candidate's own spec is invalid)."""
+        graph = self.for_candidate(candidate).graph
+        check_bindings(graph.nodes, set(fields), candidate.components)
 
     async def run(self, candidate: Candidate, ctx: RunContext) -> SystemRun:
+        try:
+            system = self.for_candidate(candidate)
+        except ConfigError as exc:
+            return SystemRun(error=str(exc))
+        return await system.run_graph(candidate, ctx)
+
+    async def run_graph(self, candidate: Candidate, ctx: RunContext) -> SystemRun:
+        """Run this system's graph (whatever spec ``candidate`` carries)."""
         calls: list[ComponentCall] = []
         runtime = GraphRuntime(
             components=candidate.components,
@@ -109,12 +170,24 @@ class GraphSystem(PromptProgram):
         fields: dict[str, Any],
         calls: list[ComponentCall],
     ) -> Any:
-        """One llm node run as its stage (``PromptProgram.run_stage``); a failure raises
-        NodeError naming the node."""
-        try:
-            return await self.run_stage(candidate, ctx, self.stages[node.name], fields, calls)
-        except StageError as exc:
-            raise NodeError(node.name, str(exc)) from None
+        """One llm node run as its stage (``PromptProgram.run_stage``), ``samples`` times
+        concurrently when it votes; a failure (of every sample) raises NodeError naming it."""
+        stage = self.stages[node.name]
+        per_sample: list[list[ComponentCall]] = [[] for _ in range(node.samples)]
+
+        async def sample(own: list[ComponentCall]) -> Any:
+            try:
+                return await self.run_stage(candidate, ctx, stage, fields, own)
+            except StageError as exc:
+                return exc
+
+        outcomes = await asyncio.gather(*(sample(own) for own in per_sample))
+        for own in per_sample:
+            calls.extend(own)
+        values = [value for value in outcomes if not isinstance(value, StageError)]
+        if not values:
+            raise NodeError(node.name, str(outcomes[0]))
+        return values[0] if node.samples == 1 else majority(values)
 
 
 KIND = SystemKind(name="graph", config=GraphConfig, build=GraphSystem)

@@ -1,0 +1,317 @@
+"""LM-free structural mutations of a graph spec: the structural children of ``graph_gepa``.
+
+Each template edits the top-level scope of a parent graph around one of its llm nodes
+(``target``) and returns the edits that apply (none when it does not):
+
+- ``answer``: the target reasons freely (raw parser) and a new node reads its reasoning
+  and gives the answer in the target's format (extract → answer);
+- ``check``: a new node checks the target's answer and another revises it (solve → check →
+  revise); the revision replaces the target's value for its readers;
+- ``plan``: a new node writes a plan that the target reads (plan → solve);
+- ``vote``: the target samples ``samples`` replies and answers with the most common one;
+- ``merge``: the one llm node the target reads (and nothing else does) is folded into
+  the target: its instruction first, its input lines in the target's template;
+- ``remove``: the target is dropped; its readers read what it read instead (or lose the
+  lines that showed its value), and nodes left unread are dropped too;
+- ``rewire``: the target also reads the value of another llm node;
+- ``fewer_tokens`` / ``more_tokens``: halve (or set) / double the target's ``max_tokens``.
+
+Templates only edit: whether the result is a valid graph (acyclic, every input bound) is
+checked by the graph's own validation before any rollout. An llm node's model ``role`` is
+not mutated: ``task`` is the only role a node may have. Map sub-graphs are left as they are.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from emery.systems.graph.spec import GraphConfig, LLMNode, OutputNode, walk
+
+ANSWER_TEXT = "Read the reasoning below and give the final answer to the task."
+CHECK_TEXT = (
+    "Check the proposed answer to the task below step by step."
+    " Say what is wrong with it, or that it is right."
+)
+REVISE_TEXT = (
+    "Give the final answer to the task below: keep the proposed answer if the review found"
+    " it right, otherwise correct it."
+)
+PLAN_TEXT = "Write a short numbered plan for solving the task below. Do not solve it."
+VOTE_TEMPERATURE = 0.7
+DEFAULT_MAX_TOKENS = 512
+MIN_TOKENS, MAX_TOKENS = 16, 4096
+
+
+@dataclass(frozen=True)
+class Parent:
+    """The graph a structural child is made from: its spec dict, the parsed graph, the
+    candidate's components (instructions), and names no new node may take."""
+
+    spec: dict[str, Any]
+    graph: GraphConfig
+    components: Mapping[str, str]
+    taken: frozenset[str]
+    samples: int = 3
+
+
+@dataclass(frozen=True)
+class Structure:
+    """One structural edit: the child's spec, the instructions of the nodes it adds or
+    changes, and the nodes it drops (their components and demos go with them)."""
+
+    spec: dict[str, Any]
+    texts: dict[str, str] = field(default_factory=dict)
+    removed: tuple[str, ...] = ()
+
+
+Template = Callable[[Parent, str], list[Structure]]
+
+
+def _nodes(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    nodes: list[dict[str, Any]] = spec["nodes"]
+    return nodes
+
+
+def _node(spec: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(node for node in _nodes(spec) if node["name"] == name)
+
+
+def _free(parent: Parent, base: str) -> str:
+    """``base``, numbered until no node or input field has the name."""
+    names = parent.taken | {node.name for node in walk(parent.graph.nodes)}
+    name, number = base, 1
+    while name in names:
+        number += 1
+        name = f"{base}_{number}"
+    return name
+
+
+def _reads(parent: Parent, name: str) -> dict[str, set[str]]:
+    """Top-level node → the local names it binds to the source ``name``."""
+    out: dict[str, set[str]] = {}
+    for node in parent.graph.nodes:
+        local = {k for k, v in node.sources(parent.components).items() if v == name}
+        if local:
+            out[node.name] = local
+    return out
+
+
+def _rebind(parent: Parent, spec: dict[str, Any], old: str, new: str, skip: set[str]) -> None:
+    """Every top-level reader of ``old`` (except ``skip``) reads ``new`` instead."""
+    for reader, local_names in _reads(parent, old).items():
+        if reader in skip:
+            continue
+        node = _node(spec, reader)
+        if node.get("kind") == "output":
+            node["value"] = new
+            node.get("inputs", {}).pop(old, None)
+            continue
+        inputs = node.setdefault("inputs", {})
+        for local in local_names:
+            inputs[local] = new
+
+
+def _with_line(node: dict[str, Any], text: str) -> list[dict[str, Any]]:
+    """The node's messages with ``text`` appended to the last one's template."""
+    messages: list[dict[str, Any]] = copy.deepcopy(node["messages"])
+    messages[-1]["template"] = messages[-1]["template"].rstrip() + text
+    return messages
+
+
+def _llm(name: str, like: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """A new llm node reading what ``like`` reads, with a raw reply unless told otherwise."""
+    return {
+        "kind": "llm",
+        "name": name,
+        "messages": messages,
+        "inputs": dict(like.get("inputs", {})),
+        "parser": {"kind": "raw"},
+    }
+
+
+def _insert(spec: dict[str, Any], before: str, *new: dict[str, Any], after: bool = True) -> None:
+    nodes = _nodes(spec)
+    index = next(i for i, node in enumerate(nodes) if node["name"] == before)
+    nodes[index + int(after) : index + int(after)] = list(new)
+
+
+def answer(parent: Parent, target: str) -> list[Structure]:
+    spec = copy.deepcopy(parent.spec)
+    node = _node(spec, target)
+    name = _free(parent, f"{target}_answer")
+    added = _llm(name, node, _with_line(node, f"\n\nReasoning:\n{{{target}}}"))
+    added["parser"] = node.get("parser", {"kind": "raw"})
+    _rebind(parent, spec, target, name, skip=set())
+    node["parser"] = {"kind": "raw"}
+    _insert(spec, target, added)
+    return [Structure(spec, {name: ANSWER_TEXT})]
+
+
+def check(parent: Parent, target: str) -> list[Structure]:
+    spec = copy.deepcopy(parent.spec)
+    node = _node(spec, target)
+    checker, reviser = _free(parent, f"{target}_check"), _free(parent, f"{target}_revise")
+    shown = f"\n\nProposed answer:\n{{{target}}}"
+    checks = _llm(checker, node, _with_line(node, shown))
+    revises = _llm(reviser, node, _with_line(node, f"{shown}\n\nReview:\n{{{checker}}}"))
+    revises["parser"] = node.get("parser", {"kind": "raw"})
+    _rebind(parent, spec, target, reviser, skip=set())
+    _insert(spec, target, checks, revises)
+    return [Structure(spec, {checker: CHECK_TEXT, reviser: REVISE_TEXT})]
+
+
+def plan(parent: Parent, target: str) -> list[Structure]:
+    spec = copy.deepcopy(parent.spec)
+    node = _node(spec, target)
+    name = _free(parent, f"{target}_plan")
+    planner = _llm(name, node, copy.deepcopy(node["messages"]))
+    node["messages"] = _with_line(node, f"\n\nPlan:\n{{{name}}}")
+    _insert(spec, target, planner, after=False)
+    return [Structure(spec, {name: PLAN_TEXT})]
+
+
+def vote(parent: Parent, target: str) -> list[Structure]:
+    spec = copy.deepcopy(parent.spec)
+    node = _node(spec, target)
+    if node.get("samples", 1) > 1:
+        return []
+    node["samples"] = parent.samples
+    node["temperature"] = node.get("temperature") or VOTE_TEMPERATURE
+    return [Structure(spec)]
+
+
+def _upstream(parent: Parent, target: str) -> list[str]:
+    """The top-level llm nodes ``target`` reads, in dependency order."""
+    node = next(n for n in parent.graph.nodes if n.name == target)
+    read = set(node.sources(parent.components).values())
+    return [n.name for n in parent.graph.llm_nodes() if n.name in read and n.name != target]
+
+
+def _unread(parent: Parent, spec: dict[str, Any], removed: list[str]) -> list[str]:
+    """Drop, one after another, the non-output nodes of ``spec`` that nothing reads (as
+    long as ``spec`` parses: an invalid one is left to the validation to report)."""
+    while True:
+        try:
+            graph = GraphConfig.model_validate(spec)
+        except ValueError:
+            return removed
+        read = {s for node in graph.nodes for s in node.sources(parent.components).values()}
+        dead = {n.name for n in graph.nodes if not isinstance(n, OutputNode)} - read
+        if not dead:
+            return removed
+        spec["nodes"] = [n for n in _nodes(spec) if n["name"] not in dead]
+        removed += sorted(dead)
+
+
+def _drop_lines(node: dict[str, Any], placeholders: set[str]) -> None:
+    """Drop the template lines that show one of ``placeholders`` (and their label line)."""
+    for message in node["messages"]:
+        kept: list[str] = []
+        for line in message["template"].split("\n"):
+            if not any(f"{{{name}}}" in line for name in placeholders):
+                kept.append(line)
+                continue
+            while kept and (kept[-1].rstrip().endswith(":") or not kept[-1].strip()):
+                kept.pop()
+        message["template"] = "\n".join(kept).strip("\n")
+
+
+def remove(parent: Parent, target: str) -> list[Structure]:
+    spec = copy.deepcopy(parent.spec)
+    upstream = _upstream(parent, target)
+    if upstream:
+        _rebind(parent, spec, target, upstream[-1], skip={target})
+    else:
+        readers = _reads(parent, target)
+        kinds = {_node(spec, reader).get("kind", "llm") for reader in readers}
+        if not readers or kinds != {"llm"}:
+            return []
+        for reader, local in readers.items():
+            _drop_lines(_node(spec, reader), local)
+    spec["nodes"] = [n for n in _nodes(spec) if n["name"] != target]
+    return [Structure(spec, removed=tuple(_unread(parent, spec, [target])))]
+
+
+def merge(parent: Parent, target: str) -> list[Structure]:
+    upstream = _upstream(parent, target)
+    if not upstream or set(_reads(parent, upstream[-1])) != {target}:
+        return []
+    folded = upstream[-1]
+    spec = copy.deepcopy(parent.spec)
+    node, other = _node(spec, target), _node(spec, folded)
+    inputs, extra = node.setdefault("inputs", {}), other.get("inputs", {})
+    if any(inputs.get(k, v) != v for k, v in extra.items()):
+        return []
+    inputs.update(extra)
+    _drop_lines(node, _reads(parent, folded)[target])
+    present = "\n".join(m["template"] for m in node["messages"])
+    lines = [ln for m in other["messages"] for ln in m["template"].split("\n")]
+    new = [ln for ln in lines if ln.strip() and ln not in present]
+    last = node["messages"][-1]
+    last["template"] = "\n".join([*new, last["template"]]).strip("\n")
+    spec["nodes"] = [n for n in _nodes(spec) if n["name"] != folded]
+    texts = [parent.components.get(folded, ""), parent.components.get(target, "")]
+    return [Structure(spec, {target: "\n".join(t for t in texts if t.strip())}, (folded,))]
+
+
+def rewire(parent: Parent, target: str) -> list[Structure]:
+    read = set(_reads_of(parent, target))
+    top = {node.name for node in parent.graph.nodes}
+    out = []
+    for other in parent.graph.llm_nodes():
+        if other.name == target or other.name in read or other.name not in top:
+            continue
+        spec = copy.deepcopy(parent.spec)
+        node = _node(spec, target)
+        node["messages"] = _with_line(node, f"\n\n{other.name}:\n{{{other.name}}}")
+        out.append(Structure(spec))
+    return out
+
+
+def _reads_of(parent: Parent, target: str) -> list[str]:
+    node = next(n for n in parent.graph.nodes if n.name == target)
+    return list(node.sources(parent.components).values())
+
+
+def _tokens(change: Callable[[int | None], int | None]) -> Template:
+    def edit(parent: Parent, target: str) -> list[Structure]:
+        spec = copy.deepcopy(parent.spec)
+        node = _node(spec, target)
+        new = change(node.get("max_tokens"))
+        if new is None or new == node.get("max_tokens"):
+            return []
+        node["max_tokens"] = new
+        return [Structure(spec)]
+
+    return edit
+
+
+def _fewer(tokens: int | None) -> int | None:
+    return DEFAULT_MAX_TOKENS // 2 if tokens is None else max(MIN_TOKENS, tokens // 2)
+
+
+def _more(tokens: int | None) -> int | None:
+    return None if tokens is None else min(MAX_TOKENS, tokens * 2)
+
+
+# The order is the order in which a parent's structural children are offered.
+TEMPLATES: dict[str, Template] = {
+    "answer": answer,
+    "check": check,
+    "plan": plan,
+    "vote": vote,
+    "merge": merge,
+    "remove": remove,
+    "rewire": rewire,
+    "fewer_tokens": _tokens(_fewer),
+    "more_tokens": _tokens(_more),
+}
+
+
+def targets(graph: GraphConfig) -> list[str]:
+    """The top-level llm nodes, the one nearest the output first."""
+    top = {node.name for node in graph.nodes if isinstance(node, LLMNode)}
+    return [node.name for node in reversed(graph.llm_nodes()) if node.name in top]

@@ -1,0 +1,152 @@
+"""Structural children: a parent's next untried structural mutation, validated.
+
+Every mutation a template makes (``mutations.py``) becomes a candidate whose ``graph:spec``
+component holds the new graph. It is checked like a user's graph (the spec's validation,
+then every node input bound to an input field or a node) and against
+``target_llm_calls`` before it costs any rollout; a child that fails is rejected with the
+reason as a ``gepa.proposal_invalid`` event (component ``graph:spec``) and the next one is
+tried. The mutations offered to a parent are kept in the state, so a resumed search offers
+the same children next.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from emery.algorithms.base import SearchContext
+from emery.algorithms.gepa.mutation import Basis, Mutation
+from emery.algorithms.gepa.state import GepaState
+from emery.algorithms.graph_gepa.mutations import TEMPLATES, Parent, Structure, targets
+from emery.algorithms.sources import count
+from emery.core.errors import ConfigError
+from emery.core.events import GepaProposalInvalid
+from emery.core.models import Candidate, Lineage
+from emery.systems.graph.seed import input_fields
+from emery.systems.graph.system import SPEC_COMPONENT, GraphSystem, llm_calls, read_spec, spec_text
+from emery.systems.prompt_layout import CHOICE_SEPARATOR
+
+PREFIX = "structure."
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a structural child must respect: ``target_llm_calls`` and the vote's samples."""
+
+    target_llm_calls: int | None = None
+    vote_samples: int = 3
+
+
+def graph_system(ctx: SearchContext) -> GraphSystem:
+    """The system when it is a graph; ConfigError otherwise."""
+    if not isinstance(ctx.system, GraphSystem):
+        raise ConfigError(
+            'algorithm graph_gepa searches a graph\'s structure: give [system] kind = "graph"'
+            ' (or a dataset without [system]), or use algorithm = "gepa"'
+        )
+    return ctx.system
+
+
+def with_spec(system: GraphSystem, candidate: Candidate) -> Candidate:
+    """``candidate`` carrying its graph as the ``graph:spec`` component."""
+    if SPEC_COMPONENT in candidate.components:
+        return candidate
+    components = {**candidate.components, SPEC_COMPONENT: system.spec}
+    return candidate.model_copy(update={"components": components})
+
+
+def structural_child(
+    ctx: SearchContext, state: GepaState, basis: Basis, limits: Limits
+) -> Mutation | None:
+    """The parent's next untried structural child that passes the checks, or None."""
+    system = graph_system(ctx)
+    parent = basis.parent.candidate
+    tried = state.operators_tried.get(basis.parent.id, [])
+    fields = set(input_fields(ctx.dataset))
+    try:
+        for key, edit in _edits(system, parent, fields, limits):
+            if key in tried:
+                continue
+            tried.append(key)
+            child, reason = _checked(system, parent, edit, fields, limits, basis, key)
+            if reason is not None:
+                count(state.sources, key.split("@")[0], "invalid")
+                ctx.emit(
+                    GepaProposalInvalid(
+                        iteration=basis.number,
+                        component=SPEC_COMPONENT,
+                        attempt=1,
+                        reason=f"{key}: {reason}",
+                        reply=json.dumps(edit.spec, indent=1),
+                    )
+                )
+            elif child is not None and not state.has(child.id):
+                return Mutation.operated(basis, child)
+    finally:
+        if tried:
+            state.operators_tried[basis.parent.id] = tried
+    return None
+
+
+def _edits(
+    system: GraphSystem, parent: Candidate, fields: set[str], limits: Limits
+) -> Iterator[tuple[str, Structure]]:
+    """``structure.<template>@<node>#<n>`` and the edit, for every template and llm node."""
+    graph = system.for_candidate(parent).graph
+    base = Parent(
+        spec=json.loads(spec_text(graph)),
+        graph=graph,
+        components=parent.components,
+        taken=frozenset(fields),
+        samples=limits.vote_samples,
+    )
+    for target in targets(graph):
+        for name, template in TEMPLATES.items():
+            for number, edit in enumerate(template(base, target)):
+                yield f"{PREFIX}{name}@{target}#{number}", edit
+
+
+def _checked(
+    system: GraphSystem,
+    parent: Candidate,
+    edit: Structure,
+    fields: set[str],
+    limits: Limits,
+    basis: Basis,
+    key: str,
+) -> tuple[Candidate | None, str | None]:
+    """The child ``edit`` makes, or the reason it is not a valid graph within the limits."""
+    try:
+        graph = read_spec(json.dumps(edit.spec))
+        child = _child(parent, edit, spec_text(graph), basis, key)
+        system.check_candidate(child, fields)
+    except ConfigError as exc:
+        return None, str(exc)
+    calls, target = llm_calls(graph), limits.target_llm_calls
+    if target is not None and calls > target:
+        return None, f"{calls} LM calls per example, over target_llm_calls={target}"
+    return child, None
+
+
+def _child(parent: Candidate, edit: Structure, spec: str, basis: Basis, key: str) -> Candidate:
+    """``parent`` with the new spec, the edit's texts, and the removed nodes' texts gone."""
+    removed = set(edit.removed)
+    components = {
+        key: text
+        for key, text in parent.components.items()
+        if key.split(CHOICE_SEPARATOR)[0] not in removed or key == SPEC_COMPONENT
+    }
+    components.update(edit.texts)
+    components[SPEC_COMPONENT] = spec
+    return Candidate(
+        components=components,
+        demos={stage: demos for stage, demos in parent.demos.items() if stage not in removed},
+        lineage=Lineage(
+            parents=(parent.id,),
+            generation=parent.lineage.generation + 1,
+            operation=key.split("@")[0],
+            iteration=basis.number,
+            details={"structure": key.removeprefix(PREFIX)},
+        ),
+    )
