@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from emery.algorithms.context import build_search_context
-from emery.algorithms.gepa.mutation import Basis
+from emery.algorithms.gepa.mutation import Basis, operate
 from emery.algorithms.gepa.state import GepaState, PoolEntry
 from emery.algorithms.graph_gepa import mutations
 from emery.algorithms.graph_gepa.mutations import TEMPLATES, Parent
@@ -239,3 +240,18 @@ async def test_a_candidate_runs_the_graph_its_spec_holds_and_votes() -> None:
     assert (await system.run(broken, ctx)).error == "missing required key 'graph:spec.nodes'"
     with pytest.raises(ConfigError, match="graph:spec"):
         system.check_candidate(broken, FIELDS)
+
+
+def test_edit_operators_reach_a_node_a_structural_child_added() -> None:
+    ctx = context(ONE_NODE)
+    basis = basis_of(ctx)
+    state = GepaState(pool=[basis.parent])
+    split = structural_child(ctx, state, basis, Limits())
+    assert split is not None
+    assert split.source == "structure.answer"
+    entry = PoolEntry(candidate=split.child)
+    child = operate(
+        ctx, GepaState(pool=[entry]), replace(basis, parent=entry, components=["solve_answer"])
+    )
+    assert child is not None
+    assert child.changed == ["solve_answer:answer"]  # the restating answer stage, on the new node

@@ -97,6 +97,10 @@ class PromptProgram:
             demos={stage.name: tuple(stage.demos) for stage in self.config.stages if stage.demos},
         )
 
+    def for_candidate(self, candidate: Candidate) -> PromptProgram:
+        """The program ``candidate`` runs as (this one; a graph candidate may carry its own)."""
+        return self
+
     def version(self) -> str:
         shape = self.config.model_dump(exclude={"stages": {"__all__": {"instruction", "demos"}}})
         return content_hash(shape)

@@ -182,13 +182,15 @@ async def _texts(
 
 def operate(ctx: SearchContext, state: GepaState, basis: Basis) -> Mutation | None:
     """The parent's next untried edit-operator child in the components' stages (a prompt
-    program only), or None when every one was tried. Labeled demos never show an example
-    of the minibatch the child is judged on. The ids offered are kept per parent
-    in the state, so a resumed search offers the same children next."""
+    program only, with the stages the parent runs), or None when every one was tried.
+    Labeled demos never show an example of the minibatch the child is judged on. The ids
+    offered are kept per parent in the state, so a resumed search offers the same children
+    next."""
     program = prompt_program(ctx)
     if program is None:
         return None
     parent = basis.parent
+    program = program.for_candidate(parent.candidate)
     tried = state.operators_tried.get(parent.id, [])
     materials = Materials(state.labeled, frozenset(example.id for example in basis.batch))
     child = next_operator_child(
