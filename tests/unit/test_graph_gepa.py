@@ -29,6 +29,7 @@ from emery.core.events import Event
 from emery.core.models import ChatMessage, Dataset
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import BudgetConfig
+from emery.jobs.report import render_report
 from emery.jobs.results import JobResult
 from emery.lm import FakeLM
 from emery.lm.base import LM
@@ -126,6 +127,10 @@ def test_graph_gepa_adds_the_answer_node_text_only_gepa_cannot_score(tmp_path: P
     assert costs[best.id]["llm_calls"] == 2
     assert costs[best.id]["llm_calls_per_example"] == 2.0
     assert costs[result.seed_candidate.id]["llm_calls"] == 1  # type: ignore[union-attr]
+    assert (result.baseline_test.lm_calls, result.best_test.lm_calls) == (1.0, 2.0)
+    report = render_report(result)
+    assert "LM calls per test example  1.00" in report
+    assert '+   "value": "solve_answer"' in report  # the structure diffed against the seed
 
 
 def test_target_llm_calls_bounds_every_candidate(tmp_path: Path) -> None:

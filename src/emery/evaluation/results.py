@@ -26,9 +26,12 @@ class EvalResult(BaseModel):
         return sum(self.scores) / len(self.results) if self.results else 0.0
 
     def summary(self) -> ScoreSummary:
-        """The mean with its interval, and how many runs failed or timed out."""
+        """The mean with its interval, how many runs failed or timed out, and the mean LM
+        calls per example."""
         failed, timeouts = failure_counts(self.results)
-        return summarize(self.scores).model_copy(update={"failed": failed, "timeouts": timeouts})
+        calls = sum(r.lm_calls for r in self.results) / len(self.results) if self.results else None
+        update = {"failed": failed, "timeouts": timeouts, "lm_calls": calls}
+        return summarize(self.scores).model_copy(update=update)
 
     def failures(self) -> list[ExampleResult]:
         return [result for result in self.results if result.score < 1.0]

@@ -20,6 +20,8 @@ class ScoreSummary(BaseModel):
     n: int
     failed: int = 0
     timeouts: int = 0
+    lm_calls: float | None = None
+    """Mean LM calls per example (None where not measured)."""
 
     def __str__(self) -> str:
         text = f"{self.mean:.1%} (95% CI {self.low:.1%}–{self.high:.1%}, n={self.n}"

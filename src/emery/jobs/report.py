@@ -18,6 +18,10 @@ def _summary(summary: ScoreSummary | None) -> str:
     return "-" if summary is None else str(summary)
 
 
+def _calls(summary: ScoreSummary | None) -> str:
+    return "-" if summary is None or summary.lm_calls is None else f"{summary.lm_calls:.2f}"
+
+
 def _limit(value: float | None, unit: str = "") -> str:
     return "no limit" if value is None else f"{value:g}{unit}"
 
@@ -87,6 +91,9 @@ def _scores(result: JobResult) -> list[str]:
     ]
     if result.baseline_test is not None or result.best_test is not None:
         rows.append(["test", _summary(result.baseline_test), _summary(result.best_test)])
+    calls = [_calls(result.baseline_test), _calls(result.best_test)]
+    if any(cell != "-" for cell in calls):
+        rows.append(["LM calls per test example", *calls])
     lines = ["", "Scores", *_table(rows)]
     if result.lift_abs is not None:
         relative = "" if result.lift_rel is None else f" ({result.lift_rel:+.1%} relative)"

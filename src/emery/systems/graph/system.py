@@ -79,9 +79,19 @@ def _shape(value: Any) -> Any:
     return value
 
 
+def _unset(value: Any) -> Any:
+    """``value`` without the dict entries that are None or empty (all defaults)."""
+    if isinstance(value, dict):
+        return {k: _unset(v) for k, v in value.items() if v is not None and v != {} and v != []}
+    if isinstance(value, list):
+        return [_unset(item) for item in value]
+    return value
+
+
 def spec_text(graph: GraphConfig) -> str:
-    """The ``graph:spec`` component of ``graph``: its JSON without the llm nodes' texts."""
-    return json.dumps(_shape(graph.model_dump(mode="json")), indent=1)
+    """The ``graph:spec`` component of ``graph``: its JSON without the llm nodes' texts
+    (nor unset options)."""
+    return json.dumps(_unset(_shape(graph.model_dump(mode="json"))), indent=1)
 
 
 def read_spec(text: str) -> GraphConfig:
