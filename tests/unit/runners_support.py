@@ -23,6 +23,14 @@ from emery.store import JobRecord, RolloutFilter
 from emery.store.queue import is_queued_rollout
 from emery.store.sql import SqlStore
 
+TOKENS = {"lm_tokens": 900}  # a budget a 4-iteration search runs out of half way
+
+
+def task_tokens(job: JobRecord) -> tuple[int, int, int]:
+    """The task model's (calls, prompt tokens, completion tokens) a job reports."""
+    task = ((job.result or {}).get("usage") or {}).get("task") or {}
+    return (task.get("calls", 0), task.get("prompt_tokens", 0), task.get("completion_tokens", 0))
+
 
 def runners_config(folder: Path, *, iterations: int, lease_s: float = 30.0) -> dict[str, Any]:
     config = js.search_config(folder / ".emery", iterations=iterations, concurrency=4)
@@ -34,7 +42,7 @@ def new_job(store: SqlStore, folder: Path, config: dict[str, Any]) -> str:
     return create_job(store, parse_config(config), given=config, base_dir=folder).id
 
 
-def start_runner(store_path: Path, *extra: str, **env: str) -> subprocess.Popen[bytes]:
+def start_runner(store_path: Path | str, *extra: str, **env: str) -> subprocess.Popen[bytes]:
     """``python -m emery runner`` on the store, polling fast, quiet."""
     command = [sys.executable, "-m", "emery", "runner", "--store", str(store_path)]
     return subprocess.Popen(
@@ -46,7 +54,7 @@ def start_runner(store_path: Path, *extra: str, **env: str) -> subprocess.Popen[
 
 
 @contextmanager
-def runners(store_path: Path, n: int, **env: str) -> Iterator[list[subprocess.Popen[bytes]]]:
+def runners(store_path: Path | str, n: int, **env: str) -> Iterator[list[subprocess.Popen[bytes]]]:
     """``n`` runner processes, stopped (SIGTERM, then SIGKILL) on exit."""
     started = [start_runner(store_path, **env) for _ in range(n)]
     try:

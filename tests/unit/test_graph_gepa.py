@@ -251,3 +251,44 @@ def test_graph_gepa_on_a_prompt_program_is_a_clear_error(tmp_path: Path) -> None
             store=MemoryStore(),
             progress=False,
         )
+
+
+def test_a_task_set_alone_is_searched_from_its_one_node_graph(tmp_path: Path) -> None:
+    data = problems()
+    rows = [
+        {"id": e.id, "input": {"question": e.input["question"]}, "expected": e.expected}
+        for e in data
+    ]
+    document = {
+        "metadata": {"name": "sums", "description": "Solve it.", "verifier": "numeric"},
+        "tasks": [{"id": row["id"], "input": row["input"]} for row in rows],
+        "gold_outputs": {row["id"]: row["expected"] for row in rows},
+    }
+    path = tmp_path / "sums.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    gold = {str(e.input["question"]): int(e.expected) for e in data}
+
+    def reply(messages: Sequence[ChatMessage]) -> str:  # right only when shown its reasoning
+        question = messages[-1]["content"].split("\n")[0]
+        if "\nReasoning:\n" in messages[-1]["content"]:
+            return str(gold[question])
+        return str(gold.get(question, 0) + 1)
+
+    seen: list[Event] = []
+    result = emery.optimize(
+        None,
+        str(path),
+        algorithm="graph_gepa",
+        budget=150,
+        lm=FakeLM(reply, model="fake/task"),
+        reflection_lm=proposer(),
+        runtime={"workdir": str(tmp_path / ".emery")},
+        store=MemoryStore(),
+        on_event=seen.append,
+        progress=False,
+    )
+    assert result.state == "succeeded"
+    assert result.baseline_val == 0.0
+    assert result.best_val == 1.0
+    assert result.best_candidate is not None
+    assert result.best_candidate.lineage.operation == "structure.answer"

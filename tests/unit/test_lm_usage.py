@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from fake_models import RecordingLM
 
@@ -19,6 +21,7 @@ from emery.lm import (
     UsageMeter,
     build_lm,
 )
+from emery.lm.usage import usage_scope
 
 # FakeLM counts words: 4 prompt tokens, 2 completion tokens per call.
 MESSAGES: list[ChatMessage] = [{"role": "user", "content": "one two three four"}]
@@ -160,3 +163,26 @@ def test_meter_starts_from_initial_totals_and_adds() -> None:
     meter.record("task", cached, 1.0)
     usage = meter.by_role()["task"]
     assert (usage.calls, usage.cache_hits, usage.prompt_tokens, usage.cost_usd) == (7, 1, 51, 0.5)
+
+
+async def test_a_usage_scope_hears_only_the_calls_of_its_own_task() -> None:
+    meter = UsageMeter()
+    task_lm = MeteredLM(_fake(), meter, "task")
+    judge_lm = MeteredLM(_fake(), UsageMeter(), "judge")  # another meter: heard too
+
+    async def run(calls: int) -> dict[str, RoleUsage]:
+        with usage_scope() as used:
+            for _ in range(calls):
+                await task_lm.complete(MESSAGES)
+            await judge_lm.complete(MESSAGES)
+            return used.by_role()
+
+    one, three = await asyncio.gather(run(1), run(3))
+    assert (one["task"].calls, one["task"].prompt_tokens) == (1, 4)
+    assert (three["task"].calls, three["task"].completion_tokens) == (3, 6)
+    assert one["judge"].calls == three["judge"].calls == 1
+    assert meter.by_role()["task"].calls == 4  # the meter itself counts everything
+    total = UsageMeter()
+    total.add(one)
+    total.add(three)
+    assert total.by_role()["task"] == meter.by_role()["task"]

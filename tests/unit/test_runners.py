@@ -150,6 +150,24 @@ def _in_flight(store: SqlStore, job_id: str) -> bool:
     return page.total > 0
 
 
+def test_a_token_budget_stops_a_runners_job_as_it_stops_a_local_one(tmp_path: Path) -> None:
+    reference = SQLiteStore(tmp_path / "local.db")
+    config = js.search_config(tmp_path / "local" / ".emery", iterations=4, budget=rs.TOKENS)
+    expected = run_job(reference, rs.new_job(reference, tmp_path / "local", config))
+    assert str((expected.result or {}).get("stop_reason")).startswith("lm_tokens")
+
+    path = tmp_path / "runners.db"
+    store = SQLiteStore(path)
+    config = rs.runners_config(tmp_path / "r", iterations=4)
+    config["job"]["budget"] = rs.TOKENS
+    job_id = rs.new_job(store, tmp_path / "r", config)
+    with rs.runners(path, 2):
+        job = run_job(store, job_id)
+    assert rs.outcome(store, job) == rs.outcome(reference, expected)
+    assert rs.task_tokens(job) == rs.task_tokens(expected)
+    assert rs.task_tokens(job)[1] > 0
+
+
 def test_a_runners_job_on_a_memory_store_fails_with_one_clear_line(tmp_path: Path) -> None:
     store = MemoryStore()
     job_id = rs.new_job(store, tmp_path, rs.runners_config(tmp_path, iterations=1))

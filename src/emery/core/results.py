@@ -26,6 +26,27 @@ class TokenUsage(BaseModel):
         return self.prompt_tokens + self.completion_tokens
 
 
+class RoleUsage(BaseModel):
+    """LM usage of one role (task, reflection, proposer, judge). Cache hits count as calls
+    but cost no tokens."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: RoleUsage) -> RoleUsage:
+        return RoleUsage(
+            **{name: getattr(self, name) + getattr(other, name) for name in RoleUsage.model_fields}
+        )
+
+
 class ComponentCall(BaseModel):
     """One use of a component during a run: what it was given and what it produced."""
 
@@ -57,6 +78,9 @@ class ExampleResult(BaseModel):
     rollout_status: str | None = None
     attempts: int = 0
     span_count: int = 0
+    lm_usage: dict[str, RoleUsage] = Field(default_factory=dict)
+    """Every model call of the run (task model and judge) by role, as the job's usage meter
+    counts it: how a run on another process (a runner, a Ray worker) is charged to the job."""
     trace: str = ""
     """An excerpt of the last attempt's spans (LM calls, tool calls, emitted messages,
     rewards, errors) for reflection; empty when the attempt recorded nothing but the run."""

@@ -14,6 +14,7 @@ from emery.core.rollouts import Rollout, RolloutConfig
 from emery.evaluation.results import EvalResult, ExampleResult
 from emery.evaluation.rollouts import RolloutOutcome, RolloutRunner
 from emery.lm.base import LM, Completion, TokenUsage
+from emery.lm.usage import usage_scope
 from emery.lm.wrapper import LMWrapper
 from emery.systems.base import RunContext, System, SystemRun
 from emery.tracing.adapters import trace_excerpt
@@ -120,6 +121,9 @@ class Evaluator:
             "proxy": self.runner.proxy,
         } | changes
 
+    def close(self) -> None:
+        """Release what running rollouts elsewhere holds (a Ray actor pool); local: nothing."""
+
     def _prepare(self) -> dict[str, str] | None:
         if self.runner.proxy is None and getattr(self.system, "needs_proxy", False):
             self.runner.proxy = embedded_proxy()
@@ -162,17 +166,18 @@ class Evaluator:
             return await self.system.run(candidate, context)
 
         start = time.perf_counter()
-        outcome = await self.runner.run(
-            candidate,
-            example,
-            split,
-            body,
-            lm=tally,
-            seed_components=self._prepare(),
-            rollout=queued,
-        )
-        run = outcome.run or SystemRun()
-        score, feedback, error = await self._score(example, run, outcome)
+        with usage_scope() as used:
+            outcome = await self.runner.run(
+                candidate,
+                example,
+                split,
+                body,
+                lm=tally,
+                seed_components=self._prepare(),
+                rollout=queued,
+            )
+            run = outcome.run or SystemRun()
+            score, feedback, error = await self._score(example, run, outcome)
         # a succeeded rollout with an error: the verifier raised
         failure = None if error is None else (failure_kind(outcome, tally) or "verifier")
         rollout = outcome.rollout
@@ -190,6 +195,7 @@ class Evaluator:
             calls=run.calls,
             usage=tally.usage(),
             lm_calls=tally.calls,
+            lm_usage=used.by_role(),
             latency_s=time.perf_counter() - start,
             rollout_id=rollout.id,
             rollout_status=rollout.status,

@@ -20,6 +20,7 @@ from emery.core.models import Candidate, Example, Split
 from emery.core.rollouts import Rollout
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.results import EvalResult, ExampleResult
+from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
 from emery.store.queue import (
     FINAL_ROLLOUT,
@@ -58,7 +59,9 @@ def queued_result(rollout: Rollout) -> ExampleResult:
 class QueueEvaluator(Evaluator):
     """An ``Evaluator`` whose batches run on ``emery runner`` processes through ``store``.
 
-    ``run_one`` (single runs outside a batch) still runs in this process.
+    The model usage each result carries is added to ``meter`` (the job's) as it is picked
+    up, so token and cost budgets count runs made elsewhere as local ones. ``run_one``
+    (single runs outside a batch) still runs in this process.
     """
 
     def __init__(
@@ -68,11 +71,13 @@ class QueueEvaluator(Evaluator):
         *,
         job_id: str,
         lease_s: float,
+        meter: UsageMeter | None = None,
         poll_s: float = 0.05,
         max_poll_s: float = 0.5,
     ) -> None:
         super().__init__(**base.settings(job_id=job_id))
         self.store = store
+        self.meter = meter
         self.job_id = job_id
         self.lease_s = lease_s
         self.poll_s = poll_s
@@ -97,6 +102,8 @@ class QueueEvaluator(Evaluator):
             finished = self._finished(candidate, split, waiting)
             for rollout in finished:
                 result = queued_result(rollout)
+                if self.meter is not None:
+                    self.meter.add(result.lm_usage)
                 for index in waiting.pop(rollout.id):
                     results[index] = result
                 if on_result is not None:

@@ -1,100 +1,70 @@
-"""The ``ray`` executor: each rollout of a batch is a Ray task.
+"""The ``ray`` executor: each rollout of a batch runs on Ray, as a task or on an actor.
 
-A task runs on a Ray worker process with an ``Evaluator`` that ``build`` (a picklable
-function, e.g. one that rebuilds the job from its stored config) makes once per worker
-process and key, so a system with setup cost (a loaded model, a harness pool) pays it once
-per worker, not per rollout. Rollouts, attempts and spans go to the job's store from the
-worker; the result comes back to the job. A worker lost mid-rollout (its process died) is
-retried by Ray up to ``max_retries`` times. Cancelling the batch (a pause or cancel of the
-job) cancels its Ray tasks. Ray is imported only here, and only when this executor runs.
+The job makes each rollout's record, and a Ray worker runs it with the job's system,
+writing its rollout, attempts and spans to the job's store; the result (with the model
+usage it spent, charged to the job's meter) comes back to the job. When the worker is
+lost mid-rollout (its process or actor died), the job ends the attempt it was running as
+``failed`` and, while the rollout's ``max_attempts`` allow, runs the next attempt on
+another worker; otherwise the rollout ends ``failed``. Cancelling the batch (a pause or
+cancel of the job) cancels its Ray work.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from emery.core.errors import ConfigError
 from emery.core.models import Candidate, Example, Split
+from emery.core.rollouts import Rollout
 from emery.evaluation.evaluator import Evaluator
+from emery.evaluation.ray_dispatch import ActorPool, Dispatch, TaskDispatch
+from emery.evaluation.ray_worker import Build, import_ray, start_ray
 from emery.evaluation.results import EvalResult, ExampleResult
-
-Build = Callable[[], Evaluator]
-
-_built: dict[str, tuple[Evaluator, asyncio.AbstractEventLoop]] = {}
-_built_lock = threading.Lock()
-_init_lock = threading.Lock()
-
-
-def import_ray() -> Any:
-    """The ``ray`` module, or a one-line ConfigError saying how to install it."""
-    try:
-        import ray  # an optional dependency
-    except ImportError:
-        raise ConfigError("executor = 'ray' needs Ray: pip install 'emery[ray]'") from None
-    return ray
-
-
-def start_ray(address: str | None, num_cpus: int | None) -> Any:
-    """Join the Ray cluster at ``address``, or start a local one (``num_cpus`` CPUs) once
-    per process."""
-    ray = import_ray()
-    with _init_lock:
-        if not ray.is_initialized():
-            if address is not None:
-                ray.init(address=address, log_to_driver=False)
-            else:
-                # its worker processes inherit this process's environment (PYTHONPATH...)
-                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
-    return ray
-
-
-def run_rollout(
-    key: str, build: Build, candidate: dict[str, Any], example: dict[str, Any], split: str | None
-) -> dict[str, Any]:
-    """The body of a Ray task: one rollout with this process's evaluator for ``key``."""
-    with _built_lock:
-        if key not in _built:
-            _built[key] = (build(), asyncio.new_event_loop())
-        evaluator, loop = _built[key]
-    result = loop.run_until_complete(
-        evaluator.run_one(
-            Candidate.model_validate(candidate),
-            Example.model_validate(example),
-            split,  # type: ignore[arg-type]
-        )
-    )
-    return result.model_dump(mode="json")
+from emery.lm.usage import UsageMeter
+from emery.store.protocol import Store
+from emery.store.states import NotFound
 
 
 class RayEvaluator(Evaluator):
-    """An ``Evaluator`` whose batches run as Ray tasks (``run_one`` stays in-process)."""
+    """An ``Evaluator`` whose batches run on Ray (``run_one`` stays in-process): as one
+    task per rollout, or on a pool of ``actors`` actors when given."""
 
     def __init__(
         self,
         base: Evaluator,
+        store: Store,
         *,
         key: str,
         build: Build,
+        meter: UsageMeter | None = None,
         address: str | None = None,
         num_cpus: int | None = None,
-        max_retries: int = 0,
+        actors: int | None = None,
     ) -> None:
         super().__init__(**base.settings())
+        self.store = store
         self.key = key
         self.build = build
+        self.meter = meter
         self.address = address
         self.num_cpus = num_cpus
-        self.max_retries = max_retries
-        self._task: Any = None
+        self.actors = actors
+        self._dispatch: Dispatch | None = None
 
-    def _remote(self) -> Any:
-        ray = start_ray(self.address, self.num_cpus)
-        if self._task is None:
-            self._task = ray.remote(max_retries=self.max_retries, num_cpus=1)(run_rollout)
-        return self._task
+    def _dispatcher(self) -> Dispatch:
+        if self._dispatch is None:
+            ray = start_ray(self.address, self.num_cpus)
+            self._dispatch = (
+                TaskDispatch(ray, self.key, self.build)
+                if self.actors is None
+                else ActorPool(ray, self.build, self.actors)
+            )
+        return self._dispatch
+
+    def close(self) -> None:
+        if self._dispatch is not None:
+            self._dispatch.close()
+            self._dispatch = None
 
     async def evaluate(
         self,
@@ -104,33 +74,97 @@ class RayEvaluator(Evaluator):
         *,
         on_result: Callable[[ExampleResult], None] | None = None,
     ) -> EvalResult:
-        """Run ``examples`` as Ray tasks; results in example order, ``on_result`` as each
-        comes back. A cancel cancels every task of the batch still running."""
+        """Run ``examples`` on Ray; results in example order, ``on_result`` as each comes
+        back. A cancel cancels every rollout of the batch still running."""
         if not examples:
             return EvalResult(candidate_id=candidate.id, split=split, results=[])
-        ray = import_ray()
-        task = self._remote()
-        payload = candidate.model_dump(mode="json")
-        refs = [
-            task.remote(self.key, self.build, payload, example.model_dump(mode="json"), split)
-            for example in examples
-        ]
+        dispatch = self._dispatcher()
         results: list[ExampleResult | None] = [None] * len(examples)
 
-        async def collect(index: int, ref: Any) -> None:
-            result = ExampleResult.model_validate(await ref)
+        async def one(index: int, example: Example) -> None:
+            result = await self._rollout(dispatch, candidate, example, split)
+            if self.meter is not None:
+                self.meter.add(result.lm_usage)
             results[index] = result
             if on_result is not None:
                 on_result(result)
 
-        waits = [asyncio.ensure_future(collect(i, ref)) for i, ref in enumerate(refs)]
+        waits = [asyncio.ensure_future(one(i, e)) for i, e in enumerate(examples)]
         try:
             await asyncio.gather(*waits)
-        except BaseException:
-            for ref in refs:
-                ray.cancel(ref, force=True)
-            for wait in waits:
+        finally:
+            for wait in waits:  # on an error or a cancel: a cancelled wait cancels its Ray work
                 wait.cancel()
-            raise
         done = [result for result in results if result is not None]
         return EvalResult(candidate_id=candidate.id, split=split, results=done)
+
+    async def _rollout(
+        self, dispatch: Dispatch, candidate: Candidate, example: Example, split: Split | None
+    ) -> ExampleResult:
+        """One rollout, its next attempt on another worker each time a worker is lost."""
+        ray = import_ray()
+        rollout = self.runner.new_rollout(candidate, example, split)
+        payload = candidate.model_dump(mode="json"), example.model_dump(mode="json"), split
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                data = await dispatch.run(*payload, rollout.model_dump(mode="json"))
+            except ray.exceptions.TaskCancelledError:
+                raise asyncio.CancelledError from None
+            except ray.exceptions.RayError as exc:
+                lost = f"the Ray worker running it was lost ({type(exc).__name__})"
+                outcome = worker_lost(self.store, rollout, tries, lost)
+                if isinstance(outcome, ExampleResult):
+                    return outcome
+                rollout = outcome.model_copy(update={"components": rollout.components})
+                continue
+            return ExampleResult.model_validate(data)
+
+
+def worker_lost(store: Store, rollout: Rollout, tries: int, error: str) -> Rollout | ExampleResult:
+    """End the attempt a lost worker was running as ``failed``: the rollout to run next
+    (back in ``queuing``) while attempts remain, else the failed result it ends with."""
+    try:
+        stored = store.get_rollout(rollout.id)
+    except NotFound:  # the worker died before writing anything
+        stored = rollout
+    number = max(stored.attempt_count, tries)
+    attempt_id = f"{rollout.id}:{number}"
+    config = rollout.config
+    if number < config.max_attempts and "failed" in config.retry_on:
+        store.requeue_rollout(rollout.id, attempt_id, number, attempt_status="failed", error=error)
+        return stored.model_copy(update={"status": "queuing", "attempt_count": number})
+    result = lost_result(stored, number, error)
+    if stored is rollout:
+        failed = rollout.model_copy(update={"attempt_count": number})
+        failed.move("failed", error)
+        store.add_rollouts([failed])
+    else:
+        store.finish_rollout(
+            rollout.id,
+            attempt_id,
+            status="failed",
+            attempt_status="failed",
+            error=error,
+            output=None,
+            score=0.0,
+            result=result.model_dump(mode="json"),
+        )
+    return result
+
+
+def lost_result(rollout: Rollout, attempts: int, error: str) -> ExampleResult:
+    """The result of a rollout whose last worker was lost: a 0 score, the error."""
+    return ExampleResult(
+        candidate_id=rollout.candidate_id or "",
+        example_id=rollout.example_id or "",
+        split=rollout.split if rollout.split in ("train", "val", "test") else None,
+        score=0.0,
+        feedback=f"The run failed: {error}",
+        error=error,
+        failure="error",
+        rollout_id=rollout.id,
+        rollout_status="failed",
+        attempts=attempts,
+    )

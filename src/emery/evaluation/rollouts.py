@@ -23,6 +23,7 @@ from opentelemetry.util.types import AttributeValue
 from emery.core.models import Candidate, Example, Split
 from emery.core.rollouts import Attempt, AttemptStatus, Rollout, RolloutConfig, now
 from emery.lm.base import LM
+from emery.store.queue import is_queued_rollout
 from emery.systems.base import SystemRun
 from emery.tracing import conventions as sc
 from emery.tracing.processor import RolloutTracing
@@ -91,13 +92,13 @@ class RolloutRunner:
         seed_components: dict[str, str] | None = None,
         rollout: Rollout | None = None,
     ) -> RolloutOutcome:
-        """Run a new rollout attempt by attempt; given a queued ``rollout`` (claimed from
-        the store), run only its next attempt and leave any retry to the queue."""
-        first, last = 1, self.config.max_attempts
-        if rollout is None:
-            rollout = self._new_rollout(candidate, example, split)
-        else:
-            first = last = rollout.attempt_count + 1
+        """Run a rollout attempt by attempt: a new one, or the given ``rollout`` from its
+        next attempt on; a queued one (claimed from the store) runs only its next attempt
+        and leaves any retry to the queue."""
+        rollout = rollout or self.new_rollout(candidate, example, split)
+        first = last = rollout.attempt_count + 1
+        if not is_queued_rollout(rollout.metadata):
+            last = self.config.max_attempts
         outcome = RolloutOutcome(rollout=rollout)
         self.recorder.save_rollout(rollout)
         for number in range(first, last + 1):
@@ -139,7 +140,8 @@ class RolloutRunner:
         self.recorder.save_rollout(rollout)
         return outcome
 
-    def _new_rollout(self, candidate: Candidate, example: Example, split: Split | None) -> Rollout:
+    def new_rollout(self, candidate: Candidate, example: Example, split: Split | None) -> Rollout:
+        """A rollout of ``candidate`` on ``example`` that has not run yet."""
         return Rollout(
             job_id=self.job_id,
             candidate_id=candidate.id,

@@ -119,6 +119,8 @@ class JobEngine:
             with quiet_collector():  # the collector's passes took 1/5 of a fast run's CPU
                 return await self._supervise(runtime, checkpoint)
         finally:
+            if self._ctx is not None:
+                self._ctx.evaluations.evaluator.close()
             runtime.close()
 
     def _check_inputs(self, job: JobRecord) -> None:

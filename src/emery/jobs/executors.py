@@ -13,7 +13,8 @@ from emery.config.schema import RuntimeConfig
 from emery.core.errors import ConfigError
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.queue import QueueEvaluator
-from emery.evaluation.ray_executor import RayEvaluator, import_ray
+from emery.evaluation.ray_executor import RayEvaluator
+from emery.evaluation.ray_worker import import_ray
 from emery.jobs.runner_work import build_job_work
 from emery.store.backends import open_store
 from emery.store.protocol import Store
@@ -42,18 +43,21 @@ def use_executor(ctx: SearchContext, runtime: RuntimeConfig, *, store: Store, jo
     if runtime.executor == "local":
         return
     service = ctx.evaluations
+    meter = service.budget.meter  # runs elsewhere are charged as local ones
     if runtime.executor == "runners":
         service.evaluator = QueueEvaluator(
-            service.evaluator, store, job_id=job_id, lease_s=runtime.lease_s
+            service.evaluator, store, job_id=job_id, lease_s=runtime.lease_s, meter=meter
         )
         return
     service.evaluator = RayEvaluator(
         service.evaluator,
+        store,
         key=f"{store.url}#{job_id}",
         build=partial(build_ray_evaluator, store.url, job_id),
+        meter=meter,
         address=runtime.ray_address,
         num_cpus=runtime.ray_cpus,
-        max_retries=runtime.max_attempts - 1,
+        actors=runtime.ray_actors,
     )
 
 

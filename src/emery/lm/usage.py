@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from pydantic import BaseModel
 
 from emery.core.models import ChatMessage
+from emery.core.results import RoleUsage as RoleUsage
 from emery.lm.base import LM, Completion
 from emery.lm.wrapper import LMWrapper
 
@@ -50,26 +53,6 @@ class Price(BaseModel):
         ) / 1e6
 
 
-class RoleUsage(BaseModel):
-    """Totals for one role. Cache hits count as calls but cost no tokens."""
-
-    calls: int = 0
-    cache_hits: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_s: float = 0.0
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def add(self, other: RoleUsage) -> RoleUsage:
-        return RoleUsage(
-            **{name: getattr(self, name) + getattr(other, name) for name in RoleUsage.model_fields}
-        )
-
-
 class UsageMeter:
     """Thread-safe running totals of LM usage per role."""
 
@@ -78,19 +61,27 @@ class UsageMeter:
         self._by_role: dict[str, RoleUsage] = dict(initial or {})
 
     def record(self, role: str, completion: Completion, cost_usd: float) -> None:
+        """Count one call; the ``usage_scope`` of the calling context hears it too."""
+        if completion.cached:
+            delta = RoleUsage(calls=1, cache_hits=1)
+        else:
+            delta = RoleUsage(
+                calls=1,
+                prompt_tokens=completion.usage.prompt_tokens,
+                completion_tokens=completion.usage.completion_tokens,
+                cost_usd=cost_usd,
+                latency_s=completion.latency_s,
+            )
+        self.add({role: delta})
+        scope = _SCOPE.get()
+        if scope is not None and scope is not self:
+            scope.add({role: delta})
+
+    def add(self, usage: Mapping[str, RoleUsage]) -> None:
+        """Add usage by role (e.g. what a run on another process spent)."""
         with self._lock:
-            current = self._by_role.get(role, RoleUsage())
-            if completion.cached:
-                delta = RoleUsage(calls=1, cache_hits=1)
-            else:
-                delta = RoleUsage(
-                    calls=1,
-                    prompt_tokens=completion.usage.prompt_tokens,
-                    completion_tokens=completion.usage.completion_tokens,
-                    cost_usd=cost_usd,
-                    latency_s=completion.latency_s,
-                )
-            self._by_role[role] = current.add(delta)
+            for role, delta in usage.items():
+                self._by_role[role] = self._by_role.get(role, RoleUsage()).add(delta)
 
     def by_role(self) -> dict[str, RoleUsage]:
         with self._lock:
@@ -101,6 +92,21 @@ class UsageMeter:
         for usage in self.by_role().values():
             total = total.add(usage)
         return total
+
+
+_SCOPE: ContextVar[UsageMeter | None] = ContextVar("emery_usage_scope", default=None)
+
+
+@contextmanager
+def usage_scope() -> Iterator[UsageMeter]:
+    """A meter that hears every call any meter records in this context (this task and
+    the tasks it starts): what one rollout spent, whichever models it called."""
+    meter = UsageMeter()
+    token = _SCOPE.set(meter)
+    try:
+        yield meter
+    finally:
+        _SCOPE.reset(token)
 
 
 class MeteredLM(LMWrapper):

@@ -70,7 +70,11 @@ class GepaState(AlgorithmState):
     merges_tried: list[list[str]] = Field(default_factory=list)
     counters: Counters = Field(default_factory=Counters)
     operators_tried: dict[str, list[str]] = Field(
-        default_factory=dict, description="parent id → ids of its operator children offered"
+        default_factory=dict,
+        description=(
+            "parent id → ids of its operator children offered (and, in graph_gepa, the keys"
+            " of its structural mutations offered)"
+        ),
     )
     sources: dict[str, SourceCount] = Field(
         default_factory=dict, description="reflection / operator.<name> → its counts"
