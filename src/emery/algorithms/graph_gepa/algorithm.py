@@ -4,7 +4,8 @@ The loop is GEPA's (``gepa/algorithm.py``): select a parent from the Pareto fron
 on a minibatch, propose one child, accept it only on strict improvement there, promote it
 to val. What differs is where children come from: every ``structure_every``-th iteration
 (and whenever the reflection and the edit operators give none) the child is the parent's
-next structural mutation (``structure.py``), LM-free and validated before any rollout.
+next structural mutation (``structure.py``), LM-free, or once those are all tried a new
+graph written by the reflection model (``spec_proposal.py``), validated before any rollout.
 Every candidate carries its graph as the component ``graph:spec``, so a structure is
 checkpointed, diffed and reported like a text, and the round robin of a parent goes over its
 own llm nodes (those a mutation added included). After each step the cost of every newly
@@ -24,6 +25,7 @@ from emery.algorithms.graph_gepa.settings import GraphGepaSettings
 from emery.algorithms.graph_gepa.structure import (
     Limits,
     graph_system,
+    proposed_structure,
     structural_child,
     with_spec,
 )
@@ -70,11 +72,22 @@ class GraphGepa(Gepa):
         a structural one as the last fallback."""
         every = self.settings.structure_every
         if every and basis.number % every == 0:
-            mutation = structural_child(ctx, state, basis, self.limits)
+            mutation = await self._structure(ctx, state, basis)
             if mutation is not None:
                 return mutation
         mutation = await super()._child(ctx, state, basis, rng)
-        return mutation or structural_child(ctx, state, basis, self.limits)
+        return mutation or await self._structure(ctx, state, basis)
+
+    async def _structure(
+        self, ctx: SearchContext, state: GepaState, basis: Basis
+    ) -> Mutation | None:
+        """The parent's next template child, else (with ``lm_structure``) the reflection
+        model's new graph."""
+        mutation = structural_child(ctx, state, basis, self.limits)
+        if mutation is None and self.settings.lm_structure:
+            role = self.settings.reflection_role
+            mutation = await proposed_structure(ctx, state, basis, self.limits, role)
+        return mutation
 
     def _component_names(
         self, ctx: SearchContext, state: GepaState, parent: PoolEntry

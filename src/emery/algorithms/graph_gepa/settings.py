@@ -32,6 +32,13 @@ class GraphGepaSettings(GepaSettings):
             " structural child over it is rejected before any rollout"
         ),
     )
+    lm_structure: bool = Field(
+        default=True,
+        description=(
+            "when the templates have no child left for a parent, ask the reflection model"
+            " for a whole new graph (validated like the templates' children)"
+        ),
+    )
     vote_samples: int = Field(
         default=3, ge=2, le=16, description="samples of a node the vote mutation adds"
     )

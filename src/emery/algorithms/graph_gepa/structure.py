@@ -6,12 +6,14 @@ then every node input bound to an input field or a node) and against
 ``target_llm_calls`` before it costs any rollout; a child that fails is rejected with the
 reason as a ``gepa.proposal_invalid`` event (component ``graph:spec``) and the next one is
 tried. The mutations offered to a parent are kept in the state, so a resumed search offers
-the same children next.
+the same children next. When no template has a child left, the reflection model may
+propose a whole new graph (``proposed_structure``), checked the same way.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -19,15 +21,18 @@ from emery.algorithms.base import SearchContext
 from emery.algorithms.gepa.mutation import Basis, Mutation
 from emery.algorithms.gepa.state import GepaState
 from emery.algorithms.graph_gepa.mutations import TEMPLATES, Parent, Structure, targets
+from emery.algorithms.graph_gepa.spec_proposal import MAX_TOKENS, parse_graph, spec_messages
 from emery.algorithms.sources import count
 from emery.core.errors import ConfigError
 from emery.core.events import GepaProposalInvalid
 from emery.core.models import Candidate, Lineage
+from emery.lm.base import LMError
 from emery.systems.graph.seed import input_fields
 from emery.systems.graph.system import SPEC_COMPONENT, GraphSystem, llm_calls, read_spec, spec_text
 from emery.systems.prompt_layout import CHOICE_SEPARATOR
 
 PREFIX = "structure."
+LM_SOURCE = f"{PREFIX}lm"
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,11 @@ class Limits:
 
     target_llm_calls: int | None = None
     vote_samples: int = 3
+
+
+def source_of(key: str) -> str:
+    """The source (``structure.plan``, ``structure.lm``) of a key (``structure.plan@solve#0``)."""
+    return re.split("[@#]", key)[0]
 
 
 def graph_system(ctx: SearchContext) -> GraphSystem:
@@ -71,7 +81,7 @@ def structural_child(
             tried.append(key)
             child, reason = _checked(system, parent, edit, fields, limits, basis, key)
             if reason is not None:
-                count(state.sources, key.split("@")[0], "invalid")
+                count(state.sources, source_of(key), "invalid")
                 ctx.emit(
                     GepaProposalInvalid(
                         iteration=basis.number,
@@ -87,6 +97,50 @@ def structural_child(
         if tried:
             state.operators_tried[basis.parent.id] = tried
     return None
+
+
+async def proposed_structure(
+    ctx: SearchContext, state: GepaState, basis: Basis, limits: Limits, role: str
+) -> Mutation | None:
+    """The reflection model's new graph for the parent (``structure.lm``), validated like a
+    template's child; None when the call fails or the graph is invalid, over the target or
+    already in the pool."""
+    system = graph_system(ctx)
+    parent = basis.parent.candidate
+    graph = system.for_candidate(parent).graph
+    fields = input_fields(ctx.dataset)
+    messages = spec_messages(
+        ctx.dataset.description.strip(),
+        json.loads(spec_text(graph)),
+        parent.components,
+        fields,
+        basis.batch,
+        basis.before.results,
+    )
+    key, reply = f"{LM_SOURCE}#{basis.number}", ""
+    try:
+        reply = (await ctx.lm(role).complete(messages, max_tokens=MAX_TOKENS)).text
+    except LMError as exc:
+        edit, reason = None, f"the call failed: {exc}"
+    else:
+        edit, reason = parse_graph(reply, [node.name for node in graph.llm_nodes()])
+    child = None
+    if edit is not None:
+        child, problem = _checked(system, parent, edit, set(fields), limits, basis, key)
+        reason = problem or ""
+    if child is None:
+        count(state.sources, LM_SOURCE, "invalid")
+        ctx.emit(
+            GepaProposalInvalid(
+                iteration=basis.number,
+                component=SPEC_COMPONENT,
+                attempt=1,
+                reason=f"{key}: {reason}",
+                reply=reply,
+            )
+        )
+        return None
+    return None if state.has(child.id) else Mutation.operated(basis, child)
 
 
 def _edits(
@@ -145,7 +199,7 @@ def _child(parent: Candidate, edit: Structure, spec: str, basis: Basis, key: str
         lineage=Lineage(
             parents=(parent.id,),
             generation=parent.lineage.generation + 1,
-            operation=key.split("@")[0],
+            operation=source_of(key),
             iteration=basis.number,
             details={"structure": key.removeprefix(PREFIX)},
         ),
