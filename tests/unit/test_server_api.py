@@ -34,8 +34,11 @@ def test_jobs_list_filters_and_pages(served: Served) -> None:
     assert page["total"] == 2
     assert [job["id"] for job in page["jobs"]] == ["j-waiting01"]
     assert get(served, "/api/jobs", algorithm="baseline")["total"] == 1
-    wrong = get(served, "/api/jobs", 400, state="sleeping")
-    assert "choose from" in wrong["detail"]
+    wrong = get(served, "/api/jobs", 422, state="sleeping")
+    assert wrong["detail"][0]["loc"] == ["query", "state", 0]
+    assert "'succeeded'" in wrong["detail"][0]["msg"]
+    assert get(served, "/api/jobs", sort="-state,name")["total"] == 2
+    assert get(served, "/api/jobs", 422, sort="secret")["detail"][0]["loc"] == ["query", "sort"]
     served.store.delete_job("j-waiting01")
 
 
@@ -177,3 +180,21 @@ def test_pause_resume_and_cancel_a_running_job(
     assert "resumed" in kinds
     assert kinds[-1] == "cancelled"
     assert served.client.post(f"/api/jobs/{job_id}/resume").status_code == 409
+
+
+@pytest.mark.parametrize(
+    ("path", "param"),
+    [
+        ("/api/jobs", "offset"),
+        ("/api/jobs/{job}/events", "since"),
+        ("/api/jobs/{job}/events/stream", "since"),
+        ("/api/jobs/{job}/evaluations", "offset"),
+        ("/api/jobs/{job}/rollouts", "offset"),
+    ],
+)
+def test_numbers_past_64_bits_are_a_422_not_a_500(served: Served, path: str, param: str) -> None:
+    # found by the schema fuzz: SQLite raised OverflowError on 2**63
+    url = path.format(job=served.job_id)
+    answer = get(served, url, 422, **{param: 2**63})
+    assert answer["detail"][0]["loc"] == ["query", param]
+    assert get(served, url.removesuffix("/stream"), **{param: 2**63 - 1})

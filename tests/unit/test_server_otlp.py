@@ -7,6 +7,7 @@ import base64
 import json
 from typing import Any
 
+import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -210,3 +211,18 @@ def test_bad_payloads_are_one_line_errors(served: Served) -> None:
     assert not_hex.status_code == 400
     assert not_hex.json()["detail"] == "traceId must be hex, not 'zz'"
     assert served.client.post("/v1/traces", json=[1]).status_code == 400
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"resourceSpans": ["a", ""]},
+        {"resourceSpans": 3},
+        {"resourceSpans": [{"scopeSpans": [{"spans": [7]}]}]},
+    ],
+)
+def test_message_lists_of_non_objects_are_refused(served: Served, payload: object) -> None:
+    # found by the schema fuzz: protobuf read them as empty messages and answered 200
+    answer = served.client.post("/v1/traces", json=payload)
+    assert answer.status_code == 400
+    assert answer.json()["detail"].endswith("must be a list of objects")

@@ -12,7 +12,9 @@ from server_support import Served, job_config, random_search_module, served
 __all__ = ["random_search_module", "served"]
 
 
-def read_stream(served: Served, path: str, **headers: str) -> list[tuple[str, dict[str, Any]]]:
+def read_stream(
+    served: Served, path: str, **headers: str | bytes
+) -> list[tuple[str, dict[str, Any]]]:
     """Every (event, data) of one SSE response, until the server ends it."""
     messages: list[tuple[str, dict[str, Any]]] = []
     with served.client.stream("GET", path, headers=headers) as response:
@@ -54,3 +56,17 @@ def test_a_stream_resumes_after_the_last_event_id(served: Served) -> None:
     since = read_stream(served, path + "?since=7")
     assert [d["seq"] for _, d in since[:-1]] == [e.seq for e in stored[7:]]
     assert served.client.get("/api/jobs/j-none/events/stream").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "last_event_id", ["\u00b2".encode("latin-1"), b"18446744073709551616", b"-3"]
+)
+def test_a_last_event_id_that_is_no_sequence_number_streams_from_the_start(
+    served: Served, last_event_id: bytes
+) -> None:
+    # found by the schema fuzz: "²" passed str.isdigit() and int() raised (500)
+    path = f"/api/jobs/{served.job_id}/events/stream"
+    messages = read_stream(served, path, **{"Last-Event-ID": last_event_id})
+    assert [d["seq"] for _, d in messages[:-1]] == [
+        e.seq for e in served.store.list_events(served.job_id)
+    ]

@@ -15,7 +15,7 @@ from fastapi import FastAPI
 
 from emery.lm.base import LM
 from emery.server.dashboard import KEY_COOKIE, dashboard_router
-from emery.server.errors import install_error_handlers, json_error
+from emery.server.errors import API_ERRORS, PROXY_ERRORS, install_error_handlers, json_error
 from emery.server.guards import MAX_BODY_BYTES, ApiKeyMiddleware, BodyLimitMiddleware
 from emery.server.jobs_api import jobs_router
 from emery.server.launcher import JobLauncher, launcher_for
@@ -60,11 +60,15 @@ def create_server_app(
             "model": lm.model if lm is not None else None,
         }
 
-    app.include_router(jobs_router(store, app.state.launcher, (base_dir or Path.cwd()).resolve()))
-    app.include_router(candidates_router(store))
-    app.include_router(rollouts_router(store))
-    app.include_router(otlp_router(store))
-    app.include_router(proxy_router(backend))
+    base = (base_dir or Path.cwd()).resolve()
+    for router in (
+        jobs_router(store, app.state.launcher, base),
+        candidates_router(store),
+        rollouts_router(store),
+        otlp_router(store),
+    ):
+        app.include_router(router, responses=API_ERRORS)
+    app.include_router(proxy_router(backend), responses=PROXY_ERRORS)
     app.include_router(dashboard_router(api_key))
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes, render=json_error)

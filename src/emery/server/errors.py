@@ -8,8 +8,10 @@ served by the same process read the same answer.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -27,6 +29,44 @@ _KINDS = {
     409: "conflict",
     413: "invalid_request_error",
 }
+
+
+class ErrorInfo(BaseModel):
+    """The OpenAI-style error object."""
+
+    message: str
+    type: str
+    code: int
+
+
+class ProxyErrorBody(BaseModel):
+    """An error of the LM proxy routes (OpenAI's shape)."""
+
+    error: ErrorInfo
+
+
+class ErrorBody(ProxyErrorBody):
+    """An error of the API routes: the message, also as an OpenAI-style error object."""
+
+    detail: str
+
+
+def error_responses(model: type[BaseModel], *statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` documenting ``statuses`` as errors with ``model``'s body."""
+    reasons = {
+        400: "Invalid request",
+        401: "Invalid or missing API key",
+        404: "Not found",
+        409: "Not possible in the current state",
+        413: "Request body too large",
+        502: "The model failed",
+        503: "No model to answer with",
+    }
+    return {status: {"model": model, "description": reasons[status]} for status in statuses}
+
+
+API_ERRORS = error_responses(ErrorBody, 400, 401, 404, 409, 413)
+PROXY_ERRORS = error_responses(ProxyErrorBody, 400, 401, 404, 413, 502, 503)
 
 
 def json_error(status: int, message: str) -> Response:

@@ -16,15 +16,24 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from emery.config.loading import parse_config
-from emery.core.errors import ConfigError
 from emery.jobs.manage import cancel_job, create_job, pause_job
 from emery.server.launcher import JobLauncher, resume
+from emery.server.params import SQL_INT_MAX, Offset, Since
 from emery.server.sse import event_stream
 from emery.server.views import job_view
 from emery.store.protocol import Store
 from emery.store.records import JobFilter
-from emery.store.states import JOB_STATES
+from emery.store.sql.jobs import JOB_SORTS
+from emery.store.states import JobState
 
+_SORT_KEY = f"[-+]?({'|'.join(sorted(JOB_SORTS))})"
+SortQuery = Annotated[
+    str,
+    Query(
+        pattern=f"^{_SORT_KEY}(,{_SORT_KEY})*$",
+        description="Columns to sort by, comma separated; ``-`` before one sorts it descending.",
+    ),
+]
 WaitQuery = Annotated[
     float, Query(ge=0, le=60, description="Seconds to wait for the engine to act.")
 ]
@@ -45,22 +54,23 @@ def jobs_router(store: Store, launcher: JobLauncher, base_dir: Path) -> APIRoute
 
     @router.get("")
     def list_jobs(
-        state: Annotated[list[str] | None, Query()] = None,
+        state: Annotated[list[JobState] | None, Query()] = None,
         algorithm: str | None = None,
         system: str | None = None,
         kind: str | None = None,
         name: str | None = None,
-        sort: str = "-created_at",
+        sort: SortQuery = "-created_at",
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Offset = 0,
     ) -> dict[str, Any]:
         """Jobs, newest first, with their budget use; every filter given must match."""
-        for item in state or []:
-            if item not in JOB_STATES:
-                raise ConfigError(f"state {item!r}: choose from {', '.join(JOB_STATES)}")
         page = store.list_jobs(
             JobFilter(
-                state=state or None, algorithm=algorithm, system_name=system, kind=kind, name=name
+                state=list(state) if state else None,
+                algorithm=algorithm,
+                system_name=system,
+                kind=kind,
+                name=name,
             ),
             sort=sort,
             limit=limit,
@@ -104,11 +114,19 @@ def jobs_router(store: Store, launcher: JobLauncher, base_dir: Path) -> APIRoute
     return router
 
 
+def resumed_seq(last_event_id: str | None) -> int:
+    """The sequence number a reconnecting ``EventSource`` sent (0 when it is not one)."""
+    text = (last_event_id or "").strip()
+    if not (text.isascii() and text.isdecimal()) or int(text) > SQL_INT_MAX:
+        return 0
+    return int(text)
+
+
 def _add_event_routes(router: APIRouter, store: Store) -> None:
     @router.get("/{job}/events")
     def events(
         job: str,
-        since: Annotated[int, Query(ge=0)] = 0,
+        since: Since = 0,
         kind: Annotated[list[str] | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=5000)] = 1000,
     ) -> dict[str, Any]:
@@ -120,14 +138,13 @@ def _add_event_routes(router: APIRouter, store: Store) -> None:
     @router.get("/{job}/events/stream", response_class=StreamingResponse)
     def stream(
         job: str,
-        since: Annotated[int, Query(ge=0)] = 0,
+        since: Since = 0,
         last_event_id: Annotated[str | None, Header()] = None,
     ) -> StreamingResponse:
         """Server-Sent Events: stored events after ``since`` (or ``Last-Event-ID``), then
         new ones live; an ``end`` event when the job has stopped running."""
         job_id = store.resolve_job_id(job)
-        if last_event_id and last_event_id.isdigit():
-            since = max(since, int(last_event_id))
+        since = max(since, resumed_seq(last_event_id))
         return StreamingResponse(
             event_stream(store, job_id, since=since),
             media_type="text/event-stream",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import anyio
 from fastapi import APIRouter, Request
@@ -17,10 +18,37 @@ from fastapi.responses import Response
 
 from emery.core.rollouts import Rollout
 from emery.core.spans import SpanRecord
+from emery.server.errors import ErrorBody
 from emery.store.protocol import Store
 from emery.store.states import NotFound
 from emery.tracing import conventions as sc
 from emery.tracing.otlp import decode_request, encode_response, media_type, request_spans
+
+_EXPORT_REQUEST = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "description": "An OTLP/JSON ExportTraceServiceRequest.",
+                "properties": {
+                    "resourceSpans": {"type": ["array", "null"], "items": {"type": "object"}}
+                },
+            }
+        },
+        "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+    },
+}
+_EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "An ExportTraceServiceResponse (``partialSuccess`` counts rejected spans).",
+        "content": {
+            "application/json": {"schema": {"type": "object"}},
+            "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+        },
+    },
+    415: {"model": ErrorBody, "description": "Neither protobuf nor JSON"},
+}
 
 
 class _Rollouts:
@@ -83,7 +111,9 @@ def otlp_router(store: Store) -> APIRouter:
     """The OTLP/HTTP traces route over ``store``."""
     router = APIRouter(tags=["otlp"])
 
-    @router.post("/v1/traces")
+    @router.post(
+        "/v1/traces", openapi_extra={"requestBody": _EXPORT_REQUEST}, responses=_EXPORT_RESPONSES
+    )
     async def traces(request: Request) -> Response:
         """Export spans (``application/x-protobuf`` or ``application/json``)."""
         kind = media_type(request.headers.get("content-type"))

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from emery.server.params import Offset
 from emery.server.views import DiffBase, candidate_view, candidate_views, diff_view, seed_id
 from emery.server.views import span_tree as build_tree
 from emery.store.protocol import Store
@@ -14,7 +15,6 @@ from emery.store.records import EvaluationFilter, RolloutFilter
 from emery.tracing.store_recorder import load_spans
 
 Limit = Annotated[int, Query(ge=1, le=1000)]
-Offset = Annotated[int, Query(ge=0)]
 SplitQuery = Annotated[str | None, Query(pattern="^(train|val|test)$")]
 
 

@@ -32,6 +32,7 @@ JSON = "application/json"
 _KINDS = {0: "internal", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 _STATUSES: dict[int, SpanStatus] = {0: "unset", 1: "ok", 2: "error"}
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+_MESSAGE_LISTS = frozenset({"resourceSpans", "scopeSpans", "spans", "events", "links"})
 
 
 class OtlpError(EmeryError):
@@ -61,14 +62,21 @@ def _hex_to_base64(value: Any, field: str) -> Any:
         raise OtlpError(f"{field} must be hex, not {value[:40]!r}") from None
 
 
+def _is_object_list(value: Any) -> bool:
+    return value is None or (isinstance(value, list) and all(isinstance(v, dict) for v in value))
+
+
 def _ids_as_base64(node: Any) -> None:
-    """Convert hex id fields anywhere in the parsed JSON payload, in place."""
+    """Convert hex id fields anywhere in the parsed JSON payload, in place; OtlpError
+    where a list of messages holds something else (protobuf would read it as empty)."""
     if isinstance(node, dict):
         for key, value in node.items():
             if key in _ID_FIELDS:
                 node[key] = _hex_to_base64(value, key)
-            else:
-                _ids_as_base64(value)
+                continue
+            if key in _MESSAGE_LISTS and not _is_object_list(value):
+                raise OtlpError(f"{key} must be a list of objects")
+            _ids_as_base64(value)
     elif isinstance(node, list):
         for item in node:
             _ids_as_base64(item)
