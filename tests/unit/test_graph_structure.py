@@ -111,6 +111,9 @@ def test_check_plan_vote_and_tokens_shape_the_graph() -> None:
         "solve_revise",
     ]
     assert llm_calls(valid(checked.spec)) == 3
+    solve, _, revise = valid(checked.spec).llm_nodes()
+    assert (solve.parser.kind, revise.parser.kind) == ("raw", "regex")
+    assert valid(checked.spec).nodes[-1].sources() == {"solve_revise": "solve_revise"}
     [planned] = mutations.plan(parent, "solve")
     assert [n.name for n in valid(planned.spec).llm_nodes()] == ["solve_plan", "solve"]
     [voted] = mutations.vote(parent, "solve")

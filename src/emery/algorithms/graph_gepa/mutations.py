@@ -5,8 +5,8 @@ Each template edits the top-level scope of a parent graph around one of its llm 
 
 - ``answer``: the target reasons freely (raw parser) and a new node reads its reasoning
   and gives the answer in the target's format (extract → answer);
-- ``check``: a new node checks the target's answer and another revises it (solve → check →
-  revise); the revision replaces the target's value for its readers;
+- ``check``: a new node checks the target's reply and another revises it (solve → check →
+  revise), in the target's format; the revision replaces the target's value for its readers;
 - ``plan``: a new node writes a plan that the target reads (plan → solve);
 - ``vote``: the target samples ``samples`` replies and answers with the most common one;
 - ``merge``: the one llm node the target reads (and nothing else does) is folded into
@@ -132,13 +132,15 @@ def _llm(name: str, like: dict[str, Any], messages: list[dict[str, Any]]) -> dic
     }
 
 
-def _insert(spec: dict[str, Any], before: str, *new: dict[str, Any], after: bool = True) -> None:
+def _insert(spec: dict[str, Any], anchor: str, *new: dict[str, Any], after: bool = True) -> None:
+    """Insert ``new`` nodes after (or before) the node ``anchor``."""
     nodes = _nodes(spec)
-    index = next(i for i, node in enumerate(nodes) if node["name"] == before)
+    index = next(i for i, node in enumerate(nodes) if node["name"] == anchor)
     nodes[index + int(after) : index + int(after)] = list(new)
 
 
 def answer(parent: Parent, target: str) -> list[Structure]:
+    """The target reasons freely; a new node reads its reasoning and answers."""
     spec = copy.deepcopy(parent.spec)
     node = _node(spec, target)
     name = _free(parent, f"{target}_answer")
@@ -151,6 +153,7 @@ def answer(parent: Parent, target: str) -> list[Structure]:
 
 
 def check(parent: Parent, target: str) -> list[Structure]:
+    """A check node and a revise node after the target; readers read the revision."""
     spec = copy.deepcopy(parent.spec)
     node = _node(spec, target)
     checker, reviser = _free(parent, f"{target}_check"), _free(parent, f"{target}_revise")
@@ -159,11 +162,13 @@ def check(parent: Parent, target: str) -> list[Structure]:
     revises = _llm(reviser, node, _with_line(node, f"{shown}\n\nReview:\n{{{checker}}}"))
     revises["parser"] = node.get("parser", {"kind": "raw"})
     _rebind(parent, spec, target, reviser, skip=set())
+    node["parser"] = {"kind": "raw"}  # the whole proposed reply is checked
     _insert(spec, target, checks, revises)
     return [Structure(spec, {checker: CHECK_TEXT, reviser: REVISE_TEXT})]
 
 
 def plan(parent: Parent, target: str) -> list[Structure]:
+    """A plan node before the target, whose user turn shows the plan."""
     spec = copy.deepcopy(parent.spec)
     node = _node(spec, target)
     name = _free(parent, f"{target}_plan")
@@ -174,6 +179,7 @@ def plan(parent: Parent, target: str) -> list[Structure]:
 
 
 def vote(parent: Parent, target: str) -> list[Structure]:
+    """The target samples ``parent.samples`` replies and keeps the most common answer."""
     spec = copy.deepcopy(parent.spec)
     node = _node(spec, target)
     if node.get("samples", 1) > 1:
@@ -220,6 +226,7 @@ def _drop_lines(node: dict[str, Any], placeholders: set[str]) -> None:
 
 
 def remove(parent: Parent, target: str) -> list[Structure]:
+    """The target dropped (its readers bypass it or lose its lines), unread nodes too."""
     spec = copy.deepcopy(parent.spec)
     upstream = _upstream(parent, target)
     if upstream:
@@ -236,6 +243,7 @@ def remove(parent: Parent, target: str) -> list[Structure]:
 
 
 def merge(parent: Parent, target: str) -> list[Structure]:
+    """The one llm node only the target reads, folded into the target."""
     upstream = _upstream(parent, target)
     if not upstream or set(_reads(parent, upstream[-1])) != {target}:
         return []
@@ -258,6 +266,7 @@ def merge(parent: Parent, target: str) -> list[Structure]:
 
 
 def rewire(parent: Parent, target: str) -> list[Structure]:
+    """One child per other top-level llm node the target does not read yet: it reads it."""
     read = set(_reads_of(parent, target))
     top = {node.name for node in parent.graph.nodes}
     out = []
