@@ -24,11 +24,14 @@ from emery.algorithms import StepRecord, build_algorithm, run_search
 from emery.algorithms.base import SearchContext
 from emery.algorithms.context import build_search_context
 from emery.algorithms.gepa import GepaState
+from emery.config import parse_config
 from emery.core.errors import EmeryError
 from emery.core.events import Event
 from emery.core.models import ChatMessage, Dataset
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import BudgetConfig
+from emery.jobs import create_job, run_job
+from emery.jobs.engine import JobEngine
 from emery.jobs.report import render_report
 from emery.jobs.results import JobResult
 from emery.lm import FakeLM
@@ -292,3 +295,68 @@ def test_a_task_set_alone_is_searched_from_its_one_node_graph(tmp_path: Path) ->
     assert result.best_val == 1.0
     assert result.best_candidate is not None
     assert result.best_candidate.lineage.operation == "structure.answer"
+
+
+def make_task_lm() -> FakeLM:
+    """The scripted task model, as a config loads it (``python/test_graph_gepa:...``)."""
+    return task_lm(problems())
+
+
+def make_proposer() -> FakeLM:
+    return proposer()
+
+
+def job_config(workdir: Path) -> dict[str, Any]:
+    return {
+        "job": {"algorithm": "graph_gepa", "seed": 0, "budget": {"metric_calls": 150}},
+        "system": GRAPH,
+        "dataset": {"task": "word_problems", "n_train": 6, "n_val": 4, "n_test": 4},
+        "lm": {
+            "task": {"model": "python/test_graph_gepa:make_task_lm"},
+            "reflection": {"model": "python/test_graph_gepa:make_proposer"},
+        },
+        "verifier": {"kind": "numeric"},
+        "runtime": {"workdir": str(workdir), "concurrency": 4},
+        "algorithm": {
+            "graph_gepa": {"stop_when_perfect": False, "skip_perfect": False, "max_iterations": 6}
+        },
+    }
+
+
+def new_job(store: MemoryStore, folder: Path) -> str:
+    config = job_config(folder / ".emery")
+    return create_job(store, parse_config(config), given=config, base_dir=folder).id
+
+
+def test_a_job_stopped_mid_search_resumes_to_the_same_end(tmp_path: Path) -> None:
+    reference_store = MemoryStore()
+    reference_id = new_job(reference_store, tmp_path / "reference")
+    reference = run_job(reference_store, reference_id)
+    assert reference.state == "succeeded"
+
+    store = MemoryStore()
+    job_id = new_job(store, tmp_path / "stopped")
+
+    def stop_after_third_checkpoint(events: list[Event]) -> None:
+        if any(e.kind == "checkpoint_saved" and e.data["iteration"] == 3 for e in events):
+            engine.request("pause")  # stops the run at once, as a kill would
+
+    engine = JobEngine(store, job_id, on_event=stop_after_third_checkpoint)
+    assert run_job(store, job_id, engine=engine).state == "paused"
+    assert store.get_checkpoint(job_id).number < reference_store.get_checkpoint(reference_id).number
+    resumed = run_job(store, job_id)
+    assert resumed.state == "succeeded"
+    assert (resumed.best_candidate_id, resumed.best_score) == (
+        reference.best_candidate_id,
+        reference.best_score,
+    )
+    best = next(c for c in store.job_candidates(job_id) if c.id == resumed.best_candidate_id)
+    assert best.lineage.operation == "structure.answer"
+    assert {c.id for c in store.job_candidates(job_id)} == {
+        c.id for c in reference_store.job_candidates(reference_id)
+    }
+    paid = [
+        (e.result.candidate_id, e.result.example_id, e.result.split)
+        for e in store.list_evaluations(limit=None).items
+    ]
+    assert len(paid) == len(set(paid))  # no rollout paid twice
