@@ -50,6 +50,9 @@ class QueueMixin(SqlBase):
             .where(r.c.status == "queuing", j.c.state == "running", _queued_marker())
             .order_by(r.c.created_at, r.c.id)
             .limit(CLAIM_WINDOW)
+            # PostgreSQL: skip rows other claims hold, rather than wait for them (SQLite
+            # renders no FOR UPDATE: its writes are serialized already)
+            .with_for_update(of=r, skip_locked=True)
         )
         if job_id is not None:
             stmt = stmt.where(r.c.job_id == job_id)
