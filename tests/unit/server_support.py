@@ -16,6 +16,8 @@ from fastapi.testclient import TestClient
 
 from emery.algorithms import registry
 from emery.config import parse_config
+from emery.core.events import Event
+from emery.core.search_events import MiproPlanned
 from emery.jobs import create_job, run_job
 from emery.server.api import create_server_app
 from emery.server.launcher import ThreadLauncher
@@ -42,6 +44,32 @@ def finished_job(store: MemoryStore, workdir: Path, iterations: int = 3) -> str:
     record = run_job(store, job.id)
     assert record.state == "succeeded", record.error
     return job.id
+
+
+PLAN_SUMMARY = "mipro plan (light): 6 instructions x 4 demo sets per stage, 12 trials"
+
+
+def plan_event() -> Event:
+    """A ``mipro.plan`` event as MIPRO records it at the start of a run."""
+    return Event.of(
+        MiproPlanned(
+            preset="light",
+            num_instructions=6,
+            num_demo_sets=4,
+            num_trials=12,
+            minibatch_size=8,
+            full_eval_every=4,
+            tpe_startup_trials=4,
+            bootstrap_examples=8,
+            summary_calls=1,
+            proposal_attempts=6,
+            metric_calls={"trials": 96, "total": 130},
+            lm_calls={"task": 138, "proposer": 7, "total": 145},
+            budget_metric_calls=200,
+            notes=["trials raised to spend the budget"],
+            summary=PLAN_SUMMARY,
+        )
+    )
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,14 @@ from typing import Any
 
 import jobs_support as js
 import pytest
-from server_support import Served, job_config, random_search_module, served
+from server_support import (
+    PLAN_SUMMARY,
+    Served,
+    job_config,
+    plan_event,
+    random_search_module,
+    served,
+)
 
 from emery.store.records import NewJob
 
@@ -198,3 +205,18 @@ def test_numbers_past_64_bits_are_a_422_not_a_500(served: Served, path: str, par
     answer = get(served, url, 422, **{param: 2**63})
     assert answer["detail"][0]["loc"] == ["query", param]
     assert get(served, url.removesuffix("/stream"), **{param: 2**63 - 1})
+
+
+def test_a_job_carries_the_plan_its_algorithm_recorded(served: Served) -> None:
+    assert get(served, f"/api/jobs/{served.job_id}")["plan"] is None  # random search has none
+    served.store.create_job(NewJob(id="j-planned01", name="planned", algorithm="mipro", config={}))
+    served.store.append_events("j-planned01", [plan_event()])
+    plan = get(served, "/api/jobs/j-planned01")["plan"]
+    served.store.delete_job("j-planned01")
+    assert plan["kind"] == "mipro.plan"
+    assert plan["summary"] == PLAN_SUMMARY
+    assert plan["figures"]["num_trials"] == 12
+    assert plan["figures"]["metric_calls.total"] == 130
+    assert plan["figures"]["lm_calls.proposer"] == 7
+    assert "summary" not in plan["figures"]
+    assert plan["notes"] == ["trials raised to spend the budget"]

@@ -13,12 +13,13 @@ from typing import Any
 
 import jobs_support as js
 import pytest
-from server_support import job_config
+from server_support import PLAN_SUMMARY, job_config, plan_event
 
 from emery.server.api import create_server_app
 from emery.server.launcher import ThreadLauncher
 from emery.server.serving import BackgroundServer
 from emery.store import MemoryStore
+from emery.store.records import NewJob
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -149,3 +150,24 @@ def test_follow_steer_and_inspect_a_running_job(
         "jobs.png",
         "rollout.png",
     ]
+
+
+def test_the_job_page_shows_the_plan_live(
+    live: tuple[MemoryStore, str], page: Any, artifacts: Path
+) -> None:
+    store, url = live
+    store.create_job(NewJob(id="j-planned01", name="planned", algorithm="mipro", config={}))
+    page.goto(f"{url}/#/jobs/j-planned01")
+    assert "No plan recorded: mipro runs until" in page.locator("#plan").inner_text()
+    store.append_events("j-planned01", [plan_event()])  # arrives over the job's SSE stream
+    summary = page.locator("#plan .summary")
+    summary.wait_for()
+    assert summary.inner_text() == PLAN_SUMMARY
+    total = page.locator("#plan table.figures tr", has_text="metric_calls.total")
+    assert total.is_visible()
+    assert total.locator("td").all_inner_texts() == ["metric_calls.total", "130"]
+    assert page.locator("#plan .notes li").all_inner_texts() == [
+        "trials raised to spend the budget"
+    ]
+    page.screenshot(path=str(artifacts / "plan.png"), full_page=True)
+    store.transition("j-planned01", "cancelled", reason="test over")

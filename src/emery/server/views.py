@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from emery.algorithms.lineage import component_diff
 from emery.core.errors import EmeryError
+from emery.core.events import PAYLOADS
 from emery.core.models import Candidate
 from emery.core.spans import SpanRecord
 from emery.jobs.ownership import is_stale
@@ -16,6 +17,7 @@ from emery.store.states import NotFound
 
 SPLITS = ("train", "val", "test")
 DiffBase = Literal["parent", "seed"]
+PLAN_KINDS = tuple(sorted(kind for kind in PAYLOADS if kind.endswith(".plan")))
 
 
 def budget_limits(job: JobRecord) -> dict[str, Any]:
@@ -39,7 +41,37 @@ def job_view(store: Store, job: JobRecord, *, full: bool = False) -> dict[str, A
     }
     if full:
         view["usage"] = checkpoint.usage if checkpoint else {}
+        view["plan"] = plan_view(store, job.id)
     return view
+
+
+def _figures(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Scalars of ``data``, nested keys joined with dots (``metric_calls.total``)."""
+    figures: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            figures.update(_figures(value, f"{prefix}{key}."))
+        elif not isinstance(value, list) and key != "summary":
+            figures[f"{prefix}{key}"] = value
+    return figures
+
+
+def plan_view(store: Store, job_id: str) -> dict[str, Any] | None:
+    """What the job's algorithm planned at its start (its latest ``*.plan`` event, such
+    as ``mipro.plan``): the one-line summary the CLI prints, the figures and the notes;
+    None when it recorded no plan."""
+    events = store.list_events(job_id, kinds=list(PLAN_KINDS)) if PLAN_KINDS else []
+    if not events:
+        return None
+    latest = events[-1]
+    notes = latest.data.get("notes")
+    return {
+        "kind": latest.kind,
+        "seq": latest.seq,
+        "summary": latest.data.get("summary"),
+        "figures": _figures(latest.data),
+        "notes": [str(note) for note in notes] if isinstance(notes, list) else [],
+    }
 
 
 def _score(record: CandidateRecord | None) -> dict[str, Any] | None:

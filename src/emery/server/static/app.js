@@ -40,7 +40,7 @@ function follow(jobId, onEvent, onEnd) {
   source.addEventListener("end", () => { source.close(); streams.delete(jobId); onEnd(); });
   const kinds = ["baseline_evaluated", "candidate_evaluated", "candidate_proposed", "best_updated",
     "started", "paused", "resumed", "cancelled", "succeeded", "failed", "iteration_completed",
-    "checkpoint_saved", "queued", "created", "rollouts_failed", "budget_warning"];
+    "checkpoint_saved", "queued", "created", "rollouts_failed", "budget_warning", "mipro.plan"];
   for (const kind of kinds) source.addEventListener(kind, (m) => onEvent(JSON.parse(m.data)));
 }
 
@@ -143,6 +143,21 @@ function usageTable(usage) {
     : h("p", { class: "muted" }, "no LM usage yet");
 }
 
+// The algorithm's plan (its *.plan event, as the CLI prints it), else what bounds the run.
+function planCard(job) {
+  const plan = job.plan;
+  if (!plan) {
+    const limits = Object.entries(job.budget.limits).map(([k, v]) => `${k} ${v}`).join(", ");
+    return [h("h2", {}, "Plan"), h("p", { class: "muted" },
+      `No plan recorded: ${job.algorithm} runs until its budget${limits ? ` (${limits})` : ""} is spent.`)];
+  }
+  const rows = Object.entries(plan.figures).map(([key, value]) =>
+    h("tr", {}, h("td", {}, key), h("td", {}, value === null ? "–" : String(value))));
+  return [h("h2", {}, "Plan"), h("p", { class: "summary" }, plan.summary || plan.kind),
+    plan.notes.length ? h("ul", { class: "notes" }, plan.notes.map((n) => h("li", {}, n))) : null,
+    h("details", { open: "" }, h("summary", {}, `${plan.kind} figures`), h("table", { class: "figures" }, rows))];
+}
+
 async function jobPage(token, jobId) {
   const base = `/api/jobs/${encodeURIComponent(jobId)}`;
   const [job, cands, ev] = await Promise.all([api(base), api(`${base}/candidates`), api(`${base}/events?limit=5000`)]);
@@ -154,6 +169,7 @@ async function jobPage(token, jobId) {
     for (const row of document.querySelectorAll("tr[data-candidate]")) row.classList.toggle("selected", row.dataset.candidate === id);
     candidatePanel(job.id, id, panel).catch((e) => panel.replaceChildren(h("p", { class: "error-box" }, e.message)));
   };
+  const planBox = h("div", { class: "card", id: "plan" }, ...planCard(job));
   const eventList = h("table", { id: "events" });
   const showEvents = () => eventList.replaceChildren(...events.slice(-40).reverse().map((e) =>
     h("tr", {}, h("td", { class: "muted" }, e.seq), h("td", {}, e.kind), h("td", {}, JSON.stringify(e.data).slice(0, 160)))));
@@ -163,7 +179,7 @@ async function jobPage(token, jobId) {
       h("span", {}, "baseline (val)", h("b", {}, pct(job.baseline_score))),
       h("span", {}, "best (val)", h("b", { id: "best" }, pct(job.best_score))),
       h("span", {}, "budget", h("b", {}, budgetBar(job))), controls(job)),
-    h("p", { class: "error-box" }, job.error || ""),
+    h("p", { class: "error-box" }, job.error || ""), planBox,
     h("div", { class: "grid" },
       h("div", {}, h("h2", {}, "Score over metric calls"), chart,
         h("h2", {}, "Candidates"), h("table", { id: "candidates" },
@@ -178,6 +194,9 @@ async function jobPage(token, jobId) {
     follow(job.id, (event) => {
       if (token !== pageToken || events.some((e) => e.seq === event.seq)) return;
       events.push(event);
+      if (event.kind.endsWith(".plan")) {
+        api(base).then((fresh) => token === pageToken && planBox.replaceChildren(...planCard(fresh)));
+      }
       window.emeryChart.drawChart(chart, events);
       showEvents();
     }, () => token === pageToken && route());
