@@ -159,7 +159,7 @@ async def _texts(
                 rng,
                 iteration=basis.number,
                 component=component,
-                current=basis.parent.candidate.components[component],
+                current=basis.parent.candidate.components.get(component, ""),
                 examples=basis.batch,
                 results=basis.before.results,
             )
