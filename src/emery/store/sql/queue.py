@@ -58,11 +58,16 @@ class QueueMixin(SqlBase):
             stmt = stmt.where(r.c.job_id == job_id)
         with self._tx(write=True) as conn:
             for row in conn.execute(stmt).all():
-                if self._claim(conn, row.id, int(row.attempt_count), worker_id):
-                    return rollout_from_row(conn.execute(select(r).where(r.c.id == row.id)).one())
+                claimed = self._claim(conn, row.id, int(row.attempt_count), worker_id)
+                if claimed is not None:
+                    return claimed
         return None
 
-    def _claim(self, conn: Connection, rollout_id: str, count: int, worker_id: str) -> bool:
+    def _claim(
+        self, conn: Connection, rollout_id: str, count: int, worker_id: str
+    ) -> Rollout | None:
+        """Start attempt ``count + 1`` of a queued rollout; the rollout, or None when another
+        claim took it first."""
         r = t.rollouts
         at = now()
         number = count + 1
@@ -74,9 +79,10 @@ class QueueMixin(SqlBase):
                 attempt_count=number,
                 started_at=func.coalesce(r.c.started_at, at),
             )
-        )
-        if claimed.rowcount != 1:
-            return False
+            .returning(*r.c)
+        ).first()
+        if claimed is None:
+            return None
         row = {
             "id": f"{rollout_id}:{number}",
             "rollout_id": rollout_id,
@@ -89,7 +95,7 @@ class QueueMixin(SqlBase):
             "finished_at": None,
         }
         self.upsert(conn, t.attempts, [row], ["id"])
-        return True
+        return rollout_from_row(claimed)
 
     def heartbeat_attempt(self, attempt_id: str) -> bool:
         """Renew the lease of a running attempt; False when the attempt is no longer live
