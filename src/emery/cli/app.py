@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("emery.cli.demo_cmd", "demo"),
     "eval": ("emery.cli.eval_cmd", "evaluate"),
     "train": ("emery.cli.train_cmd", "train"),
+    "run": ("emery.cli.run_cmd", "run"),
     "jobs": ("emery.cli.jobs_cmd", "app"),
     "candidates": ("emery.cli.candidates_cmd", "candidates"),
     "report": ("emery.cli.report_cmd", "report"),

@@ -12,10 +12,13 @@ from emery.algorithms.lineage import component_diff, lineage_tree
 from emery.core.events import Event
 from emery.core.models import Candidate
 from emery.evaluation.stats import ScoreSummary, failed_cell, failure_note
+from emery.jobs.graph_diagram import graph_svg
+from emery.jobs.graph_results import report_graph
 from emery.jobs.plots import lineage_plot, score_over_budget, score_points
 from emery.jobs.results import JobResult
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
+from emery.systems.graph.render import graph_text
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1000px;color:#222;
@@ -117,6 +120,7 @@ def render_html(data: ReportData) -> str:
         "<h2>Score over budget</h2>",
         score_over_budget(score_points(data.events), r.dataset_sizes.get("val", 0)),
         *_best(r),
+        *_graph(data),
         *_lineage(data),
         *_candidates(data),
         *_usage(r),
@@ -182,6 +186,19 @@ def _best(r: JobResult) -> list[str]:
         sections.append("<h3>Diff against the seed</h3>")
         sections.append(_diff_html(diff) if diff else "<p class=muted>identical to the seed</p>")
     return sections
+
+
+def _graph(data: ReportData) -> list[str]:
+    """The best candidate's workflow graph, drawn and as text (a graph job only)."""
+    best = data.result.best_candidate
+    graph = None if best is None else report_graph(data.config, best)
+    if graph is None:
+        return []
+    return [
+        "<h2>Graph of the best candidate</h2>",
+        graph_svg(graph),
+        f"<details><summary>as text</summary><pre>{_e(graph_text(graph))}</pre></details>",
+    ]
 
 
 def _lineage(data: ReportData) -> list[str]:

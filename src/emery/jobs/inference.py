@@ -13,7 +13,28 @@ from emery.jobs.runtime import JobInputs
 from emery.lm.config import build_lm
 from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
-from emery.systems.base import RunContext
+from emery.systems.base import RunContext, System
+
+
+def chosen_candidate(store: Store, job_id: str, candidate: Candidate | str | None) -> Candidate:
+    """``candidate`` (a candidate or an id of the job), else the job's best; EmeryError when
+    the job has none yet."""
+    if isinstance(candidate, Candidate):
+        return candidate
+    if candidate is not None:
+        return store.get_candidate(job_id, candidate)
+    job = store.get_job(job_id)
+    if not job.best_candidate_id:
+        raise EmeryError(f"job {job_id} has no best candidate yet")
+    return store.get_candidate(job_id, job.best_candidate_id)
+
+
+def job_system(store: Store, job_id: str, objects: JobInputs | None = None) -> System:
+    """The system a job optimizes: the object it was given, else the one its config builds."""
+    if objects is not None and objects.system is not None:
+        return objects.system
+    job = store.get_job(job_id)
+    return resolve_system(job_config(job), None, Path(job.base_dir or "."))
 
 
 async def run_inference(
@@ -29,17 +50,9 @@ async def run_inference(
     job = store.get_job(job_id)
     config = job_config(job)
     objects = objects or JobInputs()
-    if isinstance(candidate, str):
-        candidate = store.get_candidate(job_id, candidate)
-    if candidate is None:
-        if not job.best_candidate_id:
-            raise EmeryError(f"job {job_id} has no best candidate yet")
-        candidate = store.get_candidate(job_id, job.best_candidate_id)
-    base_dir = Path(job.base_dir or ".")
-    system = (
-        objects.system if objects.system is not None else resolve_system(config, None, base_dir)
-    )
-    cache = open_cache(config, base_dir)
+    candidate = chosen_candidate(store, job_id, candidate)
+    system = job_system(store, job_id, objects)
+    cache = open_cache(config, Path(job.base_dir or "."))
     try:
         if objects.lms and objects.lms.get("task") is not None:
             lm = build_lm(

@@ -6,7 +6,8 @@ dataset input field, another node's value, or (inside a map's sub-graph) the cur
 - ``llm``: one LM call, like a prompt-program stage: ``instruction`` (a component named
   after the node), ``messages`` with ``{name}`` placeholders, a ``parser``, the model
   ``role``, ``max_tokens``, ``temperature`` and ``samples`` (self-consistency: the node is
-  called that many times and its value is the most common parsed reply);
+  called that many times and its value is the most common parsed reply) and ``layout``
+  (the stage layout its candidate starts from: placement, reminder, answer, ...);
 - ``code``: ``source`` defines a Python function (``function`` names it when the source
   defines several); its parameters are its inputs, its return value the node's value;
 - ``map``: runs its sub-graph ``nodes`` (which need their own output node) once per element
@@ -29,8 +30,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from emery.core.models import Demo
 from emery.systems.graph.checks import check_acyclic, code_parameters, known_kinds, topological
+from emery.systems.graph.rlm_options import RLMOptions, check_rlm
 from emery.systems.parsers import ParserConfig
-from emery.systems.prompt_layout import choice_name
+from emery.systems.prompt_layout import StageLayout, choice_name
 from emery.systems.prompt_program import MessageTemplate
 from emery.systems.templates import placeholders
 
@@ -74,12 +76,15 @@ class LLMNode(NodeBase):
     temperature: float | None = Field(default=None, ge=0.0)
     samples: int = Field(default=1, ge=1, le=16)
     demos: list[Demo] = Field(default_factory=list)
+    layout: StageLayout | None = None
 
     def local_names(self, components: Components = None) -> set[str]:
         texts = [self.instruction, *(m.template for m in self.messages)]
         if components is not None:
             texts[0] = components.get(self.name, self.instruction)
             texts.append(components.get(choice_name(self.name, "reminder"), ""))
+        elif self.layout is not None:
+            texts.append(self.layout.reminder)
         return set().union(*(placeholders(text) for text in texts))
 
 
@@ -198,14 +203,24 @@ def walk(nodes: list[Node], components: Components = None) -> list[Node]:
     return out
 
 
+GraphType = Literal["policy", "verifier", "rlm"]
+
+
 class GraphConfig(BaseModel):
-    """``[system]`` for ``kind = "graph"``: a named DAG of nodes with one output node."""
+    """``[system]`` for ``kind = "graph"``: a named DAG of nodes with one output node.
+
+    ``graph_type``: ``policy`` maps an example's input to an output; ``verifier`` scores a
+    trace (its input fields are the trace's: input, output, transcript) and is trained to
+    agree with the dataset's gold scores (``emery.verifiers.agreement``); ``rlm`` reaches
+    a context too long for the prompt through tools (``rlm``: ``RLMOptions``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["graph"] = "graph"
     name: str = "graph"
+    graph_type: GraphType = "policy"
     nodes: list[Node] = Field(min_length=1)
+    rlm: RLMOptions | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -223,11 +238,16 @@ class GraphConfig(BaseModel):
             )
         if not self.llm_nodes():
             raise ValueError("a graph needs at least one llm node")
+        check_rlm(self.graph_type, self.rlm, self.prompt_reads())
         return self
 
     def llm_nodes(self, components: Components = None) -> list[LLMNode]:
         """Every llm node, map sub-graphs included, in dependency order."""
         return [node for node in walk(self.nodes, components) if isinstance(node, LLMNode)]
+
+    def prompt_reads(self, components: Components = None) -> dict[str, set[str]]:
+        """Each llm node's name → the names its prompt reads."""
+        return {node.name: node.local_names(components) for node in self.llm_nodes(components)}
 
 
 MapNode.model_rebuild()

@@ -32,6 +32,7 @@ from emery.core.validation import describe
 from emery.systems.base import RunContext, SystemRun
 from emery.systems.graph.bindings import check_bindings
 from emery.systems.graph.code import CodeError, compile_node
+from emery.systems.graph.rlm import check_rlm_candidate, run_rlm_stage, tool_options
 from emery.systems.graph.runtime import GraphRuntime, NodeError
 from emery.systems.graph.spec import CodeNode, GraphConfig, LLMNode, output_node, walk
 from emery.systems.prompt_program import (
@@ -42,7 +43,7 @@ from emery.systems.prompt_program import (
 )
 from emery.systems.registry import SystemKind
 
-TEXT_KEYS = ("instruction", "demos")
+TEXT_KEYS = ("instruction", "demos", "layout")
 SPEC_COMPONENT = "graph:spec"
 
 
@@ -79,19 +80,25 @@ def _shape(value: Any) -> Any:
     return value
 
 
-def _unset(value: Any) -> Any:
+def drop_unset(value: Any) -> Any:
     """``value`` without the dict entries that are None or empty (all defaults)."""
     if isinstance(value, dict):
-        return {k: _unset(v) for k, v in value.items() if v is not None and v != {} and v != []}
+        return {k: drop_unset(v) for k, v in value.items() if v is not None and v != {} and v != []}
     if isinstance(value, list):
-        return [_unset(item) for item in value]
+        return [drop_unset(item) for item in value]
     return value
 
 
 def spec_text(graph: GraphConfig) -> str:
     """The ``graph:spec`` component of ``graph``: its JSON without the llm nodes' texts
     (nor unset options)."""
-    return json.dumps(_unset(_shape(graph.model_dump(mode="json"))), indent=1)
+    return json.dumps(drop_unset(_structure(graph)), indent=1)
+
+
+def _structure(graph: GraphConfig) -> Any:
+    """``graph`` dumped without its llm nodes' texts (nor the default graph type)."""
+    policy = graph.graph_type == "policy"
+    return _shape(graph.model_dump(mode="json", exclude={"graph_type"} if policy else None))
 
 
 def read_spec(text: str) -> GraphConfig:
@@ -133,7 +140,18 @@ class GraphSystem(PromptProgram):
             raise ConfigError(f"system: {exc}") from None
 
     def version(self) -> str:
-        return content_hash(_shape(self.graph.model_dump(mode="json")))
+        return content_hash(_structure(self.graph))
+
+    def seed_candidate(self) -> Candidate:
+        """The nodes' instructions and demos, and the choice components of their layouts."""
+        seed = super().seed_candidate()
+        choices = {
+            name: text
+            for node in self.graph.llm_nodes()
+            if node.layout is not None
+            for name, text in node.layout.components(node.name).items()
+        }
+        return Candidate(components={**seed.components, **choices}, demos=seed.demos)
 
     def for_candidate(self, candidate: Candidate) -> GraphSystem:
         """The system of the graph ``candidate`` runs (its ``graph:spec``, else this one);
@@ -150,6 +168,7 @@ class GraphSystem(PromptProgram):
         the candidate's own spec is invalid)."""
         graph = self.for_candidate(candidate).graph
         check_bindings(graph.nodes, set(fields), candidate.components)
+        check_rlm_candidate(graph, set(fields), candidate.components)
 
     async def run(self, candidate: Candidate, ctx: RunContext) -> SystemRun:
         try:
@@ -180,13 +199,17 @@ class GraphSystem(PromptProgram):
         fields: dict[str, Any],
         calls: list[ComponentCall],
     ) -> Any:
-        """One llm node run as its stage (``PromptProgram.run_stage``), ``samples`` times
-        concurrently when it votes; a failure (of every sample) raises NodeError naming it."""
+        """One llm node run as its stage (``PromptProgram.run_stage``; an rlm tool node as a
+        tool loop), ``samples`` times concurrently when it votes; a failure (of every sample)
+        raises NodeError naming it."""
         stage = self.stages[node.name]
+        tools = tool_options(self.graph, node.name)
         per_sample: list[list[ComponentCall]] = [[] for _ in range(node.samples)]
 
         async def sample(own: list[ComponentCall]) -> Any:
             try:
+                if tools is not None:
+                    return await run_rlm_stage(self, tools, candidate, ctx, stage, fields, own)
                 return await self.run_stage(candidate, ctx, stage, fields, own)
             except StageError as exc:
                 return exc

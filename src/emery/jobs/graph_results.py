@@ -1,0 +1,53 @@
+"""The graph a job's best (or any) candidate runs, for export and for the report."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from emery.core.errors import ConfigError, EmeryError
+from emery.core.models import Candidate
+from emery.jobs.inference import chosen_candidate, job_system
+from emery.jobs.manage import job_config
+from emery.jobs.runtime import JobInputs
+from emery.store.protocol import Store
+from emery.systems.graph.export import candidate_graph
+from emery.systems.graph.spec import GraphConfig
+from emery.systems.graph.system import SPEC_COMPONENT, GraphSystem, read_spec
+
+
+def job_graph(
+    store: Store,
+    job_id: str,
+    *,
+    candidate: Candidate | str | None = None,
+    objects: JobInputs | None = None,
+) -> GraphConfig:
+    """The whole graph (texts included) ``candidate`` (default: the job's best) runs;
+    EmeryError when the job has no best candidate or its system is not a graph."""
+    chosen = chosen_candidate(store, job_id, candidate)
+    kind = getattr(job_config(store.get_job(job_id)).system, "kind", None)
+    system = job_system(store, job_id, objects) if kind in (None, "graph") else None
+    if not isinstance(system, GraphSystem):
+        what = kind or type(system).__name__
+        raise EmeryError(f"job {job_id} optimizes a {what} system, not a graph")
+    return candidate_graph(system, chosen)
+
+
+def report_graph(config: Mapping[str, Any], candidate: Candidate) -> GraphConfig | None:
+    """The graph ``candidate`` runs, read from its ``graph:spec`` or the job's ``[system]``
+    (no dataset is loaded); None for a job whose system is not a written-down graph."""
+    spec = candidate.components.get(SPEC_COMPONENT)
+    system_section = config.get("system")
+    try:
+        if spec is not None:
+            system = GraphSystem(read_spec(spec))
+        elif isinstance(system_section, dict) and system_section.get("kind") == "graph":
+            system = GraphSystem(GraphConfig.model_validate(system_section))
+        else:
+            return None
+        return candidate_graph(system, candidate)
+    except (ConfigError, ValidationError):
+        return None
