@@ -84,6 +84,8 @@ def test_pausing_a_ray_job_cancels_its_ray_tasks(
     assert seen["cpus"] < 2  # the tasks held the CPUs
     assert time.monotonic() - seen["at"] < 20  # not the minute the model would take
     assert store.get_job(job_id).state == "paused"
+    live = store.list_rollouts(RolloutFilter(job_id=job_id, status=["preparing", "running"]))
+    assert live.total == 0  # the cancelled rollouts ended "cancelled", none left running
     js.wait_until(lambda: ray.available_resources().get("CPU", 0) == 2, timeout=30)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
+from emery.core.errors import EmeryError
 from emery.core.models import Candidate, Example, Split
 from emery.core.rollouts import Rollout
 from emery.evaluation.evaluator import Evaluator
@@ -22,6 +23,7 @@ from emery.evaluation.ray_worker import Build, import_ray, start_ray
 from emery.evaluation.results import EvalResult, ExampleResult
 from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
+from emery.store.queue import FINAL_ROLLOUT, LIVE_ATTEMPT
 from emery.store.states import NotFound
 
 
@@ -110,7 +112,8 @@ class RayEvaluator(Evaluator):
             tries += 1
             try:
                 data = await dispatch.run(*payload, rollout.model_dump(mode="json"))
-            except ray.exceptions.TaskCancelledError:
+            except (asyncio.CancelledError, ray.exceptions.TaskCancelledError):
+                rollout_cancelled(self.store, rollout.id)
                 raise asyncio.CancelledError from None
             except ray.exceptions.RayError as exc:
                 lost = f"the Ray worker running it was lost ({type(exc).__name__})"
@@ -152,6 +155,20 @@ def worker_lost(store: Store, rollout: Rollout, tries: int, error: str) -> Rollo
             result=result.model_dump(mode="json"),
         )
     return result
+
+
+def rollout_cancelled(store: Store, rollout_id: str) -> None:
+    """End a rollout whose Ray work was cancelled (a pause, a cancel): its live attempt
+    ``failed`` ("cancelled"), the rollout ``cancelled``; one that ended already is kept."""
+    try:
+        if store.get_rollout(rollout_id).status in FINAL_ROLLOUT:
+            return
+        for attempt in store.list_attempts(rollout_id):
+            if attempt.status in LIVE_ATTEMPT:
+                store.update_attempt(attempt.id, status="failed", error="cancelled")
+        store.update_rollout(rollout_id, status="cancelled", error="cancelled")
+    except EmeryError:  # never stored (NotFound), or ended meanwhile by its worker
+        return
 
 
 def lost_result(rollout: Rollout, attempts: int, error: str) -> ExampleResult:
