@@ -1,0 +1,166 @@
+"""The store as a queue, emery beside agent-lightning, side by side in one run.
+
+Usage: .venv/bin/python benchmarks/scale/run.py [--runners 8,32,128] [--rollouts 600]
+           [--ops 600] [--postgres URL] [--limit-runners 128] [--agent-s 1.0]
+           [--output scale.json]
+
+Sides, each in a fresh process (``workload.py`` is the shared protocol driver):
+
+- emery on its in-memory store, a SQLite file and PostgreSQL (``--postgres``, else
+  ``$EMERY_TEST_POSTGRES_URL``; without either that column is left out): ``emery_side.py``;
+- agent-lightning 1.0.2 (in ``.bench-venvs/agentlightning``, Python 3.12, made on first
+  run from ``--peer-python``): its store in-process and its server over HTTP
+  (``peers/agentlightning_side.py``).
+
+Measured: one client's rate of each operation (enqueue, claim, update attempt, add spans,
+finish); rollouts/s, spans/s and p99 claim and span-write latency with N runner threads
+and a no-op agent; and rollouts/s with ``--limit-runners`` runners whose agent sleeps
+``--agent-s`` against the limit ``runners / agent_s``. Ratios are emery's figure over
+agent-lightning's: PostgreSQL and SQLite against its server, in-memory against its
+in-process store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent / "quality"))
+
+from common import VENVS, ensure_venv  # noqa: E402
+
+PEER = ("agentlightning", ["agentlightning==1.0.2"])
+PAIRS = [("postgres", "agl-http"), ("sqlite", "agl-http"), ("memory", "agl-inproc")]
+
+
+def peer_python(base: str | None) -> Path:
+    """The peer venv's python; agentlightning 1.0.2 needs Python 3.12 or newer."""
+    venv = VENVS / PEER[0]
+    if not (venv / "bin" / "python").exists():
+        found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python")))
+        base = base or shutil.which("python3.12") or (found[0] if found else None)
+        if base is None:
+            raise SystemExit("agentlightning 1.0.2 needs Python >= 3.12: pass --peer-python")
+        subprocess.run([base, "-m", "venv", str(venv)], check=True)
+    return ensure_venv(*PEER)
+
+
+def side(command: list[str], out: Path, timeout_s: float) -> dict[str, Any] | str:
+    """Run one side; its JSON, or why there is none."""
+    try:
+        subprocess.run(command, check=True, timeout=timeout_s, cwd=HERE)
+    except subprocess.TimeoutExpired:
+        return f"stalled (no result in {timeout_s:g} s)"
+    except subprocess.CalledProcessError as exc:
+        return f"failed (exit {exc.returncode})"
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+def run_sides(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    emery = [sys.executable, str(HERE / "emery_side.py")]
+    peer = [str(peer_python(args.peer_python)), str(HERE / "peers" / "agentlightning_side.py")]
+    stores = {"memory": "memory", "sqlite": "sqlite"}
+    if args.postgres:
+        stores["postgres"] = args.postgres
+    common = ["--runners", args.runners, "--rollouts", str(args.rollouts), "--ops", str(args.ops)]
+    sides: dict[str, Any] = {}
+    for name, store in stores.items():
+        out = work / f"{name}.json"
+        sides[name] = side([*emery, "--store", store, *common, "--out", str(out)], out, 900)
+    for mode in ("inproc", "http"):
+        out = work / f"agl-{mode}.json"
+        sides[f"agl-{mode}"] = side([*peer, "--mode", mode, *common, "--out", str(out)], out, 900)
+    limit = ["--runners", str(args.limit_runners), "--ops", "0", "--agent-s", str(args.agent_s)]
+    limit += ["--rollouts", str(3 * args.limit_runners)]
+    limits: dict[str, Any] = {}
+    for name in [n for n in ("sqlite", "postgres") if n in stores]:
+        out = work / f"limit-{name}.json"
+        limits[name] = side([*emery, "--store", stores[name], *limit, "--out", str(out)], out, 900)
+    out = work / "limit-agl-http.json"
+    limits["agl-http"] = side([*peer, "--mode", "http", *limit, "--out", str(out)], out, 900)
+    return {"sides": sides, "limit": limits}
+
+
+def fmt(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def ratio(a: Any, b: Any) -> str:
+    return f"{a / b:.2f}x" if isinstance(a, float) and isinstance(b, float) and b else "-"
+
+
+def report(results: dict[str, Any], args: argparse.Namespace) -> str:
+    sides = {k: v for k, v in results["sides"].items() if isinstance(v, dict)}
+    names = list(sides)
+    pairs = [(a, b) for a, b in PAIRS if a in sides and b in sides]
+    lines = [f"load average before: {results['load']}", ""]
+    for key, v in results["sides"].items():
+        if not isinstance(v, dict):
+            lines.append(f"{key}: {v}")
+    head = ["", *names, *(f"{a} / {b}" for a, b in pairs)]
+    lines += ["One client, operations per second (spans: spans per second)", ""]
+    lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for op in ("enqueue", "claim", "update", "spans", "finish"):
+        cells = [fmt(sides[n]["ops"][op]) for n in names]
+        cells += [ratio(sides[a]["ops"][op], sides[b]["ops"][op]) for a, b in pairs]
+        lines.append(f"| {op} | " + " | ".join(cells) + " |")
+    for metric in ("rollouts_per_s", "spans_per_s", "claim_p99_ms", "spans_p99_ms"):
+        lines += ["", f"{metric}, N runner threads, no-op agent", ""]
+        lines += ["| N | " + " | ".join(head[1:]) + " |", "|" + " --- |" * len(head)]
+        for n in args.runners.split(","):
+            cells = [fmt(sides[s]["runners"][n][metric]) for s in names]
+            cells += [
+                ratio(sides[a]["runners"][n][metric], sides[b]["runners"][n][metric])
+                for a, b in pairs
+            ]
+            lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    limit = args.limit_runners / args.agent_s
+    lines += [
+        "",
+        f"{args.limit_runners} runners, a {args.agent_s:g} s agent: rollouts/s"
+        f" against the limit {limit:g}/s",
+        "",
+    ]
+    for name, value in results["limit"].items():
+        if isinstance(value, dict):
+            got = value["runners"][str(args.limit_runners)]["rollouts_per_s"]
+            lines.append(f"- {name}: {got:.1f} rollouts/s = {got / limit:.2f} of the limit")
+        else:
+            lines.append(f"- {name}: {value}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runners", default="8,32,128")
+    parser.add_argument("--rollouts", type=int, default=600)
+    parser.add_argument("--ops", type=int, default=600)
+    parser.add_argument("--postgres", default=os.environ.get("EMERY_TEST_POSTGRES_URL"))
+    parser.add_argument("--limit-runners", type=int, default=128)
+    parser.add_argument("--agent-s", type=float, default=1.0)
+    parser.add_argument("--peer-python", default=None)
+    parser.add_argument("--output", type=Path, default=None)
+    args = parser.parse_args()
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    with tempfile.TemporaryDirectory() as work:
+        results = {"load": load, **run_sides(args, Path(work))}
+    results["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(report(results, args))
+    print(f"\nload average after: {results['load_after']}")
+    if args.output is not None:
+        args.output.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
