@@ -110,7 +110,12 @@ def rlm_graph() -> dict[str, Any]:
         "kind": "graph",
         "name": "long_document_rlm",
         "graph_type": "rlm",
-        "rlm": {"context": "document", "max_tool_calls": 6},
+        "rlm": {
+            "context": "document",
+            "max_tool_calls": 6,
+            "max_matches": 10,
+            "max_span_lines": 10,
+        },
         "nodes": [
             {
                 "kind": "llm",

@@ -1,0 +1,213 @@
+"""rlm graphs: a tool node answers over a document longer than the model's context through
+materialize_context, local_grep and read_span; the stuffed one-node graph cannot."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from emery.core.errors import ConfigError
+from emery.core.models import ChatMessage, Example
+from emery.data.tasks import builtin_task
+from emery.data.tasks.long_document import stuffed_graph
+from emery.evaluation import Evaluator
+from emery.lm import FakeLM
+from emery.store import MemoryStore
+from emery.store.records import NewJob
+from emery.systems.base import RunContext, SystemRun
+from emery.systems.graph.system import GraphSystem
+from emery.systems.registry import build_system, parse_system_config
+from emery.tracing.store_recorder import StoreRecorder, load_spans
+from emery.verifiers import build_verifier
+
+CONTEXT_WORDS = 2_000
+"""The scripted model's context, in words (FakeLM counts words as tokens)."""
+QUESTION = re.compile(r"What is the (.+?) of (.+?)\?")
+
+
+def words(messages: Sequence[ChatMessage]) -> int:
+    return sum(len(m["content"].split()) for m in messages)
+
+
+def tool(name: str, **arguments: Any) -> str:
+    return json.dumps({"tool": name, "arguments": arguments})
+
+
+def reader(messages: Sequence[ChatMessage]) -> str:
+    """A careful reader with a small context: with tools it materializes the context, greps
+    for the person the question names, reads the span around the first hit and answers
+    from what it read; without tools it answers from the document in its prompt."""
+    assert words(messages) < CONTEXT_WORDS, "the prompt overflows the model's context"
+    text = "\n".join(m["content"] for m in messages)
+    match = QUESTION.search(text)
+    assert match is not None
+    attribute, person = match.groups()
+    last = messages[-1]["content"]
+    fact = re.search(
+        rf"The {attribute} of {person} is (\d+)", last if "local_grep" in text else text
+    )
+    if "local_grep" not in messages[0]["content"]:
+        return fact.group(1) if fact else "I cannot find it in the document."
+    if last.startswith("read_span result") and fact:
+        return fact.group(1)
+    if not any(m["content"].startswith("materialize_context result") for m in messages):
+        return tool("materialize_context")
+    if last.startswith("local_grep result"):
+        hit = re.search(r"^(\d+): ", last, re.MULTILINE)
+        if hit:
+            line = int(hit.group(1))
+            return tool("read_span", start=line - 1, end=line + 1)
+    return tool("local_grep", pattern=person)
+
+
+def task_examples(n: int) -> list[Example]:
+    return builtin_task("long_document_qa").dataset(seed=3, n_train=0, n_val=0, n_test=n).test
+
+
+def rlm_system() -> GraphSystem:
+    system = build_system(parse_system_config(builtin_task("long_document_qa").system or {}))
+    assert isinstance(system, GraphSystem)
+    return system
+
+
+async def run(system: GraphSystem, lm: Any, example: Example) -> SystemRun:
+    return await system.run(system.seed_candidate(), RunContext(lm=lm, example=example))
+
+
+async def test_rlm_graph_answers_planted_facts_the_stuffed_graph_cannot_see() -> None:
+    examples = task_examples(3)
+    verifier = build_verifier(builtin_task("long_document_qa").verifier)
+    max_chars = 6_000  # what fits the context with the instruction and question
+    stuffed = build_system(parse_system_config(stuffed_graph(max_chars)))
+    assert isinstance(stuffed, GraphSystem)
+    for example in examples:
+        document = example.input["document"]
+        assert len(document.split()) >= 50_000 > CONTEXT_WORDS
+        assert document.index(f"is {example.expected}.") > max_chars  # beyond the head
+        lm = FakeLM(reader)
+        got = await run(rlm_system(), lm, example)
+        assert got.error is None
+        assert (await verifier.verify(example, got.output)).score == 1.0
+        assert 4 <= len(lm.calls) <= 6
+        assert max(words(call) for call in lm.calls) < CONTEXT_WORDS
+        plain_lm = FakeLM(reader)
+        plain = await run(stuffed, plain_lm, example)
+        assert plain.error is None
+        assert (await verifier.verify(example, plain.output)).score == 0.0
+        assert max(words(call) for call in plain_lm.calls) < CONTEXT_WORDS
+
+
+async def test_tool_calls_are_spans_and_the_transcript_is_the_node_call() -> None:
+    store = MemoryStore()
+    job = store.create_job(
+        NewJob(id="job-r", name="t", algorithm="baseline", config={"dataset": {"task": "x"}})
+    )
+    system = rlm_system()
+    verifier = build_verifier(builtin_task("long_document_qa").verifier)
+    evaluator = Evaluator(
+        system, verifier, FakeLM(reader), recorder=StoreRecorder(store, job.id), job_id=job.id
+    )
+    result = await evaluator.evaluate(system.seed_candidate(), task_examples(1), "val")
+    assert result.scores == [1.0]
+    spans = load_spans(store, result.results[0].rollout_id or "")
+    node = next(s for s in spans if s.attributes.get("emery.node.name") == "answer")
+    tools = [s for s in spans if s.name.startswith("execute_tool")]
+    assert [s.name for s in tools] == [
+        "execute_tool materialize_context",
+        "execute_tool local_grep",
+        "execute_tool read_span",
+    ]
+    assert all(s.parent_id == node.span_id for s in tools)
+    (call,) = result.results[0].calls
+    assert call.component == "answer"
+    assert [m["role"] for m in call.messages][-2:] == ["assistant", "user"]
+    assert call.messages[-1]["content"].startswith("read_span result")
+
+
+async def test_tool_errors_come_back_as_observations() -> None:
+    replies = [
+        tool("local_grep", pattern="Orla"),  # before materialize_context
+        tool("materialize_context"),
+        tool("local_grep", pattern="(unclosed"),
+        tool("read_span", start=0, end=3),
+        tool("read_span", start="ten"),
+        tool("shell", command="ls"),
+        tool("submit", answer="12345"),
+    ]
+    lm = FakeLM(replies)
+    example = task_examples(1)[0]
+    got = await run(rlm_system(), lm, example)
+    assert got.error is None
+    assert got.output == "12345"
+    observations = [call[-1]["content"] for call in lm.calls[1:]]
+    assert "call materialize_context first" in observations[0]
+    assert observations[1].startswith("materialize_context result:\ncontext materialized:")
+    assert "ERROR: bad regex '(unclosed'" in observations[2]
+    assert "ERROR: bad span 0..3: the context has lines 1.." in observations[3]
+    assert "ERROR: read_span needs whole line numbers" in observations[4]
+    assert "ERROR: unknown tool 'shell'" in observations[5]
+
+
+async def test_the_tool_budget_bounds_the_calls_and_fails_the_node() -> None:
+    spec = builtin_task("long_document_qa").system or {}
+    spec = {**spec, "rlm": {"context": "document", "max_tool_calls": 2}}
+    system = build_system(parse_system_config(spec))
+    assert isinstance(system, GraphSystem)
+    lm = FakeLM(lambda messages: tool("local_grep", pattern="x"))
+    got = await run(system, lm, task_examples(1)[0])
+    assert got.error == "node 'answer': no answer within max_tool_calls=2"
+    assert len(lm.calls) == 4  # two tools, the budget warning, one more tool call
+    assert "tool budget spent" in lm.calls[-1][-1]["content"]
+
+
+async def test_the_instruction_is_a_component_the_model_sees() -> None:
+    system = rlm_system()
+    seed = system.seed_candidate()
+    assert list(seed.components) == ["answer"]
+    child = seed.model_copy(update={"components": {"answer": "Grep for the name first."}})
+    lm = FakeLM(["42"])
+    await system.run(child, RunContext(lm=lm, example=task_examples(1)[0]))
+    first = lm.calls[0][0]["content"]
+    assert first.startswith("Grep for the name first.\n\nThe input document is too long")
+    assert "local_grep(pattern: a Python regular expression)" in first
+
+
+def rlm_spec(**changes: Any) -> dict[str, Any]:
+    return {**(builtin_task("long_document_qa").system or {}), **changes}
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (rlm_spec(rlm=None), "graph_type = 'rlm' needs [system.rlm] with 'context'"),
+        (rlm_spec(graph_type="policy"), "'rlm' options are only for graph_type = 'rlm'"),
+        (
+            rlm_spec(rlm={"context": "document", "nodes": ["solve"]}),
+            "rlm.nodes: 'solve' is not an llm node (llm nodes: answer)",
+        ),
+        (
+            rlm_spec(rlm={"context": "question"}),
+            "rlm node 'answer' puts the context {question} in its prompt",
+        ),
+    ],
+)
+def test_a_bad_rlm_graph_is_a_one_line_config_error(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_system(parse_system_config(spec))
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_the_context_must_be_an_input_field_and_stay_out_of_candidate_prompts() -> None:
+    system = rlm_system()
+    with pytest.raises(ConfigError, match=r"rlm.context 'document' is not an input field"):
+        system.check_inputs({"question"})
+    system.check_inputs({"question", "document"})
+    seed = system.seed_candidate()
+    leaky = seed.model_copy(update={"components": {"answer": "Read {document}."}})
+    with pytest.raises(ConfigError, match=r"puts the context \{document\} in its prompt"):
+        system.check_candidate(leaky, {"question", "document"})
