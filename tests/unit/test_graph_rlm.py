@@ -19,7 +19,7 @@ from emery.lm import FakeLM
 from emery.store import MemoryStore
 from emery.store.records import NewJob
 from emery.systems.base import RunContext, SystemRun
-from emery.systems.graph.system import GraphSystem
+from emery.systems.graph.system import GraphSystem, llm_calls
 from emery.systems.registry import build_system, parse_system_config
 from emery.tracing.store_recorder import StoreRecorder, load_spans
 from emery.verifiers import build_verifier
@@ -161,6 +161,7 @@ async def test_the_tool_budget_bounds_the_calls_and_fails_the_node() -> None:
     got = await run(system, lm, task_examples(1)[0])
     assert got.error == "node 'answer': no answer within max_tool_calls=2"
     assert len(lm.calls) == 4  # two tools, the budget warning, one more tool call
+    assert llm_calls(system.graph) == 4  # the bound target_llm_calls sees
     assert "tool budget spent" in lm.calls[-1][-1]["content"]
 
 

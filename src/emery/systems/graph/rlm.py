@@ -164,6 +164,13 @@ def tool_options(graph: GraphConfig, node: str) -> RLMOptions | None:
     return options if options is not None and node in options.tool_nodes(names) else None
 
 
+def loop_calls(graph: GraphConfig, node: str) -> int:
+    """The most LM calls one run of ``node`` makes: ``max_tool_calls + 2`` for a tool node
+    (the tools, the budget warning, the answer), else 1."""
+    options = tool_options(graph, node)
+    return 1 if options is None else options.max_tool_calls + 2
+
+
 def check_rlm_candidate(graph: GraphConfig, fields: set[str], components: Components) -> None:
     """ConfigError when the rlm context is no input field, or when the candidate's texts put
     it in a tool node's prompt."""

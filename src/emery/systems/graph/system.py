@@ -32,7 +32,12 @@ from emery.core.validation import describe
 from emery.systems.base import RunContext, SystemRun
 from emery.systems.graph.bindings import check_bindings
 from emery.systems.graph.code import CodeError, compile_node
-from emery.systems.graph.rlm import check_rlm_candidate, run_rlm_stage, tool_options
+from emery.systems.graph.rlm import (
+    check_rlm_candidate,
+    loop_calls,
+    run_rlm_stage,
+    tool_options,
+)
 from emery.systems.graph.runtime import GraphRuntime, NodeError
 from emery.systems.graph.spec import CodeNode, GraphConfig, LLMNode, output_node, walk
 from emery.systems.prompt_program import (
@@ -110,9 +115,10 @@ def read_spec(text: str) -> GraphConfig:
 
 
 def llm_calls(graph: GraphConfig) -> int:
-    """LM calls one run of ``graph`` makes: each llm node's ``samples`` (a map sub-graph's
-    nodes counted once, a restated answer not at all)."""
-    return sum(node.samples for node in graph.llm_nodes())
+    """LM calls one run of ``graph`` makes: each llm node's ``samples`` (an rlm tool node's
+    times the most calls its loop makes; a map sub-graph's nodes counted once, a restated
+    answer not at all)."""
+    return sum(node.samples * loop_calls(graph, node.name) for node in graph.llm_nodes())
 
 
 def majority(values: list[Any]) -> Any:
