@@ -85,7 +85,10 @@ def resolve_system(
 def resolve_verifier(config: JobConfig, dataset: Dataset, judge: LM | None = None) -> Verifier:
     """``[verifier]``, else the dataset's own suggestion, else exact match. ``judge`` is the
     model a rubric or contrastive verifier asks; a rubric that leaves some example without
-    criteria is refused here, before any model call."""
+    criteria is refused here, before any model call. A verifier graph is scored by its
+    agreement with the gold scores (``verifiers.agreement``)."""
+    if getattr(config.system, "graph_type", None) == "verifier":
+        return build_verifier(_agreement(config))
     if config.verifier is not None:
         verifier = build_verifier(config.verifier, judge)
     elif dataset.verifier is not None:
@@ -101,6 +104,17 @@ def resolve_verifier(config: JobConfig, dataset: Dataset, judge: LM | None = Non
     if isinstance(verifier, RubricJudge):
         verifier.check_examples(dataset)
     return verifier
+
+
+def _agreement(config: JobConfig) -> VerifierConfig:
+    """The verifier of a verifier graph's job; ConfigError when ``[verifier]`` names another."""
+    if config.verifier is not None and config.verifier.kind != "agreement":
+        raise ConfigError(
+            "a verifier graph (graph_type = 'verifier') is scored by its agreement with the"
+            f" dataset's gold scores: verifier.kind must be 'agreement' or unset, not"
+            f" {config.verifier.kind!r}"
+        )
+    return config.verifier or VerifierConfig(kind="agreement")
 
 
 def check_system_inputs(system: System, dataset: Dataset) -> None:

@@ -1,4 +1,5 @@
-"""The graph a job's best (or any) candidate runs, for export and for the report."""
+"""The graph a job's best (or any) candidate runs: for export, for the report, and (a
+verifier graph) to score a trace."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from pydantic import ValidationError
 
 from emery.core.errors import ConfigError, EmeryError
 from emery.core.models import Candidate
-from emery.jobs.inference import chosen_candidate, job_system
+from emery.jobs.inference import chosen_candidate, job_system, run_inference
 from emery.jobs.manage import job_config
 from emery.jobs.runtime import JobInputs
 from emery.store.protocol import Store
 from emery.systems.graph.export import candidate_graph
 from emery.systems.graph.spec import GraphConfig
 from emery.systems.graph.system import SPEC_COMPONENT, GraphSystem, read_spec
+from emery.verifiers.agreement import VerifierReward, reward_of
 
 
 def job_graph(
@@ -51,3 +53,25 @@ def report_graph(config: Mapping[str, Any], candidate: Candidate) -> GraphConfig
         return candidate_graph(system, candidate)
     except (ConfigError, ValidationError):
         return None
+
+
+async def run_verifier(
+    store: Store,
+    job_id: str,
+    trace: Mapping[str, Any],
+    *,
+    candidate: Candidate | str | None = None,
+    objects: JobInputs | None = None,
+) -> VerifierReward:
+    """The reward the job's verifier graph (its best candidate, or ``candidate``) gives
+    ``trace`` (the graph's input fields: input, output, transcript, ...); EmeryError when
+    the job's graph is not a verifier or its output holds no score."""
+    chosen = chosen_candidate(store, job_id, candidate)
+    graph = job_graph(store, job_id, candidate=chosen, objects=objects)
+    if graph.graph_type != "verifier":
+        raise EmeryError(f"job {job_id} trains a {graph.graph_type} graph, not a verifier graph")
+    output = await run_inference(store, job_id, dict(trace), candidate=chosen, objects=objects)
+    try:
+        return reward_of(output)
+    except ValueError as exc:
+        raise EmeryError(f"the verifier graph's output holds no score: {exc}") from None

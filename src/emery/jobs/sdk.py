@@ -21,6 +21,7 @@ from emery.core.models import Candidate
 from emery.evaluation.progress import ProgressSink
 from emery.jobs import manage
 from emery.jobs.engine import JobEngine
+from emery.jobs.graph_results import run_verifier
 from emery.jobs.inference import run_inference
 from emery.jobs.ownership import is_stale
 from emery.jobs.progress_text import TextReporter
@@ -39,6 +40,7 @@ from emery.store.backends import open_store
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 from emery.systems.base import System
+from emery.verifiers.agreement import VerifierReward
 from emery.verifiers.base import Verifier
 
 ACTIVE = ("created", "queued", "running")
@@ -230,6 +232,15 @@ class Job:
             run_inference(
                 self.store, self.id, dict(input), candidate=candidate, objects=self.inputs
             )
+        )
+
+    def run_verifier(
+        self, trace: Mapping[str, Any], *, candidate: str | None = None
+    ) -> VerifierReward:
+        """Score ``trace`` (input, output, transcript, ...) with the best candidate (or
+        ``candidate``) of this job's verifier graph; returns the structured reward."""
+        return run_sync(
+            run_verifier(self.store, self.id, trace, candidate=candidate, objects=self.inputs)
         )
 
     def __repr__(self) -> str:

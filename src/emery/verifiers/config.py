@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from emery.core.errors import ConfigError
 from emery.lm.base import LM
+from emery.verifiers.agreement import Agreement
 from emery.verifiers.base import Verifier
 from emery.verifiers.contrastive import ContrastiveJudge
 from emery.verifiers.json_field import JsonFieldMatch
@@ -29,6 +30,7 @@ VerifierKind = Literal[
     "python",
     "rubric",
     "contrastive",
+    "agreement",
 ]
 
 JUDGE_KINDS = frozenset({"rubric", "contrastive"})
@@ -87,3 +89,5 @@ def build_verifier(config: VerifierConfig, judge: LM | None = None) -> Verifier:
             return RubricJudge(config.criteria, judge=judge)
         case "contrastive":
             return ContrastiveJudge(judge)
+        case "agreement":
+            return Agreement()
