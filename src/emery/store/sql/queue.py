@@ -11,30 +11,19 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import Connection, Select, func, select, update
-from sqlalchemy.sql.elements import ColumnElement
 
 from emery.core.rollouts import Rollout
 from emery.store import schema as t
 from emery.store.queue import (
     DEFAULT_LEASE_S,
-    EXECUTOR_KEY,
-    FINAL_ROLLOUT,
     LEASE_KEY,
     LIVE_ATTEMPT,
     LIVE_ROLLOUT,
     RESULT_KEY,
-    RUNNERS,
 )
+from emery.store.sql import queue_statements as q
 from emery.store.sql.base import SqlBase, now
 from emery.store.sql.trace_rows import jsonable, rollout_from_row
-
-CLAIM_WINDOW = 8
-"""Queued rollouts a claim tries, oldest first, before saying the queue is empty."""
-
-
-def _queued_marker() -> ColumnElement[bool]:
-    marker: ColumnElement[bool] = t.rollouts.c["metadata"][EXECUTOR_KEY].as_string() == RUNNERS
-    return marker
 
 
 class QueueMixin(SqlBase):
@@ -43,21 +32,9 @@ class QueueMixin(SqlBase):
     def claim_rollout(self, worker_id: str, *, job_id: str | None = None) -> Rollout | None:
         """Take the oldest queued rollout of a running job (of ``job_id`` if given): its next
         attempt starts, held by ``worker_id``, with a heartbeat now. None: nothing queued."""
-        r, j = t.rollouts, t.jobs
-        stmt: Select[Any] = (
-            select(r.c.id, r.c.attempt_count)
-            .join(j, j.c.id == r.c.job_id)
-            .where(r.c.status == "queuing", j.c.state == "running", _queued_marker())
-            .order_by(r.c.created_at, r.c.id)
-            .limit(CLAIM_WINDOW)
-            # PostgreSQL: skip rows other claims hold, rather than wait for them (SQLite
-            # renders no FOR UPDATE: its writes are serialized already)
-            .with_for_update(of=r, skip_locked=True)
-        )
-        if job_id is not None:
-            stmt = stmt.where(r.c.job_id == job_id)
+        window = q.claim_window(job_id is not None)
         with self._tx(write=True) as conn:
-            for row in conn.execute(stmt).all():
+            for row in conn.execute(window, {"p_job": job_id} if job_id else {}).all():
                 claimed = self._claim(conn, row.id, int(row.attempt_count), worker_id)
                 if claimed is not None:
                     return claimed
@@ -68,19 +45,10 @@ class QueueMixin(SqlBase):
     ) -> Rollout | None:
         """Start attempt ``count + 1`` of a queued rollout; the rollout, or None when another
         claim took it first."""
-        r = t.rollouts
         at = now()
         number = count + 1
-        claimed = conn.execute(
-            update(r)
-            .where(r.c.id == rollout_id, r.c.status == "queuing", r.c.attempt_count == count)
-            .values(
-                status="running",
-                attempt_count=number,
-                started_at=func.coalesce(r.c.started_at, at),
-            )
-            .returning(*r.c)
-        ).first()
+        params = {"p_id": rollout_id, "p_count": count, "p_number": number, "p_at": at}
+        claimed = conn.execute(q.claim_update(), params).first()
         if claimed is None:
             return None
         row = {
@@ -100,13 +68,8 @@ class QueueMixin(SqlBase):
     def heartbeat_attempt(self, attempt_id: str) -> bool:
         """Renew the lease of a running attempt; False when the attempt is no longer live
         (its lease expired and it was given up)."""
-        a = t.attempts
         with self._tx(write=True) as conn:
-            done = conn.execute(
-                update(a)
-                .where(a.c.id == attempt_id, a.c.status.in_(LIVE_ATTEMPT))
-                .values(heartbeat_at=now())
-            )
+            done = conn.execute(q.heartbeat(), {"p_id": attempt_id, "p_at": now()})
         return bool(done.rowcount == 1)
 
     def finish_rollout(
@@ -123,26 +86,22 @@ class QueueMixin(SqlBase):
     ) -> bool:
         """End an attempt and, unless the rollout already has one, store its result
         (``metadata["result"]``) and final ``status``. True when this result was kept."""
-        r = t.rollouts
         at = now()
         with self._tx(write=True) as conn:
             self._end_attempt(conn, attempt_id, attempt_status, error, at)
-            row = conn.execute(select(r.c["metadata"]).where(r.c.id == rollout_id)).first()
+            row = conn.execute(q.rollout_metadata(), {"p_id": rollout_id}).first()
             if row is None:
                 return False
-            metadata = {**(row[0] or {}), RESULT_KEY: jsonable(result)}
-            kept = conn.execute(
-                update(r)
-                .where(r.c.id == rollout_id, r.c.status.not_in(FINAL_ROLLOUT))
-                .values(
-                    status=status,
-                    output=jsonable(output),
-                    score=score,
-                    error=error,
-                    metadata=metadata,
-                    finished_at=at,
-                )
-            )
+            values = {
+                "p_id": rollout_id,
+                "p_status": status,
+                "p_output": jsonable(output),
+                "p_score": score,
+                "p_error": error,
+                "p_metadata": {**(row[0] or {}), RESULT_KEY: jsonable(result)},
+                "p_at": at,
+            }
+            kept = conn.execute(q.finish(), values)
         return bool(kept.rowcount == 1)
 
     def requeue_rollout(
@@ -181,7 +140,7 @@ class QueueMixin(SqlBase):
                 func.coalesce(a.c.heartbeat_at, a.c.started_at).label("seen"),
             )
             .join(a, (a.c.rollout_id == r.c.id) & (a.c.number == r.c.attempt_count))
-            .where(r.c.status.in_(LIVE_ROLLOUT), a.c.status.in_(LIVE_ATTEMPT), _queued_marker())
+            .where(r.c.status.in_(LIVE_ROLLOUT), a.c.status.in_(LIVE_ATTEMPT), q.queued_marker())
         )
         if job_id is not None:
             stmt = stmt.where(r.c.job_id == job_id)
@@ -224,9 +183,5 @@ class QueueMixin(SqlBase):
     def _end_attempt(
         self, conn: Connection, attempt_id: str, status: str, error: str | None, at: float
     ) -> None:
-        a = t.attempts
-        conn.execute(
-            update(a)
-            .where(a.c.id == attempt_id, a.c.status.in_(LIVE_ATTEMPT))
-            .values(status=status, error=error, finished_at=at, heartbeat_at=at)
-        )
+        params = {"p_id": attempt_id, "p_status": status, "p_error": error, "p_at": at}
+        conn.execute(q.end_attempt(), params)
