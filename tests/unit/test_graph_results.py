@@ -13,16 +13,21 @@ from typing import Any
 
 import pytest
 from fake_models import fake_answer, word_problem_lm
+from test_export import solver
+from test_graph_dataset_only import CAPITALS, task_set
 
 import emery
 from emery.cli.app import main
 from emery.core.aio import run_sync
+from emery.core.errors import EmeryError
 from emery.core.models import Candidate, ChatMessage, Demo, Example
 from emery.data.tasks import builtin_task
+from emery.jobs.graph_results import job_graph
 from emery.jobs.html_report import gather, render_html
 from emery.jobs.results import build_result
+from emery.jobs.runtime import JobInputs
 from emery.lm import FakeLM
-from emery.store import open_store
+from emery.store import MemoryStore, open_store
 from emery.systems.base import RunContext
 from emery.systems.graph.export import candidate_graph, graph_json
 from emery.systems.graph.spec import GraphConfig
@@ -202,3 +207,44 @@ def test_bad_requests_are_one_line_errors(
         assert captured.out == ""
         assert message in captured.err
         assert len(captured.err.strip().splitlines()) == 1, captured.err
+
+
+def test_a_dataset_only_job_exports_and_draws_its_starting_graph(tmp_path: Path) -> None:
+    store = MemoryStore()
+    capitals = dict(CAPITALS)
+    answer = FakeLM(lambda m: capitals.get(m[-1]["content"], "?"), model="fake/capitals")
+    result = emery.optimize(
+        None,
+        str(task_set(tmp_path)),
+        algorithm="baseline",
+        lm=answer,
+        runtime={"workdir": str(tmp_path / "work")},
+        store=store,
+        progress=False,
+    )
+    graph = job_graph(store, result.job_id)
+    assert [node.instruction for node in graph.llm_nodes()] == [
+        "Name the capital city of the country."
+    ]
+    job = store.get_job(result.job_id)
+    page = render_html(gather(store, job, build_result(store, job)))
+    assert "<h2>Graph of the best candidate" in page
+    assert "country -&gt; solve" in page  # the text rendering under the drawing
+
+
+def test_a_job_given_a_python_system_needs_it_again(tmp_path: Path) -> None:
+    store = MemoryStore()
+    result = emery.optimize(
+        solver,
+        "word_problems",
+        algorithm="baseline",
+        lm="python/fake_models:word_problem_lm",
+        runtime={"workdir": str(tmp_path / "work")},
+        store=store,
+        progress=False,
+    )
+    q = question()
+    with pytest.raises(EmeryError, match="was given its system as a Python object"):
+        emery.Job(store, result.job_id).run_inference({"question": q})
+    job = emery.Job(store, result.job_id, inputs=JobInputs(system=solver))
+    assert job.run_inference({"question": q}).endswith(f"Answer: {fake_answer(q)}")

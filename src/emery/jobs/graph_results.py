@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from emery.core.errors import ConfigError, EmeryError
+from emery.core.errors import EmeryError
 from emery.core.models import Candidate
 from emery.jobs.inference import chosen_candidate, job_system, run_inference
 from emery.jobs.manage import job_config
@@ -38,20 +38,18 @@ def job_graph(
     return candidate_graph(system, chosen)
 
 
-def report_graph(config: Mapping[str, Any], candidate: Candidate) -> GraphConfig | None:
-    """The graph ``candidate`` runs, read from its ``graph:spec`` or the job's ``[system]``
-    (no dataset is loaded); None for a job whose system is not a written-down graph."""
+def report_graph(store: Store, job_id: str, candidate: Candidate | None) -> GraphConfig | None:
+    """The graph ``candidate`` runs, for the report: read from its ``graph:spec`` (else as
+    ``job_graph`` finds it); None for a job whose system is not a graph or cannot be built
+    here."""
+    if candidate is None:
+        return None
     spec = candidate.components.get(SPEC_COMPONENT)
-    system_section = config.get("system")
     try:
         if spec is not None:
-            system = GraphSystem(read_spec(spec))
-        elif isinstance(system_section, dict) and system_section.get("kind") == "graph":
-            system = GraphSystem(GraphConfig.model_validate(system_section))
-        else:
-            return None
-        return candidate_graph(system, candidate)
-    except (ConfigError, ValidationError):
+            return candidate_graph(GraphSystem(read_spec(spec)), candidate)
+        return job_graph(store, job_id, candidate=candidate)
+    except (EmeryError, ValidationError):
         return None
 
 

@@ -19,6 +19,7 @@ from emery.jobs.results import JobResult
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 from emery.systems.graph.render import graph_text
+from emery.systems.graph.spec import GraphConfig
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1000px;color:#222;
@@ -43,6 +44,8 @@ class ReportData:
     config: dict[str, Any]
     failed: dict[str, str] = field(default_factory=dict)
     """Each candidate's failed val runs as a table cell (``"3 (1 timed out)"``)."""
+    graph: GraphConfig | None = None
+    """The best candidate's workflow graph (a graph job only)."""
 
 
 def gather(store: Store, job: JobRecord, result: JobResult) -> ReportData:
@@ -56,6 +59,7 @@ def gather(store: Store, job: JobRecord, result: JobResult) -> ReportData:
         scores={record.id: record.score for record in records},
         config=job.resolved_config or job.config,
         failed={record.id: failed_cell(record.failed, record.timeouts) for record in records},
+        graph=report_graph(store, job.id, result.best_candidate),
     )
 
 
@@ -190,8 +194,7 @@ def _best(r: JobResult) -> list[str]:
 
 def _graph(data: ReportData) -> list[str]:
     """The best candidate's workflow graph, drawn and as text (a graph job only)."""
-    best = data.result.best_candidate
-    graph = None if best is None else report_graph(data.config, best)
+    graph = data.graph
     if graph is None:
         return []
     return [

@@ -34,6 +34,11 @@ def job_system(store: Store, job_id: str, objects: JobInputs | None = None) -> S
     if objects is not None and objects.system is not None:
         return objects.system
     job = store.get_job(job_id)
+    if "system" in job.metadata.get("in_process_inputs", ()):
+        raise EmeryError(
+            f"job {job_id} was given its system as a Python object: pass it again"
+            " (emery.Job(store, job_id, inputs=JobInputs(system=...)))"
+        )
     return resolve_system(job_config(job), None, Path(job.base_dir or "."))
 
 
