@@ -20,6 +20,7 @@ from emery.store import MemoryStore
 from emery.store.records import NewJob
 from emery.systems.base import RunContext, SystemRun
 from emery.systems.graph.system import GraphSystem, llm_calls
+from emery.systems.graph.workspace import ContextWorkspace
 from emery.systems.registry import build_system, parse_system_config
 from emery.tracing.store_recorder import StoreRecorder, load_spans
 from emery.verifiers import build_verifier
@@ -212,3 +213,31 @@ def test_the_context_must_be_an_input_field_and_stay_out_of_candidate_prompts() 
     leaky = seed.model_copy(update={"components": {"answer": "Read {document}."}})
     with pytest.raises(ConfigError, match=r"puts the context \{document\} in its prompt"):
         system.check_candidate(leaky, {"question", "document"})
+
+
+def test_what_one_search_or_read_shows_is_bounded() -> None:
+    text = "\n".join(f"row {i} " + "x" * (500 if i == 7 else 10) for i in range(1, 101))
+    workspace = ContextWorkspace(text, max_matches=3, max_span_lines=4)
+    assert workspace.execute({"tool": "materialize_context"}).text.startswith(
+        "context materialized: 100 lines, 300 words."
+    )
+    grep = workspace.execute({"tool": "local_grep", "arguments": {"pattern": r"row \d+ x"}})
+    assert grep.ok
+    assert grep.text.splitlines() == [
+        "100 matching lines:",
+        "1: row 1 xxxxxxxxxx",
+        "2: row 2 xxxxxxxxxx",
+        "3: row 3 xxxxxxxxxx",
+        "(97 more matching lines not shown)",
+    ]
+    span = workspace.execute({"tool": "read_span", "arguments": {"start": 6, "end": 99}})
+    lines = span.text.splitlines()
+    assert lines[0] == "lines 6-9 of 100:"
+    assert len(lines) == 5
+    assert lines[2].endswith(" ...")
+    assert len(lines[2]) < 320
+    last = workspace.execute({"tool": "read_span", "arguments": {"start": "100"}})
+    assert last.text.splitlines() == ["lines 100-100 of 100:", "100: row 100 xxxxxxxxxx"]
+    none = workspace.execute({"tool": "local_grep", "arguments": {"pattern": "zzz"}})
+    assert none.ok
+    assert none.text == "no line matches 'zzz'"
