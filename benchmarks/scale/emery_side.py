@@ -78,6 +78,7 @@ class EmerySide:
                     job_id=self.job_id,
                     rollout_id=handle.id,
                     attempt_id=f"{handle.id}:{handle.attempt_count}",
+                    sequence=i,  # numbered by the attempt's scope, as a runner's spans are
                 )
                 for i in range(n)
             ]

@@ -2,7 +2,7 @@
 
 Usage: .venv/bin/python benchmarks/scale/run.py [--runners 8,32,128] [--rollouts 600]
            [--ops 600] [--postgres URL] [--limit-runners 128] [--agent-s 1.0]
-           [--output scale.json]
+           [--limit-rounds 10] [--output scale.json]
 
 Sides, each in a fresh process (``workload.py`` is the shared protocol driver):
 
@@ -15,9 +15,9 @@ Sides, each in a fresh process (``workload.py`` is the shared protocol driver):
 Measured: one client's rate of each operation (enqueue, claim, update attempt, add spans,
 finish); rollouts/s, spans/s and p99 claim and span-write latency with N runner threads
 and a no-op agent; and rollouts/s with ``--limit-runners`` runners whose agent sleeps
-``--agent-s`` against the limit ``runners / agent_s``. Ratios are emery's figure over
-agent-lightning's: PostgreSQL and SQLite against its server, in-memory against its
-in-process store.
+``--agent-s``, ``--limit-rounds`` rollouts each, against the limit
+``runners / agent_s``. Ratios are emery's figure over agent-lightning's: PostgreSQL and
+SQLite against its server, in-memory against its in-process store.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def run_sides(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         out = work / f"agl-{mode}.json"
         sides[f"agl-{mode}"] = side([*peer, "--mode", mode, *common, "--out", str(out)], out, 900)
     limit = ["--runners", str(args.limit_runners), "--ops", "0", "--agent-s", str(args.agent_s)]
-    limit += ["--rollouts", str(3 * args.limit_runners)]
+    limit += ["--rollouts", str(args.limit_rounds * args.limit_runners)]
     limits: dict[str, Any] = {}
     for name in [n for n in ("sqlite", "postgres") if n in stores]:
         out = work / f"limit-{name}.json"
@@ -149,6 +149,7 @@ def main() -> None:
     parser.add_argument("--postgres", default=os.environ.get("EMERY_TEST_POSTGRES_URL"))
     parser.add_argument("--limit-runners", type=int, default=128)
     parser.add_argument("--agent-s", type=float, default=1.0)
+    parser.add_argument("--limit-rounds", type=int, default=10, help="rollouts per runner")
     parser.add_argument("--peer-python", default=None)
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args()
