@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import emery
 from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage, Example
 from emery.data.tasks import builtin_task
@@ -241,3 +243,48 @@ def test_what_one_search_or_read_shows_is_bounded() -> None:
     none = workspace.execute({"tool": "local_grep", "arguments": {"pattern": "zzz"}})
     assert none.ok
     assert none.text == "no line matches 'zzz'"
+
+
+def lazy_reader(messages: Sequence[ChatMessage]) -> str:
+    """``reader`` when its instruction tells it to search the document; otherwise it
+    answers at once, without the tools, and cannot know."""
+    if "Search the document" not in messages[0]["content"]:
+        return "I do not know."
+    return reader(messages)
+
+
+def test_gepa_rewrites_the_rlm_instruction_and_lifts_test(tmp_path: Path) -> None:
+    spec = rlm_spec(
+        nodes=[
+            {
+                "kind": "llm",
+                "name": "answer",
+                "instruction": "Answer the question.",
+                "messages": [{"template": "Question: {question}"}],
+            },
+            {"kind": "output", "value": "answer"},
+        ]
+    )
+    data = builtin_task("long_document_qa").dataset(seed=5, n_train=3, n_val=2, n_test=3)
+    proposer = FakeLM(
+        lambda messages: "```\nSearch the document for the person's name, then answer.\n```"
+    )
+    result = emery.optimize(
+        spec,
+        data,
+        algorithm="gepa",
+        budget=30,
+        lm=FakeLM(lazy_reader, model="fake/lazy-reader"),
+        reflection_lm=proposer,
+        runtime={"workdir": str(tmp_path / ".emery")},
+        store=MemoryStore(),
+        progress=False,
+    )
+    assert result.state == "succeeded"
+    assert result.baseline_test is not None
+    assert result.best_test is not None
+    assert result.baseline_test.mean == 0.0
+    assert result.best_test.mean == 1.0
+    assert result.best_test.lm_calls == 4.0  # materialize, grep, read, answer
+    assert result.best_candidate is not None
+    assert result.best_candidate.components["answer"].startswith("Search the document")
