@@ -99,3 +99,18 @@ class BudgetWarning(Payload):
     resource: str
     used: float
     limit: float
+
+
+class PlanPayload(Payload):
+    """The shape every ``*.plan`` event shares (``mipro.plan``, ``gepa.plan``,
+    ``apo.plan``): what the algorithm will run given the budget, recorded at its start.
+
+    ``summary``: the one line the CLI prints; ``metric_calls``: the planned metric calls
+    of each phase and their ``total`` (upper bounds); ``notes``: what the budget changed
+    or cuts short.
+    """
+
+    summary: str
+    metric_calls: dict[str, int]
+    budget_metric_calls: int | None = None
+    notes: list[str] = Field(default_factory=list)

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from emery.core.payloads import Payload
+from emery.core.payloads import Payload, PlanPayload
 
 # -- shared by GEPA and APO ----------------------------------------------------------------
 
@@ -273,7 +273,7 @@ class MiproPlanFields(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-class MiproPlanned(Payload, MiproPlanFields):
+class MiproPlanned(PlanPayload, MiproPlanFields):
     """The resolved plan of a MIPRO run and its one-line summary."""
 
     kind: ClassVar[str] = "mipro.plan"

@@ -17,6 +17,7 @@ from emery.core.events import (
     FrontierUpdated,
     IterationCompleted,
     Payload,
+    PlanPayload,
     RolloutsFailed,
     StateChanged,
 )
@@ -78,6 +79,8 @@ def _words(kind: str, payload: Payload) -> str | None:
             return f"checkpoint {p.iteration} saved"
         case BudgetWarning() as p:
             return f"budget warning: {p.resource} at {p.used:g} of {p.limit:g}"
+        case PlanPayload() as p:
+            return p.summary + (f" ({'; '.join(p.notes)})" if p.notes else "")
     return None
 
 

@@ -26,6 +26,7 @@ from typing import ClassVar
 from emery.algorithms.apo.batches import ShuffledBatches
 from emery.algorithms.apo.beam import contenders, round_parents, select_top, unique
 from emery.algorithms.apo.operate import add_operator_children, operator_children_due
+from emery.algorithms.apo.plan import record_apo_plan
 from emery.algorithms.apo.prompts import load_prompts
 from emery.algorithms.apo.propose import Proposer
 from emery.algorithms.apo.settings import ApoSettings
@@ -63,6 +64,7 @@ class Apo:
 
     async def start(self, ctx: SearchContext) -> ApoState:
         self._check(ctx)
+        record_apo_plan(ctx, self.settings)
         seed = ctx.add_candidate(ctx.seed_candidate)
         batches = ShuffledBatches([e.id for e in ctx.train], ctx.seed)
         state = ApoState(

@@ -25,6 +25,7 @@ from emery.algorithms.gepa.batches import next_minibatch
 from emery.algorithms.gepa.code import smoke_rejects
 from emery.algorithms.gepa.merge import find_merge, run_merge
 from emery.algorithms.gepa.mutation import Basis, Mutation, extend_tie, operate, reflect
+from emery.algorithms.gepa.plan import plan_inputs, record_gepa_plan
 from emery.algorithms.gepa.pool import add_to_pool, lean, restore_candidates
 from emery.algorithms.gepa.propose import Proposer
 from emery.algorithms.gepa.selection import parent_selector, select_components
@@ -70,6 +71,8 @@ class Gepa:
         if not ctx.train:
             raise ConfigError("GEPA needs train examples to reflect on: train is empty")
         components = self._components(ctx)
+        inputs = plan_inputs(ctx, self.name, len(components), self._structure_every())
+        record_gepa_plan(ctx, self.settings, inputs)
         seed = ctx.add_candidate(ctx.seed_candidate)
         state = GepaState(
             seed_candidate_id=seed.id,
@@ -88,6 +91,10 @@ class Gepa:
         add_to_pool(ctx, state, PoolEntry(candidate=seed), result)
         self._check_done(ctx, state)
         return state
+
+    def _structure_every(self) -> int | None:
+        """How often a structural child is proposed (``graph_gepa``); None: never."""
+        return None
 
     def _components(self, ctx: SearchContext) -> list[str]:
         """The components to rewrite (a prompt program's layout choices never are)."""

@@ -59,6 +59,9 @@ class GraphGepa(Gepa):
         self._report_costs(ctx, state.pool)
         return state
 
+    def _structure_every(self) -> int | None:
+        return self.settings.structure_every
+
     async def step(self, ctx: SearchContext, state: GepaState) -> GepaState:
         known = len(state.pool)
         state = await super().step(ctx, state)

@@ -40,7 +40,7 @@ function follow(jobId, onEvent, onEnd) {
   source.addEventListener("end", () => { source.close(); streams.delete(jobId); onEnd(); });
   const kinds = ["baseline_evaluated", "candidate_evaluated", "candidate_proposed", "best_updated",
     "started", "paused", "resumed", "cancelled", "succeeded", "failed", "iteration_completed",
-    "checkpoint_saved", "queued", "created", "rollouts_failed", "budget_warning", "mipro.plan"];
+    "checkpoint_saved", "queued", "created", "rollouts_failed", "budget_warning", "mipro.plan", "gepa.plan", "apo.plan"];
   for (const kind of kinds) source.addEventListener(kind, (m) => onEvent(JSON.parse(m.data)));
 }
 

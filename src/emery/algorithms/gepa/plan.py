@@ -1,0 +1,177 @@
+"""GEPA's plan (event ``gepa.plan``): what a run will do given its metric-call budget.
+
+An iteration scores the parent and its child on one train minibatch (2 x the minibatch
+size in metric calls); an accepted child is scored on all of val besides. So the budget
+left after the seed's val score pays for about ``(budget - val) // (2 x minibatch)``
+iterations when no child is accepted, and each acceptance costs the val size more. Train
+rollouts already scored are free and a tie is judged on one more minibatch, so the real
+count can differ a little either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+from emery.algorithms.base import SearchContext
+from emery.algorithms.gepa.settings import GepaSettings
+from emery.algorithms.sources import prompt_program
+from emery.core.events import GepaPlanned
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GepaPlanInputs:
+    """What the plan depends on besides the settings."""
+
+    algorithm: str
+    n_train: int
+    n_val: int
+    components: int
+    budget_metric_calls: int | None
+    operators: bool
+    """The system is a prompt program (LM-free edit operators apply)."""
+    structure_every: int | None = None
+    """``graph_gepa``'s cadence of structural children; None for GEPA."""
+
+
+@dataclass(frozen=True)
+class _Split:
+    reflection: int
+    operator: int
+    structure: int
+
+
+def _split(iterations: int, operator_every: int, structure_every: int | None) -> _Split:
+    """Iterations by what proposes their child: a structural mutation comes first, then an
+    edit operator, else the reflection."""
+    s, o = structure_every or 0, operator_every
+    structure = iterations // s if s else 0
+    operator = iterations // o if o else 0
+    if s and o:
+        operator -= iterations // math.lcm(o, s)
+    return _Split(iterations - structure - operator, operator, structure)
+
+
+def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanned:
+    """The plan of a run with ``settings`` on data and a budget like ``inputs``."""
+    n_val, budget = inputs.n_val, inputs.budget_metric_calls
+    minibatch = min(settings.minibatch_size, inputs.n_train)
+    cost = 2 * minibatch
+    iterations = None if budget is None else max(0, budget - n_val) // max(cost, 1)
+    if settings.max_iterations is not None:
+        iterations = min(
+            settings.max_iterations, settings.max_iterations if iterations is None else iterations
+        )
+    operator_every = settings.operator_every if inputs.operators else 0
+    split = (
+        None if iterations is None else _split(iterations, operator_every, inputs.structure_every)
+    )
+    metric_calls = {"baseline": n_val}
+    if iterations is not None:
+        metric_calls |= {"iterations": iterations * cost, "total": n_val + iterations * cost}
+    merges = settings.max_merges if settings.use_merge else 0
+    plan = GepaPlanned(
+        summary="",
+        metric_calls=metric_calls,
+        budget_metric_calls=budget,
+        notes=_notes(settings, inputs, cost, iterations),
+        algorithm=inputs.algorithm,
+        val_size=n_val,
+        train_size=inputs.n_train,
+        minibatch_size=minibatch,
+        components=inputs.components,
+        component_selection=settings.component_selection,
+        iteration_cost=cost,
+        acceptance_cost=n_val,
+        iterations=iterations,
+        max_iterations=settings.max_iterations,
+        reflection_iterations=None if split is None else split.reflection,
+        operator_iterations=None if split is None else split.operator,
+        structure_iterations=None if split is None else split.structure,
+        operator_every=operator_every,
+        structure_every=inputs.structure_every,
+        reflection_calls=None if split is None else split.reflection * settings.proposal_attempts,
+        merges=merges,
+        merge_cost=min(settings.merge_subsample, n_val) if merges else 0,
+    )
+    plan.summary = describe_gepa_plan(plan)
+    return plan
+
+
+def _notes(
+    settings: GepaSettings, inputs: GepaPlanInputs, cost: int, iterations: int | None
+) -> list[str]:
+    notes = []
+    if iterations is not None and inputs.n_val:
+        notes.append(
+            f"each accepted child is scored on all {inputs.n_val} val examples, the cost of"
+            f" about {math.ceil(inputs.n_val / max(cost, 1))} iterations: the more children"
+            " are accepted, the fewer iterations run"
+        )
+    if iterations == 0:
+        notes.append(f"the budget pays for the seed's val score but not one iteration ({cost})")
+    if settings.operator_every and not inputs.operators:
+        notes.append("edit operators need a prompt program: every iteration reflects")
+    if settings.use_merge and settings.max_merges:
+        notes.append(
+            f"up to {settings.max_merges} merges after acceptances, each scored first on"
+            f" {min(settings.merge_subsample, inputs.n_val)} val examples"
+        )
+    if settings.stop_when_perfect:
+        notes.append("stops early once the best candidate is perfect on val")
+    return notes
+
+
+def describe_gepa_plan(plan: GepaPlanned) -> str:
+    """One line for the log and the CLI."""
+    budget = "no limit" if plan.budget_metric_calls is None else str(plan.budget_metric_calls)
+    head = (
+        f"{plan.algorithm} plan: seed on {plan.val_size} val, then "
+        + (
+            "iterations until another limit ends the run"
+            if plan.iterations is None
+            else f"about {plan.iterations} iterations"
+        )
+        + f" on train minibatches of {plan.minibatch_size} ({plan.iteration_cost} metric calls"
+        f" each, {plan.acceptance_cost} more per accepted child)"
+    )
+    if plan.iterations is not None:
+        kinds = [f"{plan.reflection_iterations} reflection (up to {plan.reflection_calls} calls)"]
+        if plan.operator_every:
+            kinds.append(f"{plan.operator_iterations} edit-operator (every {plan.operator_every})")
+        if plan.structure_every is not None:
+            kinds.append(f"{plan.structure_iterations} structural")
+        head += ": " + ", ".join(kinds)
+    selection = "round robin" if plan.component_selection == "round_robin" else "all"
+    return (
+        f"{head}; {selection} over {plan.components} components; up to {plan.merges} merges;"
+        f" budget {budget} metric calls"
+    )
+
+
+def record_gepa_plan(
+    ctx: SearchContext, settings: GepaSettings, inputs: GepaPlanInputs
+) -> GepaPlanned:
+    """Make the plan, log it and emit it (``gepa.plan``)."""
+    plan = make_gepa_plan(settings, inputs)
+    log.info(plan.summary)
+    ctx.emit(plan)
+    return plan
+
+
+def plan_inputs(
+    ctx: SearchContext, algorithm: str, components: int, structure_every: int | None = None
+) -> GepaPlanInputs:
+    """The plan's inputs from a search context."""
+    return GepaPlanInputs(
+        algorithm=algorithm,
+        n_train=len(ctx.train),
+        n_val=len(ctx.val),
+        components=components,
+        budget_metric_calls=ctx.budget.remaining_metric_calls(),
+        operators=prompt_program(ctx) is not None,
+        structure_every=structure_every,
+    )

@@ -1,0 +1,164 @@
+"""GEPA's, graph_gepa's and APO's plans (``gepa.plan``, ``apo.plan``): their figures for a
+given budget, the event each run records first, and the line the CLI prints for it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import test_apo_support as apo_support
+from events_support import payloads
+from test_gepa_support import run_gepa, word_problem_context, word_problems
+
+from emery.algorithms.apo import Apo
+from emery.algorithms.apo.plan import ApoPlanInputs, make_apo_plan
+from emery.algorithms.gepa.plan import GepaPlanInputs, make_gepa_plan
+from emery.algorithms.gepa.settings import GepaSettings
+from emery.core.events import ApoPlanned, ApoRoundCut, Event, GepaPlanned
+from emery.evaluation.budget import BudgetConfig
+from emery.jobs.event_text import describe_event, event_line
+from emery.server.views import plan_view
+from emery.store import MemoryStore
+from emery.store.records import NewJob
+
+
+def gepa_inputs(**overrides: object) -> GepaPlanInputs:
+    base: dict[str, object] = {
+        "algorithm": "gepa",
+        "n_train": 12,
+        "n_val": 10,
+        "components": 2,
+        "budget_metric_calls": 100,
+        "operators": True,
+    }
+    return GepaPlanInputs(**{**base, **overrides})  # type: ignore[arg-type]
+
+
+def test_gepa_plans_the_iterations_the_budget_pays_for() -> None:
+    plan = make_gepa_plan(GepaSettings(minibatch_size=3, operator_every=3), gepa_inputs())
+
+    assert plan.iteration_cost == 6  # parent and child on a minibatch of 3
+    assert plan.acceptance_cost == 10  # an accepted child on all of val
+    assert plan.iterations == (100 - 10) // 6 == 15
+    assert (plan.reflection_iterations, plan.operator_iterations) == (10, 5)
+    assert plan.reflection_calls == 10 * 3  # proposal_attempts per reflection
+    assert plan.metric_calls == {"baseline": 10, "iterations": 90, "total": 100}
+    assert plan.merges == 5
+    assert plan.summary.startswith("gepa plan: seed on 10 val, then about 15 iterations")
+    assert "10 reflection (up to 30 calls), 5 edit-operator (every 3)" in plan.summary
+    assert any("the cost of about 2 iterations" in note for note in plan.notes)
+
+
+def test_gepa_plan_without_a_budget_or_operators_or_with_max_iterations() -> None:
+    open_ended = make_gepa_plan(GepaSettings(), gepa_inputs(budget_metric_calls=None))
+    assert open_ended.iterations is None
+    assert open_ended.metric_calls == {"baseline": 10}
+    assert "iterations until another limit ends the run" in open_ended.summary
+
+    capped = make_gepa_plan(GepaSettings(max_iterations=4), gepa_inputs(operators=False))
+    assert capped.iterations == 4
+    assert capped.operator_every == 0
+    assert capped.operator_iterations == 0
+    assert capped.reflection_iterations == 4
+    assert any("need a prompt program" in note for note in capped.notes)
+
+    broke = make_gepa_plan(GepaSettings(), gepa_inputs(budget_metric_calls=12))
+    assert broke.iterations == 0
+    assert any("not one iteration" in note for note in broke.notes)
+
+
+def test_graph_gepa_plan_counts_structural_iterations_first() -> None:
+    inputs = gepa_inputs(algorithm="graph_gepa", structure_every=2)
+    plan = make_gepa_plan(GepaSettings(minibatch_size=3, operator_every=3), inputs)
+
+    assert plan.iterations == 15
+    # 2, 4, ..., 14 are structural; 3, 9, 15 are operators (6 and 12 went to structure)
+    assert (plan.structure_iterations, plan.operator_iterations) == (7, 3)
+    assert plan.reflection_iterations == 5
+    assert plan.summary.startswith("graph_gepa plan:")
+    assert "7 structural" in plan.summary
+
+
+async def test_a_gepa_run_records_its_plan_first_and_runs_the_planned_iterations() -> None:
+    data = word_problems()
+    ctx = word_problem_context(data, budget=BudgetConfig(metric_calls=400))
+    settings = {"max_iterations": 4, "use_merge": False, "stop_when_perfect": False}
+
+    outcome, records = await run_gepa(ctx, settings)
+
+    kinds = [event.kind for record in records for event in record.events]
+    assert kinds[0] == "gepa.plan"
+    [plan] = payloads(records, GepaPlanned)
+    assert plan.val_size == len(data.val)
+    assert plan.train_size == len(data.train)
+    assert plan.budget_metric_calls == 400
+    assert plan.iterations == 4
+    assert outcome.state.iteration == 4
+
+
+async def test_an_apo_run_records_its_plan_and_is_cut_in_the_round_it_cannot_pay_for() -> None:
+    settings = apo_support.settings()  # beam 2, branch 2, 2 rounds, train batches of 3
+    data = apo_support.dataset()  # 8 train, 6 val
+    edits = iter(range(1000))
+    reflection = apo_support.reflection_lm(
+        lambda _: apo_support.fenced(f"Variant {next(edits)}: reply with the number.")
+    )
+    ctx = apo_support.context(reflection, data=data, budget=BudgetConfig(metric_calls=60))
+
+    _, records = await apo_support.run(ctx, Apo(settings))
+
+    assert records[0].events[0].kind == "apo.plan"
+    [plan] = payloads(records, ApoPlanned)
+    assert plan.expansions == 2 * 2 * 2
+    assert plan.lm_calls["total"] == 16
+    # baseline 6; a round: 4 expansions x 3 train, (beam + 4 children) x 6 val, no rest of val
+    assert plan.metric_calls == {
+        "baseline": 6,
+        "train_batches": 24,
+        "val_batches": (1 + 4) * 6 + (2 + 4) * 6,
+        "full_val": 0,
+        "total": 96,
+    }
+    assert plan.rounds_affordable == 1
+    assert any("pays for 1 of the 2 rounds" in note for note in plan.notes)
+    cuts = payloads(records, ApoRoundCut)
+    assert [cut.round for cut in cuts] == [1]  # the second round, as planned
+
+
+def test_apo_plan_without_a_budget_counts_operator_children_per_distinct_parent() -> None:
+    settings = apo_support.settings(operator_children=2, rounds=3)
+    inputs = ApoPlanInputs(n_train=8, n_val=20, budget_metric_calls=None, operators=True)
+
+    plan = make_apo_plan(settings, inputs)
+
+    assert plan.rounds_affordable is None
+    # round 1: one distinct parent (the seed); rounds 2 and 3: a full beam of 2
+    assert plan.children == 4 + 2 + (4 + 4) * 2
+    assert plan.metric_calls["full_val"] == 3 * (20 - 16)
+    assert "budget no limit" in plan.summary
+
+
+def test_the_cli_prints_a_plan_as_its_summary_and_notes() -> None:
+    plan = make_gepa_plan(GepaSettings(use_merge=False), gepa_inputs())
+    item = Event.of(plan).model_copy(update={"seq": 1, "at": datetime.now(UTC)})
+
+    text = describe_event(item)
+
+    assert text.startswith(plan.summary + " (each accepted child is scored on all 10 val")
+    assert text.endswith("stops early once the best candidate is perfect on val)")
+    assert "\n" not in text
+    assert f"#1    {plan.summary}" in event_line(item)
+
+
+def test_the_dashboard_shows_a_gepa_plan() -> None:
+    store = MemoryStore()
+    store.create_job(NewJob(id="j-gepa0001", name="planned", algorithm="gepa", config={}))
+    plan = make_gepa_plan(GepaSettings(), gepa_inputs())
+    store.append_events("j-gepa0001", [Event.of(plan)])
+
+    view = plan_view(store, "j-gepa0001")
+
+    assert view is not None
+    assert view["kind"] == "gepa.plan"
+    assert view["summary"] == plan.summary
+    assert view["figures"]["iterations"] == 15
+    assert view["figures"]["metric_calls.total"] == 100
