@@ -134,6 +134,17 @@ class SFTSection(Section):
         return self
 
 
+class TrackingConfig(Section):
+    """``[tracking]``: log each job as an MLflow run (``mlflow = true``, needs the
+    ``emery[mlflow]`` extra) at ``tracking_uri`` (a tracking server's URL, a database URI
+    or a local folder such as ``mlruns``, relative to the config; default: MLflow's own,
+    ``MLFLOW_TRACKING_URI`` or ``mlflow.db``) under ``experiment`` (default ``emery``)."""
+
+    mlflow: bool = False
+    tracking_uri: str | None = None
+    experiment: str | None = None
+
+
 class JobSection(Section):
     """``[job]``: name, type (``prompt``: search the system's text; ``sft``: fine-tune the
     task model, see ``[sft]``), algorithm, seed and ``[job.budget]``."""
@@ -161,6 +172,7 @@ class JobConfig(Section):
     scored on test beside the seed and the best, never seen by the search."""
 
     sft: SFTSection | None = None
+    tracking: TrackingConfig = TrackingConfig()
 
     @model_validator(mode="after")
     def _sft_fits(self) -> JobConfig:

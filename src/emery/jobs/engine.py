@@ -42,6 +42,7 @@ from emery.jobs.ownership import JobBusy, check_runnable, claim_job, owner_id
 from emery.jobs.prepaid import PREPAID, metadata_after, prepaid_keys, split_stored, stop_write
 from emery.jobs.rows import EvaluationRows, evaluation_rows
 from emery.jobs.runtime import JobInputs, Runtime, build_runtime
+from emery.jobs.tracking import JobTracker, start_tracking
 from emery.lm.unavailable import ModelUnavailable, guard_search_roles
 from emery.lm.usage import RoleUsage
 from emery.store.protocol import Store
@@ -93,6 +94,7 @@ class JobEngine:
         self._metadata: dict[str, Any] = {}
         self._ctx: SearchContext | None = None
         self._runtime: Runtime | None = None
+        self._tracker: JobTracker | None = None
 
     def request(self, action: str, reason: str | None = None) -> None:
         """Pause (``"pause"``) or cancel (``"cancel"``) the run now; safe from any thread
@@ -116,11 +118,16 @@ class JobEngine:
         try:
             claim_job(self.store, job, owner=self.owner, scope=runtime.scope, emit=self._emit)
             self.store.set_job_examples(job.id, runtime.hashes)
+            self._tracker = start_tracking(self.store, job, runtime, checkpoint)
+            if self._tracker is not None:  # its run id may have joined the job's metadata
+                self._metadata = dict(self.store.get_job(self.job_id).metadata)
             with quiet_collector():  # the collector's passes took 1/5 of a fast run's CPU
                 return await self._supervise(runtime, checkpoint)
         finally:
             if self._ctx is not None:
                 self._ctx.evaluations.evaluator.close()
+            if self._tracker is not None:
+                self._tracker.close(self.store, self.store.get_job(self.job_id))
             runtime.close()
 
     def _check_inputs(self, job: JobRecord) -> None:
@@ -317,6 +324,8 @@ class JobEngine:
             self.on_note(text)
 
     def _emit(self, events: Sequence[Event]) -> None:
+        if self._tracker is not None and events:
+            self._tracker.feed(events, self._ctx)
         if self.on_event is None or not events:
             return
         try:

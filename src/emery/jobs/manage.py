@@ -35,6 +35,7 @@ from emery.evaluation.health import check_gold
 from emery.jobs.engine import EventSink, JobEngine
 from emery.jobs.ownership import is_stale
 from emery.jobs.runtime import JobInputs
+from emery.jobs.tracking import check_tracking
 from emery.store.backends import STORE_ENV
 from emery.store.protocol import Store
 from emery.store.records import JobFilter, JobRecord, NewJob
@@ -71,6 +72,7 @@ def create_job(
     ``given`` is the config as the user wrote it (stored beside the resolved one).
     """
     inputs = inputs or JobInputs()
+    check_tracking(config.tracking)
     base_dir = (base_dir or (config_path.parent if config_path else Path.cwd())).resolve()
     system = _checked_system(config, inputs, base_dir)
     resolved = config.model_dump(mode="json")
