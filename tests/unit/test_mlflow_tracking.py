@@ -11,15 +11,19 @@ from typing import Any
 
 import jobs_support as js
 import pytest
+from test_gepa_support import reflection_lm, task_lm, word_problems
 
+import emery
 from emery.config import parse_config
 from emery.core.errors import ConfigError
 from emery.core.events import Event
+from emery.data.tasks import builtin_task
 from emery.jobs import create_job, run_job
 from emery.jobs.engine import JobEngine
 from emery.jobs.mlflow_run import tracking_uri
 from emery.jobs.tracking import RUN_ID_KEY
 from emery.store import MemoryStore
+from emery.systems.prompt_program import PromptProgram
 
 mlflow_tracking = pytest.importorskip("mlflow.tracking")
 
@@ -168,3 +172,27 @@ def test_tracking_uris_a_folder_is_a_file_uri_relative_to_the_config(tmp_path: P
     assert tracking_uri("http://127.0.0.1:5000", tmp_path) == "http://127.0.0.1:5000"
     assert tracking_uri("sqlite:///m.db", tmp_path) == "sqlite:///m.db"
     assert tracking_uri(None, tmp_path) is None
+
+
+def test_optimize_takes_the_tracking_settings(tmp_path: Path) -> None:
+    data = word_problems(n_train=6, n_val=4, n_test=4)
+    store = MemoryStore()
+
+    result = emery.optimize(
+        PromptProgram(builtin_task("word_problems").program),
+        data,
+        algorithm="gepa",
+        budget=30,
+        verifier="numeric",
+        lm=task_lm(data),
+        reflection_lm=reflection_lm(),
+        runtime={"workdir": str(tmp_path / ".emery")},
+        store=store,
+        progress=False,
+        tracking={"mlflow": True, "tracking_uri": str(tmp_path / "mlruns")},
+    )
+
+    run = client(tmp_path).get_run(store.get_job(result.job_id).metadata[RUN_ID_KEY])
+    assert run.info.status == "FINISHED"
+    assert run.data.params["job.budget.metric_calls"] == "30"
+    assert run.data.metrics["best_val_score"] == result.best_val

@@ -263,6 +263,7 @@ def optimize(
     store: Store | str | None = None,
     on_event: Callable[[Event], None] | None = None,
     progress: bool = True,
+    tracking: Mapping[str, Any] | None = None,
 ) -> JobResult:
     """Optimize ``system`` on ``dataset`` in one call and return the result.
 
@@ -274,6 +275,7 @@ def optimize(
     ``"local/qwen2.5-coder-0.5b"``, an LMConfig or an LM object. ``settings`` are the
     algorithm's ``[algorithm.<name>]`` settings. ``progress``: print each event and, every
     few seconds, the running batch's progress to stderr (``on_event`` hears events too).
+    ``tracking``: the ``[tracking]`` settings, e.g. ``{"mlflow": True}``.
     """
     opened = store if store is not None and not isinstance(store, str) else open_store(store)
     workdir = Path((runtime or {}).get("workdir", ".emery"))
@@ -290,6 +292,7 @@ def optimize(
         runtime=runtime,
         name=name,
         workdir=workdir,
+        tracking=tracking,
     )
     record = manage.create_job(opened, config, given=given, name=name, inputs=inputs)
     job = Job(opened, record.id, inputs=inputs)

@@ -154,6 +154,7 @@ def optimize_config(
     runtime: Mapping[str, Any] | None,
     name: str | None,
     workdir: Path,
+    tracking: Mapping[str, Any] | None = None,
 ) -> tuple[JobConfig, dict[str, Any], JobInputs]:
     """(the config, the config as a dict, the objects passed in-process)."""
     data: dict[str, Any] = {"job": _job_section(algorithm, seed, name, budget)}
@@ -176,5 +177,7 @@ def optimize_config(
         data["algorithm"] = {algorithm: dict(settings)}
     if runtime:
         data["runtime"] = dict(runtime)
+    if tracking:
+        data["tracking"] = dict(tracking)
     config = parse_config(data, "emery.optimize")
     return config, data, inputs
