@@ -102,6 +102,8 @@ class MlflowRun:
         """Reopen ``run_id`` (a resumed job) or start a new run in ``experiment``."""
         if uri is not None and uri.startswith("file:"):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 asks
+        # a server's run URL would go to stdout, which the CLI keeps for results (--json)
+        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
         from mlflow.tracking import MlflowClient
 
         client = MlflowClient(tracking_uri=uri)
