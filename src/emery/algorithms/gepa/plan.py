@@ -147,7 +147,8 @@ def describe_gepa_plan(plan: GepaPlanned) -> str:
         head += ": " + ", ".join(kinds)
     selection = "round robin" if plan.component_selection == "round_robin" else "all"
     return (
-        f"{head}; {selection} over {plan.components} components; up to {plan.merges} merges;"
+        f"{head}; {selection} over {plan.components} component{'s' * (plan.components != 1)};"
+        f" up to {plan.merges} merges;"
         f" budget {budget} metric calls"
     )
 
