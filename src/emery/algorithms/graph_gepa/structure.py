@@ -81,16 +81,7 @@ def structural_child(
             tried.append(key)
             child, reason = _checked(system, parent, edit, fields, limits, basis, key)
             if reason is not None:
-                count(state.sources, source_of(key), "invalid")
-                ctx.emit(
-                    GepaProposalInvalid(
-                        iteration=basis.number,
-                        component=SPEC_COMPONENT,
-                        attempt=1,
-                        reason=f"{key}: {reason}",
-                        reply=json.dumps(edit.spec, indent=1),
-                    )
-                )
+                _reject(ctx, state, basis, key, reason, json.dumps(edit.spec, indent=1))
             elif child is not None and not state.has(child.id):
                 return Mutation.operated(basis, child)
     finally:
@@ -129,18 +120,25 @@ async def proposed_structure(
         child, problem = _checked(system, parent, edit, set(fields), limits, basis, key)
         reason = problem or ""
     if child is None:
-        count(state.sources, LM_SOURCE, "invalid")
-        ctx.emit(
-            GepaProposalInvalid(
-                iteration=basis.number,
-                component=SPEC_COMPONENT,
-                attempt=1,
-                reason=f"{key}: {reason}",
-                reply=reply,
-            )
-        )
+        _reject(ctx, state, basis, key, reason, reply)
         return None
     return None if state.has(child.id) else Mutation.operated(basis, child)
+
+
+def _reject(
+    ctx: SearchContext, state: GepaState, basis: Basis, key: str, reason: str, reply: str
+) -> None:
+    """Count an invalid structural proposal against its source and say why in an event."""
+    count(state.sources, source_of(key), "invalid")
+    ctx.emit(
+        GepaProposalInvalid(
+            iteration=basis.number,
+            component=SPEC_COMPONENT,
+            attempt=1,
+            reason=f"{key}: {reason}",
+            reply=reply,
+        )
+    )
 
 
 def _edits(
