@@ -8,25 +8,24 @@ Sides, each in a fresh process (``workload.py`` is the shared protocol driver):
 
 - emery on its in-memory store, a SQLite file and PostgreSQL (``--postgres``, else
   ``$EMERY_TEST_POSTGRES_URL``; without either that column is left out): ``emery_side.py``;
-- agent-lightning 1.0.2 (in ``.bench-venvs/agentlightning``, Python 3.12, made on first
-  run from ``--peer-python``): its store in-process and its server over HTTP
-  (``peers/agentlightning_side.py``).
+- agent-lightning 0.3.0 (``agentlightning==0.3.0`` in ``.bench-venvs/agentlightning-0.3``,
+  made on first run; Python >= 3.10): its ``InMemoryLightningStore`` in-process and its
+  client-server store (``agl store`` in its own process, a ``LightningStoreClient`` per
+  runner thread) (``peers/agentlightning_side.py``).
 
 Measured: one client's rate of each operation (enqueue, claim, update attempt, add spans,
 finish); rollouts/s, spans/s and p99 claim and span-write latency with N runner threads
 and a no-op agent; and rollouts/s with ``--limit-runners`` runners whose agent sleeps
 ``--agent-s``, ``--limit-rounds`` rollouts each, against the limit
 ``runners / agent_s``. Ratios are emery's figure over agent-lightning's: PostgreSQL and
-SQLite against its server, in-memory against its in-process store.
+SQLite against its client-server store, in-memory against its in-memory store.
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,28 +36,19 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent / "quality"))
 
-from common import VENVS, ensure_venv  # noqa: E402
+from common import ensure_venv  # noqa: E402
 
-PEER = ("agentlightning", ["agentlightning==1.0.2"])
-PAIRS = [("postgres", "agl-http"), ("sqlite", "agl-http"), ("memory", "agl-inproc")]
-
-
-def peer_python(base: str | None) -> Path:
-    """The peer venv's python; agentlightning 1.0.2 needs Python 3.12 or newer."""
-    venv = VENVS / PEER[0]
-    if not (venv / "bin" / "python").exists():
-        found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python")))
-        base = base or shutil.which("python3.12") or (found[0] if found else None)
-        if base is None:
-            raise SystemExit("agentlightning 1.0.2 needs Python >= 3.12: pass --peer-python")
-        subprocess.run([base, "-m", "venv", str(venv)], check=True)
-    return ensure_venv(*PEER)
+PEER = ("agentlightning-0.3", ["agentlightning==0.3.0"])
+PAIRS = [("postgres", "agl-server"), ("sqlite", "agl-server"), ("memory", "agl-memory")]
+# agentlightning imports litellm, which otherwise fetches its cost map from GitHub (offline:
+# three failed tries, ~8 s per process)
+PEER_ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
 
 def side(command: list[str], out: Path, timeout_s: float) -> dict[str, Any] | str:
     """Run one side; its JSON, or why there is none."""
     try:
-        subprocess.run(command, check=True, timeout=timeout_s, cwd=HERE)
+        subprocess.run(command, check=True, timeout=timeout_s, cwd=HERE, env=PEER_ENV)
     except subprocess.TimeoutExpired:
         return f"stalled (no result in {timeout_s:g} s)"
     except subprocess.CalledProcessError as exc:
@@ -69,7 +59,7 @@ def side(command: list[str], out: Path, timeout_s: float) -> dict[str, Any] | st
 
 def run_sides(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     emery = [sys.executable, str(HERE / "emery_side.py")]
-    peer = [str(peer_python(args.peer_python)), str(HERE / "peers" / "agentlightning_side.py")]
+    peer = [str(ensure_venv(*PEER)), str(HERE / "peers" / "agentlightning_side.py")]
     stores = {"memory": "memory", "sqlite": "sqlite"}
     if args.postgres:
         stores["postgres"] = args.postgres
@@ -78,7 +68,7 @@ def run_sides(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     for name, store in stores.items():
         out = work / f"{name}.json"
         sides[name] = side([*emery, "--store", store, *common, "--out", str(out)], out, 900)
-    for mode in ("inproc", "http"):
+    for mode in ("memory", "server"):
         out = work / f"agl-{mode}.json"
         sides[f"agl-{mode}"] = side([*peer, "--mode", mode, *common, "--out", str(out)], out, 900)
     limit = ["--runners", str(args.limit_runners), "--ops", "0", "--agent-s", str(args.agent_s)]
@@ -87,8 +77,8 @@ def run_sides(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     for name in [n for n in ("sqlite", "postgres") if n in stores]:
         out = work / f"limit-{name}.json"
         limits[name] = side([*emery, "--store", stores[name], *limit, "--out", str(out)], out, 900)
-    out = work / "limit-agl-http.json"
-    limits["agl-http"] = side([*peer, "--mode", "http", *limit, "--out", str(out)], out, 900)
+    out = work / "limit-agl-server.json"
+    limits["agl-server"] = side([*peer, "--mode", "server", *limit, "--out", str(out)], out, 900)
     return {"sides": sides, "limit": limits}
 
 
@@ -150,7 +140,6 @@ def main() -> None:
     parser.add_argument("--limit-runners", type=int, default=128)
     parser.add_argument("--agent-s", type=float, default=1.0)
     parser.add_argument("--limit-rounds", type=int, default=10, help="rollouts per runner")
-    parser.add_argument("--peer-python", default=None)
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args()
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
