@@ -96,16 +96,30 @@ class RuntimeConfig(Section):
         return ErrorPolicy(max_error_rate=self.max_error_rate, min_rollouts=self.min_error_rollouts)
 
 
-class SFTSection(Section):
+class LoRASection(Section):
+    """What SFT and RL jobs share: the LoRA of the local task model (``[lm.task]``), its
+    optimizer steps, checkpoints every ``save_steps`` steps into the job's workdir, and the
+    test scoring of base vs tuned model after training (``evaluate``). ``threads`` defaults
+    to all cores but one (on 2 shared cores one thread trains faster)."""
+
+    max_steps: int = Field(default=40, ge=1)
+    learning_rate: float = Field(default=1e-3, gt=0)
+    lora_r: int = Field(default=8, ge=1)
+    lora_alpha: int = Field(default=16, ge=1)
+    lora_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    save_steps: int = Field(default=10, ge=1)
+    threads: int | None = Field(default=None, ge=1)
+    evaluate: bool = True
+
+
+class SFTSection(LoRASection):
     """``[sft]``: LoRA fine-tuning of the local task model (``[lm.task]``) on chat data.
 
     The data is a finished prompt job's successful rollouts (``source_job``; of the
     ``candidate`` "best", "all" or an id prefix, on ``splits``, scoring at least
     ``min_score``) or a chat JSONL file (``data``, one ``{"messages": [...]}`` a line).
-    ``val_fraction`` of it is held out for the val loss. Every ``save_steps`` steps the
-    adapter, optimizer, step and RNG are checkpointed into the job's workdir. After
-    training the job scores the base and the tuned model on the test split (``evaluate``).
-    ``threads`` defaults to all cores but one (on 2 shared cores one thread trains faster).
+    ``val_fraction`` of it is held out for the val loss.
     """
 
     source_job: str | None = None
@@ -113,25 +127,38 @@ class SFTSection(Section):
     splits: tuple[Literal["train", "val"], ...] = ("train",)
     min_score: float = Field(default=1.0, ge=0.0, le=1.0)
     data: str | None = None
-    max_steps: int = Field(default=40, ge=1)
     batch_size: int = Field(default=4, ge=1)
-    learning_rate: float = Field(default=1e-3, gt=0)
-    lora_r: int = Field(default=8, ge=1)
-    lora_alpha: int = Field(default=16, ge=1)
-    lora_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     max_length: int = Field(default=512, ge=8)
     val_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
     eval_steps: int = Field(default=10, ge=1)
-    save_steps: int = Field(default=10, ge=1)
-    threads: int | None = Field(default=None, ge=1)
-    evaluate: bool = True
 
     @model_validator(mode="after")
     def _one_source(self) -> SFTSection:
         if (self.source_job is None) == (self.data is None):
             raise ValueError("set exactly one of sft.source_job (a finished job) or sft.data")
         return self
+
+
+class RLSection(LoRASection):
+    """``[rl]``: GRPO (trl) on a LoRA of the local task model, the job's verifier as reward.
+
+    Each step takes ``prompts_per_step`` examples of ``splits``, renders the system's
+    single stage for each, samples ``num_generations`` completions (at most
+    ``max_completion_length`` tokens, at ``temperature``) from the model being trained and
+    rewards each with the verifier on its parsed output (0 when the parser cannot read
+    it); ``beta`` weighs the KL term to the base model. The defaults fit 2 CPU cores with
+    ``local/smollm2-135m``.
+    """
+
+    max_steps: int = Field(default=20, ge=1)
+    learning_rate: float = Field(default=5e-5, gt=0)
+    save_steps: int = Field(default=5, ge=1)
+    splits: tuple[Literal["train", "val"], ...] = ("train",)
+    prompts_per_step: int = Field(default=2, ge=1)
+    num_generations: int = Field(default=4, ge=2)
+    max_completion_length: int = Field(default=48, ge=1)
+    temperature: float = Field(default=1.0, gt=0)
+    beta: float = Field(default=0.04, ge=0.0)
 
 
 class TrackingConfig(Section):
@@ -147,10 +174,11 @@ class TrackingConfig(Section):
 
 class JobSection(Section):
     """``[job]``: name, type (``prompt``: search the system's text; ``sft``: fine-tune the
-    task model, see ``[sft]``), algorithm, seed and ``[job.budget]``."""
+    task model, see ``[sft]``; ``rl``: train it on the verifier's reward, see ``[rl]``),
+    algorithm, seed and ``[job.budget]``."""
 
     name: str | None = None
-    type: Literal["prompt", "sft"] = "prompt"
+    type: Literal["prompt", "sft", "rl"] = "prompt"
     algorithm: str = "baseline"
     seed: int = 0
     budget: BudgetConfig = BudgetConfig()
@@ -172,19 +200,23 @@ class JobConfig(Section):
     scored on test beside the seed and the best, never seen by the search."""
 
     sft: SFTSection | None = None
+    rl: RLSection | None = None
     tracking: TrackingConfig = TrackingConfig()
 
     @model_validator(mode="after")
     def _sft_fits(self) -> JobConfig:
-        if (self.job.type == "sft") != (self.sft is not None):
-            raise ValueError('an [sft] section goes with [job] type = "sft", and only with it')
+        for kind in ("sft", "rl"):
+            if (self.job.type == kind) != (getattr(self, kind) is not None):
+                raise ValueError(
+                    f'an [{kind}] section goes with [job] type = "{kind}", and only with it'
+                )
         model = self.lm.task.model
-        if self.job.type == "sft" and (
+        if self.job.type in ("sft", "rl") and (
             not model.startswith("local/") or model.endswith(".gguf") or "+" in model
         ):
             raise ValueError(
-                f"an sft job tunes a known local model: lm.task.model must be local/<name>,"
-                f" not {model!r}"
+                f"an {self.job.type} job tunes a known local model: lm.task.model must be"
+                f" local/<name>, not {model!r}"
             )
         return self
 

@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from datetime import datetime
+from pathlib import Path
 
 from emery.store.protocol import Store
 
@@ -28,8 +29,8 @@ def owner_id() -> str:
 
 
 def owner_gone(owner: str | None, heartbeat_age_s: float | None) -> bool:
-    """Whether the process that ran a job is gone: a dead pid on this host, or no
-    heartbeat for ``STALE_AFTER_S``."""
+    """Whether the process that ran a job is gone: a dead pid on this host (a zombie, killed
+    but not yet reaped, is dead), or no heartbeat for ``STALE_AFTER_S``."""
     host, _, pid = (owner or "").rpartition(":")
     if host == socket.gethostname() and pid.isdigit():
         try:
@@ -38,7 +39,18 @@ def owner_gone(owner: str | None, heartbeat_age_s: float | None) -> bool:
             return True
         except PermissionError:
             pass
+        else:
+            if _zombie(int(pid)):
+                return True
     return heartbeat_age_s is None or heartbeat_age_s >= STALE_AFTER_S
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
 class JobControl:

@@ -1,4 +1,5 @@
-"""LoRA fine-tuning of a local model with trl's ``SFTTrainer`` on the CPU (or a GPU).
+"""LoRA fine-tuning of a local model with trl's ``SFTTrainer`` on the CPU (or a GPU), and
+the parts every training job shares (``lora_config``, ``common_args``, ``fit``).
 
 Checkpoints (adapter, optimizer, scheduler, step, RNG: the Trainer's own format) go to
 ``<run dir>/checkpoints/checkpoint-<step>`` every ``save_steps`` steps and when a pause is
@@ -18,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from emery.config.schema import SFTSection
+from emery.config.schema import LoRASection, SFTSection
 from emery.training.base_model import import_torch, load_base
 from emery.training.data import Conversation, prompt_completion
 
@@ -32,6 +33,8 @@ class TrainingHooks:
     on_checkpoint: Callable[[int], None]
     requested: Callable[[], str | None]
     """``"pause"``, ``"cancel"`` (or another stop) when the run must stop, else None."""
+    on_reward: Callable[[int, float, float | None], None] | None = None
+    """(step, mean reward, KL to the base model) of an RL step."""
 
 
 class TrainingStats(BaseModel):
@@ -45,6 +48,8 @@ class TrainingStats(BaseModel):
     last_loss: float | None
     first_val_loss: float | None
     last_val_loss: float | None
+    first_reward: float | None = None
+    last_reward: float | None = None
     train_examples: int
     val_examples: int
     wall_s: float
@@ -77,6 +82,46 @@ def device_settings(torch: Any) -> dict[str, Any]:
     return {"use_cpu": True, "bf16": False}
 
 
+def lora_config(settings: LoRASection) -> Any:
+    """peft's LoRA of the job's settings."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=settings.lora_r,
+        lora_alpha=settings.lora_alpha,
+        lora_dropout=settings.lora_dropout,
+        target_modules=list(settings.target_modules),
+        task_type="CAUSAL_LM",
+    )
+
+
+def start_torch(settings: LoRASection) -> Any:
+    """torch, with its thread count set from the job's settings."""
+    torch = import_torch()
+    torch.set_num_threads(settings.threads or max(1, (os.cpu_count() or 2) - 1))
+    return torch
+
+
+def common_args(settings: LoRASection, run_dir: Path, seed: int, torch: Any) -> dict[str, Any]:
+    """The Trainer arguments every job shares: steps, checkpoints, seed, device, quiet."""
+    return {
+        "output_dir": str(checkpoint_root(run_dir)),
+        "max_steps": settings.max_steps,
+        "learning_rate": settings.learning_rate,
+        "lr_scheduler_type": "constant",
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": settings.save_steps,
+        "save_total_limit": 2,
+        "seed": seed,
+        "data_seed": seed,
+        "report_to": "none",
+        "disable_tqdm": True,
+        "dataloader_num_workers": 0,
+        **device_settings(torch),
+    }
+
+
 def train(
     model_name: str,
     settings: SFTSection,
@@ -89,46 +134,24 @@ def train(
 ) -> tuple[TrainingStats, Path | None]:
     """Train (or resume) a LoRA adapter of ``local/<model_name>``; returns the stats and
     the saved peft adapter folder (None when the run was stopped before its last step)."""
-    torch = import_torch()
-    torch.set_num_threads(settings.threads or max(1, (os.cpu_count() or 2) - 1))
+    torch = start_torch(settings)
     from datasets import Dataset
-    from peft import LoraConfig
     from trl import SFTConfig, SFTTrainer
 
     model, tokenizer = load_base(model_name)
     resume = last_checkpoint(run_dir)
     args = SFTConfig(
-        output_dir=str(checkpoint_root(run_dir)),
-        max_steps=settings.max_steps,
         per_device_train_batch_size=settings.batch_size,
         per_device_eval_batch_size=settings.batch_size,
-        learning_rate=settings.learning_rate,
-        lr_scheduler_type="constant",
-        logging_steps=1,
-        save_strategy="steps",
-        save_steps=settings.save_steps,
-        save_total_limit=2,
         eval_strategy="steps" if val_set else "no",
         eval_steps=settings.eval_steps,
         eval_on_start=bool(val_set) and resume is None,
         max_length=settings.max_length,
         completion_only_loss=True,
-        seed=seed,
-        data_seed=seed,
-        report_to="none",
-        disable_tqdm=True,
-        dataloader_num_workers=0,
         include_num_input_tokens_seen="non_padding",
-        **device_settings(torch),
+        **common_args(settings, run_dir, seed, torch),
     )
-    lora = LoraConfig(
-        r=settings.lora_r,
-        lora_alpha=settings.lora_alpha,
-        lora_dropout=settings.lora_dropout,
-        target_modules=list(settings.target_modules),
-        task_type="CAUSAL_LM",
-    )
-    hook = _Hooks(hooks)
+    hook = HookCallback(hooks)
     trainer = SFTTrainer(
         model=model,
         args=args,
@@ -137,10 +160,24 @@ def train(
         if val_set
         else None,
         processing_class=tokenizer,
-        peft_config=lora,
+        peft_config=lora_config(settings),
         callbacks=[hook.callback()],
     )
-    # the job's own train_loss/val_loss events replace the Trainer's printed log dicts,
+    return fit(trainer, hook, resume, run_dir, torch, examples=(len(train_set), len(val_set)))
+
+
+def fit(
+    trainer: Any,
+    hook: HookCallback,
+    resume: Path | None,
+    run_dir: Path,
+    torch: Any,
+    *,
+    examples: tuple[int, int],
+) -> tuple[TrainingStats, Path | None]:
+    """Run a built trl trainer (from ``resume`` when given) and save its adapter unless
+    stopped early; ``examples`` = (train, val) counts for the stats."""
+    # the job's own events replace the Trainer's printed log dicts,
     # which would land on stdout (and break `--json` output)
     from transformers import PrinterCallback
 
@@ -163,8 +200,10 @@ def train(
         last_loss=hook.last("train"),
         first_val_loss=hook.first("val"),
         last_val_loss=hook.last("val"),
-        train_examples=len(train_set),
-        val_examples=len(val_set),
+        first_reward=hook.first("reward"),
+        last_reward=hook.last("reward"),
+        train_examples=examples[0],
+        val_examples=examples[1],
         wall_s=wall,
         steps_per_s=done_steps / wall if wall > 0 else 0.0,
         tokens_per_s=tokens / wall if wall > 0 else 0.0,
@@ -175,12 +214,12 @@ def train(
     return stats, adapter
 
 
-class _Hooks:
+class HookCallback:
     """The Trainer callback: losses and checkpoints out, stop requests in."""
 
     def __init__(self, hooks: TrainingHooks) -> None:
         self.hooks = hooks
-        self.losses: dict[str, list[float]] = {"train": [], "val": []}
+        self.losses: dict[str, list[float]] = {"train": [], "val": [], "reward": []}
         self.first_step = -1
         self.first_tokens = 0
         self.stopped: str | None = None
@@ -190,6 +229,14 @@ class _Hooks:
 
     def last(self, split: str) -> float | None:
         return self.losses[split][-1] if self.losses[split] else None
+
+    def reward(self, step: int, logs: dict[str, Any]) -> None:
+        """An RL step's mean reward (and KL, when trl logged one) to the job."""
+        if logs.get("reward") is None or self.hooks.on_reward is None:
+            return
+        self.losses["reward"].append(float(logs["reward"]))
+        kl = logs.get("kl")
+        self.hooks.on_reward(step, float(logs["reward"]), None if kl is None else float(kl))
 
     def callback(self) -> Any:
         from transformers import TrainerCallback
@@ -208,6 +255,7 @@ class _Hooks:
                     if logs and key in logs:
                         outer.losses[split].append(float(logs[key]))
                         outer.hooks.on_loss(split, state.global_step, float(logs[key]))
+                outer.reward(state.global_step, logs or {})
 
             def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 action = outer.hooks.requested()
