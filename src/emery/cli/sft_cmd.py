@@ -1,5 +1,5 @@
-"""``emery train`` for ``[job] type = "sft"``: find or create the SFT job and run it here;
-``emery jobs resume`` of an SFT job runs here too."""
+"""``emery train`` for ``[job] type = "sft"`` or ``"rl"``: find or create the training job
+and run it here; ``emery jobs resume`` of an SFT or RL job runs here too."""
 
 from __future__ import annotations
 
@@ -27,14 +27,15 @@ from emery.jobs.manage import find_resumable
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 from emery.training.job import SFTResult, create_sft_job, run_sft_job
+from emery.training.rl_job import RLResult, create_rl_job, run_rl_job
 
 
 def load_typed(path: Path, job_type: str | None) -> JobConfig:
     """The config at ``path`` with ``[job] type`` set by ``--type`` when given."""
     if job_type is None:
         return load_config(path)
-    if job_type not in ("prompt", "sft"):
-        raise ConfigError(f"--type must be prompt or sft, not {job_type!r}")
+    if job_type not in ("prompt", "sft", "rl"):
+        raise ConfigError(f"--type must be prompt, sft or rl, not {job_type!r}")
     try:
         text = read_text(path, ConfigError)
         data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
@@ -55,19 +56,21 @@ def sft_job(
     name: str | None,
     new: bool,
 ) -> JobRecord:
-    """The SFT job of ``config``: the unfinished one made from the same file, or a new one."""
+    """The SFT or RL job of ``config``: the unfinished one made from the same file, or a new
+    one."""
     job = None if new else find_resumable(store, content_hash(config.model_dump(mode="json")))
     if job is not None and job.config_path == str(path.resolve()):
         err.print(f"resuming {job.id} (start a new job instead with --new)")
         return job
-    job = create_sft_job(store, config, given=given, config_path=path, name=name)
-    err.print(f"created job [bold]{job.id}[/bold] ({job.name}, sft)")
+    create = create_rl_job if config.job.type == "rl" else create_sft_job
+    job = create(store, config, given=given, config_path=path, name=name)
+    err.print(f"created job [bold]{job.id}[/bold] ({job.name}, {job.kind})")
     return job
 
 
 def run_sft_foreground(store: Store, job_id: str, *, as_json: bool) -> None:
-    """Run or resume SFT job ``job_id`` in this process, printing its events; Ctrl-C pauses
-    it; exits non-zero unless it succeeds."""
+    """Run or resume SFT or RL job ``job_id`` in this process, printing its events; Ctrl-C
+    pauses it; exits non-zero unless it succeeds."""
 
     def show(events: Sequence[Event]) -> None:
         if not as_json:
@@ -80,13 +83,15 @@ def run_sft_foreground(store: Store, job_id: str, *, as_json: bool) -> None:
 
     previous = signal.signal(signal.SIGINT, pause)
     try:
-        job = run_sft_job(store, job_id, on_event=show)
+        rl = store.get_job(job_id).kind == "rl"
+        job = (run_rl_job if rl else run_sft_job)(store, job_id, on_event=show)
     finally:
         signal.signal(signal.SIGINT, previous)
     if as_json:
         print_json({"job_id": job.id, "state": job.state, "error": job.error, "result": job.result})
     elif job.state == "succeeded" and job.result:
-        out.print(escape(SFTResult.model_validate(job.result).report()), highlight=False, end="")
+        result = (RLResult if rl else SFTResult).model_validate(job.result)
+        out.print(escape(result.report()), highlight=False, end="")
     if job.state == "paused":
         err.print(f"job {job.id} paused; `emery jobs resume {job.id}` continues it")
         raise typer.Exit(EXIT_INTERRUPTED)

@@ -124,7 +124,11 @@ def train(
     ] = False,
     job_type: Annotated[
         str | None,
-        typer.Option("--type", help="prompt (search the text) or sft (fine-tune the model)."),
+        typer.Option(
+            "--type",
+            help="prompt (search the text), sft (fine-tune the model) or rl (GRPO on the"
+            " verifier's reward).",
+        ),
     ] = None,
     as_json: JsonOption = False,
     store_location: StoreOption = None,
@@ -140,9 +144,9 @@ def train(
     path = config_path if config_path is not None else choose_config(Path.cwd())
     config = load_typed(path, job_type)
     store = open_cli_store(store_location)
-    if config.job.type == "sft":
+    if config.job.type in ("sft", "rl"):
         given = _given(path)
-        given.setdefault("job", {})["type"] = "sft"
+        given.setdefault("job", {})["type"] = config.job.type
         job = sft_job(store, config, given=given, path=path, name=name, new=new)
         if not no_poll:
             run_sft_foreground(store, job.id, as_json=as_json)

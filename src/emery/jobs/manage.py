@@ -42,6 +42,7 @@ from emery.store.records import JobFilter, JobRecord, NewJob
 from emery.store.states import TERMINAL_STATES, IllegalTransition
 from emery.systems.base import System
 from emery.training.job import run_sft_job
+from emery.training.rl_job import run_rl_job
 
 RESUMABLE = ("created", "queued", "paused")
 
@@ -140,10 +141,13 @@ def run_job(
 ) -> JobRecord:
     """Run or resume a job in this process until it stops (blocking).
 
-    An SFT job (kind ``sft``) is run by its trainer, not the search engine.
+    An SFT or RL job (kind ``sft``/``rl``) is run by its trainer, not the search engine.
     """
-    if engine is None and store.get_job(job_id).kind == "sft":
+    kind = store.get_job(job_id).kind if engine is None else None
+    if kind == "sft":
         return run_sft_job(store, job_id, on_event=on_event)
+    if kind == "rl":
+        return run_rl_job(store, job_id, on_event=on_event)
     engine = engine or JobEngine(store, job_id, inputs=inputs, on_event=on_event)
     return asyncio.run(engine.run())
 

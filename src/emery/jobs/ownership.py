@@ -70,10 +70,12 @@ def is_stale(job: JobRecord) -> bool:
 
 
 def check_runnable(job: JobRecord) -> None:
-    """Refuse a finished job, one that another live process runs, and an SFT job (its
+    """Refuse a finished job, one that another live process runs, and an SFT or RL job (its
     trainer runs it, not the search engine)."""
-    if job.kind == "sft":
-        raise EmeryError(f"job {job.id} is an SFT job: run it with `emery jobs resume {job.id}`")
+    if job.kind in ("sft", "rl"):
+        raise EmeryError(
+            f"job {job.id} is an {job.kind.upper()} job: run it with `emery jobs resume {job.id}`"
+        )
     if job.terminal:
         raise IllegalTransition(f"job {job.id} has already {job.state}: nothing to run")
     if job.state == "running" and owner_alive(job):

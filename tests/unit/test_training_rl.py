@@ -1,0 +1,127 @@
+"""RL jobs without torch: ``[rl]`` config checks, the verifier reward on parsed completions,
+the prompt rows, and what an rl job refuses before it exists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
+from emery.config.schema import JobConfig
+from emery.core.errors import ConfigError
+from emery.store import MemoryStore
+from emery.training.reward import VerifierReward, completion_text
+from emery.training.rl_job import create_rl_job, job_reward
+
+
+def _config(**override: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "job": {"type": "rl"},
+        "rl": {"max_steps": 3},
+        "dataset": {"task": "word_problems", "n_train": 4, "n_val": 0, "n_test": 2},
+        "lm": {"task": {"model": "local/smollm2-135m"}},
+    }
+    return data | override
+
+
+def test_rl_config_validation() -> None:
+    config = JobConfig.model_validate(_config())
+    assert config.job.type == "rl"
+    assert config.rl is not None
+    assert config.sft is None
+    rl = config.rl
+    assert (rl.max_steps, rl.prompts_per_step, rl.num_generations) == (3, 2, 4)
+    assert rl.max_completion_length <= 64
+    assert rl.beta > 0
+    bad = [
+        ({"rl": None}, r"an \[rl\] section goes with"),
+        ({"job": {"type": "prompt"}}, r"an \[rl\] section goes with"),
+        ({"job": {"type": "sft"}}, r"an \[sft\] section goes with"),
+        ({"lm": {"task": {"model": "openai/gpt-4o"}}}, "an rl job tunes a known local model"),
+        ({"lm": {"task": {"model": "local/smollm2-135m+j-1"}}}, "known local model"),
+        ({"rl": {"num_generations": 1}}, "num_generations"),
+        ({"rl": {"beta": -0.1}}, "beta"),
+        ({"rl": {"splits": ["test"]}}, "splits"),
+        ({"rl": {"batch_size": 4}}, "batch_size"),
+    ]
+    for override, message in bad:
+        with pytest.raises(ValidationError, match=message):
+            JobConfig.model_validate(_config(**override))
+
+
+def _reward(config: JobConfig | None = None) -> VerifierReward:
+    return job_reward(config or JobConfig.model_validate(_config()), Path.cwd())
+
+
+def test_a_parsed_right_answer_scores_1_and_an_unreadable_one_0() -> None:
+    reward = _reward()
+    example = next(iter(reward.examples.values()))
+    right = f"Let me think. Answer: {example.expected}"
+    wrong = f"Answer: {int(example.expected) + 1}"
+    completions = [
+        [{"role": "assistant", "content": right}],
+        [{"role": "assistant", "content": "I do not know."}],
+        [{"role": "assistant", "content": wrong}],
+        right,
+    ]
+    assert reward(completions, [example.id] * 4) == [1.0, 0.0, 0.0, 1.0]
+
+
+def test_rewards_follow_each_completion_s_own_example() -> None:
+    reward = _reward()
+    first, second = list(reward.examples.values())[:2]
+    assert first.expected != second.expected
+    answer = f"Answer: {first.expected}"
+    assert reward([answer, answer], [first.id, second.id]) == [1.0, 0.0]
+    with pytest.raises(ValueError, match="longer"):
+        reward([answer], [first.id, second.id])
+
+
+def test_rows_are_the_stage_s_chat_with_the_example_id() -> None:
+    config = JobConfig.model_validate(_config())
+    reward = _reward(config)
+    rows = reward.rows()
+    assert [row["example_id"] for row in rows] == [e.id for e in reward.examples.values()]
+    assert len(rows) == 4
+    dataset = resolve_dataset(config)
+    example = dataset.split("train")[0]
+    system = resolve_system(config)
+    stage = system.config.stages[0]  # type: ignore[attr-defined]
+    assert rows[0]["prompt"] == system.messages(stage, stage.instruction, (), example.input)  # type: ignore[attr-defined]
+    assert rows[0]["prompt"][-1] == {"role": "user", "content": example.input["question"]}
+
+
+def test_completion_text_joins_a_conversational_reply() -> None:
+    assert completion_text("Answer: 3") == "Answer: 3"
+    assert completion_text([{"role": "assistant", "content": "Answer: 3"}]) == "Answer: 3"
+    assert completion_text([{"role": "assistant", "content": None}]) == ""
+
+
+def test_a_multi_stage_system_is_refused_in_one_line() -> None:
+    stage = {"messages": [{"template": "{question}"}]}
+    system = {
+        "kind": "prompt_program",
+        "stages": [{"name": "think", **stage}, {"name": "answer", **stage}],
+    }
+    config = JobConfig.model_validate(_config(system=system))
+    program = resolve_system(config)
+    verifier = resolve_verifier(config, resolve_dataset(config))
+    with pytest.raises(ConfigError, match="single-stage prompt program") as caught:
+        VerifierReward(program, program.seed_candidate(), verifier, [])
+    assert "\n" not in str(caught.value)
+    store = MemoryStore()
+    with pytest.raises(ConfigError, match="a prompt program of 2 stages"):
+        create_rl_job(store, config)
+    assert store.list_jobs().items == []
+
+
+def test_an_rl_job_without_training_examples_is_refused_before_it_exists() -> None:
+    store = MemoryStore()
+    dataset = {"task": "word_problems", "n_train": 0, "n_val": 0, "n_test": 2}
+    config = JobConfig.model_validate(_config(dataset=dataset))
+    with pytest.raises(ConfigError, match="no examples on train: nothing to train"):
+        create_rl_job(store, config)
+    assert store.list_jobs().items == []
