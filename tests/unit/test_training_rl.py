@@ -125,3 +125,53 @@ def test_an_rl_job_without_training_examples_is_refused_before_it_exists() -> No
     with pytest.raises(ConfigError, match="no examples on train: nothing to train"):
         create_rl_job(store, config)
     assert store.list_jobs().items == []
+
+
+def test_emery_train_type_rl_refuses_a_multi_stage_system_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from emery.store import SQLiteStore
+
+    stages = "".join(
+        f'\n[[system.stages]]\nname = "{name}"\n[[system.stages.messages]]\ntemplate = "q"\n'
+        for name in ("think", "answer")
+    )
+    (tmp_path / "job.toml").write_text(
+        '[dataset]\ntask = "word_problems"\n\n[rl]\nmax_steps = 2\n\n'
+        '[lm.task]\nmodel = "local/smollm2-135m"\n\n[system]\nkind = "prompt_program"\n' + stages
+    )
+    db = tmp_path / "emery.db"
+    args = ["train", str(tmp_path / "job.toml"), "--type", "rl", "--store", str(db)]
+    result = subprocess.run(
+        [sys.executable, "-m", "emery", *args], capture_output=True, text=True, check=False
+    )
+    assert result.returncode != 0
+    assert result.stdout == ""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "single-stage prompt program" in lines[0]
+    assert SQLiteStore(db).list_jobs().items == []
+
+
+def test_an_rl_job_is_run_by_its_trainer_not_the_search_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    from emery.core.errors import EmeryError
+    from emery.jobs import engine, manage
+    from emery.store.records import NewJob
+
+    store = MemoryStore()
+    job = store.create_job(NewJob(id="j-rl", name="rl", kind="rl", algorithm="rl", config={}))
+    ran: list[str] = []
+    monkeypatch.setattr(
+        manage, "run_rl_job", lambda s, job_id, on_event=None: ran.append(job_id) or job
+    )
+    monkeypatch.setattr(manage, "run_sft_job", lambda *a, **k: pytest.fail("not an sft job"))
+    assert manage.run_job(store, job.id) is job
+    assert ran == ["j-rl"]
+    with pytest.raises(EmeryError, match="j-rl is an RL job: run it with `emery jobs resume"):
+        asyncio.run(engine.JobEngine(store, job.id).run())
+    assert store.get_job(job.id).state == "created"
