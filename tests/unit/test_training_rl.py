@@ -175,3 +175,40 @@ def test_an_rl_job_is_run_by_its_trainer_not_the_search_engine(
     with pytest.raises(EmeryError, match="j-rl is an RL job: run it with `emery jobs resume"):
         asyncio.run(engine.JobEngine(store, job.id).run())
     assert store.get_job(job.id).state == "created"
+
+
+def test_a_resumed_run_reports_the_job_s_first_reward_and_loss() -> None:
+    from emery.core.events import event
+    from emery.store.records import NewJob
+    from emery.training.run import TrainingRun
+    from emery.training.trainer import TrainingStats
+
+    store = MemoryStore()
+    store.create_job(NewJob(id="j-rl", name="rl", kind="rl", algorithm="rl", config={}))
+    killed_run = [(1, 0.25, 2.0), (2, 0.5, 1.5), (3, 0.5, 1.2)]
+    for step, reward, loss in [*killed_run, (3, 0.75, 1.0)]:
+        store.append_events("j-rl", [event("train_reward", step=step, reward=reward, kl=0.0)])
+        store.append_events("j-rl", [event("train_loss", step=step, loss=loss)])
+    resumed = TrainingStats(
+        steps=3,
+        resumed_from_step=2,
+        stopped=None,
+        first_loss=1.0,
+        last_loss=1.0,
+        first_val_loss=None,
+        last_val_loss=None,
+        first_reward=0.75,
+        last_reward=0.75,
+        train_examples=4,
+        val_examples=0,
+        wall_s=8.0,
+        steps_per_s=0.125,
+        tokens_per_s=0.0,
+        tokens=0,
+        peak_rss_mb=1.0,
+        device="cpu",
+    )
+    stats = TrainingRun(store, "j-rl", None)._whole_job(resumed)
+    assert (stats.first_reward, stats.last_reward) == (0.25, 0.75)
+    assert (stats.first_loss, stats.last_loss) == (2.0, 1.0)
+    assert stats.first_val_loss is None

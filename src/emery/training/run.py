@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 EventSink = Callable[[Sequence[Event]], None]
 
+_FIRST = {"train_loss": "first_loss", "val_loss": "first_val_loss", "train_reward": "first_reward"}
+"""Event kind → the ``TrainingStats`` field its job's first value goes to."""
+
 
 def store_job(
     store: Store,
@@ -175,11 +178,18 @@ class TrainingRun:
                     lift=round(lift.lift, 5),
                 )
             )
-        result: BaseModel = self.result(tuned, target, stats, lift)
+        result: BaseModel = self.result(tuned, target, self._whole_job(stats), lift)
         fields: dict[str, Any] = {"result": result.model_dump(mode="json")}
         if lift is not None:
             fields |= {"best_score": lift.tuned.mean, "baseline_score": lift.base.mean}
         return self._end("succeeded", "max_steps", fields | {"stop_reason": "max_steps"})
+
+    def _whole_job(self, stats: TrainingStats) -> TrainingStats:
+        """``stats`` with the job's first loss and reward (a resumed run saw only its own)."""
+        first: dict[str, float] = {}
+        for item in self.store.list_events(self.job_id, kinds=list(_FIRST)):
+            first.setdefault(_FIRST[item.kind], float(item.data[item.kind.split("_")[1]]))
+        return stats.model_copy(update=first)
 
     def _stop(self, action: str) -> JobRecord:
         if action == "lost":
