@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,8 @@ import pytest
 
 from emery.store import SQLiteStore
 from emery.training.rl_job import RLResult
+
+from .cli_support import emery_json
 
 pytest.importorskip("torch")
 pytest.importorskip("trl")
@@ -52,26 +52,12 @@ def _config(tmp_path: Path) -> dict[str, Any]:
     }
 
 
-def _emery_json(args: list[str], env: dict[str, str], cwd: Path) -> Any:
-    """``python -m emery ARGS`` (a ``--json`` command): its parsed stdout, after exit 0."""
-    done = subprocess.run(
-        [sys.executable, "-m", "emery", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
 def test_a_sigkilled_rl_job_resumes_from_its_checkpoint_and_is_scored(tmp_path: Path) -> None:
     (tmp_path / "job.json").write_text(json.dumps(_config(tmp_path)))
     store_path = tmp_path / "emery.db"
     env = os.environ | {"EMERY_ADAPTER_DIR": str(tmp_path / "adapters")}
     train = ["train", "job.json", "--no-poll", "--json", "--store", str(store_path)]
-    started = _emery_json(train, env, tmp_path)
+    started = emery_json(train, env, tmp_path)
     job_id, pid = started["job_id"], started["pid"]
     store = SQLiteStore(store_path)
     assert store.get_job(job_id).kind == "rl"
@@ -96,7 +82,7 @@ def test_a_sigkilled_rl_job_resumes_from_its_checkpoint_and_is_scored(tmp_path: 
         time.sleep(0.2)
 
     resume = ["jobs", "resume", job_id, "--json", "--store", str(store_path)]
-    assert _emery_json(resume, env, tmp_path)["state"] == "succeeded"
+    assert emery_json(resume, env, tmp_path)["state"] == "succeeded"
     job = store.get_job(job_id)
     resumed = store.list_events(job_id, kinds=["resumed"])
     assert [e.data["reason"].split(":")[0] for e in resumed] == ["recovered"]

@@ -10,13 +10,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from emery.config.schema import JobConfig
 from emery.store import SQLiteStore
 from emery.training.job import SFTResult, create_sft_job, run_sft_job
+
+from .cli_support import emery_json
 
 pytest.importorskip("torch")
 pytest.importorskip("trl")
@@ -61,20 +62,6 @@ def _config_data(tmp_path: Path, **sft: object) -> dict[str, object]:
 
 def _config(tmp_path: Path, **sft: object) -> JobConfig:
     return JobConfig.model_validate(_config_data(tmp_path, **sft))
-
-
-def _emery_json(args: list[str], env: dict[str, str], cwd: Path | None = None) -> Any:
-    """``python -m emery ARGS`` (a ``--json`` command): its parsed stdout, after exit 0."""
-    done = subprocess.run(
-        [sys.executable, "-m", "emery", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 @pytest.fixture(autouse=True)
@@ -151,7 +138,7 @@ def test_a_sigkilled_sft_job_resumes_from_its_checkpoint(tmp_path: Path) -> None
     killed_at = max(e.data["step"] for e in store.list_events(job.id, kinds=["train_loss"]))
     assert store.get_job(job.id).state == "running"  # its owner is dead: resumable
     resume = ["jobs", "resume", job.id, "--json", "--store", str(store_path)]
-    assert _emery_json(resume, env)["state"] == "succeeded"
+    assert emery_json(resume, env)["state"] == "succeeded"
     job = store.get_job(job.id)
     resumed = store.list_events(job.id, kinds=["resumed"])
     assert [e.data["reason"].split(":")[0] for e in resumed] == ["recovered"]
@@ -169,7 +156,7 @@ def test_emery_train_no_poll_trains_an_sft_job_in_a_background_worker(tmp_path: 
     store_path = tmp_path / "emery.db"
     env = os.environ | {"EMERY_ADAPTER_DIR": str(tmp_path / "adapters")}
     train = ["train", "job.json", "--no-poll", "--json", "--store", str(store_path)]
-    job_id = _emery_json(train, env, cwd=tmp_path)["job_id"]
+    job_id = emery_json(train, env, cwd=tmp_path)["job_id"]
     store = SQLiteStore(store_path)
     deadline = time.monotonic() + 240
     while not store.get_job(job_id).terminal:
