@@ -212,3 +212,52 @@ def test_a_resumed_run_reports_the_job_s_first_reward_and_loss() -> None:
     assert (stats.first_reward, stats.last_reward) == (0.25, 0.75)
     assert (stats.first_loss, stats.last_loss) == (2.0, 1.0)
     assert stats.first_val_loss is None
+
+
+def _prompt_job(store: MemoryStore, config: JobConfig, instruction: str | None) -> str:
+    """A stored prompt job whose best candidate has ``instruction`` (None: no best yet)."""
+    from emery.core.models import Lineage
+    from emery.store.records import NewJob
+
+    job = store.create_job(
+        NewJob(id="j-prompt", name="p", kind="prompt", algorithm="mipro", config={})
+    )
+    if instruction is not None:
+        seed = resolve_system(config).seed_candidate()
+        stage = next(iter(seed.components))
+        best = seed.derive(components={stage: instruction}, lineage=Lineage(operation="x"))
+        store.add_candidates(job.id, [seed, best])
+        store.update_job(job.id, best_candidate_id=best.id)
+    return job.id
+
+
+def test_an_rl_job_trains_and_scores_its_source_job_s_best_prompt() -> None:
+    from emery.training.scoring import scored_candidate
+
+    store = MemoryStore()
+    config = JobConfig.model_validate(_config(rl={"max_steps": 3, "source_job": "j-prompt"}))
+    _prompt_job(store, config, "Add carefully. End with 'Answer: <number>'.")
+    reward = job_reward(config, Path.cwd(), store)
+    rows = reward.rows()
+    assert rows[0]["prompt"][0] == {
+        "role": "system",
+        "content": "Add carefully. End with 'Answer: <number>'.",
+    }
+    seed = resolve_system(config).seed_candidate()
+    assert scored_candidate(store, config, seed) == reward.candidate != seed
+    job = create_rl_job(store, config)
+    assert job.kind == "rl"
+    plain = JobConfig.model_validate(_config())
+    assert job_reward(plain, Path.cwd(), store).candidate == seed
+
+
+def test_an_rl_source_job_without_a_best_prompt_is_refused_in_one_line() -> None:
+    store = MemoryStore()
+    config = JobConfig.model_validate(_config(rl={"source_job": "j-prompt"}))
+    _prompt_job(store, config, None)
+    with pytest.raises(ConfigError, match="j-prompt has no best candidate") as caught:
+        create_rl_job(store, config)
+    assert "\n" not in str(caught.value)
+    assert [job.id for job in store.list_jobs().items] == ["j-prompt"]
+    with pytest.raises(ConfigError, match="needs the store"):
+        job_reward(config, Path.cwd())

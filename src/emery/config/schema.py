@@ -147,9 +147,11 @@ class RLSection(LoRASection):
     ``max_completion_length`` tokens, at ``temperature``) from the model being trained and
     rewards each with the verifier on its parsed output (0 when the parser cannot read
     it); ``beta`` weighs the KL term to the base model. The defaults fit 2 CPU cores with
-    ``local/smollm2-135m``.
+    ``local/smollm2-135m``. The prompt trained (and scored on test) is the system's seed,
+    or the best candidate of a finished prompt job (``source_job``).
     """
 
+    source_job: str | None = None
     max_steps: int = Field(default=20, ge=1)
     learning_rate: float = Field(default=5e-5, gt=0)
     save_steps: int = Field(default=5, ge=1)

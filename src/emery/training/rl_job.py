@@ -1,5 +1,8 @@
 """An RL job: GRPO on a LoRA of the local task model, the job's verifier as the reward.
 
+The prompt it trains (and scores on test) is the system's seed, or the best candidate of a
+finished prompt job named by ``[rl] source_job``.
+
 ``create_rl_job`` stores it (kind ``rl``) once its model, system, dataset and verifier
 resolve. ``run_rl_job`` runs it like an SFT job (``run.TrainingRun``: claim or take over,
 checkpoints, pause/cancel, resume from the last checkpoint, GGUF adapter, base vs tuned on
@@ -14,6 +17,7 @@ from typing import Any
 from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
+from emery.core.models import Candidate
 from emery.lm.catalog import installed_path
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
@@ -21,7 +25,7 @@ from emery.training.control import JobControl
 from emery.training.job import SFTResult
 from emery.training.reward import VerifierReward
 from emery.training.run import EventSink, TrainingRun, run_dir, store_job
-from emery.training.scoring import Lift
+from emery.training.scoring import Lift, scored_candidate
 from emery.training.trainer import TrainingStats
 
 
@@ -46,8 +50,25 @@ class RLResult(SFTResult):
         return "\n".join(lines) + "\n"
 
 
-def job_reward(config: JobConfig, base_dir: Path) -> VerifierReward:
-    """The reward of ``config``: its system's stage and verifier on the ``[rl]`` splits."""
+def trained_candidate(store: Store | None, config: JobConfig, seed: Candidate) -> Candidate:
+    """The prompt an rl job trains: ``rl.source_job``'s best candidate, else ``seed``."""
+    assert config.rl is not None
+    if config.rl.source_job is None:
+        return seed
+    if store is None:
+        raise ConfigError("rl.source_job names a job: it needs the store that holds it")
+    source = store.get_job(store.resolve_job_id(config.rl.source_job))
+    if not source.best_candidate_id:
+        raise ConfigError(
+            f"rl.source_job {source.id} has no best candidate (it is {source.state}):"
+            " name a finished prompt job"
+        )
+    return scored_candidate(store, config, seed)
+
+
+def job_reward(config: JobConfig, base_dir: Path, store: Store | None = None) -> VerifierReward:
+    """The reward of ``config``: its system's stage and verifier on the ``[rl]`` splits,
+    for the prompt of ``trained_candidate`` (``store`` holds the source job, if any)."""
     assert config.rl is not None
     dataset = resolve_dataset(config, base_dir)
     examples = [e for split in config.rl.splits for e in dataset.split(split)]
@@ -62,7 +83,14 @@ def job_reward(config: JobConfig, base_dir: Path) -> VerifierReward:
         raise ConfigError(
             "the verifier compares with each example's expected output; some rl examples have none"
         )
-    return VerifierReward(system, system.seed_candidate(), verifier, examples)
+    candidate = trained_candidate(store, config, system.seed_candidate())
+    reward = VerifierReward(system, candidate, verifier, examples)
+    if reward.stage.name not in candidate.components:
+        raise ConfigError(
+            f"rl.source_job's best candidate has no component {reward.stage.name!r}:"
+            " it was found for another system"
+        )
+    return reward
 
 
 def create_rl_job(
@@ -75,7 +103,7 @@ def create_rl_job(
 ) -> JobRecord:
     """Store a new RL job (its base model and reward are checked first)."""
     base_dir = (config_path.parent if config_path else Path.cwd()).resolve()
-    job_reward(config, base_dir)  # a system or dataset it cannot train on: refused now
+    job_reward(config, base_dir, store)  # a system, data or source it cannot use: refused
     installed_path(config.lm.task.model.removeprefix("local/"))
     return store_job(store, config, "rl", given=given, config_path=config_path, name=name)
 
@@ -96,7 +124,7 @@ class _RLRun(TrainingRun):
         from emery.training.rl_trainer import train_rl  # torch: imported only to train
 
         assert config.rl is not None
-        reward = job_reward(config, base_dir)
+        reward = job_reward(config, base_dir, self.store)
         return train_rl(
             config.lm.task.model.removeprefix("local/"),
             config.rl,

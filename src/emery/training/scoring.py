@@ -37,12 +37,18 @@ class Lift(BaseModel):
         )
 
 
+def source_job(config: JobConfig) -> str | None:
+    """The prompt job an SFT or RL job names as ``source_job``, if any."""
+    section = config.sft or config.rl
+    return None if section is None else section.source_job
+
+
 def scored_candidate(store: Store, config: JobConfig, system_seed: Candidate) -> Candidate:
     """The prompt to score: the source job's best candidate, else the system's seed."""
-    sft = config.sft
-    if sft is None or sft.source_job is None:
+    source_id = source_job(config)
+    if source_id is None:
         return system_seed
-    source = store.get_job(store.resolve_job_id(sft.source_job))
+    source = store.get_job(store.resolve_job_id(source_id))
     if not source.best_candidate_id:
         return system_seed
     return store.get_candidate(source.id, source.best_candidate_id)
