@@ -84,3 +84,6 @@ class ExampleResult(BaseModel):
     trace: str = ""
     """An excerpt of the last attempt's spans (LM calls, tool calls, emitted messages,
     rewards, errors) for reflection; empty when the attempt recorded nothing but the run."""
+    ranked: tuple[float, float] | None = None
+    """(score, gold score) of a verifier graph judged by rank agreement: a batch whose
+    results carry these is scored over the whole batch (``evaluation.rank``)."""

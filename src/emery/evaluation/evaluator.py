@@ -177,7 +177,7 @@ class Evaluator:
                 rollout=queued,
             )
             run = outcome.run or SystemRun()
-            score, feedback, error = await self._score(example, run, outcome)
+            score, feedback, error, ranked = await self._score(example, run, outcome)
         # a succeeded rollout with an error: the verifier raised
         failure = None if error is None else (failure_kind(outcome, tally) or "verifier")
         rollout = outcome.rollout
@@ -192,6 +192,7 @@ class Evaluator:
             feedback=feedback,
             error=error,
             failure=failure,
+            ranked=ranked,
             calls=run.calls,
             usage=tally.usage(),
             lm_calls=tally.calls,
@@ -213,17 +214,18 @@ class Evaluator:
 
     async def _score(
         self, example: Example, run: SystemRun, outcome: RolloutOutcome
-    ) -> tuple[float, str, str | None]:
-        """(score, feedback, error): a failed rollout scores 0; a self-scored run keeps its
-        reward; otherwise the verifier decides."""
+    ) -> tuple[float, str, str | None, tuple[float, float] | None]:
+        """(score, feedback, error, the verdict's rank pair): a failed rollout scores 0; a
+        self-scored run keeps its reward; otherwise the verifier decides."""
         if outcome.rollout.status != "succeeded":
             error = outcome.error or "the run failed"
             log.debug("example %s failed: %s", example.id, error)  # a scored outcome, not a fault
-            return 0.0, f"The run failed: {error}", error
+            return 0.0, f"The run failed: {error}", error, None
         if run.reward is not None:
             return (
                 run.reward,
                 run.feedback or f"The agent reported a reward of {run.reward:g}.",
+                None,
                 None,
             )
         try:
@@ -236,8 +238,8 @@ class Evaluator:
                 exc_info=log.isEnabledFor(logging.DEBUG),
             )
             error = f"{type(exc).__name__}: {exc}"
-            return 0.0, f"The run failed: {error}", error
-        return verdict.score, verdict.feedback, None
+            return 0.0, f"The run failed: {error}", error, None
+        return verdict.score, verdict.feedback, None, verdict.ranked
 
     async def evaluate(
         self,

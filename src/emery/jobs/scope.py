@@ -36,7 +36,11 @@ def evaluation_scope(
     if verifier_overridden:
         verifier_key: Any = verifier_identity(verifier)
     elif config.verifier is not None:
-        verifier_key = config.verifier.model_dump(mode="json")
+        # the default agreement metric left out: scopes stored before it existed still match
+        default = config.verifier.agreement == "mae"
+        verifier_key = config.verifier.model_dump(
+            mode="json", exclude={"agreement"} if default else None
+        )
     else:
         verifier_key = dataset.verifier if dataset is not None else None
     scope: dict[str, Any] = {

@@ -5,6 +5,12 @@ A verifier graph's dataset rows are traces (input fields such as ``input``, ``ou
 output is read as a score (``score_of``) and the example scores ``1 - |score - gold|``, so
 a job's mean is one minus the mean absolute error. The feedback says which way the graph
 was off (too lenient, too harsh), which is what reflection needs to correct it.
+
+With ``[verifier] agreement = "rank"`` (``RankAgreement``) the job is scored by rank
+agreement instead: Spearman's rho between the graph's scores and the gold scores over each
+evaluated batch, mapped to ``(1 + rho) / 2`` (``evaluation.rank``). Each example still
+scores ``1 - |score - gold|`` with the same feedback, and also records its (score, gold)
+pair, from which the batch's score is computed.
 """
 
 from __future__ import annotations
@@ -95,3 +101,16 @@ class Agreement(SyncVerifier):
             feedback=f"Scored {score:.2f} but the gold score is {gold:.2f}: {way} by"
             f" {abs(error):.2f}.",
         )
+
+
+class RankAgreement(Agreement):
+    """``Agreement`` whose batch score is rank agreement (see the module docstring): the
+    verdict carries the (score, gold) pair; a run without a readable score has none."""
+
+    def check(self, example: Example, output: Any) -> Verdict:
+        verdict = super().check(example, output)
+        try:
+            pair = (score_of(output), score_of(example.expected))
+        except ValueError:
+            return verdict
+        return verdict.model_copy(update={"ranked": pair})

@@ -14,6 +14,9 @@ class Verdict(BaseModel):
 
     score: float = Field(ge=0.0, le=1.0)
     feedback: str = ""
+    ranked: tuple[float, float] | None = None
+    """(score, gold score) for a batch-level rank metric (``verifiers.agreement``); None for
+    a verifier whose batch score is the mean of its per-example scores."""
 
 
 @runtime_checkable

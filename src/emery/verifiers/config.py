@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from emery.core.errors import ConfigError
 from emery.lm.base import LM
-from emery.verifiers.agreement import Agreement
+from emery.verifiers.agreement import Agreement, RankAgreement
 from emery.verifiers.base import Verifier
 from emery.verifiers.contrastive import ContrastiveJudge
 from emery.verifiers.json_field import JsonFieldMatch
@@ -52,6 +52,9 @@ class VerifierConfig(BaseModel):
     fields: list[str] | None = None
     function: str | None = None
     criteria: list[Criterion] = Field(default_factory=list)
+    agreement: Literal["mae", "rank"] = "mae"
+    """``kind = "agreement"`` (a verifier graph): ``mae`` scores each trace ``1 - |score -
+    gold|``; ``rank`` scores each batch by Spearman's rho with the gold scores."""
 
 
 def build_verifier(config: VerifierConfig, judge: LM | None = None) -> Verifier:
@@ -90,4 +93,4 @@ def build_verifier(config: VerifierConfig, judge: LM | None = None) -> Verifier:
         case "contrastive":
             return ContrastiveJudge(judge)
         case "agreement":
-            return Agreement()
+            return RankAgreement() if config.agreement == "rank" else Agreement()

@@ -172,9 +172,9 @@ class Gepa:
         if mutation is None or await smoke_rejects(ctx, state, mutation):
             return
         after = await ctx.evaluate(mutation.child, mutation.batch, "train")
-        if self.settings.extend_ties and sum(after.scores) == sum(mutation.before.scores):
+        if self.settings.extend_ties and after.total == mutation.before.total:
             mutation, after = await extend_tie(ctx, state, mutation, after, rng)
-        accepted = self._accepts(sum(mutation.before.scores), sum(after.scores))
+        accepted = self._accepts(mutation.before.total, after.total)
         child = self._record_verdict(ctx, state, mutation, after, accepted, number)
         if accepted:
             await self._promote(ctx, state, mutation, child, after, number)
@@ -299,8 +299,8 @@ class Gepa:
                 candidate_id=child.id,
                 parent_id=mutation.parent.id,
                 components=mutation.changed,
-                before=sum(mutation.before.scores),
-                after=sum(after.scores),
+                before=mutation.before.total,
+                after=after.total,
                 source=mutation.source,
             )
         )
@@ -331,8 +331,8 @@ class Gepa:
             iteration=number,
             operation=child.lineage.operation,
             components_changed=mutation.changed,
-            minibatch_before=sum(mutation.before.scores),
-            minibatch_after=sum(after.scores),
+            minibatch_before=mutation.before.total,
+            minibatch_after=after.total,
             next_component=mutation.parent.next_component,
         )
         add_to_pool(ctx, state, entry, result)

@@ -1,7 +1,9 @@
 """LM-free structural mutations of a graph spec: the structural children of ``graph_gepa``.
 
-Each template edits the top-level scope of a parent graph around one of its llm nodes
-(``target``) and returns the edits that apply (none when it does not):
+Each template edits the scope of a parent graph that holds one of its llm nodes
+(``target``): the top level, or the sub-graph of the map node the target is in (node names
+are unique in the whole graph, so the target names its scope). It returns the edits that
+apply (none when it does not):
 
 - ``answer``: the target reasons freely (raw parser) and a new node reads its reasoning
   and gives the answer in the target's format (extract → answer);
@@ -17,8 +19,10 @@ Each template edits the top-level scope of a parent graph around one of its llm 
 - ``fewer_tokens`` / ``more_tokens``: halve (or set) / double the target's ``max_tokens``.
 
 Templates only edit: whether the result is a valid graph (acyclic, every input bound) is
-checked by the graph's own validation before any rollout. An llm node's model ``role`` is
-not mutated: ``task`` is the only role a node may have. Map sub-graphs are left as they are.
+checked by the graph's own validation, of the whole graph, before any rollout. An llm
+node's model ``role`` is not mutated: ``task`` is the only role a node may have. A mutation
+inside a map's sub-graph changes that sub-graph only (it reads and rewires the nodes of
+that scope), so a check or answer node added there runs once per item.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from emery.systems.graph.spec import GraphConfig, LLMNode, OutputNode, walk
+from emery.systems.graph.spec import GraphConfig, MapNode, Node, OutputNode, walk
 
 ANSWER_TEXT = "Read the reasoning below and give the final answer to the task."
 CHECK_TEXT = (
@@ -79,6 +83,44 @@ def _node(spec: dict[str, Any], name: str) -> dict[str, Any]:
     return next(node for node in _nodes(spec) if node["name"] == name)
 
 
+def scope_path(graph: GraphConfig, target: str) -> tuple[str, ...]:
+    """The map nodes, outermost first, whose sub-graph holds ``target``; () at top level."""
+
+    def find(nodes: list[Node], path: tuple[str, ...]) -> tuple[str, ...] | None:
+        for node in nodes:
+            if node.name == target:
+                return path
+            if isinstance(node, MapNode):
+                found = find(node.nodes, (*path, node.name))
+                if found is not None:
+                    return found
+        return None
+
+    return find(graph.nodes, ()) or ()
+
+
+def _scope(parent: Parent, spec: dict[str, Any], target: str) -> dict[str, Any]:
+    """The part of ``spec`` (itself, or a map node's dict) whose ``nodes`` hold ``target``."""
+    for name in scope_path(parent.graph, target):
+        spec = _node(spec, name)
+    return spec
+
+
+def _path_nodes(graph: GraphConfig, path: tuple[str, ...]) -> list[Node]:
+    """The parsed nodes of the scope at ``path`` (map node names, outermost first)."""
+    nodes = graph.nodes
+    for name in path:
+        found = next(node for node in nodes if node.name == name)
+        assert isinstance(found, MapNode)
+        nodes = found.nodes
+    return nodes
+
+
+def _scope_nodes(parent: Parent, target: str) -> list[Node]:
+    """The parsed nodes of the scope that holds ``target``."""
+    return _path_nodes(parent.graph, scope_path(parent.graph, target))
+
+
 def _free(parent: Parent, base: str) -> str:
     """``base``, numbered until no node or input field has the name."""
     names = parent.taken | {node.name for node in walk(parent.graph.nodes)}
@@ -90,9 +132,9 @@ def _free(parent: Parent, base: str) -> str:
 
 
 def _reads(parent: Parent, name: str) -> dict[str, set[str]]:
-    """Top-level node → the local names it binds to the source ``name``."""
+    """Node of ``name``'s scope → the local names it binds to the source ``name``."""
     out: dict[str, set[str]] = {}
-    for node in parent.graph.nodes:
+    for node in _scope_nodes(parent, name):
         local = {k for k, v in node.sources(parent.components).items() if v == name}
         if local:
             out[node.name] = local
@@ -100,7 +142,7 @@ def _reads(parent: Parent, name: str) -> dict[str, set[str]]:
 
 
 def _rebind(parent: Parent, spec: dict[str, Any], old: str, new: str, skip: set[str]) -> None:
-    """Every top-level reader of ``old`` (except ``skip``) reads ``new`` instead."""
+    """Every reader of ``old`` in ``spec`` (its scope; except ``skip``) reads ``new``."""
     for reader, local_names in _reads(parent, old).items():
         if reader in skip:
             continue
@@ -142,46 +184,49 @@ def _insert(spec: dict[str, Any], anchor: str, *new: dict[str, Any], after: bool
 def answer(parent: Parent, target: str) -> list[Structure]:
     """The target reasons freely; a new node reads its reasoning and answers."""
     spec = copy.deepcopy(parent.spec)
-    node = _node(spec, target)
+    scope = _scope(parent, spec, target)
+    node = _node(scope, target)
     name = _free(parent, f"{target}_answer")
     added = _llm(name, node, _with_line(node, f"\n\nReasoning:\n{{{target}}}"))
     added["parser"] = node.get("parser", {"kind": "raw"})
-    _rebind(parent, spec, target, name, skip=set())
+    _rebind(parent, scope, target, name, skip=set())
     node["parser"] = {"kind": "raw"}
-    _insert(spec, target, added)
+    _insert(scope, target, added)
     return [Structure(spec, {name: ANSWER_TEXT})]
 
 
 def check(parent: Parent, target: str) -> list[Structure]:
     """A check node and a revise node after the target; readers read the revision."""
     spec = copy.deepcopy(parent.spec)
-    node = _node(spec, target)
+    scope = _scope(parent, spec, target)
+    node = _node(scope, target)
     checker, reviser = _free(parent, f"{target}_check"), _free(parent, f"{target}_revise")
     shown = f"\n\nProposed answer:\n{{{target}}}"
     checks = _llm(checker, node, _with_line(node, shown))
     revises = _llm(reviser, node, _with_line(node, f"{shown}\n\nReview:\n{{{checker}}}"))
     revises["parser"] = node.get("parser", {"kind": "raw"})
-    _rebind(parent, spec, target, reviser, skip=set())
+    _rebind(parent, scope, target, reviser, skip=set())
     node["parser"] = {"kind": "raw"}  # the whole proposed reply is checked
-    _insert(spec, target, checks, revises)
+    _insert(scope, target, checks, revises)
     return [Structure(spec, {checker: CHECK_TEXT, reviser: REVISE_TEXT})]
 
 
 def plan(parent: Parent, target: str) -> list[Structure]:
     """A plan node before the target, whose user turn shows the plan."""
     spec = copy.deepcopy(parent.spec)
-    node = _node(spec, target)
+    scope = _scope(parent, spec, target)
+    node = _node(scope, target)
     name = _free(parent, f"{target}_plan")
     planner = _llm(name, node, copy.deepcopy(node["messages"]))
     node["messages"] = _with_line(node, f"\n\nPlan:\n{{{name}}}")
-    _insert(spec, target, planner, after=False)
+    _insert(scope, target, planner, after=False)
     return [Structure(spec, {name: PLAN_TEXT})]
 
 
 def vote(parent: Parent, target: str) -> list[Structure]:
     """The target samples ``parent.samples`` replies and keeps the most common answer."""
     spec = copy.deepcopy(parent.spec)
-    node = _node(spec, target)
+    node = _node(_scope(parent, spec, target), target)
     if node.get("samples", 1) > 1:
         return []
     node["samples"] = parent.samples
@@ -190,25 +235,29 @@ def vote(parent: Parent, target: str) -> list[Structure]:
 
 
 def _upstream(parent: Parent, target: str) -> list[str]:
-    """The top-level llm nodes ``target`` reads, in dependency order."""
-    node = next(n for n in parent.graph.nodes if n.name == target)
-    read = set(node.sources(parent.components).values())
+    """The llm nodes of its scope that ``target`` reads, in dependency order."""
+    nodes = _scope_nodes(parent, target)
+    node = next(n for n in nodes if n.name == target)
+    read = set(node.sources(parent.components).values()) & {n.name for n in nodes}
     return [n.name for n in parent.graph.llm_nodes() if n.name in read and n.name != target]
 
 
-def _unread(parent: Parent, spec: dict[str, Any], removed: list[str]) -> list[str]:
-    """Drop, one after another, the non-output nodes of ``spec`` that nothing reads (as
-    long as ``spec`` parses: an invalid one is left to the validation to report)."""
+def _unread(parent: Parent, spec: dict[str, Any], target: str) -> list[str]:
+    """``target`` and, dropped one after another, the non-output nodes of its scope that
+    nothing reads (as long as ``spec`` parses: an invalid one is left to the validation)."""
+    removed, path = [target], scope_path(parent.graph, target)
     while True:
         try:
             graph = GraphConfig.model_validate(spec)
         except ValueError:
             return removed
-        read = {s for node in graph.nodes for s in node.sources(parent.components).values()}
-        dead = {n.name for n in graph.nodes if not isinstance(n, OutputNode)} - read
+        nodes = _path_nodes(graph, path)
+        read = {s for node in nodes for s in node.sources(parent.components).values()}
+        dead = {n.name for n in nodes if not isinstance(n, OutputNode)} - read
         if not dead:
             return removed
-        spec["nodes"] = [n for n in _nodes(spec) if n["name"] not in dead]
+        scope = _scope(parent, spec, target)
+        scope["nodes"] = [n for n in _nodes(scope) if n["name"] not in dead]
         removed += sorted(dead)
 
 
@@ -228,18 +277,19 @@ def _drop_lines(node: dict[str, Any], placeholders: set[str]) -> None:
 def remove(parent: Parent, target: str) -> list[Structure]:
     """The target dropped (its readers bypass it or lose its lines), unread nodes too."""
     spec = copy.deepcopy(parent.spec)
+    scope = _scope(parent, spec, target)
     upstream = _upstream(parent, target)
     if upstream:
-        _rebind(parent, spec, target, upstream[-1], skip={target})
+        _rebind(parent, scope, target, upstream[-1], skip={target})
     else:
         readers = _reads(parent, target)
-        kinds = {_node(spec, reader).get("kind", "llm") for reader in readers}
+        kinds = {_node(scope, reader).get("kind", "llm") for reader in readers}
         if not readers or kinds != {"llm"}:
             return []
         for reader, local in readers.items():
-            _drop_lines(_node(spec, reader), local)
-    spec["nodes"] = [n for n in _nodes(spec) if n["name"] != target]
-    return [Structure(spec, removed=tuple(_unread(parent, spec, [target])))]
+            _drop_lines(_node(scope, reader), local)
+    scope["nodes"] = [n for n in _nodes(scope) if n["name"] != target]
+    return [Structure(spec, removed=tuple(_unread(parent, spec, target)))]
 
 
 def merge(parent: Parent, target: str) -> list[Structure]:
@@ -249,7 +299,8 @@ def merge(parent: Parent, target: str) -> list[Structure]:
         return []
     folded = upstream[-1]
     spec = copy.deepcopy(parent.spec)
-    node, other = _node(spec, target), _node(spec, folded)
+    scope = _scope(parent, spec, target)
+    node, other = _node(scope, target), _node(scope, folded)
     inputs, extra = node.setdefault("inputs", {}), other.get("inputs", {})
     if any(inputs.get(k, v) != v for k, v in extra.items()):
         return []
@@ -260,35 +311,35 @@ def merge(parent: Parent, target: str) -> list[Structure]:
     new = [ln for ln in lines if ln.strip() and ln not in present]
     last = node["messages"][-1]
     last["template"] = "\n".join([*new, last["template"]]).strip("\n")
-    spec["nodes"] = [n for n in _nodes(spec) if n["name"] != folded]
+    scope["nodes"] = [n for n in _nodes(scope) if n["name"] != folded]
     texts = [parent.components.get(folded, ""), parent.components.get(target, "")]
     return [Structure(spec, {target: "\n".join(t for t in texts if t.strip())}, (folded,))]
 
 
 def rewire(parent: Parent, target: str) -> list[Structure]:
-    """One child per other top-level llm node the target does not read yet: it reads it."""
+    """One child per other llm node of its scope the target does not read yet: it reads it."""
     read = set(_reads_of(parent, target))
-    top = {node.name for node in parent.graph.nodes}
+    scope_names = {node.name for node in _scope_nodes(parent, target)}
     out = []
     for other in parent.graph.llm_nodes():
-        if other.name == target or other.name in read or other.name not in top:
+        if other.name == target or other.name in read or other.name not in scope_names:
             continue
         spec = copy.deepcopy(parent.spec)
-        node = _node(spec, target)
+        node = _node(_scope(parent, spec, target), target)
         node["messages"] = _with_line(node, f"\n\n{other.name}:\n{{{other.name}}}")
         out.append(Structure(spec))
     return out
 
 
 def _reads_of(parent: Parent, target: str) -> list[str]:
-    node = next(n for n in parent.graph.nodes if n.name == target)
+    node = next(n for n in _scope_nodes(parent, target) if n.name == target)
     return list(node.sources(parent.components).values())
 
 
 def _tokens(change: Callable[[int | None], int | None]) -> Template:
     def edit(parent: Parent, target: str) -> list[Structure]:
         spec = copy.deepcopy(parent.spec)
-        node = _node(spec, target)
+        node = _node(_scope(parent, spec, target), target)
         new = change(node.get("max_tokens"))
         if new is None or new == node.get("max_tokens"):
             return []
@@ -321,6 +372,6 @@ TEMPLATES: dict[str, Template] = {
 
 
 def targets(graph: GraphConfig) -> list[str]:
-    """The top-level llm nodes, the one nearest the output first."""
-    top = {node.name for node in graph.nodes if isinstance(node, LLMNode)}
-    return [node.name for node in reversed(graph.llm_nodes()) if node.name in top]
+    """Every llm node, those of map sub-graphs included, the one nearest the output first
+    (a map's sub-graph nodes come before the nodes the map reads)."""
+    return [node.name for node in reversed(graph.llm_nodes())]

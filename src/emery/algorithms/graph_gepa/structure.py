@@ -1,13 +1,14 @@
 """Structural children: a parent's next untried structural mutation, validated.
 
-Every mutation a template makes (``mutations.py``) becomes a candidate whose ``graph:spec``
-component holds the new graph. It is checked like a user's graph (the spec's validation,
-then every node input bound to an input field or a node) and against
-``target_llm_calls`` before it costs any rollout; a child that fails is rejected with the
-reason as a ``gepa.proposal_invalid`` event (component ``graph:spec``) and the next one is
-tried. The mutations offered to a parent are kept in the state, so a resumed search offers
-the same children next. When no template has a child left, the reflection model may
-propose a whole new graph (``proposed_structure``), checked the same way.
+Every mutation a template makes (``mutations.py``), at the top level or inside a map node's
+sub-graph, becomes a candidate whose ``graph:spec`` component holds the new graph. The
+whole graph is checked like a user's graph (the spec's validation, then every node input
+bound to an input field or a node) and against ``target_llm_calls`` before it costs any
+rollout; a child that fails is rejected with the reason as a ``gepa.proposal_invalid``
+event (component ``graph:spec``) and the next one is tried. The mutations offered to a
+parent are kept in the state, so a resumed search offers the same children next. When no
+template has a child left, the reflection model may propose a whole new graph
+(``proposed_structure``), checked the same way.
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ from dataclasses import dataclass
 from emery.algorithms.base import SearchContext
 from emery.algorithms.gepa.mutation import Basis, Mutation
 from emery.algorithms.gepa.state import GepaState
-from emery.algorithms.graph_gepa.mutations import TEMPLATES, Parent, Structure, targets
+from emery.algorithms.graph_gepa.mutations import (
+    TEMPLATES,
+    Parent,
+    Structure,
+    scope_path,
+    targets,
+)
 from emery.algorithms.graph_gepa.spec_proposal import MAX_TOKENS, parse_graph, spec_messages
 from emery.algorithms.sources import count
 from emery.core.errors import ConfigError
@@ -144,7 +151,8 @@ def _reject(
 def _edits(
     system: GraphSystem, parent: Candidate, fields: set[str], limits: Limits
 ) -> Iterator[tuple[str, Structure]]:
-    """``structure.<template>@<node>#<n>`` and the edit, for every template and llm node."""
+    """``structure.<template>@<node>#<n>`` and the edit, for every template and llm node
+    (a node of a map's sub-graph is ``<map>/<node>``: the edit changes that sub-graph)."""
     graph = system.for_candidate(parent).graph
     base = Parent(
         spec=json.loads(spec_text(graph)),
@@ -154,9 +162,10 @@ def _edits(
         samples=limits.vote_samples,
     )
     for target in targets(graph):
+        where = "/".join((*scope_path(graph, target), target))
         for name, template in TEMPLATES.items():
             for number, edit in enumerate(template(base, target)):
-                yield f"{PREFIX}{name}@{target}#{number}", edit
+                yield f"{PREFIX}{name}@{where}#{number}", edit
 
 
 def _checked(
