@@ -1,7 +1,11 @@
 """llama.cpp's low-level calls behind the batch engine: one context, one KV stream per slot.
 
-``llama_cpp.Llama`` loads the weights once and supplies the tokenizer and chat template;
-a second context on the same weights holds ``slots`` sequences, each in its own KV stream
+``llama_cpp.Llama`` (vocabulary only) supplies the tokenizer and chat template. The weights
+are loaded once, without llama.cpp's CPU weight repacking: repacked Q4_K/Q6_K/Q4_0 tensors
+are multiplied by one kernel for a lone token and by another for groups of 4, which round
+differently and flipped near-tie greedy tokens once 4 requests ran together. Unpacked, every
+row of a batch is computed as it would be alone, so a greedy reply does not depend on what
+else is in the batch. One context holds ``slots`` sequences, each in its own KV stream
 (``kv_unified`` off) of ``n_ctx`` cells, so a sequence's cache is laid out as it would be
 alone. Memory: the weights (mapped from the file) plus the KV streams,
 ``slots × n_ctx × n_layer × (n_embd_k_gqa + n_embd_v_gqa) × 2`` bytes (f16), plus a compute
@@ -10,8 +14,9 @@ buffer that grows with ``n_ctx`` (about 300 MiB for Qwen2.5-0.5B at 4 × 4096).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +25,7 @@ from emery.lm.llama_prompt import Prompt, Sampling, build_prompt
 
 N_BATCH = 512  # prompt tokens per llama_decode call, as llama_cpp.Llama's default
 PENALTY_LAST_N = 64  # llama_cpp.Llama's last_n_tokens_size
+REPACK_WEIGHTS = False  # see the module docstring
 
 
 class LlamaDecoder:
@@ -40,38 +46,44 @@ class LlamaDecoder:
         self._lib = llama_cpp
         self.slots = slots
         self._seed = seed
-        self.llama = llama_cpp.Llama(
-            model_path=str(path),
-            n_ctx=64,  # this context only formats and tokenizes; decoding uses self._ctx
-            n_threads=n_threads,
-            n_threads_batch=n_threads,
-            seed=seed,
-            lora_path=str(lora_path) if lora_path is not None else None,
-            verbose=False,
-        )
-        params = llama_cpp.llama_context_params.from_buffer_copy(self.llama.context_params)
-        self.n_batch = min(n_ctx, N_BATCH)
-        params.n_ctx = n_ctx * slots
-        params.n_batch = max(self.n_batch, slots)
-        params.n_ubatch = params.n_batch
-        params.n_seq_max = slots
-        params.kv_unified = False
-        self._ctx = llama_cpp.llama_init_from_model(self.llama._model.model, params)
-        if not self._ctx:
-            raise RuntimeError(f"llama.cpp could not make a context of {slots} x {n_ctx}")
-        if lora_path is not None:  # Llama loaded the adapter; apply it to this context too
-            adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(self.llama._lora_adapter)  # type: ignore[misc]
-            scales = (ctypes.c_float * 1)(1.0)
-            if llama_cpp.llama_set_adapters_lora(self._ctx, adapters, 1, scales):
-                raise RuntimeError(f"llama.cpp could not apply the LoRA adapter {lora_path}")
+        with _muted_log():  # llama.cpp's loading notes, as Llama(verbose=False) does
+            self.llama = _vocabulary(path, n_threads=n_threads, seed=seed)
+            model_params = llama_cpp.llama_model_default_params()
+            model_params.use_extra_bufts = REPACK_WEIGHTS
+            self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), model_params)
+            if not self._model:
+                raise RuntimeError(f"llama.cpp could not load {path}")
+            params = llama_cpp.llama_context_params.from_buffer_copy(self.llama.context_params)
+            self.n_batch = min(n_ctx, N_BATCH)
+            params.n_ctx = n_ctx * slots
+            params.n_batch = max(self.n_batch, slots)
+            params.n_ubatch = params.n_batch
+            params.n_seq_max = slots
+            params.kv_unified = False
+            self._ctx = llama_cpp.llama_init_from_model(self._model, params)
+            if not self._ctx:
+                llama_cpp.llama_model_free(self._model)
+                raise RuntimeError(f"llama.cpp could not make a context of {slots} x {n_ctx}")
+            self._adapter = None if lora_path is None else self._apply_lora(lora_path)
         self.n_ctx = int(llama_cpp.llama_n_ctx_seq(self._ctx))
         self._mem = llama_cpp.llama_get_memory(self._ctx)
-        self._vocab = llama_cpp.llama_model_get_vocab(self.llama._model.model)
+        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
         self._n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self._batch = llama_cpp.llama_batch_init(params.n_batch, 0, 1)
         self._samplers: dict[int, Any] = {}
         self._piece_buffer = ctypes.create_string_buffer(256)
         self.bos = int(self.llama.token_bos())
+
+    def _apply_lora(self, lora_path: str | Path) -> Any:
+        lib = self._lib
+        adapter = lib.llama_adapter_lora_init(self._model, str(lora_path).encode())
+        if not adapter:
+            raise RuntimeError(f"llama.cpp could not load the LoRA adapter {lora_path}")
+        adapters = (lib.llama_adapter_lora_p_ctypes * 1)(adapter)
+        scales = (ctypes.c_float * 1)(1.0)
+        if lib.llama_set_adapters_lora(self._ctx, adapters, 1, scales):
+            raise RuntimeError(f"llama.cpp could not apply the LoRA adapter {lora_path}")
+        return adapter
 
     def prepare(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Prompt:
         return build_prompt(self.llama, messages, params, self.n_ctx, self._seed)
@@ -131,6 +143,9 @@ class LlamaDecoder:
             self._lib.llama_batch_free(self._batch)
             self._lib.llama_free(self._ctx)
             self._ctx = None
+            if self._adapter is not None:
+                self._lib.llama_adapter_lora_free(self._adapter)
+            self._lib.llama_model_free(self._model)
         self.llama.close()
 
     def _fill(self, entries: Sequence[tuple[int, int, int]]) -> None:
@@ -180,3 +195,33 @@ class LlamaDecoder:
         for part in parts:
             lib.llama_sampler_chain_add(chain, part)
         return chain
+
+
+def _vocabulary(path: str | Path, *, n_threads: int, seed: int) -> Any:
+    """A ``llama_cpp.Llama`` that only tokenizes and formats chats."""
+    import llama_cpp
+
+    return llama_cpp.Llama(
+        model_path=str(path),
+        vocab_only=True,
+        n_ctx=64,
+        n_threads=n_threads,
+        n_threads_batch=n_threads,
+        seed=seed,
+        verbose=False,
+    )
+
+
+@contextlib.contextmanager
+def _muted_log() -> Iterator[None]:
+    """llama.cpp's log silenced (globally) while a model loads: it notes quirks of the model
+    file on stderr, and that the vocabulary-only context exceeds a training context of 0."""
+    import llama_cpp
+    from llama_cpp._logger import llama_log_callback
+
+    mute = llama_cpp.llama_log_callback(lambda level, text, user_data: None)
+    llama_cpp.llama_log_set(mute, ctypes.c_void_p(0))
+    try:
+        yield
+    finally:
+        llama_cpp.llama_log_set(llama_log_callback, ctypes.c_void_p(0))

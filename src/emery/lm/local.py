@@ -3,8 +3,8 @@
 Requests go to a ``BatchEngine`` (``llama_engine``) over a ``LlamaDecoder``
 (``llama_decoder``): up to ``n_parallel`` requests advance together, one token each per
 llama.cpp call, each in its own KV-cache sequence of ``n_ctx`` tokens; prompts that share a
-prefix share its cache. Greedy replies are token for token those of
-``Llama.create_chat_completion`` called one request at a time.
+prefix share its cache. A request decoded in a batch gets the logits it gets alone, so a
+greedy reply does not depend on the batch it ran in.
 """
 
 from __future__ import annotations
