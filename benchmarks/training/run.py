@@ -9,6 +9,9 @@ evaluation scores base and tuned model with the prompt job's best prompt on test
 
     .venv/bin/python benchmarks/training/run.py --out training.json
 
+With ``--workdir``, a stage that succeeded there before is taken from it rather than run
+again, so a later stage can be re-run with other settings on the same prompt job.
+
 Prints one markdown row per stage: model, test accuracy (n, Wilson 95% interval, from the
 jobs), the lift over the prompt alone, wall time, training time, tokens/s and peak memory.
 """
@@ -39,7 +42,18 @@ HEADER = (
 
 def run_stage(name: str, config: dict[str, Any], workdir: Path) -> dict[str, Any]:
     """`emery train` on ``config`` in a subprocess: its JSON payload, wall time and the
-    child's peak RSS (``wait4``: the whole process, model loading and scoring included)."""
+    child's peak RSS (``wait4``: the whole process, model loading and scoring included).
+    A stage that succeeded before in ``workdir`` (``<name>.stage.json``) is not run again."""
+    done = workdir / f"{name}.stage.json"
+    if done.is_file():
+        stage: dict[str, Any] = json.loads(done.read_text())
+        return stage
+    stage = _run_child(name, config, workdir)
+    done.write_text(json.dumps(stage))
+    return stage
+
+
+def _run_child(name: str, config: dict[str, Any], workdir: Path) -> dict[str, Any]:
     path = workdir / f"{name}.json"
     path.write_text(json.dumps(config, indent=2))
     emery = Path(sys.executable).with_name("emery")

@@ -210,3 +210,21 @@ def test_an_sft_job_is_run_by_its_trainer_not_the_search_engine(
     with pytest.raises(EmeryError, match="j-sft is an SFT job: run it with `emery jobs resume"):
         asyncio.run(engine.JobEngine(store, job.id).run())
     assert store.get_job(job.id).state == "created"
+
+
+def test_a_source_job_without_usable_rollouts_names_only_wider_settings() -> None:
+    from emery.store import MemoryStore
+    from emery.store.records import NewJob
+    from emery.training.data import job_conversations
+
+    store = MemoryStore()
+    job = store.create_job(NewJob(id="j-p", name="p", kind="prompt", algorithm="mipro", config={}))
+    for state in ("queued", "running"):
+        store.transition(job.id, state)
+    store.transition(job.id, "succeeded")
+    with pytest.raises(ConfigError) as caught:
+        job_conversations(store, job.id, candidate="all", splits=("train",), min_score=1.0)
+    message = str(caught.value)
+    assert message.endswith('try a lower sft.min_score or sft.splits = ["train", "val"]')
+    with pytest.raises(ConfigError, match=r"try a lower sft\.min_score$"):
+        job_conversations(store, job.id, candidate="all", splits=("train", "val"), min_score=1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -91,10 +92,18 @@ def job_conversations(
     if not conversations:
         raise ConfigError(
             f"job {job.id} has no successful rollouts of candidate {candidate!r} on"
-            f' {"/".join(splits)} scoring >= {min_score}: try sft.candidate = "all",'
-            ' a lower sft.min_score or sft.splits = ["train", "val"]'
+            f" {'/'.join(splits)} scoring >= {min_score}: try {_wider(candidate, splits)}"
         )
     return conversations
+
+
+def _wider(candidate: str, splits: Sequence[str]) -> str:
+    """The selection settings that would take more rollouts than these."""
+    options = [] if candidate == "all" else ['sft.candidate = "all"']
+    options.append("a lower sft.min_score")
+    if "val" not in splits:
+        options.append('sft.splits = ["train", "val"]')
+    return ", ".join(options[:-1]) + " or " + options[-1] if len(options) > 1 else options[0]
 
 
 def hold_out(
