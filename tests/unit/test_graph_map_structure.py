@@ -8,25 +8,23 @@ change inside the map's sub-graph, run once per item, can reach full score.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from graph_support import graph_parent, valid_graph
 
 import emery
 from emery.algorithms.graph_gepa import mutations
 from emery.algorithms.graph_gepa.mutations import TEMPLATES, Parent
-from emery.algorithms.graph_gepa.structure import with_spec
 from emery.core.models import ChatMessage, Dataset, Example
 from emery.data.tasks import builtin_task
 from emery.lm import FakeLM
 from emery.store import MemoryStore
-from emery.systems.graph.bindings import check_bindings
 from emery.systems.graph.spec import GraphConfig, LLMNode, MapNode
-from emery.systems.graph.system import SPEC_COMPONENT, GraphSystem, read_spec
+from emery.systems.graph.system import SPEC_COMPONENT
 
 GRAPH: dict[str, Any] = {
     "kind": "graph",
@@ -64,20 +62,11 @@ def _quiet_failures(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def parent() -> Parent:
-    system = GraphSystem(GraphConfig.model_validate(GRAPH))
-    seed = with_spec(system, system.seed_candidate())
-    return Parent(
-        spec=json.loads(seed.components[SPEC_COMPONENT]),
-        graph=system.graph,
-        components=seed.components,
-        taken=frozenset(FIELDS),
-    )
+    return graph_parent(GRAPH, FIELDS)
 
 
 def valid(spec: dict[str, Any]) -> GraphConfig:
-    graph = read_spec(json.dumps(spec))
-    check_bindings(graph.nodes, FIELDS)
-    return graph
+    return valid_graph(spec, FIELDS)
 
 
 def top_level(spec: dict[str, Any]) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from graph_support import graph_parent, valid_graph
 
 from emery.algorithms.context import build_search_context
 from emery.algorithms.gepa.mutation import Basis, operate
@@ -22,9 +23,8 @@ from emery.core.models import ChatMessage, Dataset, Example
 from emery.evaluation.results import EvalResult
 from emery.lm import FakeLM
 from emery.systems.base import RunContext
-from emery.systems.graph.bindings import check_bindings
 from emery.systems.graph.spec import GraphConfig
-from emery.systems.graph.system import SPEC_COMPONENT, GraphSystem, llm_calls, read_spec
+from emery.systems.graph.system import SPEC_COMPONENT, GraphSystem, llm_calls
 from emery.verifiers.config import VerifierConfig, build_verifier
 
 ONE_NODE: dict[str, Any] = {
@@ -55,20 +55,11 @@ FIELDS = {"question"}
 
 
 def parent_of(spec: dict[str, Any]) -> Parent:
-    system = GraphSystem(GraphConfig.model_validate(spec))
-    seed = with_spec(system, system.seed_candidate())
-    return Parent(
-        spec=json.loads(seed.components[SPEC_COMPONENT]),
-        graph=system.graph,
-        components=seed.components,
-        taken=frozenset(FIELDS),
-    )
+    return graph_parent(spec, FIELDS)
 
 
 def valid(spec: dict[str, Any]) -> GraphConfig:
-    graph = read_spec(json.dumps(spec))
-    check_bindings(graph.nodes, FIELDS)
-    return graph
+    return valid_graph(spec, FIELDS)
 
 
 @pytest.mark.parametrize("template", sorted(TEMPLATES))
