@@ -155,17 +155,41 @@ async def test_tool_errors_come_back_as_observations() -> None:
     assert "ERROR: unknown tool 'shell'" in observations[5]
 
 
-async def test_the_tool_budget_bounds_the_calls_and_fails_the_node() -> None:
+def budget_system(max_tool_calls: int) -> GraphSystem:
     spec = builtin_task("long_document_qa").system or {}
-    spec = {**spec, "rlm": {"context": "document", "max_tool_calls": 2}}
+    spec = {**spec, "rlm": {"context": "document", "max_tool_calls": max_tool_calls}}
     system = build_system(parse_system_config(spec))
     assert isinstance(system, GraphSystem)
+    return system
+
+
+async def test_the_tool_budget_bounds_the_calls_and_fails_the_node() -> None:
+    system = budget_system(2)
     lm = FakeLM(lambda messages: tool("local_grep", pattern="x"))
     got = await run(system, lm, task_examples(1)[0])
     assert got.error == "node 'answer': no answer within max_tool_calls=2"
-    assert len(lm.calls) == 4  # two tools, the budget warning, one more tool call
+    assert len(lm.calls) == 4  # two tools, one more asked for, the answer from notes
     assert llm_calls(system.graph) == 4  # the bound target_llm_calls sees
-    assert "tool budget spent" in lm.calls[-1][-1]["content"]
+    assert "The tool budget is spent" in lm.calls[-1][-1]["content"]
+
+
+async def test_past_the_budget_the_model_answers_from_notes_without_the_protocol() -> None:
+    """A model that calls tools while the protocol is in view still answers at the end."""
+
+    def reply(messages: Sequence[ChatMessage]) -> str:
+        if "To call a tool" in messages[0]["content"]:
+            return tool("local_grep", pattern="x")
+        return "12345"
+
+    lm = FakeLM(reply)
+    got = await run(budget_system(2), lm, task_examples(1)[0])
+    assert got.error is None
+    assert got.output == "12345"
+    final = lm.calls[-1]
+    assert len(lm.calls) == 4
+    assert not any("To call a tool" in m["content"] for m in final)
+    assert final[-1]["content"].count("local_grep result:") == 2  # both results, as notes
+    assert final[-1]["content"].endswith("Reply now with the final answer only.")
 
 
 async def test_the_instruction_is_a_component_the_model_sees() -> None:

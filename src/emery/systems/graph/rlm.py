@@ -5,9 +5,12 @@ Each reply is read with the code harness's tool-call parser
 (``{"tool": NAME, "arguments": {...}}``): a tool call is run against the node's
 ``ContextWorkspace`` (recorded as a tool span, like a harness action) and its observation
 is the next user message; ``submit`` or a reply with no tool call is the answer, which the
-node's parser reads. After ``max_tool_calls`` tools the model is told to answer; a further
-tool call fails the node. The node's instruction stays its component: the optimizers edit
-it as any llm node's. The whole transcript is the node's one recorded call.
+node's parser reads. When the model asks for a tool past ``max_tool_calls``, it answers in
+one last call from its own chat without the tool protocol, the tools' results added as
+notes (small models keep calling tools while the protocol is in view, even when told to
+stop); a tool call there fails the node. The node's instruction stays its component: the
+optimizers edit it as any llm node's. The node's one recorded call holds the last chat the
+model saw and its reply; each tool is a span.
 """
 
 from __future__ import annotations
@@ -37,9 +40,11 @@ To call a tool, reply with only a JSON object such as \
 {{"tool": "local_grep", "arguments": {{"pattern": "some words"}}}}.
 Each result comes back as the next message. Once you know the answer, reply with the \
 answer itself and no tool call."""
-BUDGET_SPENT = (
-    "tool budget spent (max_tool_calls={n}): reply now with your final answer and no tool call"
-)
+BUDGET_SPENT = """The tool budget is spent (max_tool_calls={n}). What the tools returned:
+
+{notes}
+
+Reply now with the final answer only."""
 
 Complete = Callable[[list[ChatMessage]], Awaitable[str]]
 
@@ -71,31 +76,45 @@ class ToolLoop:
     complete: Complete
     workspace: ContextWorkspace
     max_tool_calls: int
+    context: str
 
     async def run(self, chat: list[ChatMessage], call: ComponentCall) -> str:
-        """The model's answer; ``call`` holds the transcript (also when the loop fails)."""
-        used, warned = 0, False
+        """The model's answer to ``chat`` (the node's own messages); ``call`` holds the last
+        chat it saw and its reply (also when the loop fails)."""
+        talk = with_protocol(chat, self.context)
+        notes: list[str] = []
         while True:
-            call.messages = list(chat)
-            call.reply = await self.complete(chat)
+            call.messages = list(talk)
+            call.reply = await self.complete(talk)
             action = parse_tool_call(call.reply)
             if action is None:
                 return call.reply
             if action["tool"] == SUBMIT_TOOL["name"]:
                 return str(action["arguments"].get("answer", ""))
-            if used >= self.max_tool_calls:
-                if warned:
-                    raise ToolLoopError(f"no answer within max_tool_calls={self.max_tool_calls}")
-                warned = True
-                observation = Observation(BUDGET_SPENT.format(n=self.max_tool_calls), ok=False)
-            else:
-                used += 1
-                observation = self.execute(action)
-            chat = [
-                *chat,
+            if len(notes) >= self.max_tool_calls:
+                return await self.answer_from_notes(chat, notes, call)
+            notes.append(f"{action['tool']} result:\n{self.execute(action)}")
+            talk = [
+                *talk,
                 {"role": "assistant", "content": call.reply},
-                {"role": "user", "content": f"{action['tool']} result:\n{observation}"},
+                {"role": "user", "content": notes[-1]},
             ]
+
+    async def answer_from_notes(
+        self, chat: list[ChatMessage], notes: list[str], call: ComponentCall
+    ) -> str:
+        """The last call: ``chat`` without the tool protocol, the results as notes."""
+        summary = BUDGET_SPENT.format(n=self.max_tool_calls, notes="\n\n".join(notes))
+        last = chat[-1]
+        final: list[ChatMessage] = [
+            *chat[:-1],
+            {"role": last["role"], "content": f"{last['content']}\n\n{summary}"},
+        ]
+        call.messages = final
+        call.reply = await self.complete(final)
+        if parse_tool_call(call.reply) is not None:
+            raise ToolLoopError(f"no answer within max_tool_calls={self.max_tool_calls}")
+        return call.reply
 
     def execute(self, action: Mapping[str, Any]) -> Observation:
         """One tool on the workspace, recorded as a tool span."""
@@ -147,9 +166,9 @@ async def run_rlm_stage(
     workspace = ContextWorkspace(
         context, max_matches=options.max_matches, max_span_lines=options.max_span_lines
     )
-    loop = ToolLoop(complete, workspace, options.max_tool_calls)
+    loop = ToolLoop(complete, workspace, options.max_tool_calls, options.context)
     try:
-        answer = await loop.run(with_protocol(chat, options.context), call)
+        answer = await loop.run(chat, call)
         call.output = stage.parser.parse(answer)
     except (ToolLoopError, ParseError) as exc:
         call.error = str(exc)
@@ -166,7 +185,7 @@ def tool_options(graph: GraphConfig, node: str) -> RLMOptions | None:
 
 def loop_calls(graph: GraphConfig, node: str) -> int:
     """The most LM calls one run of ``node`` makes: ``max_tool_calls + 2`` for a tool node
-    (the tools, the budget warning, the answer), else 1."""
+    (the tools, one more asked past the budget, the answer from notes), else 1."""
     options = tool_options(graph, node)
     return 1 if options is None else options.max_tool_calls + 2
 
