@@ -133,7 +133,7 @@ async def test_tool_calls_are_spans_and_the_transcript_is_the_node_call() -> Non
 
 async def test_tool_errors_come_back_as_observations() -> None:
     replies = [
-        tool("local_grep", pattern="Orla"),  # before materialize_context
+        tool("local_grep", pattern="Orla"),  # before materialize_context: it loads it first
         tool("materialize_context"),
         tool("local_grep", pattern="(unclosed"),
         tool("read_span", start=0, end=3),
@@ -147,7 +147,8 @@ async def test_tool_errors_come_back_as_observations() -> None:
     assert got.error is None
     assert got.output == "12345"
     observations = [call[-1]["content"] for call in lm.calls[1:]]
-    assert "call materialize_context first" in observations[0]
+    assert observations[0].startswith("local_grep result:\ncontext materialized:")
+    assert observations[0].endswith("no line matches 'Orla'")  # it searched the loaded text
     assert observations[1].startswith("materialize_context result:\ncontext materialized:")
     assert "ERROR: bad regex '(unclosed'" in observations[2]
     assert "ERROR: bad span 0..3: the context has lines 1.." in observations[3]

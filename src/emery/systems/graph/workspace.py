@@ -2,7 +2,8 @@
 three tools that reach it.
 
 - ``materialize_context``: load the context into the workspace as numbered lines and say
-  how large it is (the other tools need it first);
+  how large it is (the other tools do it first when it was not called: a 0.5B model
+  searched six times in a row without it, each time told to call it first);
 - ``local_grep``: the numbered lines that match a regular expression (case-insensitive);
 - ``read_span``: lines ``start`` to ``end`` (1-based, inclusive).
 
@@ -59,11 +60,14 @@ class ContextWorkspace:
         if tool not in (GREP, READ):
             known = ", ".join(spec["name"] for spec in RLM_TOOLS)
             return Observation(f"unknown tool {tool!r} (tools: {known})", ok=False)
-        if self.lines is None:
-            return Observation(f"no context yet: call {MATERIALIZE} first", ok=False)
+        loaded = self.materialize() if self.lines is None else None
         if tool == GREP:
-            return self.grep(arguments.get("pattern"))
-        return self.read_span(arguments.get("start"), arguments.get("end"))
+            result = self.grep(arguments.get("pattern"))
+        else:
+            result = self.read_span(arguments.get("start"), arguments.get("end"))
+        if loaded is None:
+            return result
+        return Observation(f"{loaded.text}\n{result.text}", ok=result.ok)
 
     def materialize(self) -> Observation:
         """Split the context into numbered lines; the answer gives its size."""
