@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_verifier_graph import VERIFIER as JUDGE_GRAPH
 
 import emery
 from emery.config import parse_config
@@ -34,20 +35,7 @@ from emery.verifiers.agreement import Agreement, RankAgreement
 from emery.verifiers.config import VerifierConfig, build_verifier
 
 GOOD = "Recompute the answer yourself; score it by whether it matches yours."
-VERIFIER: dict[str, Any] = {
-    "kind": "graph",
-    "name": "answer_ranker",
-    "graph_type": "verifier",
-    "nodes": [
-        {
-            "name": "judge",
-            "instruction": "Rate how good the answer is.",
-            "messages": [{"template": "Question: {input}\nAnswer: {output}\n{transcript}"}],
-            "parser": {"kind": "json"},
-        },
-        {"kind": "output", "name": "reward", "value": "judge"},
-    ],
-}
+VERIFIER: dict[str, Any] = {**JUDGE_GRAPH, "name": "answer_ranker"}
 
 
 @pytest.fixture(autouse=True)
