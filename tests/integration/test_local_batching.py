@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 
 import pytest
 
@@ -68,6 +69,33 @@ def test_a_sequence_in_a_batch_of_four_gets_the_logits_it_gets_alone(model: str)
     together = _step_logits(decoder, entries)
     decoder.close()
     assert together == alone
+
+
+def test_an_unreadable_lora_adapter_is_a_clear_error_and_frees_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import llama_cpp
+
+    loaded: list[object] = []
+    freed: list[object] = []
+    load, free = llama_cpp.llama_model_load_from_file, llama_cpp.llama_model_free
+
+    def load_recorded(*args: object) -> object:
+        loaded.append(load(*args))
+        return loaded[-1]
+
+    def free_recorded(model: object) -> None:
+        freed.append(model)
+        free(model)
+
+    monkeypatch.setattr(llama_cpp, "llama_model_load_from_file", load_recorded)
+    monkeypatch.setattr(llama_cpp, "llama_model_free", free_recorded)
+    adapter = tmp_path / "adapter.gguf"
+    adapter.write_bytes(b"not a gguf file")
+    with pytest.raises(RuntimeError, match="could not load the LoRA adapter"):
+        LlamaDecoder(_path(), slots=1, n_ctx=256, n_threads=1, seed=0, lora_path=adapter)
+    assert len(loaded) == 1
+    assert any(model is loaded[0] for model in freed)
 
 
 async def test_batched_greedy_replies_equal_the_single_sequence_path() -> None:

@@ -51,8 +51,8 @@ class LlamaDecoder:
             model_params = llama_cpp.llama_model_default_params()
             model_params.use_extra_bufts = REPACK_WEIGHTS
             self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), model_params)
-            if not self._model:
-                raise RuntimeError(f"llama.cpp could not load {path}")
+            self._ctx = None
+            self._adapter = None
             params = llama_cpp.llama_context_params.from_buffer_copy(self.llama.context_params)
             self.n_batch = min(n_ctx, N_BATCH)
             params.n_ctx = n_ctx * slots
@@ -60,11 +60,17 @@ class LlamaDecoder:
             params.n_ubatch = params.n_batch
             params.n_seq_max = slots
             params.kv_unified = False
-            self._ctx = llama_cpp.llama_init_from_model(self._model, params)
-            if not self._ctx:
-                llama_cpp.llama_model_free(self._model)
-                raise RuntimeError(f"llama.cpp could not make a context of {slots} x {n_ctx}")
-            self._adapter = None if lora_path is None else self._apply_lora(lora_path)
+            try:
+                if not self._model:
+                    raise RuntimeError(f"llama.cpp could not load {path}")
+                self._ctx = llama_cpp.llama_init_from_model(self._model, params)
+                if not self._ctx:
+                    raise RuntimeError(f"llama.cpp could not make a context of {slots} x {n_ctx}")
+                if lora_path is not None:
+                    self._apply_lora(lora_path)
+            except Exception:
+                self._release()
+                raise
         self.n_ctx = int(llama_cpp.llama_n_ctx_seq(self._ctx))
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
@@ -74,16 +80,16 @@ class LlamaDecoder:
         self._piece_buffer = ctypes.create_string_buffer(256)
         self.bos = int(self.llama.token_bos())
 
-    def _apply_lora(self, lora_path: str | Path) -> Any:
+    def _apply_lora(self, lora_path: str | Path) -> None:
         lib = self._lib
         adapter = lib.llama_adapter_lora_init(self._model, str(lora_path).encode())
         if not adapter:
             raise RuntimeError(f"llama.cpp could not load the LoRA adapter {lora_path}")
+        self._adapter = adapter
         adapters = (lib.llama_adapter_lora_p_ctypes * 1)(adapter)
         scales = (ctypes.c_float * 1)(1.0)
         if lib.llama_set_adapters_lora(self._ctx, adapters, 1, scales):
             raise RuntimeError(f"llama.cpp could not apply the LoRA adapter {lora_path}")
-        return adapter
 
     def prepare(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Prompt:
         return build_prompt(self.llama, messages, params, self.n_ctx, self._seed)
@@ -141,11 +147,20 @@ class LlamaDecoder:
             self.end(slot)
         if self._ctx:
             self._lib.llama_batch_free(self._batch)
-            self._lib.llama_free(self._ctx)
+        self._release()
+
+    def _release(self) -> None:
+        """Free what llama.cpp holds for this decoder (each part once)."""
+        lib = self._lib
+        if self._ctx:
+            lib.llama_free(self._ctx)
             self._ctx = None
-            if self._adapter is not None:
-                self._lib.llama_adapter_lora_free(self._adapter)
-            self._lib.llama_model_free(self._model)
+        if self._adapter is not None:
+            lib.llama_adapter_lora_free(self._adapter)
+            self._adapter = None
+        if self._model:
+            lib.llama_model_free(self._model)
+            self._model = None
         self.llama.close()
 
     def _fill(self, entries: Sequence[tuple[int, int, int]]) -> None:
