@@ -73,6 +73,7 @@ def test_gepa_finds_the_retrying_loop_and_lifts_test(
     caplog.set_level(logging.ERROR)
     system, dataset = flaky_store()
     store = open_store(tmp_path / "emery.db")
+    reflection = reflection_script()
     result = emery.optimize(
         system,
         dataset,
@@ -80,7 +81,7 @@ def test_gepa_finds_the_retrying_loop_and_lifts_test(
         budget=60,
         verifier="exact",
         lm=FakeLM(lookup_reply, model="fake/lookup"),
-        reflection_lm=reflection_script(),
+        reflection_lm=reflection,
         settings={"components": [CODE_COMPONENT], "max_iterations": 4},
         runtime={"workdir": str(tmp_path / ".emery"), "cache": False},
         store=store,
@@ -98,6 +99,9 @@ def test_gepa_finds_the_retrying_loop_and_lifts_test(
     assert any("the smoke run failed" in str(e.data.get("reason")) for e in rejected)
     invalid = [e for e in events if e.kind == "gepa.proposal_invalid"]
     assert any("does not compile" in str(e.data.get("reason")) for e in invalid)
+    # the ask after the reply with no module says why that reply was refused
+    refused = "Your last reply was refused: the module does not compile"
+    assert any(refused in call[0]["content"] for call in reflection.calls)
     stored = store.job_candidates(result.job_id)
     assert all(CRASHING not in c.components.get(CODE_COMPONENT, "") for c in stored)
     assert result.seed_candidate is not None

@@ -53,7 +53,12 @@ the model). Be specific and brief; do not write the module."""
 REWRITE = """
 {critique}Write a better module: fix what made episodes fail (loop structure, retries after
 error observations, nudges, when to submit, how observations are shown to the model). Keep
-run(kit) at module scope. Reply with the whole new module in one ```python fence."""
+run(kit) at module scope. Start the reply with one line, "Change: <what you change and
+why>", then give the whole new module, with that change made, in one ```python fence. A
+module identical to the current one is refused."""
+
+REFUSED = """
+Your last reply was refused: {problem}. Make the change this time."""
 
 
 def is_code_component(name: str) -> bool:
@@ -102,6 +107,13 @@ def code_messages(
     """The chat asking for a whole new module (after a reviewer's ``critique``, if any)."""
     review = f"A reviewer's critique of the module:\n{critique.strip()}\n\n" if critique else ""
     content = _material(current, examples, results, task) + REWRITE.format(critique=review)
+    return [{"role": "user", "content": content}]
+
+
+def refused_messages(messages: list[ChatMessage], problem: str) -> list[ChatMessage]:
+    """``messages`` (from ``code_messages``) asked again after a reply refused for
+    ``problem``: the same chat with the reason added."""
+    content = messages[0]["content"] + REFUSED.format(problem=problem)
     return [{"role": "user", "content": content}]
 
 

@@ -10,6 +10,7 @@ from emery.algorithms.code_proposals import (
     ask_module,
     code_messages,
     is_code_component,
+    refused_messages,
     smoke_rejection,
 )
 from emery.algorithms.gepa.mutation import REFLECTION, Mutation
@@ -34,15 +35,17 @@ async def propose_code(
     examples: Sequence[Example],
     results: Sequence[ExampleResult],
 ) -> Proposal:
-    """A new module for ``component``; a reply that does not compile or defines no ``run``
-    is an invalid proposal (an event with the reason) and is asked again."""
+    """A new module for ``component``; a reply that does not compile, defines no ``run``
+    or repeats the module is an invalid proposal (an event with the reason) and is asked
+    again, told the reason."""
     lm = ctx.lm(settings.reflection_role)
     task = ctx.dataset.description.strip() if settings.show_task else ""
     messages = code_messages(current, examples, results, task)
     proposal = Proposal(component, text=None, prompt=messages[0]["content"], style="standard")
+    asked = messages
     for attempt in range(1, settings.proposal_attempts + 1):
         temperature = None if attempt == 1 else RETRY_TEMPERATURE
-        module = await ask_module(lm, messages, current, temperature=temperature)
+        module = await ask_module(lm, asked, current, temperature=temperature)
         text, problem = module.text, module.problem
         proposal.attempts.append({"reply": module.reply, "text": text, "problem": problem})
         if text is not None:
@@ -60,6 +63,7 @@ async def propose_code(
                 reply=module.reply,
             )
         )
+        asked = refused_messages(messages, str(problem))
     return proposal
 
 
