@@ -3,7 +3,6 @@ improvements, records every proposal, and survives unusable reflection replies."
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import pytest
@@ -39,10 +38,7 @@ from emery.lm import FakeLM
 from emery.systems.prompt_program import PromptProgram
 from emery.verifiers.config import VerifierConfig, build_verifier
 
-
-@pytest.fixture(autouse=True)
-def _quiet_failures(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="emery.evaluation.evaluator")
+pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
 
 
 async def score_on_test(candidate: Candidate) -> float:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
@@ -13,10 +12,7 @@ from emery.evaluation.budget import BudgetConfig
 from emery.lm import FakeLM
 from emery.lm.usage import MeteredLM, Price, UsageMeter
 
-
-@pytest.fixture(autouse=True)
-def _quiet_failures(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="emery.evaluation.evaluator")
+pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
 
 
 async def test_metric_calls_equal_the_distinct_new_rollouts() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
@@ -14,10 +13,7 @@ from emery.data.tasks import builtin_task
 from emery.store import MemoryStore
 from emery.systems.prompt_program import PromptProgram
 
-
-@pytest.fixture(autouse=True)
-def _quiet_failures(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="emery.evaluation.evaluator")
+pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
 
 
 def test_gepa_job_lifts_test_and_stores_every_candidate_with_its_lineage(tmp_path: Path) -> None:

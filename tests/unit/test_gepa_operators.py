@@ -4,7 +4,6 @@ prompt program's layout choices."""
 
 from __future__ import annotations
 
-import logging
 import random
 
 import pytest
@@ -25,10 +24,7 @@ from emery.systems.prompt_layout import StageLayout
 REMINDER = format_sentence(builtin_task("word_problems").program.stages[0]) or ""
 ANSWERS_ONLY = "Answer: Jamal has 46 coins left."
 
-
-@pytest.fixture(autouse=True)
-def _quiet_failures(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="emery.evaluation.evaluator")
+pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
 
 
 def gold(dataset: Dataset) -> dict[str, int]:

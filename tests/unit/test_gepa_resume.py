@@ -3,7 +3,6 @@ uninterrupted run does, without paying for any rollout twice."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import pytest
@@ -22,10 +21,7 @@ from emery.evaluation.budget import BudgetConfig
 from emery.evaluation.service import eval_key
 from emery.lm.usage import UsageMeter
 
-
-@pytest.fixture(autouse=True)
-def _quiet_failures(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="emery.evaluation.evaluator")
+pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
 
 
 def checkpoint(records: list[StepRecord]) -> GepaState:

@@ -10,7 +10,6 @@ about, so each algorithm must pick the right node's component, score it and keep
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,10 +46,7 @@ GRAPH: dict[str, Any] = {
     ],
 }
 
-
-@pytest.fixture(autouse=True)
-def _quiet_failures(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="emery.evaluation.evaluator")
+pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
 
 
 def problems() -> Dataset:

@@ -11,12 +11,12 @@ score it and keep it.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from lift_support import assert_test_lift
 from test_gepa_resume import checkpoint, known_results, restore_candidates
 
 import emery
@@ -57,10 +57,7 @@ GRAPH: dict[str, Any] = {
     ],
 }
 
-
-@pytest.fixture(autouse=True)
-def _quiet_failures(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="emery.evaluation.evaluator")
+pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
 
 
 def problems() -> Dataset:
@@ -116,13 +113,8 @@ def test_graph_gepa_adds_the_answer_node_text_only_gepa_cannot_score(tmp_path: P
     assert text_only.best_test.mean == 0.0
 
     result, seen = optimize("graph_gepa", tmp_path / "graph")
-    assert result.baseline_test is not None
-    assert result.baseline_test.mean == 0.0
-    assert result.best_test is not None
-    assert result.best_test.mean == 1.0
+    best = assert_test_lift(result, 0.0, 1.0)
     assert result.best_val == 1.0
-    best = result.best_candidate
-    assert best is not None
     assert best.lineage.operation == "structure.answer"
     graph = GraphConfig.model_validate_json(best.components[SPEC_COMPONENT])
     assert [node.name for node in graph.llm_nodes()] == ["solve", "solve_answer"]

@@ -8,13 +8,13 @@ change inside the map's sub-graph, run once per item, can reach full score.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from graph_support import graph_parent, valid_graph
+from lift_support import assert_test_lift
 
 import emery
 from emery.algorithms.graph_gepa import mutations
@@ -55,10 +55,7 @@ GRAPH: dict[str, Any] = {
 }
 FIELDS = {"problems"}
 
-
-@pytest.fixture(autouse=True)
-def _quiet_failures(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="emery.evaluation.evaluator")
+pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
 
 
 def parent() -> Parent:
@@ -166,14 +163,7 @@ def test_only_a_sub_graph_mutation_reaches_full_score(tmp_path: Path) -> None:
         store=MemoryStore(),
         progress=False,
     )
-    assert result.state == "succeeded"
-    assert result.baseline_test is not None
-    assert result.best_test is not None
-    assert result.baseline_test.mean == 0.0
-    assert result.best_test.mean == 1.0
-    assert result.best_test.mean > result.baseline_test.mean
-    best = result.best_candidate
-    assert best is not None
+    best = assert_test_lift(result, 0.0, 1.0)
     assert best.lineage.operation == "structure.answer"
     assert best.lineage.details["structure"] == "answer@each/solve#0"
     graph = GraphConfig.model_validate_json(best.components[SPEC_COMPONENT])

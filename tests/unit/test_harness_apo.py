@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from harness_support import CRASHING, RETRYING, flaky_store, lookup_reply
+from lift_support import assert_test_lift
 
 import emery
 from emery.algorithms.code_proposals import critique_messages
@@ -78,13 +79,8 @@ def test_apo_finds_the_retrying_loop_and_lifts_test(
         store=store,
         progress=False,
     )
-    assert result.state == "succeeded"
-    assert result.baseline_test is not None
-    assert result.best_test is not None
-    assert result.baseline_test.mean == 0.0
-    assert result.best_test.mean == 1.0
-    assert result.best_candidate is not None
-    assert result.best_candidate.components[CODE_COMPONENT] == RETRYING
+    best = assert_test_lift(result, 0.0, 1.0)
+    assert best.components[CODE_COMPONENT] == RETRYING
     # the edit LM saw the module, the episodes and the critique
     assert len(reflection.code_edits) == 3
     assert all(CRITIQUE in edit and "Episode 1" in edit for edit in reflection.code_edits)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from harness_support import CRASHING, RETRYING, flaky_store, lookup_examples, lookup_reply
+from lift_support import assert_test_lift
 
 import emery
 from emery.algorithms.code_proposals import code_messages, parse_code, render_episodes
@@ -87,13 +88,8 @@ def test_gepa_finds_the_retrying_loop_and_lifts_test(
         store=store,
         progress=False,
     )
-    assert result.state == "succeeded"
-    assert result.baseline_test is not None
-    assert result.best_test is not None
-    assert result.baseline_test.mean == 0.0
-    assert result.best_test.mean == 1.0
-    assert result.best_candidate is not None
-    assert result.best_candidate.components[CODE_COMPONENT] == RETRYING
+    best = assert_test_lift(result, 0.0, 1.0)
+    assert best.components[CODE_COMPONENT] == RETRYING
     events = store.list_events(result.job_id)
     rejected = [e for e in events if e.kind == "gepa.minibatch_rejected"]
     assert any("the smoke run failed" in str(e.data.get("reason")) for e in rejected)
@@ -105,7 +101,7 @@ def test_gepa_finds_the_retrying_loop_and_lifts_test(
     stored = store.job_candidates(result.job_id)
     assert all(CRASHING not in c.components.get(CODE_COMPONENT, "") for c in stored)
     assert result.seed_candidate is not None
-    diff = component_diff(result.seed_candidate, result.best_candidate)
+    diff = component_diff(result.seed_candidate, best)
     assert "+            if not observation.ok" in diff
     # emery candidates --show prints the code diff against the parent
     with pytest.raises(SystemExit):
@@ -114,7 +110,7 @@ def test_gepa_finds_the_retrying_loop_and_lifts_test(
                 "candidates",
                 result.job_id,
                 "--show",
-                result.best_candidate.id,
+                best.id,
                 "--store",
                 str(tmp_path / "emery.db"),
             ]

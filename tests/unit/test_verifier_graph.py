@@ -12,7 +12,6 @@ child that agrees more.
 from __future__ import annotations
 
 import json
-import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,10 +44,7 @@ VERIFIER: dict[str, Any] = {
     ],
 }
 
-
-@pytest.fixture(autouse=True)
-def _quiet_failures(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="emery.evaluation.evaluator")
+pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
 
 
 def gold_answers() -> dict[str, int]:

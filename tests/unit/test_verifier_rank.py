@@ -11,13 +11,13 @@ the gold ones (mean absolute agreement 0.6), so a best score of 1 is the rank me
 from __future__ import annotations
 
 import json
-import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from lift_support import assert_test_lift
 from test_verifier_graph import VERIFIER as JUDGE_GRAPH
 
 import emery
@@ -37,10 +37,7 @@ from emery.verifiers.config import VerifierConfig, build_verifier
 GOOD = "Recompute the answer yourself; score it by whether it matches yours."
 VERIFIER: dict[str, Any] = {**JUDGE_GRAPH, "name": "answer_ranker"}
 
-
-@pytest.fixture(autouse=True)
-def _quiet_failures(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="emery.evaluation.evaluator")
+pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
 
 
 def test_spearman_is_one_for_a_monotone_scorer_and_minus_one_reversed() -> None:
@@ -163,11 +160,6 @@ def test_gepa_raises_rank_agreement(tmp_path: Path) -> None:
         store=MemoryStore(),
         progress=False,
     )
-    assert result.state == "succeeded"
-    assert result.baseline_test is not None
-    assert result.best_test is not None
-    assert result.baseline_test.mean == 0.5  # a constant scorer ranks like chance
-    assert result.best_test.mean == 1.0  # mean absolute agreement would be 0.6
-    assert result.best_test.mean > result.baseline_test.mean
-    assert result.best_candidate is not None
-    assert result.best_candidate.components["judge"] == GOOD
+    # a constant scorer ranks like chance (0.5); mean absolute agreement would score 0.6
+    best = assert_test_lift(result, 0.5, 1.0)
+    assert best.components["judge"] == GOOD
