@@ -92,6 +92,10 @@ class Agreement(SyncVerifier):
                 feedback=f"The output should be a score in [0, 1] ({exc}); the gold score is"
                 f" {gold:.2f}.",
             )
+        return self.agreement(score, gold)
+
+    def agreement(self, score: float, gold: float) -> Verdict:
+        """The verdict on a readable ``score`` against ``gold``."""
         error = score - gold
         if abs(error) < 1e-9:
             return Verdict(score=1.0, feedback=f"Scored {score:.2f}, as the gold score.")
@@ -107,10 +111,5 @@ class RankAgreement(Agreement):
     """``Agreement`` whose batch score is rank agreement (see the module docstring): the
     verdict carries the (score, gold) pair; a run without a readable score has none."""
 
-    def check(self, example: Example, output: Any) -> Verdict:
-        verdict = super().check(example, output)
-        try:
-            pair = (score_of(output), score_of(example.expected))
-        except ValueError:
-            return verdict
-        return verdict.model_copy(update={"ranked": pair})
+    def agreement(self, score: float, gold: float) -> Verdict:
+        return super().agreement(score, gold).model_copy(update={"ranked": (score, gold)})
