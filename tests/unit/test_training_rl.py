@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
+from emery.lm import FakeLM
 from emery.store import MemoryStore
 from emery.training.reward import VerifierReward, completion_text
 from emery.training.rl_job import create_rl_job, job_reward
@@ -68,6 +69,41 @@ def test_a_parsed_right_answer_scores_1_and_an_unreadable_one_0() -> None:
         right,
     ]
     assert reward(completions, [example.id] * 4) == [1.0, 0.0, 0.0, 1.0]
+
+
+async def test_a_restating_prompt_s_reward_restates_an_unreadable_completion() -> None:
+    """A prompt whose layout restates (``solve:answer = "restate"``) scores a completion as
+    the system would: an unreadable reply is restated by the task LM, then parsed."""
+    config = JobConfig.model_validate(_config())
+    plain = _reward(config)
+    example = next(iter(plain.examples.values()))
+    worked = f"First I add, then I subtract: the result is {example.expected}."
+    assert await plain.score(example, worked) == 0.0
+    restated = VerifierReward(
+        plain.system,
+        plain.candidate.model_copy(
+            update={"components": {**plain.candidate.components, "solve:answer": "restate"}}
+        ),
+        plain.verifier,
+        list(plain.examples.values()),
+        lm=FakeLM(lambda messages: f"Answer: {example.expected}"),
+    )
+    assert restated.restates
+    assert await restated.score(example, worked) == 1.0
+    assert await restated.score(example, f"Answer: {example.expected}") == 1.0
+    restating = plain_fake(restated)
+    assert len(restating.calls) == 1  # the readable completion was not restated
+    assert "Worked reply:" in restating.calls[0][-1]["content"]
+    without_lm = VerifierReward(
+        restated.system, restated.candidate, restated.verifier, list(restated.examples.values())
+    )
+    with pytest.raises(ConfigError, match="restates unreadable replies"):
+        await without_lm.score(example, worked)
+
+
+def plain_fake(reward: VerifierReward) -> FakeLM:
+    assert isinstance(reward.lm, FakeLM)
+    return reward.lm
 
 
 def test_rewards_follow_each_completion_s_own_example() -> None:

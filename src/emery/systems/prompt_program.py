@@ -204,6 +204,22 @@ class PromptProgram:
             call.output = restated.output
         return call.output
 
+    async def answer_of(
+        self, ctx: RunContext, stage: StageConfig, layout: StageLayout, reply: str
+    ) -> Any:
+        """What ``stage`` outputs for a ``reply`` made elsewhere (an RL completion): the
+        parsed reply, or, when ``layout`` restates, the answer ``ctx.lm`` restates from it.
+        Raises ``ParseError`` when neither reads."""
+        try:
+            return stage.parser.parse(reply)
+        except ParseError:
+            if layout.answer != "restate":
+                raise
+        restated = await self._restate(ctx, stage, reply)
+        if restated.error is not None:
+            raise ParseError(restated.error)
+        return restated.output
+
     @staticmethod
     async def _complete(ctx: RunContext, stage: StageConfig, messages: list[ChatMessage]) -> str:
         completion = await ctx.lm.complete(

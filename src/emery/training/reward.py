@@ -2,8 +2,11 @@
 
 An RL job trains the prompt of a single-stage prompt program: each example's prompt is
 that stage's chat (instruction, demos and templates, as the system would send it); a
-completion is read by the stage's parser and scored by the verifier against the example
-(an unreadable completion scores 0). No torch here: this runs in tests without training.
+completion is read as the stage reads a reply and scored by the verifier against the
+example (an unreadable completion scores 0). When the prompt's layout restates unreadable
+replies (``answer = "restate"``, a choice prompt searches may make), the restatement, a
+copy of the reply's final answer in the stage's format, is asked of ``lm`` (the job's task
+model, not the model being trained). No torch here: this runs in tests without training.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from typing import Any
 
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate, ChatMessage, Example
+from emery.lm.base import LM
+from emery.systems.base import RunContext
 from emery.systems.parsers import ParseError
 from emery.systems.prompt_layout import StageLayout
 from emery.systems.prompt_program import PromptProgram, StageConfig
@@ -32,6 +37,7 @@ class VerifierReward:
         candidate: Candidate,
         verifier: Verifier,
         examples: Sequence[Example],
+        lm: LM | None = None,
     ) -> None:
         if not isinstance(system, PromptProgram) or len(system.config.stages) != 1:
             raise ConfigError(
@@ -43,6 +49,14 @@ class VerifierReward:
         self.candidate = candidate
         self.verifier = verifier
         self.examples = {example.id: example for example in examples}
+        self.layout = StageLayout.of(candidate.components, self.stage.name)
+        self.lm = lm
+        """What restates unreadable completions (needed only when ``restates``)."""
+
+    @property
+    def restates(self) -> bool:
+        """Whether an unreadable completion is restated (then scoring calls the LM)."""
+        return self.layout.answer == "restate"
 
     def prompt(self, example: Example) -> list[ChatMessage]:
         """The chat the system's stage sends for ``example``."""
@@ -52,7 +66,7 @@ class VerifierReward:
             self.candidate.components.get(stage.name, stage.instruction),
             self.candidate.demos.get(stage.name, ()),
             example.input,
-            StageLayout.of(self.candidate.components, stage.name),
+            self.layout,
         )
 
     def rows(self) -> list[dict[str, Any]]:
@@ -63,13 +77,21 @@ class VerifierReward:
         ]
 
     async def score(self, example: Example, text: str) -> float:
-        """The verifier's score of ``text`` parsed by the stage's parser (0: unreadable)."""
+        """The verifier's score of ``text`` read as the stage reads a reply (0: unreadable)."""
         try:
-            output = self.stage.parser.parse(text)
+            output = await self._read(example, text)
         except ParseError:
             return 0.0
         verdict = await self.verifier.verify(example, output)
         return float(verdict.score)
+
+    async def _read(self, example: Example, text: str) -> Any:
+        if not self.restates:
+            return self.stage.parser.parse(text)
+        if self.lm is None:
+            raise ConfigError("the prompt restates unreadable replies: its reward needs an LM")
+        ctx = RunContext(lm=self.lm, example=example, split="train")
+        return await self.system.answer_of(ctx, self.stage, self.layout, text)
 
     def __call__(
         self, completions: Sequence[Any], example_id: Sequence[str], **_: Any

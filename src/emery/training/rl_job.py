@@ -19,6 +19,8 @@ from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate
 from emery.lm.catalog import installed_path
+from emery.lm.config import build_lm
+from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 from emery.training.control import JobControl
@@ -85,6 +87,8 @@ def job_reward(config: JobConfig, base_dir: Path, store: Store | None = None) ->
         )
     candidate = trained_candidate(store, config, system.seed_candidate())
     reward = VerifierReward(system, candidate, verifier, examples)
+    if reward.restates:
+        reward.lm = build_lm(config.lm.task, role="task", meter=UsageMeter(), cache=None)
     if reward.stage.name not in candidate.components:
         raise ConfigError(
             f"rl.source_job's best candidate has no component {reward.stage.name!r}:"
