@@ -45,6 +45,14 @@ def test_retrying_module_exists_and_differs() -> None:
     assert parse_code(f"```python\n{RETRYING}```", SEED_CODE) == (RETRYING, None)
     assert parse_code(f"```python\n{SEED_CODE}```", SEED_CODE) == (None, "the module is unchanged")
     assert parse_code("no code", SEED_CODE)[1] is not None
+    # the "Change:" line the prompt asks for, fenced on its own or inside the module's fence
+    for reply in (
+        f"```\nChange: retry after an error.\n```\n```python\n{RETRYING}```",
+        f"```\nChange: retry after an error.\n```python\n{RETRYING}```",
+        f"```\nChange: retry after an error.\n{RETRYING}```",
+        f"Change: retry after an error.\n{RETRYING}",
+    ):
+        assert parse_code(reply, SEED_CODE) == (RETRYING, None)
 
 
 def test_reflection_prompt_shows_module_transcripts_and_failures_first() -> None:

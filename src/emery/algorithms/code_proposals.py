@@ -23,7 +23,9 @@ SMOKE_FAILED = "the smoke run failed: "
 SHOWN_EPISODES = 4
 TRACE_CHARS = 1200
 INPUT_CHARS = 300
-FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
+PYTHON_FENCE = re.compile(r"```(?:python|py)[ \t]*\n(.*?)```", re.DOTALL)
+FENCE = re.compile(r"```[ \t]*\n(.*?)```", re.DOTALL)
+CHANGE_LINE = re.compile(r"\A\s*(?:#\s*)?Change:[^\n]*\n")
 
 KIT = """\
 The module defines run(kit) -> str, the episode's final answer. The kit offers:
@@ -145,10 +147,11 @@ async def ask_module(
 
 
 def parse_code(reply: str, current: str) -> tuple[str | None, str | None]:
-    """(module, None) or (None, why the reply is unusable): the last python fence (or the
-    whole reply when it has no fence), compiled, with ``run`` at module scope."""
-    fences = FENCE.findall(reply)
-    text = (fences[-1] if fences else reply).strip("\n") + "\n"
+    """(module, None) or (None, why the reply is unusable): the last python fence (else
+    the last fence, else the whole reply), less a leading "Change:" line, compiled, with
+    ``run`` at module scope."""
+    fences = PYTHON_FENCE.findall(reply) or FENCE.findall(reply)
+    text = CHANGE_LINE.sub("", fences[-1] if fences else reply).strip("\n") + "\n"
     problem = code_problem(text)
     if problem is not None:
         return None, problem
