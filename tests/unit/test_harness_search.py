@@ -51,6 +51,7 @@ def test_retrying_module_exists_and_differs() -> None:
         f"```\nChange: retry after an error.\n```python\n{RETRYING}```",
         f"```\nChange: retry after an error.\n{RETRYING}```",
         f"Change: retry after an error.\n{RETRYING}",
+        f"```\nChange: retry after an error,\nbecause it's busy.\n```\n```\n{RETRYING}```",
     ):
         assert parse_code(reply, SEED_CODE) == (RETRYING, None)
 

@@ -147,14 +147,15 @@ async def ask_module(
 
 
 def parse_code(reply: str, current: str) -> tuple[str | None, str | None]:
-    """(module, None) or (None, why the reply is unusable): the last python fence (else
-    the last fence, else the whole reply), less a leading "Change:" line, compiled, with
-    ``run`` at module scope."""
-    fences = PYTHON_FENCE.findall(reply) or FENCE.findall(reply)
-    text = CHANGE_LINE.sub("", fences[-1] if fences else reply).strip("\n") + "\n"
-    problem = code_problem(text)
-    if problem is not None:
-        return None, problem
+    """(module, None) or (None, why the reply is unusable). The module is the first of the
+    python fences (last first), the other fences (last first) and the whole reply that
+    compiles with ``run`` at module scope, less a leading "Change:" line; when none does,
+    the reason is the first one's."""
+    bodies = [*PYTHON_FENCE.findall(reply)[::-1], *FENCE.findall(reply)[::-1], reply]
+    texts = [CHANGE_LINE.sub("", body).strip("\n") + "\n" for body in bodies]
+    text = next((text for text in texts if code_problem(text) is None), None)
+    if text is None:
+        return None, code_problem(texts[0])
     if text.strip() == current.strip():
         return None, "the module is unchanged"
     return text, None
