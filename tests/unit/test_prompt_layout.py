@@ -101,6 +101,18 @@ async def test_without_answer_stage_the_same_reply_fails() -> None:
     assert "must match the pattern" in error
 
 
+async def test_a_restatement_that_cannot_be_read_fails_on_the_restating_call() -> None:
+    lm = FakeLM(lambda messages: "no number here")
+    ctx = RunContext(lm=lm, example=Example(id="e", input={"question": "2+3?"}))
+    candidate = Candidate(components={"solve": "Solve.", "solve:answer": "restate"})
+    result = await program().run(candidate, ctx)
+    assert result.error is not None
+    assert "restated answer" in result.error
+    first, restated = result.calls
+    assert first.error is None
+    assert restated.error is not None
+
+
 def test_unknown_layout_value_is_refused() -> None:
     with pytest.raises(ValueError, match="placement"):
         StageLayout.of({"solve:placement": "sideways"}, "solve")

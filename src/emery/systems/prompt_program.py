@@ -192,30 +192,33 @@ class PromptProgram:
             raise StageError(call.error) from None
         call.reply = await self._complete(ctx, stage, call.messages)
         try:
-            call.output = stage.parser.parse(call.reply)
+            call.output = await self.answer_of(ctx, stage, layout, call.reply, calls)
         except ParseError as exc:
-            if layout.answer != "restate":
+            if calls[-1] is call:  # not restated: the error is the reply's own
                 call.error = str(exc)
-                raise StageError(call.error) from None
-            restated = await self._restate(ctx, stage, call.reply)
-            calls.append(restated)
-            if restated.error is not None:
-                raise StageError(restated.error) from None
-            call.output = restated.output
+            raise StageError(str(exc)) from None
         return call.output
 
     async def answer_of(
-        self, ctx: RunContext, stage: StageConfig, layout: StageLayout, reply: str
+        self,
+        ctx: RunContext,
+        stage: StageConfig,
+        layout: StageLayout,
+        reply: str,
+        calls: list[ComponentCall] | None = None,
     ) -> Any:
-        """What ``stage`` outputs for a ``reply`` made elsewhere (an RL completion): the
-        parsed reply, or, when ``layout`` restates, the answer ``ctx.lm`` restates from it.
-        Raises ``ParseError`` when neither reads."""
+        """What ``stage`` outputs for ``reply`` (its own, or one made elsewhere, as an RL
+        completion): the parsed reply, or, when ``layout`` restates, the answer ``ctx.lm``
+        restates from it (that call appended to ``calls``). Raises ``ParseError`` when
+        neither reads."""
         try:
             return stage.parser.parse(reply)
         except ParseError:
             if layout.answer != "restate":
                 raise
         restated = await self._restate(ctx, stage, reply)
+        if calls is not None:
+            calls.append(restated)
         if restated.error is not None:
             raise ParseError(restated.error)
         return restated.output
