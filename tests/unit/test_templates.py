@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from emery.systems import placeholders, render
-from emery.systems.templates import MissingFieldError
+from emery.systems.templates import MissingFieldError, literal_pieces
 
 
 def test_placeholders_are_single_brace_identifiers() -> None:
@@ -47,3 +47,26 @@ def test_missing_field_error_names_field_and_available() -> None:
         render("{x}", {})
     with pytest.raises(MissingFieldError, match=r"available: none"):
         render("{x}", {})
+
+
+def test_any_python_identifier_is_a_placeholder() -> None:
+    template = "問題: {問題}\nनाम: {नाम} {_x1} {café}"
+    assert placeholders(template) == {"問題", "नाम", "_x1", "café"}
+    fields = {"問題": "1+1?", "नाम": "Ada", "_x1": "a", "café": "b"}
+    assert render(template, fields) == "問題: 1+1?\nनाम: Ada a b"
+    assert render("{{問題}} {問題}", {"問題": "q"}) == "{問題} q"
+    with pytest.raises(MissingFieldError, match="問題"):
+        render("{問題}", {"question": "q"})
+
+
+def test_non_identifiers_in_braces_stay_literal() -> None:
+    template = "{a-b} {1x} {a.b} {{a-b}} {x y} {,}"
+    assert placeholders(template) == set()
+    assert render(template, {}) == template
+
+
+def test_literal_pieces_split_at_placeholders() -> None:
+    assert literal_pieces("Q: {問題} then {{kept}} and {a-b}.") == [
+        "Q: ",
+        " then {{kept}} and {a-b}.",
+    ]

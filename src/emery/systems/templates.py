@@ -1,18 +1,27 @@
 """``{field}`` placeholders in instructions and message templates.
 
-Only identifiers in single braces are placeholders, so JSON examples inside an
-instruction (``{"name": ...}``) stay literal; ``{{field}}`` renders as ``{field}``.
+Only identifiers in single braces are placeholders (any name Python accepts as an
+identifier, ``{問題}`` included), so JSON examples inside an instruction
+(``{"name": ...}``) stay literal; ``{{field}}`` renders as ``{field}``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from emery.verifiers.base import as_text
 
-_PLACEHOLDER = re.compile(r"\{\{([A-Za-z_]\w*)\}\}|\{([A-Za-z_]\w*)\}")
+# Candidates: brace-free, space-free words in braces; only identifiers among them count.
+_CANDIDATE = re.compile(r"\{\{([^{}\s]+)\}\}|\{([^{}\s]+)\}")
+
+
+def _fields(template: str) -> Iterator[re.Match[str]]:
+    """The placeholders of ``template``, escaped (group 1) or not (group 2)."""
+    for match in _CANDIDATE.finditer(template):
+        if (match.group(1) or match.group(2)).isidentifier():
+            yield match
 
 
 class MissingFieldError(KeyError):
@@ -30,18 +39,30 @@ class MissingFieldError(KeyError):
 
 def placeholders(template: str) -> set[str]:
     """The field names a template reads."""
-    return {m.group(2) for m in _PLACEHOLDER.finditer(template) if m.group(2)}
+    return {m.group(2) for m in _fields(template) if m.group(2)}
+
+
+def literal_pieces(template: str) -> list[str]:
+    """The text of ``template`` between its placeholders (escaped ones stay in the text)."""
+    pieces, start = [], 0
+    for match in _fields(template):
+        if match.group(2):
+            pieces.append(template[start : match.start()])
+            start = match.end()
+    return [*pieces, template[start:]]
 
 
 def render(template: str, fields: Mapping[str, Any]) -> str:
     """Fill the placeholders of ``template`` from ``fields``."""
-
-    def fill(match: re.Match[str]) -> str:
+    out, start = [], 0
+    for match in _fields(template):
         escaped, name = match.group(1), match.group(2)
         if escaped:
-            return "{" + escaped + "}"
-        if name not in fields:
+            value = "{" + escaped + "}"
+        elif name in fields:
+            value = as_text(fields[name])
+        else:
             raise MissingFieldError(name, sorted(fields))
-        return as_text(fields[name])
-
-    return _PLACEHOLDER.sub(fill, template)
+        out += [template[start : match.start()], value]
+        start = match.end()
+    return "".join([*out, template[start:]])

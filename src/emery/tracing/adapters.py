@@ -7,21 +7,19 @@ Every function takes the spans of one attempt (any order; they are sorted by seq
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from emery.core.spans import SpanRecord
+from emery.systems.templates import literal_pieces
 from emery.tracing import conventions as sc
-
-_PLACEHOLDER = re.compile(r"\{[A-Za-z_]\w*\}")
 
 
 def text_anchors(text: str, min_length: int = 12) -> list[str]:
     """The literal pieces of a component text (between ``{placeholders}``) worth matching."""
-    pieces = [piece.strip() for piece in _PLACEHOLDER.split(text) if piece.strip()]
+    pieces = [piece.strip() for piece in literal_pieces(text) if piece.strip()]
     return [p for p in pieces if len(p) >= min_length] or pieces
 
 
