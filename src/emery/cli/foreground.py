@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from emery.cli.console import err
 from emery.cli.progress import RunDisplay, StreamFormat
 from emery.jobs.engine import JobEngine
-from emery.jobs.manage import job_config, spawn_worker
+from emery.jobs.manage import spawn_worker
+from emery.jobs.runtime import job_config
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 

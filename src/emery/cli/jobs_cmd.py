@@ -19,12 +19,12 @@ from emery.jobs.event_text import event_line
 from emery.jobs.manage import (
     cancel_job,
     follow_events,
-    job_config,
     pause_job,
     run_job,
     spawn_worker,
 )
 from emery.jobs.ownership import is_stale, owner_alive
+from emery.jobs.runtime import job_config
 from emery.store.protocol import Store
 from emery.store.records import EvaluationFilter, JobFilter, JobRecord, RolloutFilter
 from emery.store.states import JOB_STATES, IllegalTransition

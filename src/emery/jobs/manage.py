@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from emery.algorithms.registry import ALGORITHM_MODULES, parse_settings
-from emery.config.loading import parse_config
 from emery.config.resolve import (
     check_system_inputs,
     reference_candidates,
@@ -124,11 +123,6 @@ def _checked_system(config: JobConfig, inputs: JobInputs, base_dir: Path) -> Sys
     check_gold(system, verifier, dataset)
     reference_candidates(config, system, dataset)
     return system
-
-
-def job_config(job: JobRecord) -> JobConfig:
-    """The validated config a job runs with."""
-    return parse_config(job.resolved_config or job.config, f"job {job.id}")
 
 
 def run_job(
