@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from emery.algorithms.labeled import pick_demos
 from emery.core.models import Candidate, Demo, Lineage
 from emery.systems.demo_retrieval import NEAREST_SHOWN
-from emery.systems.formats import format_sentence
+from emery.systems.formats import format_sentence, reply_format
 from emery.systems.prompt_layout import StageLayout, with_layout
 from emery.systems.prompt_program import PromptProgram, StageConfig
 
@@ -87,7 +87,7 @@ def _placed(where: str) -> EditFn:
 
 def step_by_step(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
     """A step-by-step cue, for stages whose parser reads a part of a longer reply."""
-    if stage.parser.kind not in ("regex", "last_line", "json"):
+    if not reply_format(stage.parser).reads_part:
         return None
     text = _append(edit.instruction, STEP_CUE)
     return None if text is None else Edit(text, edit.layout, edit.demos)

@@ -4,6 +4,9 @@ Used three ways: the program description tells the proposer the format, a format
 sentence can be added to an instruction ("End your reply with a line 'Answer: <number>'"),
 and labeled demos write the gold output in a form the parser accepts.
 
+Each parser kind's format is a small ``ReplyFormat`` strategy (``FORMATS``): the sentence,
+the description and the labeled reply's prefix.
+
 Labeled replies are built from the gold value as follows (first form the parser reads back
 and the verifier accepts wins):
 
@@ -88,39 +91,100 @@ def _value_word(parser: ParserConfig) -> str:
     return "number" if numeric else "answer"
 
 
-def format_sentence(stage: StageConfig, gold_example: Any = None) -> str | None:
-    """An instruction sentence stating the reply format the stage's parser needs, or None."""
-    parser = stage.parser
-    if parser.kind == "regex" and parser.pattern:
-        prefix = regex_prefix(parser.pattern)
+class ReplyFormat:
+    """What one parser kind asks of a reply: the whole reply, read as it is (``raw``).
+
+    Each parser kind has one of these strategies (``FORMATS``); ``reads_part`` says the
+    parser reads a part of a longer reply, so the reply may reason before the answer.
+    """
+
+    reads_part = False
+
+    def sentence(self, parser: ParserConfig, gold_example: Any = None) -> str | None:
+        """An instruction sentence stating the reply format, or None (no format to state)."""
+        return None
+
+    def description(self, parser: ParserConfig) -> str:
+        """How the reply is read, in words, for the program description."""
+        return "the whole reply is the output"
+
+    def reply_prefix(self, parser: ParserConfig) -> str | None:
+        """Literal text a labeled reply writes before the gold value, or None."""
+        return None
+
+
+class LastLineFormat(ReplyFormat):
+    """``last_line``: the answer alone on the reply's last line."""
+
+    reads_part = True
+
+    def sentence(self, parser: ParserConfig, gold_example: Any = None) -> str | None:
+        return "Put the final answer alone on the last line of your reply."
+
+    def description(self, parser: ParserConfig) -> str:
+        return "the last non-empty line of the reply is the output"
+
+
+class RegexFormat(ReplyFormat):
+    """``regex``: a final line that starts with the literal text before the pattern's group."""
+
+    reads_part = True
+
+    def sentence(self, parser: ParserConfig, gold_example: Any = None) -> str | None:
+        prefix = self.reply_prefix(parser)
         if prefix and prefix.strip():
             return (
                 f"End your reply with a final line of the form '{prefix.strip()} "
                 f"<{_value_word(parser)}>'."
             )
         return None
-    if parser.kind == "json":
+
+    def description(self, parser: ParserConfig) -> str:
+        sentence = self.sentence(parser)
+        extra = f" ({sentence})" if sentence else ""
+        return f"the reply must match the regex {parser.pattern!r}{extra}"
+
+    def reply_prefix(self, parser: ParserConfig) -> str | None:
+        return regex_prefix(parser.pattern) if parser.pattern else None
+
+
+class JsonFormat(ReplyFormat):
+    """``json``: a JSON value; the keys of an object-valued gold example are named."""
+
+    reads_part = True
+
+    def sentence(self, parser: ParserConfig, gold_example: Any = None) -> str | None:
         if isinstance(gold_example, dict) and gold_example:
             keys = ", ".join(f'"{key}"' for key in gold_example)
             return f"Reply with a JSON object with the keys {keys}."
         return "Reply with a JSON object."
-    if parser.kind == "last_line":
-        return "Put the final answer alone on the last line of your reply."
-    return None
+
+    def description(self, parser: ParserConfig) -> str:
+        return "the reply must contain a JSON value"
+
+
+FORMATS: dict[str, ReplyFormat] = {
+    "raw": ReplyFormat(),
+    "last_line": LastLineFormat(),
+    "regex": RegexFormat(),
+    "json": JsonFormat(),
+}
+"""The reply format of each parser kind."""
+
+
+def reply_format(parser: ParserConfig) -> ReplyFormat:
+    """The reply format ``parser`` reads."""
+    return FORMATS[parser.kind]
+
+
+def format_sentence(stage: StageConfig, gold_example: Any = None) -> str | None:
+    """An instruction sentence stating the reply format the stage's parser needs, or None."""
+    return reply_format(stage.parser).sentence(stage.parser, gold_example)
 
 
 def format_description(stage: StageConfig) -> str:
     """How the stage's reply is read, in words, for the program description."""
-    parser = stage.parser
-    if parser.kind == "regex":
-        sentence = format_sentence(stage)
-        extra = f" ({sentence})" if sentence else ""
-        return f"the reply must match the regex {parser.pattern!r}{extra}"
-    if parser.kind == "json":
-        return "the reply must contain a JSON value"
-    if parser.kind == "last_line":
-        return "the last non-empty line of the reply is the output"
-    return "the whole reply is the output"
+    return reply_format(stage.parser).description(stage.parser)
 
 
 def gold_text(value: Any) -> str:
@@ -136,11 +200,9 @@ def labeled_replies(stage: StageConfig, gold: Any) -> list[str]:
     if not value.strip():
         return []
     forms: list[str] = []
-    parser = stage.parser
-    if parser.kind == "regex" and parser.pattern:
-        prefix = regex_prefix(parser.pattern)
-        if prefix:
-            forms.append(prefix.rstrip() + " " + value if prefix.endswith(" ") else prefix + value)
+    prefix = reply_format(stage.parser).reply_prefix(stage.parser)
+    if prefix:
+        forms.append(prefix.rstrip() + " " + value if prefix.endswith(" ") else prefix + value)
     forms.append(value)
     return list(dict.fromkeys(forms))
 
