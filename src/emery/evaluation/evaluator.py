@@ -60,7 +60,8 @@ class TallyLM(LMWrapper):
 
 def failure_kind(outcome: RolloutOutcome, tally: TallyLM) -> FailureKind | None:
     """Why a rollout failed (None when it succeeded): out of time, a task-model call that
-    raised, an output the system called unusable, or any other exception."""
+    raised, an output the system called unusable, or any other exception (raised, or
+    reported as the run's ``failure``)."""
     if outcome.rollout.status == "succeeded":
         return None
     last = outcome.attempts[-1].status if outcome.attempts else "failed"
@@ -69,7 +70,7 @@ def failure_kind(outcome: RolloutOutcome, tally: TallyLM) -> FailureKind | None:
     if tally.failed_calls:
         return "model"
     if outcome.run is not None and outcome.run.error is not None:
-        return "output"
+        return outcome.run.failure
     return "error"
 
 

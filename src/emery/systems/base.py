@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -11,17 +11,24 @@ from emery.core.models import Candidate, Example, Split
 from emery.core.results import ComponentCall as ComponentCall
 from emery.lm.base import LM
 
+RunFailure = Literal["output", "error"]
+"""Why a run has an ``error``: its output is unusable (``output``: an unparseable reply,
+scored as a wrong answer), or the run itself failed (``error``: the system's own code
+raised, exited or hung, as an exception the system raised would)."""
+
 
 class SystemRun(BaseModel):
     """The result of running a system on one example: its output and the calls behind it.
 
     ``reward`` set: the system scored itself (an agent's returned or emitted reward, a task
     app's reported reward) and the verifier is not asked; ``feedback`` goes with it.
+    ``failure`` says what kind of failure ``error`` is (``RunFailure``).
     """
 
     output: Any = None
     calls: list[ComponentCall] = Field(default_factory=list)
     error: str | None = None
+    failure: RunFailure = "output"
     reward: float | None = None
     feedback: str | None = None
 

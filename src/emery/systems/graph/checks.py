@@ -28,8 +28,11 @@ def known_kinds(data: Any) -> Any:
     return {**data, "nodes": nodes}
 
 
-def code_parameters(node: str, source: str, function: str | None) -> list[str]:
-    """The parameter names of the function a code node's ``source`` defines.
+def code_function(
+    node: str, source: str, function: str | None
+) -> ast.FunctionDef | ast.AsyncFunctionDef:
+    """The definition of the function a code node's ``source`` defines, read from its
+    syntax tree (nothing is executed).
 
     ``function`` names it; unset, the source must define exactly one top-level function.
     Only plain positional-or-keyword parameters are allowed (they are bound by name).
@@ -62,7 +65,28 @@ def code_parameters(node: str, source: str, function: str | None) -> list[str]:
         raise ValueError(
             f"code node {node!r}: function {chosen.name!r} may only take named parameters"
         )
-    return [arg.arg for arg in args.args]
+    return chosen
+
+
+def code_parameters(node: str, source: str, function: str | None) -> list[str]:
+    """The parameter names of the function a code node's ``source`` defines."""
+    return [arg.arg for arg in code_function(node, source, function).args.args]
+
+
+def check_code(node: str, source: str, function: str | None) -> None:
+    """Raise ValueError unless ``source`` compiles and defines the node's function.
+
+    The module is compiled, never executed: its top-level code runs only in a worker
+    process when the node is first called (``emery.systems.graph.code``)."""
+    code_function(node, source, function)
+    try:
+        compile(source, f"<code node {node}>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise ValueError(
+            f"code node {node!r}: syntax error on line {exc.lineno}: {exc.msg}"
+        ) from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise ValueError(f"code node {node!r}: the source does not compile: {exc}") from None
 
 
 def find_cycle(order: Sequence[str], deps: Mapping[str, set[str]]) -> list[str] | None:

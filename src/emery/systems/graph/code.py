@@ -1,48 +1,93 @@
-"""Code nodes: compile a node's source once and call its function with named values."""
+"""Code nodes on the job side: each call of a node's function runs in a pooled worker
+process (``node_worker``) under a time limit, never in the job's or the server's process.
+
+Whatever the code does (raise, call ``sys.exit`` or ``os._exit``, loop forever, return a
+value that is not JSON) ends that one call with a ``CodeFailure``; a worker that crashed,
+ran out of time or was cancelled with its rollout (a timed-out or cancelled job) is
+killed. At most ``MAX_WORKERS`` calls run at once per event loop, so a map over a long
+list does not start a process per item.
+"""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Mapping
+import asyncio
+import atexit
+import os
+import time
+import weakref
+from collections.abc import Mapping
 from typing import Any
 
 from emery.systems.graph.spec import CodeNode
+from emery.systems.harness.pool import WorkerGone, WorkerPool
+from emery.tracing.scope import current_scope
+
+NODE_WORKER = "emery.systems.graph.node_worker"
+MAX_WORKERS = min(8, os.cpu_count() or 2)
+DEFAULT_TIMEOUT_S = 120.0
+TIMEOUT_SHARE = 0.9
 
 
-class CodeError(ValueError):
-    """A code node's source could not be compiled or its function failed."""
+class CodeFailure(Exception):
+    """A code node's call failed; the message says how, in one line."""
 
 
-def compile_node(node: CodeNode) -> Callable[..., Any]:
-    """The function ``node.source`` defines (compiled and executed once, in a fresh
-    namespace)."""
-    parameters = node.parameters()
-    namespace: dict[str, Any] = {"__name__": f"emery_graph_{node.name}"}
-    try:
-        exec(compile(node.source, f"<code node {node.name}>", "exec"), namespace)
-    except Exception as exc:
-        raise CodeError(
-            f"code node {node.name!r}: the source failed to load: {type(exc).__name__}: {exc}"
-        ) from None
-    name = node.function or _only_function(namespace, parameters)
-    function = namespace.get(name)
-    if not callable(function):
-        raise CodeError(f"code node {node.name!r}: {name!r} is not a function")
-    found: Callable[..., Any] = function
-    return found
+def time_limit() -> float:
+    """A call's time limit: 0.9 × the rollout's ``timeout_s`` (120 s outside a rollout or
+    without one), so the node's own error, not the rollout's, says what ran too long."""
+    scope = current_scope()
+    rollout_limit = scope.rollout.config.timeout_seconds if scope is not None else None
+    return TIMEOUT_SHARE * rollout_limit if rollout_limit else DEFAULT_TIMEOUT_S
 
 
-def _only_function(namespace: Mapping[str, Any], parameters: list[str]) -> str:
-    """The name of the one function defined with ``parameters``."""
-    for name, value in namespace.items():
-        if inspect.isfunction(value) and list(inspect.signature(value).parameters) == parameters:
-            return name
-    return ""
+class CodeRunner:
+    """Calls code nodes' functions in the worker processes of ``pool``."""
+
+    def __init__(self, pool: WorkerPool, max_workers: int = MAX_WORKERS) -> None:
+        self.pool = pool
+        self.max_workers = max_workers
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]
+        self._slots = weakref.WeakKeyDictionary()
+
+    def _slot(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        slot = self._slots.get(loop)
+        if slot is None:
+            slot = self._slots[loop] = asyncio.Semaphore(self.max_workers)
+        return slot
+
+    async def call(
+        self, node: CodeNode, arguments: Mapping[str, Any], timeout_s: float | None = None
+    ) -> Any:
+        """The value of ``node``'s function on ``arguments`` (``CodeFailure`` when none)."""
+        limit = time_limit() if timeout_s is None else timeout_s
+        message = {
+            "type": "call",
+            "node": node.name,
+            "source": node.source,
+            "function": node.function_name(),
+            "arguments": dict(arguments),
+        }
+        async with self._slot():
+            worker = await self.pool.acquire()
+            healthy = False
+            try:
+                deadline = time.monotonic() + limit
+                worker.send(message)
+                reply = await worker.receive(deadline - time.monotonic())
+                healthy = True
+            except TimeoutError:
+                raise CodeFailure(f"no value within {limit:g} s (the call was stopped)") from None
+            except WorkerGone:
+                ended = worker.exit_text()
+                raise CodeFailure(f"the code ended its worker process ({ended})") from None
+            finally:
+                self.pool.release(worker, healthy)
+        if reply.get("type") != "value":
+            raise CodeFailure(str(reply.get("message", reply)))
+        return reply.get("value")
 
 
-async def call_node(function: Callable[..., Any], arguments: Mapping[str, Any]) -> Any:
-    """Call ``function`` with ``arguments``; a coroutine function is awaited."""
-    result = function(**arguments)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
+POOL = WorkerPool(keep=MAX_WORKERS, module=NODE_WORKER)
+atexit.register(POOL.close)
+RUNNER = CodeRunner(POOL)

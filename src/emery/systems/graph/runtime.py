@@ -3,7 +3,9 @@ concurrently, one span per node under the rollout, and the first failing node st
 graph with an error that names it.
 
 A node's exception becomes a ``NodeError`` naming the node (emery's own errors, such as a
-missing model, pass through unchanged: they are the job's faults, not the node's)."""
+missing model, pass through unchanged: they are the job's faults, not the node's). Its
+``failure`` says whether the run raised (``error``: a code node failed, a map was given no
+list) or an llm node's reply was unusable (``output``, scored as a wrong answer)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ from opentelemetry.util.types import AttributeValue
 
 from emery.core.errors import EmeryError
 from emery.core.results import ComponentCall
-from emery.systems.graph.code import call_node
+from emery.systems.base import RunFailure
+from emery.systems.graph.code import CodeFailure, CodeRunner
 from emery.systems.graph.spec import (
     CodeNode,
     Components,
@@ -43,11 +46,12 @@ LLMCall = Callable[[LLMNode, dict[str, Any], list[ComponentCall]], Awaitable[Any
 
 
 class NodeError(Exception):
-    """A node failed; the message names it."""
+    """A node failed; the message names it, ``failure`` says how (module docstring)."""
 
-    def __init__(self, node: str, reason: str) -> None:
+    def __init__(self, node: str, reason: str, failure: RunFailure = "error") -> None:
         super().__init__(f"node {node!r}: {reason}")
         self.node = node
+        self.failure: RunFailure = failure
 
 
 @dataclass
@@ -56,7 +60,7 @@ class GraphRuntime:
 
     components: Components
     llm: LLMCall
-    functions: Mapping[str, Callable[..., Any]]
+    code_runner: CodeRunner
 
     async def run(
         self, nodes: list[Node], values: Mapping[str, Any], calls: list[ComponentCall]
@@ -111,10 +115,10 @@ class GraphRuntime:
         call = ComponentCall(component=node.name, inputs=arguments)
         calls.append(call)
         try:
-            call.output = await call_node(self.functions[node.name], arguments)
-        except Exception as exc:
-            call.error = f"{type(exc).__name__}: {exc}"
-            raise NodeError(node.name, call.error) from exc
+            call.output = await self.code_runner.call(node, arguments)
+        except CodeFailure as exc:
+            call.error = str(exc)
+            raise NodeError(node.name, call.error) from None
         call.reply = as_text(call.output)
         return call.output
 
@@ -135,7 +139,9 @@ class GraphRuntime:
                 tasks = [group.create_task(one(i, item)) for i, item in enumerate(items)]
         except BaseExceptionGroup as group_error:
             error = first_failure(group_error, [])
-            raise NodeError(node.name, f"{error} (item {error_index(tasks, error)})") from None
+            failure: RunFailure = getattr(error, "failure", "error")
+            reason = f"{error} (item {error_index(tasks, error)})"
+            raise NodeError(node.name, reason, failure) from None
         finally:
             for item_calls in per_item:
                 calls.extend(item_calls)

@@ -9,7 +9,9 @@ dataset input field, another node's value, or (inside a map's sub-graph) the cur
   called that many times and its value is the most common parsed reply) and ``layout``
   (the stage layout its candidate starts from: placement, reminder, answer, ...);
 - ``code``: ``source`` defines a Python function (``function`` names it when the source
-  defines several); its parameters are its inputs, its return value the node's value;
+  defines several); its parameters are its inputs, its return value (JSON) the node's
+  value. The source is only compiled here; it runs in worker processes
+  (``emery.systems.graph.code``);
 - ``map``: runs its sub-graph ``nodes`` (which need their own output node) once per element
   of the list-valued source ``over``, the element named ``item``; its value is the list of
   the sub-graph's outputs;
@@ -29,7 +31,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from emery.core.models import Demo
-from emery.systems.graph.checks import check_acyclic, code_parameters, known_kinds, topological
+from emery.systems.graph.checks import (
+    check_acyclic,
+    check_code,
+    code_function,
+    code_parameters,
+    known_kinds,
+    topological,
+)
 from emery.systems.graph.rlm_options import RLMOptions, check_rlm
 from emery.systems.parsers import ParserConfig
 from emery.systems.prompt_layout import StageLayout, choice_name
@@ -96,13 +105,17 @@ class CodeNode(NodeBase):
     function: str | None = None
 
     @model_validator(mode="after")
-    def _parses(self) -> CodeNode:
-        self.parameters()
+    def _compiles(self) -> CodeNode:
+        check_code(self.name, self.source, self.function)
         return self
 
     def parameters(self) -> list[str]:
         """The function's parameter names (ValueError when the source does not define it)."""
         return code_parameters(self.name, self.source, self.function)
+
+    def function_name(self) -> str:
+        """The name of the function the node calls (``function``, else the one defined)."""
+        return code_function(self.name, self.source, self.function).name
 
     def local_names(self, components: Components = None) -> set[str]:
         return set(self.parameters())

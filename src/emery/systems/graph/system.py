@@ -31,7 +31,7 @@ from emery.core.results import ComponentCall
 from emery.core.validation import describe
 from emery.systems.base import RunContext, SystemRun
 from emery.systems.graph.bindings import check_bindings
-from emery.systems.graph.code import CodeError, compile_node
+from emery.systems.graph.code import RUNNER, CodeRunner
 from emery.systems.graph.rlm import (
     check_rlm_candidate,
     loop_calls,
@@ -39,7 +39,7 @@ from emery.systems.graph.rlm import (
     tool_options,
 )
 from emery.systems.graph.runtime import GraphRuntime, NodeError
-from emery.systems.graph.spec import CodeNode, GraphConfig, LLMNode, output_node, walk
+from emery.systems.graph.spec import GraphConfig, LLMNode, output_node, walk
 from emery.systems.prompt_program import (
     PromptProgram,
     PromptProgramConfig,
@@ -131,19 +131,12 @@ def majority(values: list[Any]) -> Any:
 class GraphSystem(PromptProgram):
     """Runs a graph spec; components are its llm nodes' instructions (and layout choices)."""
 
-    def __init__(self, graph: GraphConfig) -> None:
+    def __init__(self, graph: GraphConfig, code_runner: CodeRunner = RUNNER) -> None:
         super().__init__(stage_view(graph))
         self.graph = graph
         self.spec = spec_text(graph)
+        self.code_runner = code_runner
         self._views: dict[str, GraphSystem] = {}
-        try:
-            self.functions = {
-                node.name: compile_node(node)
-                for node in walk(graph.nodes)
-                if isinstance(node, CodeNode)
-            }
-        except CodeError as exc:
-            raise ConfigError(f"system: {exc}") from None
 
     def version(self) -> str:
         return content_hash(_structure(self.graph))
@@ -166,7 +159,7 @@ class GraphSystem(PromptProgram):
         if text is None or text == self.spec:
             return self
         if text not in self._views:
-            self._views[text] = GraphSystem(read_spec(text))
+            self._views[text] = GraphSystem(read_spec(text), self.code_runner)
         return self._views[text]
 
     def check_candidate(self, candidate: Candidate, fields: set[str]) -> None:
@@ -189,12 +182,12 @@ class GraphSystem(PromptProgram):
         runtime = GraphRuntime(
             components=candidate.components,
             llm=partial(self._llm_node, candidate, ctx),
-            functions=self.functions,
+            code_runner=self.code_runner,
         )
         try:
             output = await runtime.run(self.graph.nodes, dict(ctx.example.input), calls)
         except NodeError as exc:
-            return SystemRun(calls=calls, error=str(exc))
+            return SystemRun(calls=calls, error=str(exc), failure=exc.failure)
         return SystemRun(output=output, calls=calls)
 
     async def _llm_node(
@@ -225,7 +218,7 @@ class GraphSystem(PromptProgram):
             calls.extend(own)
         values = [value for value in outcomes if not isinstance(value, StageError)]
         if not values:
-            raise NodeError(node.name, str(outcomes[0]))
+            raise NodeError(node.name, str(outcomes[0]), failure="output")
         return values[0] if node.samples == 1 else majority(values)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 START_TIMEOUT_S = 60.0
 KEEP_IDLE = 8
+HARNESS_WORKER = "emery.systems.harness.worker"
 
 
 class WorkerGone(Exception):
@@ -31,12 +32,12 @@ class WorkerGone(Exception):
 class WorkerProcess:
     """One worker process and its end of the JSON-lines channel."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: str = HARNESS_WORKER) -> None:
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[3])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "emery.systems.harness.worker"],
+            [sys.executable, "-m", module],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -114,10 +115,11 @@ class WorkerProcess:
 
 
 class WorkerPool:
-    """Idle workers kept for the next episode (at most ``keep``)."""
+    """Idle workers kept for the next episode (at most ``keep``); each runs ``module``."""
 
-    def __init__(self, keep: int = KEEP_IDLE) -> None:
+    def __init__(self, keep: int = KEEP_IDLE, module: str = HARNESS_WORKER) -> None:
         self.keep = keep
+        self.module = module
         self._idle: list[WorkerProcess] = []
         self._lock = threading.Lock()
         self.started = 0
@@ -130,7 +132,7 @@ class WorkerPool:
                 if worker.alive:
                     return worker
                 worker.kill()
-        worker = WorkerProcess()
+        worker = WorkerProcess(self.module)
         self.started += 1
         try:
             hello = await worker.receive(START_TIMEOUT_S)
