@@ -8,7 +8,7 @@ from pydantic import Field
 
 from emery.algorithms.base import AlgorithmSettings, AlgorithmState, SearchContext
 from emery.algorithms.registry import AlgorithmSpec
-from emery.core.events import BaselineEvaluated, BestUpdated
+from emery.core.events import BaselineEvaluated, BaselinePlanned, BestUpdated
 from emery.core.models import Lineage
 
 
@@ -34,6 +34,7 @@ class Baseline:
     async def start(self, ctx: SearchContext) -> BaselineState:
         seed = ctx.add_candidate(ctx.seed_candidate)
         state = BaselineState(seed_candidate_id=seed.id)
+        ctx.emit(baseline_plan(ctx, len(self.settings.candidates)))
         result = await ctx.evaluate(seed, ctx.val, "val")
         ctx.emit(
             BaselineEvaluated(
@@ -65,6 +66,23 @@ class Baseline:
         if state.iteration >= len(self.settings.candidates):
             state.done, state.done_reason = True, "all candidates scored"
         return state
+
+
+def baseline_plan(ctx: SearchContext, candidates: int) -> BaselinePlanned:
+    """The plan (``baseline.plan``): the seed and each of ``candidates`` on all of val."""
+    n_val, budget = len(ctx.val), ctx.budget.remaining_metric_calls()
+    total = n_val * (1 + candidates)
+    return BaselinePlanned(
+        summary=(
+            f"baseline plan: seed on {n_val} val, then {candidates} given"
+            f" candidate{'s' * (candidates != 1)} on val ({n_val} metric calls each);"
+            f" budget {'no limit' if budget is None else budget} metric calls"
+        ),
+        metric_calls={"baseline": n_val, "candidates": total - n_val, "total": total},
+        budget_metric_calls=budget,
+        val_size=n_val,
+        candidates=candidates,
+    )
 
 
 def _update_best(ctx: SearchContext, state: BaselineState, candidate_id: str, score: float) -> None:

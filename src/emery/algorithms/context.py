@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 from emery.algorithms.base import SearchContext
 from emery.core.models import Candidate, Dataset
 from emery.core.rollouts import RolloutConfig
-from emery.evaluation.budget import Budget, BudgetConfig, BudgetUsage
+from emery.evaluation.budget import Budget, BudgetConfig, BudgetUsage, Clock
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.health import ErrorPolicy
 from emery.evaluation.results import ExampleResult
@@ -36,16 +37,18 @@ def build_search_context(
     recorder: RolloutRecorder | None = None,
     job_id: str | None = None,
     errors: ErrorPolicy | None = None,
+    clock: Clock = time.perf_counter,
 ) -> SearchContext:
     """A context whose evaluations run ``system`` with ``lms["task"]`` and score with ``verifier``.
 
     ``known`` preloads stored results (free cache hits); ``budget_usage`` continues the
     spending of a resumed job. ``rollouts`` (attempts, time limits) and ``recorder``
     (where rollouts, attempts and spans go, e.g. ``StoreRecorder(store, job_id)``) are passed
-    to the evaluator; ``errors`` says when failing rollouts stop the search.
+    to the evaluator; ``errors`` says when failing rollouts stop the search; ``clock`` times
+    the steps against the wall-time budget.
     """
     meter = meter or UsageMeter()
-    tracked = Budget(budget or BudgetConfig(), meter, budget_usage)
+    tracked = Budget(budget or BudgetConfig(), meter, budget_usage, clock=clock)
     ctx = SearchContext(
         dataset=dataset,
         system=system,

@@ -4,19 +4,20 @@
 ``StopPolicy`` gives a reason to stop: the algorithm is done, a budget limit is reached or
 ``should_stop`` (a request from outside, such as a pause) says so. After ``start``
 and after each completed step it hands a ``StepRecord`` to ``on_step`` (the engine stores
-it in one transaction). A step cut short by the budget, a pause or a crash is abandoned
-whole: its state changes, budget charges and results are rolled back, so a resumed run
-repeats it exactly.
+it in one transaction); ``start``'s record also carries what the seed's evaluation told
+about the plan and the budget (see ``pace``). A step cut short by the budget, a pause or a
+crash is abandoned whole: its state changes, budget charges and results are rolled back,
+so a resumed run repeats it exactly. Steps are timed by the budget's clock.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from emery.algorithms.base import Algorithm, AlgorithmState, SearchContext
+from emery.algorithms.pace import check_seed_spending
 from emery.algorithms.stopping import StopPolicy, StopRequest
 from emery.core.events import BudgetWarning, Event, IterationCompleted
 from emery.core.models import Candidate
@@ -59,10 +60,12 @@ async def run_search(
     """Run ``algorithm`` from ``state`` (or from the start) until it stops."""
     policy = StopPolicy(ctx.budget, should_stop)
     if state is None:
+        before = ctx.budget.usage.model_copy()
         started = await _attempt(ctx, algorithm.start(ctx))
         if started is None:
             raise BudgetExhausted("the budget cannot pay for scoring the seed on val")
         state = started
+        check_seed_spending(ctx, before, state)
         await _commit(ctx, state, on_step)
     while (reason := policy.reason(state)) is None:
         stepped = await _attempt(ctx, algorithm.step(ctx, state.model_copy(deep=True)))
@@ -99,7 +102,8 @@ async def _attempt(
     """Await one step; undo everything it did if it fails (None if the budget ran out)."""
     usage = ctx.budget.usage.model_copy(deep=True)
     known_candidates = dict(ctx.candidates)
-    started = time.perf_counter()
+    clock = ctx.budget.clock
+    started = clock()
     try:
         result = await work
     except BaseException as exc:
@@ -111,7 +115,7 @@ async def _attempt(
         if isinstance(exc, BudgetExhausted):
             return None
         raise
-    ctx.budget.usage.wall_time_s += time.perf_counter() - started
+    ctx.budget.usage.wall_time_s += clock() - started
     return result
 
 

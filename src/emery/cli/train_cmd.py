@@ -22,6 +22,7 @@ from emery.cli.foreground import ForegroundOutcome, run_foreground
 from emery.cli.progress import StreamFormat
 from emery.cli.sft_cmd import load_typed, run_sft_foreground, sft_job
 from emery.core.errors import ConfigError
+from emery.core.events import SearchNotRun
 from emery.core.files import read_text
 from emery.core.hashing import content_hash
 from emery.jobs.manage import create_job, find_resumable, spawn_worker
@@ -185,6 +186,11 @@ def finish(store: Store, outcome: ForegroundOutcome, *, as_json: bool) -> None:
         print_json(payload)
     elif result is not None:
         out.print(escape(render_report(result)), highlight=False, end="")
+        for item in store.list_events(job.id, kinds=[SearchNotRun.kind], limit=1):
+            never_ran = item.payload_as(SearchNotRun).message()
+            err.print(
+                f"[yellow]job {job.id} succeeded, but {escape(never_ran)}[/yellow]", soft_wrap=True
+            )
     if outcome.worker_pid is not None:
         if not as_json:
             err.print(

@@ -101,16 +101,54 @@ class BudgetWarning(Payload):
     limit: float
 
 
+SPENDING_LIMITS = {
+    "wall_time_s": "wall-time",
+    "metric_calls": "metric-call",
+    "lm_tokens": "LM-token",
+    "lm_cost_usd": "LM-cost",
+}
+"""The budget limits the seed's evaluation spends, by the words a message names them in."""
+
+
+class SearchNotRun(Payload):
+    """A warning: the seed's evaluation spent a budget limit (``limit``, such as
+    ``wall_time_s``), so the search stops before its first step with the seed as best."""
+
+    kind: ClassVar[str] = "search_not_run"
+    limit: str
+    reason: str
+    """The stop reason the limit gave (``wall_time_s: 12.3 of 10 used``)."""
+
+    def message(self) -> str:
+        name = SPENDING_LIMITS.get(self.limit, self.limit)
+        return (
+            f"the search never ran: the {name} budget was spent on the seed's evaluation"
+            f" ({self.reason}); raise job.budget.{self.limit} to search"
+        )
+
+
 class PlanPayload(Payload):
     """The shape every ``*.plan`` event shares (``mipro.plan``, ``gepa.plan``,
-    ``apo.plan``): what the algorithm will run given the budget, recorded at its start.
+    ``apo.plan``, ``baseline.plan``): what the algorithm will run given the budget,
+    recorded at its start.
 
     ``summary``: the one line the CLI prints; ``metric_calls``: the planned metric calls
     of each phase and their ``total`` (upper bounds); ``notes``: what the budget changed
-    or cuts short.
+    or cuts short. ``planned_trials`` and ``setup_calls`` say how the calls after the
+    seed's split into the algorithm's trials (``trial_unit``), for the wall-time estimate.
     """
+
+    trial_unit: ClassVar[str] = "trials"
 
     summary: str
     metric_calls: dict[str, int]
     budget_metric_calls: int | None = None
     notes: list[str] = Field(default_factory=list)
+
+    def planned_trials(self) -> int | None:
+        """How many trials the plan runs; None when another limit decides (no count)."""
+        return None
+
+    def setup_calls(self) -> int:
+        """Metric calls the plan spends after the seed's evaluation, before its first trial."""
+        return 0

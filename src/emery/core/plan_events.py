@@ -1,5 +1,7 @@
-"""The plans GEPA and APO record at their start (``gepa.plan``, ``apo.plan``): what will
-run given the budget. Both share ``PlanPayload``'s shape with MIPRO's ``mipro.plan``."""
+"""The plans GEPA, APO and baseline record at their start (``gepa.plan``, ``apo.plan``,
+``baseline.plan``): what will run given the budget. They share ``PlanPayload``'s shape with
+MIPRO's ``mipro.plan``. ``PaceWarning``: the wall-time budget, at the pace measured on the
+seed's evaluation, cannot hold the planned trials."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from emery.core.payloads import PlanPayload
+from emery.core.payloads import Payload, PlanPayload
 
 
 class GepaPlanned(PlanPayload):
@@ -23,6 +25,7 @@ class GepaPlanned(PlanPayload):
     """
 
     kind: ClassVar[str] = "gepa.plan"
+    trial_unit: ClassVar[str] = "iterations"
     algorithm: str
     val_size: int
     train_size: int
@@ -42,6 +45,9 @@ class GepaPlanned(PlanPayload):
     merges: int = 0
     merge_cost: int = 0
 
+    def planned_trials(self) -> int | None:
+        return self.iterations
+
 
 class ApoPlanned(PlanPayload):
     """An APO run's plan: per round, ``beam_width`` parents each get ``branch_factor``
@@ -52,6 +58,7 @@ class ApoPlanned(PlanPayload):
     limit)."""
 
     kind: ClassVar[str] = "apo.plan"
+    trial_unit: ClassVar[str] = "rounds"
     rounds: int
     rounds_affordable: int | None
     beam_width: int
@@ -64,3 +71,47 @@ class ApoPlanned(PlanPayload):
     expansions: int
     children: int
     lm_calls: dict[str, int] = Field(default_factory=dict)
+
+    def planned_trials(self) -> int | None:
+        return self.rounds if self.rounds_affordable is None else self.rounds_affordable
+
+
+class BaselinePlanned(PlanPayload):
+    """A baseline run's plan: the seed on val, then each given candidate on val."""
+
+    kind: ClassVar[str] = "baseline.plan"
+    trial_unit: ClassVar[str] = "candidates"
+    val_size: int
+    candidates: int
+
+    def planned_trials(self) -> int | None:
+        return self.candidates
+
+
+class PaceWarning(Payload):
+    """A warning after the seed's evaluation: at the pace it measured
+    (``seconds_per_call`` = ``seed_s`` / ``seed_calls``), the wall-time budget left
+    (``left_s`` of ``wall_time_s``) holds about ``trials_held`` of the plan's
+    ``planned_trials`` (``planned_calls`` metric calls in all)."""
+
+    kind: ClassVar[str] = "pace_warning"
+    plan: str
+    unit: str
+    wall_time_s: float
+    left_s: float
+    seed_s: float
+    seed_calls: int
+    seconds_per_call: float
+    planned_calls: int
+    planned_trials: int
+    trials_held: int
+
+    def message(self) -> str:
+        needed = self.planned_calls * self.seconds_per_call
+        return (
+            f"the wall-time budget of {self.wall_time_s:g} s holds about {self.trials_held}"
+            f" of the {self.planned_trials} planned {self.unit} at the measured pace of"
+            f" {self.seconds_per_call:.3g} s per metric call (the seed's {self.seed_calls}"
+            f" calls took {self.seed_s:.3g} s; the plan's {self.planned_calls} calls need"
+            f" about {needed:.3g} s, {self.left_s:.3g} s are left)"
+        )

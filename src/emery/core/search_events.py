@@ -279,6 +279,12 @@ class MiproPlanned(PlanPayload, MiproPlanFields):
     kind: ClassVar[str] = "mipro.plan"
     summary: str
 
+    def planned_trials(self) -> int | None:
+        return self.num_trials
+
+    def setup_calls(self) -> int:
+        return self.metric_calls.get("bootstrap", 0)
+
 
 class DemoSetSize(BaseModel):
     kind: str

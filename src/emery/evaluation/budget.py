@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,8 +45,13 @@ class BudgetUsage(BaseModel):
     warned: list[str] = Field(default_factory=list)
 
 
+Clock = Callable[[], float]
+"""Seconds from an arbitrary start (``time.perf_counter``; tests pass a fake one)."""
+
+
 class Budget:
-    """Tracks spending against a ``BudgetConfig``; LM tokens and cost come from the meter."""
+    """Tracks spending against a ``BudgetConfig``; LM tokens and cost come from the meter,
+    wall time from ``clock``."""
 
     def __init__(
         self,
@@ -52,11 +59,13 @@ class Budget:
         meter: UsageMeter,
         usage: BudgetUsage | None = None,
         search_roles: tuple[str, ...] = ("task", "reflection", "proposer", "judge"),
+        clock: Clock = time.perf_counter,
     ) -> None:
         self.config = config
         self.meter = meter
         self.usage = usage or BudgetUsage()
         self.search_roles = search_roles
+        self.clock = clock
 
     def remaining_metric_calls(self) -> int | None:
         if self.config.metric_calls is None:

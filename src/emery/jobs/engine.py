@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from emery.config.loading import parse_config
 from emery.core.errors import EmeryError
 from emery.core.events import BestUpdated, CheckpointSaved, Event
 from emery.core.rollouts import RolloutConfig
-from emery.evaluation.budget import BudgetExhausted, BudgetUsage
+from emery.evaluation.budget import BudgetExhausted, BudgetUsage, Clock
 from emery.evaluation.progress import ProgressSink
 from emery.jobs.collector import quiet_collector
 from emery.jobs.control import LOST, ControlWatcher, StopRequest, fail_job, stop_job
@@ -65,7 +66,8 @@ class AlgorithmContractError(RuntimeError):
 
 class JobEngine:
     """Runs one stored job in this process: ``on_event`` hears its events as they are
-    stored, ``on_note`` its notes, ``on_progress`` each rollout of a batch as it finishes."""
+    stored, ``on_note`` its notes, ``on_progress`` each rollout of a batch as it finishes;
+    ``clock`` times the search against its wall-time budget."""
 
     def __init__(
         self,
@@ -78,6 +80,7 @@ class JobEngine:
         on_progress: ProgressSink | None = None,
         poll_s: float = 0.2,
         heartbeat_s: float = 2.0,
+        clock: Clock = time.perf_counter,
     ) -> None:
         self.store = store
         self.job_id = job_id
@@ -87,6 +90,7 @@ class JobEngine:
         self.on_progress = on_progress
         self.poll_s = poll_s
         self.heartbeat_s = heartbeat_s
+        self.clock = clock
         self.owner = owner_id()
         self._stop_request = StopRequest()
         self._best: Best | None = None
@@ -260,6 +264,7 @@ class JobEngine:
             recorder=self._recorder,
             job_id=self.job_id,
             errors=config.runtime.error_policy(),
+            clock=self.clock,
         )
         use_executor(ctx, config.runtime, store=self.store, job_id=self.job_id)
         ctx.evaluations.prepaid = prepaid

@@ -16,9 +16,11 @@ from emery.core.events import (
     Event,
     FrontierUpdated,
     IterationCompleted,
+    PaceWarning,
     Payload,
     PlanPayload,
     RolloutsFailed,
+    SearchNotRun,
     StateChanged,
 )
 from emery.evaluation.progress import BatchProgress
@@ -79,6 +81,8 @@ def _words(kind: str, payload: Payload) -> str | None:
             return f"checkpoint {p.iteration} saved"
         case BudgetWarning() as p:
             return f"budget warning: {p.resource} at {p.used:g} of {p.limit:g}"
+        case SearchNotRun() | PaceWarning() as p:
+            return f"warning: {p.message()}"
         case PlanPayload() as p:
             return p.summary + (f" ({'; '.join(p.notes)})" if p.notes else "")
     return None

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from emery.core.events import RolloutsFailed
+from emery.core.events import PaceWarning, RolloutsFailed, SearchNotRun
 from emery.core.models import Candidate
 from emery.evaluation.budget import BudgetConfig, BudgetUsage
 from emery.evaluation.stats import ScoreSummary
@@ -47,7 +47,8 @@ class JobResult(BaseModel):
     stop_reason: str | None = None
     error: str | None = None
     warnings: list[str] = Field(default_factory=list)
-    """Things that make the scores less than they seem (the seed's failed runs)."""
+    """Things that make the scores less than they seem: the seed's failed runs, a search
+    that never ran or a wall-time budget too short for the plan."""
     dataset_sizes: dict[str, int] = Field(default_factory=dict)
     seed_candidate: Candidate | None = None
     best_candidate: Candidate | None = None
@@ -134,7 +135,10 @@ def build_result(
         state=state or job.state,
         stop_reason=stop_reason or job.stop_reason,
         error=job.error,
-        warnings=seed_warnings(store, job.id, seed_id, baseline_test),
+        warnings=[
+            *seed_warnings(store, job.id, seed_id, baseline_test),
+            *search_warnings(store, job.id),
+        ],
         dataset_sizes=dataset_sizes or stored.get("dataset_sizes", {}),
         seed_candidate=_candidate(store, job.id, seed_id),
         best_candidate=_candidate(
@@ -183,6 +187,15 @@ def seed_warnings(
         + (example if index == 0 else "")
         for index, (split, failed, timeouts, n) in enumerate(counts)
     ]
+
+
+def search_warnings(store: Store, job_id: str) -> list[str]:
+    """The job's ``search_not_run`` and ``pace_warning`` events, in words."""
+    payloads = [
+        item.payload()
+        for item in store.list_events(job_id, kinds=[SearchNotRun.kind, PaceWarning.kind])
+    ]
+    return [p.message() for p in payloads if isinstance(p, SearchNotRun | PaceWarning)]
 
 
 def _stored_usage(checkpoint: CheckpointRecord | None) -> dict[str, RoleUsage]:
