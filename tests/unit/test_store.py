@@ -3,14 +3,19 @@ candidates, evaluations and queries, on every backend."""
 
 from __future__ import annotations
 
+import re
+import sqlite3
 import threading
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import inspect, text
 from store_fixtures import BACKENDS, make_store
 
+from emery.core.errors import ConfigError
 from emery.core.events import Event, event
 from emery.core.models import Candidate, Lineage
 from emery.evaluation.results import ExampleResult
@@ -25,8 +30,13 @@ from emery.store import (
     NewJob,
     NotFound,
     OwnershipLost,
+    SchemaError,
+    SQLiteStore,
     StepWrite,
+    schema,
 )
+from emery.store.migrate import ensure_schema
+from emery.store.schema import SCHEMA_VERSION, metadata
 from emery.store.sql import SqlStore
 
 PATHS: dict[str, list[str]] = {
@@ -375,3 +385,54 @@ def test_deleting_a_job_keeps_the_evaluation_cache(store: SqlStore) -> None:
         store.get_job("job-1")
     assert store.list_events("job-1") == []
     assert len(store.load_evaluations("scope-a")) == 2
+
+
+def test_another_programs_database_is_refused_and_left_as_it_was(store: SqlStore) -> None:
+    metadata.drop_all(store.engine)
+    with store.engine.begin() as conn:
+        conn.execute(text("CREATE TABLE jobs (id INTEGER PRIMARY KEY, title VARCHAR(20))"))
+        conn.execute(text("CREATE TABLE app_users (id INTEGER PRIMARY KEY)"))
+    try:
+        with pytest.raises(SchemaError, match=r"not an emery store.*app_users, jobs"):
+            ensure_schema(store.engine)
+        with store.engine.connect() as conn:
+            assert sorted(inspect(conn).get_table_names()) == ["app_users", "jobs"]
+    finally:
+        with store.engine.begin() as conn:
+            conn.execute(text("DROP TABLE jobs"))
+            conn.execute(text("DROP TABLE app_users"))
+    assert ensure_schema(store.engine) == SCHEMA_VERSION  # an empty database becomes a store
+
+
+def test_a_sqlite_file_of_another_program_is_not_written(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("CREATE TABLE jobs (id INTEGER PRIMARY KEY, title TEXT)")
+        db.execute("INSERT INTO jobs (title) VALUES ('mine')")
+    before = path.read_bytes()
+    with pytest.raises(SchemaError, match=re.escape(f"the store {path} is not an emery store")):
+        SQLiteStore(path)
+    assert path.read_bytes() == before  # not even switched to WAL mode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+
+
+def test_a_schema_version_that_is_not_a_number_is_one_error(store: SqlStore) -> None:
+    version = schema.meta.c.key == "schema_version"
+    with store.engine.begin() as conn:
+        conn.execute(schema.meta.update().where(version).values(value="two"))
+    try:
+        with pytest.raises(SchemaError, match=r"schema version 'two' .* is not a number"):
+            ensure_schema(store.engine)
+    finally:
+        with store.engine.begin() as conn:
+            conn.execute(schema.meta.update().where(version).values(value=str(SCHEMA_VERSION)))
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t"])
+def test_an_empty_id_matches_nothing(store: SqlStore, blank: str) -> None:
+    new_job(store)
+    store.add_candidates("job-1", [SEED])
+    with pytest.raises(ConfigError, match="job id is empty"):
+        store.resolve_job_id(blank)
+    with pytest.raises(ConfigError, match="candidate id is empty"):
+        store.get_candidate("job-1", blank)

@@ -7,13 +7,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import NullPool, StaticPool
 
 from emery.core.errors import ConfigError, StoreError
 from emery.store.errors import store_errors, store_label
-from emery.store.migrate import ensure_schema
+from emery.store.migrate import ensure_schema, refuse_foreign
 from emery.store.sql.store import SqlStore
 
 DEFAULT_PATH = Path(".emery") / "emery.db"
@@ -43,6 +43,23 @@ def _sqlite_engine(url: str, **kwargs: Any) -> Engine:
     return engine
 
 
+def _refuse_foreign_file(path: Path, url: str) -> None:
+    """Refuse an existing database file of another program before the store connects: its
+    connection settings switch the file to WAL mode, which is already a write."""
+    try:
+        if path.stat().st_size == 0:
+            return
+    except OSError:
+        return  # no file yet, or one the store's own connection will report on
+    probe = create_engine(url, poolclass=NullPool, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+    try:
+        with store_errors(url), probe.connect() as conn:
+            tables = inspect(conn).get_table_names()
+    finally:
+        probe.dispose()
+    refuse_foreign(tables, store_label(url))
+
+
 class SQLiteStore(SqlStore):
     """The default store: one SQLite file in WAL mode with a busy timeout, shared safely by
     the engine and CLI processes on one machine."""
@@ -63,6 +80,7 @@ class SQLiteStore(SqlStore):
             raise StoreError(f"the store {path} is a folder: give a file path")
         self.path = path
         url = f"sqlite:///{path}"
+        _refuse_foreign_file(path, url)
         engine = _sqlite_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
         super().__init__(engine, url=url)
         with store_errors(url):

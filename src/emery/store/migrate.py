@@ -7,12 +7,13 @@ version bump, so an interrupted upgrade leaves the database at a consistent vers
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from sqlalchemy import Connection, Engine, inspect, select
 
 from emery.core.errors import EmeryError
 from emery.store import schema as t
+from emery.store.errors import store_label
 
 Migration = Callable[[Connection], None]
 
@@ -36,6 +37,10 @@ def _evaluation_key_with_content(conn: Connection) -> None:
     )
 
 
+def _label(engine: Engine) -> str:
+    return store_label(engine.url.render_as_string(hide_password=False))
+
+
 MIGRATIONS: dict[int, Migration] = {1: _evaluation_key_with_content}
 
 
@@ -43,12 +48,32 @@ class SchemaError(EmeryError):
     """The database holds a schema this version of emery cannot use."""
 
 
+def refuse_foreign(table_names: Collection[str], label: str) -> None:
+    """SchemaError when a database holds tables but not emery's schema marker: it belongs
+    to another program, and emery must not write its tables into it."""
+    if not table_names or t.meta.name in table_names:
+        return
+    shown = ", ".join(sorted(table_names)[:5]) + (", ..." if len(table_names) > 5 else "")
+    raise SchemaError(
+        f"the store {label} is not an emery store: it holds another program's tables"
+        f" ({shown}) and no {t.meta.name} table; give a new file or an emery store"
+    )
+
+
 def stored_version(conn: Connection) -> int | None:
     """The schema version recorded in the database, None for a database without emery tables."""
     if not inspect(conn).has_table(t.meta.name):
         return None
     value = conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).scalar()
-    return None if value is None else int(value)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise SchemaError(
+            f"the store's schema version {value!r} (table {t.meta.name}) is not a number:"
+            " the store is damaged"
+        ) from None
 
 
 def ensure_schema(engine: Engine, *, target: int = t.SCHEMA_VERSION) -> int:
@@ -56,6 +81,7 @@ def ensure_schema(engine: Engine, *, target: int = t.SCHEMA_VERSION) -> int:
     with engine.connect() as conn:
         conn.execution_options(emery_write=True)
         with conn.begin():
+            refuse_foreign(inspect(conn).get_table_names(), _label(engine))
             version = stored_version(conn)
             if version is None:
                 t.metadata.create_all(conn)

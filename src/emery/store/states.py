@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from emery.core.errors import EmeryError
+from emery.core.errors import ConfigError, EmeryError
 from emery.core.errors import IllegalTransition as IllegalTransition
 
 JobState = Literal["created", "queued", "running", "paused", "succeeded", "failed", "cancelled"]
@@ -36,6 +36,14 @@ JobAction = Literal["pause", "cancel"]
 
 class NotFound(EmeryError):
     """A job, candidate, rollout or resource id that the store does not hold."""
+
+
+def require_id(value: str, what: str) -> str:
+    """``value``, an id or id prefix; ConfigError when it is empty or blank (as a prefix it
+    would match every ``what``)."""
+    if not value.strip():
+        raise ConfigError(f"the {what} id is empty: give an id, a unique id prefix or a name")
+    return value
 
 
 class OwnershipLost(IllegalTransition):

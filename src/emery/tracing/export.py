@@ -18,6 +18,7 @@ from emery.core.errors import ConfigError
 from emery.core.spans import SpanRecord
 from emery.store.protocol import Store
 from emery.store.records import EvaluationFilter, EvaluationRecord, JobRecord
+from emery.store.states import require_id
 from emery.tracing import conventions as sc
 from emery.tracing.adapters import is_chat, ordered, to_conversations
 from emery.tracing.store_recorder import load_spans
@@ -122,6 +123,7 @@ def chosen_candidates(store: Store, job: JobRecord, candidate: str | None) -> li
         if not job.best_candidate_id:
             raise ConfigError(f"job {job.id} has no best candidate yet")
         return [job.best_candidate_id]
+    require_id(candidate, "candidate")
     ids = [c.id for c in store.job_candidates(job.id) if c.id.startswith(candidate)]
     if len(ids) != 1:
         what = "no" if not ids else f"{len(ids)}"

@@ -19,7 +19,7 @@ from emery.store.records import (
     to_datetime,
 )
 from emery.store.sql.base import SqlBase, now, order_by, paged
-from emery.store.states import NotFound, OwnershipLost, check_job_transition
+from emery.store.states import NotFound, OwnershipLost, check_job_transition, require_id
 
 JOB_SORTS = {
     "created_at": t.jobs.c.created_at,
@@ -70,6 +70,7 @@ class JobsMixin(SqlBase):
 
     def resolve_job_id(self, prefix: str) -> str:
         """The id of the one job whose id (or name) starts with ``prefix``."""
+        require_id(prefix, "job")
         with self._tx() as conn:
             exact = conn.execute(select(t.jobs.c.id).where(t.jobs.c.id == prefix)).first()
             if exact is not None:

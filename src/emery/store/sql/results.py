@@ -20,7 +20,7 @@ from emery.store.records import (
     to_datetime,
 )
 from emery.store.sql.base import SqlBase, now, order_by, paged
-from emery.store.states import NotFound
+from emery.store.states import NotFound, require_id
 
 _RESULT_COLUMNS = (
     "candidate_id",
@@ -199,6 +199,7 @@ class ResultsMixin(SqlBase):
 
     def get_candidate(self, job_id: str, candidate_id: str) -> Candidate:
         """A job's candidate by id or unique id prefix."""
+        require_id(candidate_id, "candidate")
         c = t.candidates
         with self._tx() as conn:
             rows = conn.execute(
