@@ -115,7 +115,9 @@ def test_user_environment_by_module_attr_with_its_own_check() -> None:
     result = asyncio.run(evaluator.evaluate(system.seed_candidate(), examples, "val"))
     assert result.scores == [1.0, 1.0]
     assert result.results[0].feedback == "right"
-    with pytest.raises(ConfigError, match="without 'execute'"):
+    with pytest.raises(
+        ConfigError, match=r"made a NotAnEnv, not an environment \(it has no execute\)"
+    ):
         CodeHarness(CodeHarnessConfig(environment="test_harness_envs:NotAnEnv"))
 
 

@@ -55,10 +55,19 @@ def load_environment(spec: str) -> EnvironmentFactory:
     factory = import_object(target)
     if not callable(factory):
         raise ConfigError(f"system.environment: {spec!r} is not a class or a function")
-    sample = factory()
-    for name in ("reset", "execute", "tools"):
-        if not hasattr(sample, name):
-            raise ConfigError(f"system.environment: {spec!r} makes an object without {name!r}")
+    try:
+        sample = factory()
+    except Exception as exc:  # e.g. a function that needs arguments: not a factory
+        raise ConfigError(
+            f"system.environment: {spec!r} is not an environment class or factory: calling it"
+            f" with no arguments failed ({type(exc).__name__}: {exc})"
+        ) from None
+    missing = [name for name in ("reset", "execute", "tools") if not hasattr(sample, name)]
+    if missing:
+        raise ConfigError(
+            f"system.environment: {spec!r} made a {type(sample).__name__}, not an environment"
+            f" (it has no {', '.join(missing)})"
+        )
     if hasattr(sample, "close"):
         sample.close()
     built: EnvironmentFactory = factory

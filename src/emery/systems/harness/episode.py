@@ -18,6 +18,7 @@ from emery.lm.base import LM
 from emery.systems.harness.environment import Environment, as_observation, maybe_await
 from emery.systems.harness.observation import Observation
 from emery.systems.harness.pool import WorkerGone, WorkerPool
+from emery.systems.harness.worker import KIT_REQUESTS
 from emery.tracing.emitters import emit_annotation, emit_message, tool_call
 
 
@@ -114,14 +115,18 @@ async def run_in_worker(
         worker.send({"type": "episode", "code": code, "setup": setup})
         while True:
             message = await worker.receive(deadline - time.monotonic())
-            kind = message.get("type")
+            kind = message.get("type") if isinstance(message, dict) else None
             if kind == "done":
                 healthy = True
                 result = EpisodeResult("answer", answer=str(message.get("answer", "")))
                 break
             if kind == "stopped":
                 healthy = True
-                result = EpisodeResult(str(message["reason"]), message=str(message["message"]))
+                reason, text = message.get("reason"), message.get("message")
+                result = EpisodeResult(str(reason), message=str(text))
+                break
+            if kind not in KIT_REQUESTS:  # not the protocol: the worker is replaced
+                result = EpisodeResult("protocol", message=f"the worker sent {message!r:.120}")
                 break
             reply = await _bounded(episode.handle(message), deadline)
             worker.send(reply)

@@ -3,7 +3,8 @@ after a timeout, a crash or a cancelled episode.
 
 Each worker is ``python -m emery.systems.harness.worker`` speaking JSON lines over its
 stdin and stdout. Reads are non-blocking through the running event loop, so a pool
-serves any loop; a worker exits by itself when the job process goes away (EOF).
+serves any loop; a worker exits by itself when the job process goes away (EOF). Each
+worker leads a process group of its own, killed whole with it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import atexit
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -22,6 +24,7 @@ from typing import Any
 
 START_TIMEOUT_S = 60.0
 KEEP_IDLE = 8
+TERM_GRACE_S = 1.0
 HARNESS_WORKER = "emery.systems.harness.worker"
 
 
@@ -42,6 +45,7 @@ class WorkerProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=env,
+            start_new_session=True,  # a process group of its own: killed whole
         )
         assert self.proc.stdout is not None
         assert self.proc.stdin is not None
@@ -79,7 +83,10 @@ class WorkerProcess:
                 raise WorkerGone(f"the worker process ended ({self.exit_text()})")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
-        value: dict[str, Any] = json.loads(line)
+        try:
+            value: dict[str, Any] = json.loads(line)
+        except ValueError:
+            raise WorkerGone(f"the worker sent a line that is not JSON: {line[:80]!r}") from None
         return value
 
     async def _readable(self, timeout: float) -> None:
@@ -104,8 +111,14 @@ class WorkerProcess:
         return f"exit status {code}"
 
     def kill(self) -> None:
+        """SIGTERM (a worker may kill what it runs, then exit), then SIGKILL to its whole
+        process group: nothing it started outlives it unless it left the group."""
         if self.alive:
-            self.proc.kill()
+            self.proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=TERM_GRACE_S)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5.0)
         for stream in (self.proc.stdin, self.proc.stdout):

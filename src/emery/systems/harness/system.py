@@ -4,8 +4,9 @@ Components: ``code:runtime`` (a Python module defining ``run(kit) -> str``; the 
 loop when none is given), ``prompt:system`` (the system prompt; ``{tools}`` and
 ``{skills}`` are filled in) and one ``skill:<name>`` per skill (a markdown body).
 Each example is one episode: a fresh environment is reset with the example's input, the
-code runs in a pooled worker process, and the answer is checked by the environment (when
-it has ``check``) or by the job's verifier against the gold output.
+code runs in a process forked for it by a pooled worker (``worker``), and the answer is
+checked by the environment (when it has ``check``) or by the job's verifier against the
+gold output.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from emery.systems.harness.toolcalls import SUBMIT_TOOL
 from emery.systems.registry import SystemKind
 from emery.tracing.scope import current_scope
 
-CRASHES = frozenset({"exception", "exit", "crash", "invalid", "timeout"})
+CRASHES = frozenset({"exception", "exit", "crash", "invalid", "timeout", "protocol"})
 """Stop reasons that say the code is broken (a smoke run ending so rejects a proposal)."""
 DEFAULT_TIMEOUT_S = 120.0
 TIMEOUT_SHARE = 0.9
