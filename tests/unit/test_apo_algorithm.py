@@ -64,7 +64,11 @@ async def test_search_finds_the_better_prompt_and_reports_it() -> None:
         f"same text as candidate {accepted[1].child_id} of this round"
     }
     beam = payloads(records, ApoBeamUpdated)[-1].beam
-    assert [entry.candidate_id for entry in beam] == [best.id, accepted[0].child_id]
+    # the seed (0 of 6 on the val batch) is not shown worse than HALF (3 of 6): it keeps
+    # its place, and the evidence is in the event
+    assert [entry.candidate_id for entry in beam] == [best.id, state.seed_candidate_id]
+    assert beam[1].evidence is not None
+    assert beam[1].evidence.verdict == "undecided"
     full = payloads(records, ApoFullValScored)
     assert full == [
         ApoFullValScored(
@@ -226,19 +230,16 @@ async def test_beam_keeps_the_top_k_on_the_val_batch() -> None:
 
     update = payloads(records, ApoBeamUpdated)[-1]
     scores = {e.candidate_id: e.val_batch_score for e in update.beam}
-    assert list(scores.values()) == [1.0, 1.0, 0.5]
+    # the seed (0.0) is not shown worse than HALF (0.5) on 6 examples: it keeps its place
+    assert list(scores.values()) == [1.0, 1.0, 0.0]
+    seed = outcome.state.seed_candidate_id
     by_text = {ctx.candidates[c].components["solve"]: c for c in outcome.state.beam}
-    assert set(by_text) == {GOOD, GOOD + " Be brief.", HALF}
+    assert set(by_text) == {GOOD, GOOD + " Be brief.", ctx.candidates[seed].components["solve"]}
     assert outcome.state.beam[:2] == [by_text[GOOD], by_text[GOOD + " Be brief."]]  # tie: earlier
+    assert outcome.state.beam[2] == seed
     dropped = {e.candidate_id for e in update.dropped}
-    assert dropped == {
-        outcome.state.seed_candidate_id,
-        next(
-            e.child_id
-            for e in payloads(records, ApoEdit)
-            if e.proposal == "Say what you think of it."
-        ),
-    }
+    edits = {e.proposal: e.child_id for e in payloads(records, ApoEdit)}
+    assert dropped == {edits[HALF], edits["Say what you think of it."]}
 
 
 async def test_round_parents_repeat_the_beam_and_cover_it() -> None:

@@ -175,9 +175,20 @@ async def test_merge_step_rejects_a_merge_worse_than_a_parent() -> None:
     assert {first.id, second.id} == set(stored.lineage.parents)
 
 
+# DATASET's train four times over: five train examples cannot show a child better
+RUN_DATASET = Dataset(
+    train=[
+        example.model_copy(update={"id": f"{example.id}-{copy}"})
+        for copy in range(4)
+        for example in DATASET.train
+    ],
+    val=DATASET.val,
+)
+
+
 async def test_merges_happen_only_after_an_acceptance_and_within_the_limit() -> None:
     outcome, records = await run_gepa(
-        keyword_context(DATASET, budget=BudgetConfig(metric_calls=120), seed=1)
+        keyword_context(RUN_DATASET, budget=BudgetConfig(metric_calls=120), seed=1)
     )
     state = outcome.state
     assert isinstance(state, GepaState)
@@ -191,13 +202,13 @@ async def test_merges_happen_only_after_an_acceptance_and_within_the_limit() -> 
             previous = records[records.index(record) - 1]
             assert any(e.kind == "gepa.minibatch_accepted" for e in previous.events)
     none, _ = await run_gepa(
-        keyword_context(DATASET, budget=BudgetConfig(metric_calls=120), seed=1),
+        keyword_context(RUN_DATASET, budget=BudgetConfig(metric_calls=120), seed=1),
         {"use_merge": False},
     )
     assert isinstance(none.state, GepaState)
     assert none.state.counters.merges_attempted == 0
     capped, _ = await run_gepa(
-        keyword_context(DATASET, budget=BudgetConfig(metric_calls=120), seed=1),
+        keyword_context(RUN_DATASET, budget=BudgetConfig(metric_calls=120), seed=1),
         {"max_merges": 0},
     )
     assert isinstance(capped.state, GepaState)

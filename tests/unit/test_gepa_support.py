@@ -50,7 +50,7 @@ def needed_operations(question: str) -> set[str]:
     return needs
 
 
-def word_problems(n_train: int = 12, n_val: int = 10, n_test: int = 20) -> Dataset:
+def word_problems(n_train: int = 30, n_val: int = 10, n_test: int = 20) -> Dataset:
     return builtin_task("word_problems").dataset(
         seed=0, n_train=n_train, n_val=n_val, n_test=n_test
     )

@@ -9,7 +9,7 @@ from test_gepa_support import word_problem_context, word_problems
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.gepa import Gepa, GepaSettings, GepaState
-from emery.algorithms.gepa.mutation import Basis, Mutation, extend_tie, operate
+from emery.algorithms.gepa.mutation import Basis, Mutation, extend_batch, operate
 from emery.algorithms.labeled import POOL_SIZE
 from emery.core.models import Demo
 from emery.evaluation.budget import BudgetConfig
@@ -45,7 +45,7 @@ async def test_a_tie_is_judged_again_on_new_examples_never_shown_as_demos() -> N
     after = await ctx.evaluate(mutation.child, mutation.batch, "train")
     paid = ctx.budget.usage.metric_calls
 
-    extended, joined = await extend_tie(ctx, state, mutation, after, random.Random(0))
+    extended, joined = await extend_batch(ctx, state, mutation, after, random.Random(0))
 
     first = [e.id for e in mutation.batch]
     ids = [e.id for e in extended.batch]
@@ -65,7 +65,7 @@ async def test_no_extension_when_the_budget_cannot_pay_for_both() -> None:
     ctx.budget.config = ctx.budget.config.model_copy(
         update={"metric_calls": ctx.budget.usage.metric_calls + 1}
     )
-    same, result = await extend_tie(ctx, state, mutation, after, random.Random(0))
+    same, result = await extend_batch(ctx, state, mutation, after, random.Random(0))
     assert same is mutation
     assert result is after
 

@@ -159,10 +159,16 @@ def test_a_gepa_job_reflects_on_the_judge_feedback(
     caplog.set_level(logging.ERROR, logger="emery.evaluation.evaluator")
     dataset = Dataset(
         name="keywords",
+        # six of each kind: GEPA accepts a child only when the paired evidence on
+        # train shows it better, which three examples cannot
         train=[
-            keyword_example("t1", a="alpha"),
-            keyword_example("t2", b="beta"),
-            keyword_example("t3", a="alpha", b="beta"),
+            example
+            for copy in range(6)
+            for example in (
+                keyword_example(f"t1-{copy}", a="alpha"),
+                keyword_example(f"t2-{copy}", b="beta"),
+                keyword_example(f"t3-{copy}", a="alpha", b="beta"),
+            )
         ],
         val=[keyword_example("v1", a="alpha"), keyword_example("v2", b="beta")],
         test=[keyword_example("s1", a="alpha", b="beta"), keyword_example("s2")],

@@ -27,7 +27,7 @@ from emery.algorithms.context import build_search_context
 from emery.algorithms.mipro import Mipro, MiproSettings, MiproState
 from emery.algorithms.runner import StepRecord, run_search
 from emery.core.errors import ConfigError
-from emery.core.events import BestUpdated, MiproFullEvaluation, MiproPlanned
+from emery.core.events import BestUpdated, MiproFullEvaluation, MiproPlanned, MiproRace
 from emery.core.models import Candidate, ChatMessage
 from emery.evaluation.budget import BudgetConfig
 from emery.evaluation.results import EvalResult
@@ -98,11 +98,16 @@ async def test_best_minibatch_combination_is_promoted_every_k_trials() -> None:
     assert state.trials_done == 10
     assert outcome.reason == "10 trials done"
     full = [t for t in state.trials if t.kind == "full"]
-    numbers = [t.number for t in full]
-    assert numbers[:3] == [3, 6, 9]
-    # at the end the best few not yet on full val are promoted (final_promotions = 3)
-    assert numbers[3:] == [10] * len(numbers[3:])
-    assert 1 <= len(numbers[3:]) <= 3
+    # every K=3 trials the pending combinations race the best so far; only a race's
+    # leader, when it is not the best so far, is scored on full val
+    races = payloads(records, MiproRace)
+    assert [r.trial for r in races if not r.final] == [3, 6, 9]
+    assert races[-1].final
+    assert races[-1].trial == 10
+    assert all(r.incumbent in r.racers for r in races)
+    assert full, "a race promoted a combination"
+    assert [t.candidate_id for t in full] == [r.promoted for r in races if r.promoted]
+    assert {t.number for t in full} <= {r.trial for r in races}
     for record in full:
         assert record.n == len(data.val)
         trials_before = [
@@ -271,7 +276,8 @@ async def test_metric_call_budget_is_respected_and_ends_with_a_full_evaluation()
     plan = payloads(records, MiproPlanned)[0]
     assert plan.metric_calls["total"] <= 150
     assert plan.budget_metric_calls == 150
-    assert state.trials[-1].kind == "full"
+    # the run ends with a final race (its leader on full val when it is not the best)
+    assert payloads(records, MiproRace)[-1].final
     assert state.best_val_score is not None
     # the scripted model needs the format and demos: the budget buys a strict lift
     assert state.baseline_val_score is not None

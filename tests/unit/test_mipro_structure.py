@@ -51,7 +51,9 @@ async def test_a_layout_lifts_when_every_proposal_is_junk() -> None:
     assert state.baseline_val_score == 0.0
     assert state.best_val_score == 1.0
     best = ctx.candidates[state.best_candidate_id]
-    assert StageLayout.of(best.components, "solve").reminder == REMINDER
+    # the race promotes the first perfect layout: the reminder, or the restated answer
+    layout = StageLayout.of(best.components, "solve")
+    assert layout.reminder == REMINDER or layout.answer == "restate"
     # the planned 6 trials were a floor: the budget paid for more
     assert state.trials_done > 6
     assert ctx.budget.usage.metric_calls <= 160

@@ -62,6 +62,7 @@ from emery.core.search_events import (
     MiproInstructionsProposed,
     MiproPlanned,
     MiproProposalRejected,
+    MiproRace,
     MiproTrial,
     ProposalSources,
     SourceCount,
@@ -164,6 +165,7 @@ _SINGLE_KIND: tuple[type[Payload], ...] = (
     MiproInstructionsProposed,
     MiproTrial,
     MiproFullEvaluation,
+    MiproRace,
 )
 
 PAYLOADS: dict[str, type[Payload]] = {
@@ -232,6 +234,7 @@ __all__ = [
     "MiproInstructionsProposed",
     "MiproPlanned",
     "MiproProposalRejected",
+    "MiproRace",
     "MiproTrial",
     "PaceWarning",
     "Payload",

@@ -3,11 +3,27 @@ and ``proposal_sources``, which GEPA and APO share)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
 from emery.core.payloads import Payload, PlanPayload
+
+Verdict = Literal["better", "worse", "undecided"]
+
+
+class Evidence(BaseModel):
+    """One candidate against another on the same ``n`` examples (``algorithms.evidence``):
+    the mean difference of their scores, its interval at ``confidence``, and the verdict
+    (``better``/``worse`` only when the whole interval is above/below zero)."""
+
+    n: int
+    difference: float
+    low: float
+    high: float
+    verdict: Verdict
+    confidence: float = 0.95
+
 
 # -- shared by GEPA and APO ----------------------------------------------------------------
 
@@ -79,6 +95,9 @@ class GepaMinibatchAccepted(Payload):
     after: float | None = None
     reason: str | None = None
     source: str | None = None
+    evidence: Evidence | None = None
+    """The child against its parent, paired on the (possibly extended) minibatch; a
+    rejection whose verdict is ``undecided`` was not shown worse (None in older events)."""
 
 
 class GepaMinibatchRejected(GepaMinibatchAccepted):
@@ -187,9 +206,13 @@ class ApoRoundCut(Payload):
 
 
 class BeamMember(BaseModel):
+    """``evidence``: where a beam member and a child competed for a place, this one
+    against the other (a member is dropped only on ``worse``; None in older events)."""
+
     candidate_id: str
     val_batch_score: float | None = None
     full_val_score: float | None = None
+    evidence: Evidence | None = None
 
 
 class ApoBeamUpdated(Payload):
@@ -352,4 +375,28 @@ class MiproFullEvaluation(Payload):
     minibatch_mean: float | None
     n: int
     best: bool
+    final: bool
+    evidence: Evidence | None = None
+    """Against the best so far on the race's shared val examples (None in older events)."""
+
+
+class MiproRace(Payload):
+    """Pending combinations raced against the best so far on a growing shared prefix of
+    val (``algorithms.evidence.race``): those the evidence showed worse than the leader
+    were dropped; ``promoted`` is the leader, scored on full val next, or None when the
+    best so far leads (nothing is promoted on a difference the examples cannot show)."""
+
+    kind: ClassVar[str] = "mipro.race"
+    trial: int
+    racers: list[str]
+    incumbent: str
+    n: int
+    rounds: int
+    leader: str
+    survivors: list[str]
+    dropped: list[str]
+    evidence: dict[str, Evidence] = Field(default_factory=dict)
+    """Each racer against the leader on the last shared prefix."""
+    metric_calls: int
+    promoted: str | None
     final: bool

@@ -8,8 +8,11 @@ rejected. On a prompt program each parent also gets up to ``operator_children`` 
 from the LM-free edit operators (``operate.py``), counted per source beside the LM's edits
 (``state.sources``). The beam and the children are then scored on one val batch. Those the
 batch cannot tell from its best one (within one standard error of the difference) are
-scored on full val, which ranks them ahead of the rest; the top ``beam_width`` survive, and
-a full-val score becomes the best candidate only if it beats the best so far.
+scored on full val, which ranks them ahead of the rest; the top ``beam_width`` survive,
+except that a beam member is dropped only when the paired evidence (``algorithms.evidence``,
+on full val when both sides have it, else on the val batch) shows it worse than the child
+taking its place; otherwise it keeps its place. A full-val score becomes the best candidate
+only if it beats the best so far.
 
 Steps are finer than rounds so that a pause or a crash loses little work: one step per
 expansion (train batch, critique, edit), one per candidate scored on the val batch, and
@@ -20,11 +23,17 @@ one for the selection (with the contenders' full val). Budget limits counted in 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from emery.algorithms.apo.batches import ShuffledBatches
-from emery.algorithms.apo.beam import contenders, round_parents, select_top, unique
+from emery.algorithms.apo.beam import (
+    contenders,
+    keep_incumbents,
+    round_parents,
+    select_top,
+    unique,
+)
 from emery.algorithms.apo.operate import add_operator_children, operator_children_due
 from emery.algorithms.apo.plan import record_apo_plan
 from emery.algorithms.apo.prompts import load_prompts
@@ -32,6 +41,7 @@ from emery.algorithms.apo.propose import Proposer
 from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.apo.state import ApoState
 from emery.algorithms.base import SearchContext, load_rng, save_rng
+from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.labeled import labeled_pool
 from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
 from emery.core.errors import ConfigError
@@ -265,12 +275,36 @@ class Apo:
         if len(pending) == 1:
             state.phase = "select"
 
-    def _beam_entry(self, state: ApoState, candidate_id: str) -> BeamMember:
+    def _beam_entry(
+        self, state: ApoState, candidate_id: str, evidence: dict[str, Evidence] | None = None
+    ) -> BeamMember:
         return BeamMember(
             candidate_id=candidate_id,
             val_batch_score=state.val_batch_scores.get(candidate_id),
             full_val_score=state.full_val_scores.get(candidate_id),
+            evidence=(evidence or {}).get(candidate_id),
         )
+
+    def _compare(self, ctx: SearchContext, state: ApoState) -> Callable[[str, str], Evidence]:
+        """The paired evidence of one candidate against another: on full val when both
+        were scored there, else on the round's val batch (stored results only)."""
+
+        def compare(first: str, second: str) -> Evidence:
+            both_full = first in state.full_val_scores and second in state.full_val_scores
+            examples = list(ctx.val) if both_full else self._val_batch(ctx, state)
+            return paired(
+                self._stored_scores(ctx, state.pool[first], examples),
+                self._stored_scores(ctx, state.pool[second], examples),
+            )
+
+        return compare
+
+    @staticmethod
+    def _stored_scores(
+        ctx: SearchContext, candidate: Candidate, examples: Sequence[Example]
+    ) -> list[float]:
+        results = [ctx.evaluations.cached(candidate, e, "val") for e in examples]
+        return [0.0 if result is None else result.score for result in results]
 
     async def _select(self, ctx: SearchContext, state: ApoState) -> None:
         ranked = unique(state.beam + state.children)
@@ -278,15 +312,20 @@ class Apo:
         on_full_val = select_top(promoted, state.full_val_scores, len(promoted))
         rest = select_top(ranked, state.val_batch_scores, len(ranked))
         order = on_full_val + [cid for cid in rest if cid not in on_full_val]
-        beam = order[: self.settings.beam_width]
+        incumbents = [cid for cid in state.beam if cid not in state.children]
+        beam, evidence = keep_incumbents(
+            order[: self.settings.beam_width], incumbents, order, self._compare(ctx, state)
+        )
         for candidate_id in beam:
             if candidate_id in state.children:
                 count(state.sources, state.pool[candidate_id].lineage.operation, "accepted")
         ctx.emit(
             ApoBeamUpdated(
                 round=state.round,
-                beam=[self._beam_entry(state, cid) for cid in beam],
-                dropped=[self._beam_entry(state, cid) for cid in ranked if cid not in beam],
+                beam=[self._beam_entry(state, cid, evidence) for cid in beam],
+                dropped=[
+                    self._beam_entry(state, cid, evidence) for cid in ranked if cid not in beam
+                ],
                 val_batch_size=len(state.val_batch),
             )
         )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from emery.algorithms.evidence import Evidence, flipped
 
 
 def unique(ids: Iterable[str]) -> list[str]:
@@ -47,3 +49,32 @@ def contenders(
         return top - score <= error
 
     return [candidate_id for candidate_id in ordered if close(candidate_id)][:limit]
+
+
+def keep_incumbents(
+    beam: Sequence[str],
+    incumbents: Sequence[str],
+    ranked: Sequence[str],
+    compare: Callable[[str, str], Evidence],
+) -> tuple[list[str], dict[str, Evidence]]:
+    """``beam`` with every incumbent it leaves out put back unless the evidence shows it
+    worse than the newcomer whose place it would take.
+
+    Incumbents left out are taken in ``ranked`` order; each is compared (``compare(
+    incumbent, newcomer)``: the incumbent's scores against the newcomer's on their shared
+    examples) with the lowest-ranked newcomer still in the beam. ``worse``: the incumbent
+    is dropped; ``better`` or ``undecided``: it takes that newcomer's place. Returns the
+    beam and, per compared id (both sides), the evidence of that id against the other.
+    """
+    kept = list(beam)
+    evidence: dict[str, Evidence] = {}
+    for incumbent in [i for i in ranked if i in incumbents and i not in beam]:
+        newcomers = [i for i in kept if i not in incumbents]
+        if not newcomers:
+            continue
+        newcomer = newcomers[-1]
+        verdict = compare(incumbent, newcomer)
+        evidence[incumbent], evidence[newcomer] = verdict, flipped(verdict)
+        if verdict.verdict != "worse":
+            kept[kept.index(newcomer)] = incumbent
+    return kept, evidence

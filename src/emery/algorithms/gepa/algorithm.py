@@ -3,9 +3,10 @@
 Agrawal et al. (2025), "GEPA: Reflective Prompt Evolution Can Outperform Reinforcement
 Learning". Each step picks a parent from the per-example Pareto front over val, runs it on
 a train minibatch, asks the reflection LM for a new text of one component from what the
-component did there and the feedback it got, and keeps the child only if it does better
-on the same minibatch (a tie is decided on one more minibatch, ``extend_ties``); kept
-children are scored on all of val and join the pool. After an
+component did there and the feedback it got, and keeps the child only if the paired
+evidence on the same minibatch says it is better (``algorithms.evidence``; while that is
+undecided and the child is ahead, both are scored on more minibatches, up to
+``max_evidence_examples``); kept children are scored on all of val and join the pool. After an
 acceptance, the next step first tries to merge two front candidates that share an ancestor.
 
 On a prompt program, LM-free edit operators (``operators.py``) propose too: every
@@ -21,10 +22,11 @@ import random
 from typing import ClassVar
 
 from emery.algorithms.base import SearchContext, load_rng, save_rng
+from emery.algorithms.evidence import Evidence
 from emery.algorithms.gepa.batches import next_minibatch
 from emery.algorithms.gepa.code import smoke_rejects
 from emery.algorithms.gepa.merge import find_merge, run_merge
-from emery.algorithms.gepa.mutation import Basis, Mutation, extend_tie, operate, reflect
+from emery.algorithms.gepa.mutation import Basis, Mutation, judge, operate, reflect
 from emery.algorithms.gepa.plan import plan_inputs, record_gepa_plan
 from emery.algorithms.gepa.pool import add_to_pool, lean, restore_candidates
 from emery.algorithms.gepa.propose import Proposer
@@ -165,17 +167,27 @@ class Gepa:
     async def _reflect(
         self, ctx: SearchContext, state: GepaState, number: int, rng: random.Random
     ) -> None:
-        """Propose a child of a front parent, score it on the parent's minibatch (and, after
-        a tie, on the next one too), accept it only if it does better there, and promote an
-        accepted child to all of val."""
+        """Propose a child of a front parent, score it on the parent's minibatch (and on
+        more while the evidence is undecided), accept it only if the evidence says it is
+        better there, and promote an accepted child to all of val."""
         mutation = await self._propose(ctx, state, number, rng)
         if mutation is None or await smoke_rejects(ctx, state, mutation):
             return
         after = await ctx.evaluate(mutation.child, mutation.batch, "train")
-        if self.settings.extend_ties and after.total == mutation.before.total:
-            mutation, after = await extend_tie(ctx, state, mutation, after, rng)
-        accepted = self._accepts(mutation.before.total, after.total)
-        child = self._record_verdict(ctx, state, mutation, after, accepted, number)
+        evidence = None
+        if not after.ranked:
+            mutation, after, evidence = await judge(
+                ctx,
+                state,
+                mutation,
+                after,
+                rng,
+                cap=self._evidence_cap(ctx),
+                confidence=self.settings.confidence,
+                extend_ties=self.settings.extend_ties,
+            )
+        accepted = self._accepts(mutation.before.total, after.total, evidence)
+        child = self._record_verdict(ctx, state, mutation, after, accepted, number, evidence)
         if accepted:
             await self._promote(ctx, state, mutation, child, after, number)
 
@@ -274,11 +286,22 @@ class Gepa:
                 "metric_calls: the budget cannot score a new candidate on the minibatch"
             )
 
-    def _accepts(self, before: float, after: float) -> bool:
-        """Strict improvement on the minibatch (or also a tie, with ``improvement_or_equal``)."""
-        return after > before or (
-            self.settings.accept == "improvement_or_equal" and after >= before
-        )
+    def _evidence_cap(self, ctx: SearchContext) -> int:
+        """The most train examples a child is judged on (the budget may stop it sooner)."""
+        settings = self.settings
+        cap = settings.max_evidence_examples or 8 * settings.minibatch_size
+        return min(len(ctx.train), max(cap, settings.minibatch_size))
+
+    def _accepts(self, before: float, after: float, evidence: Evidence | None) -> bool:
+        """The evidence says the child is better (with ``improvement_or_equal``, also when
+        it is undecided and the child is not behind). A batch scored by rank agreement has
+        no per-example pairs: there the sums decide, as before."""
+        loose = self.settings.accept == "improvement_or_equal"
+        if evidence is None:
+            return after > before or (loose and after >= before)
+        if evidence.verdict == "better":
+            return True
+        return loose and evidence.verdict == "undecided" and evidence.difference >= 0
 
     def _record_verdict(
         self,
@@ -288,11 +311,15 @@ class Gepa:
         after: EvalResult,
         accepted: bool,
         number: int,
+        evidence: Evidence | None = None,
     ) -> Candidate:
-        """Record the child with its verdict (and reflection) in its lineage; report and count
-        the verdict."""
-        child = ctx.add_candidate(mutation.with_details(after, accepted))
+        """Record the child with its verdict, evidence (and reflection) in its lineage;
+        report and count the verdict."""
+        child = ctx.add_candidate(mutation.with_details(after, accepted, evidence))
         verdict = GepaMinibatchAccepted if accepted else GepaMinibatchRejected
+        reason = None
+        if evidence is not None and evidence.verdict == "undecided" and not accepted:
+            reason = f"undecided on {evidence.n} examples: not shown better (nor worse)"
         ctx.emit(
             verdict(
                 iteration=number,
@@ -301,10 +328,14 @@ class Gepa:
                 components=mutation.changed,
                 before=mutation.before.total,
                 after=after.total,
+                reason=reason,
                 source=mutation.source,
+                evidence=evidence,
             )
         )
         state.counters.proposals += 1
+        if reason is not None:
+            state.counters.undecided += 1
         count(state.sources, mutation.source, "proposed")
         if accepted:
             state.counters.accepted += 1

@@ -4,9 +4,9 @@ evidence when the minibatch cannot tell child and parent apart.
 ``reflect`` asks the reflection LM for new texts of the chosen components; ``operate``
 takes the parent's next untried LM-free edit operator child in those components' stages
 (prompt programs only). Both return None when they have no new child to offer.
-``extend_tie`` scores parent and child on one more minibatch after a tie, so that the
-strict-improvement test decides on twice the examples instead of rejecting every child
-that is as good as its parent on three.
+``judge`` compares child and parent paired on the minibatch (``algorithms.evidence``);
+while the comparison is undecided and the child is ahead (or, once, tied), it scores both
+on one more minibatch (``extend_batch``), up to a cap on the examples.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass, field, replace
 
 from emery.algorithms.base import SearchContext
+from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.gepa.batches import next_minibatch
 from emery.algorithms.gepa.propose import Proposal, Proposer
 from emery.algorithms.gepa.state import GepaState, PoolEntry
@@ -98,7 +99,9 @@ class Mutation:
         }
         return cls(basis, child, child.lineage.operation, sorted(changed))
 
-    def with_details(self, after: EvalResult, accepted: bool) -> Candidate:
+    def with_details(
+        self, after: EvalResult, accepted: bool, evidence: Evidence | None = None
+    ) -> Candidate:
         """The child with its minibatch scores, verdict and reflection in its lineage."""
         details = {
             **self.child.lineage.details,
@@ -108,6 +111,8 @@ class Mutation:
             "minibatch_after": after.scores,
             "accepted": accepted,
         }
+        if evidence is not None:
+            details["evidence"] = evidence.model_dump()
         if self.proposals:
             details["reflection"] = {p.component: p.details() for p in self.proposals}
         lineage = self.child.lineage.model_copy(update={"details": details})
@@ -207,16 +212,55 @@ def operate(ctx: SearchContext, state: GepaState, basis: Basis) -> Mutation | No
     return None if child is None else Mutation.operated(basis, child)
 
 
-async def extend_tie(
+async def judge(
     ctx: SearchContext,
     state: GepaState,
     mutation: Mutation,
     after: EvalResult,
     rng: random.Random,
+    *,
+    cap: int,
+    confidence: float,
+    extend_ties: bool,
+) -> tuple[Mutation, EvalResult, Evidence]:
+    """The child against its parent, paired on the minibatch, with more minibatches while
+    that cannot decide: the evidence is gathered while it is undecided, the batch holds
+    fewer than ``cap`` examples and the child is ahead (or tied, once, with
+    ``extend_ties``); a child behind its parent is not worth more calls. Returns the
+    mutation and the child's results on the whole batch, and the last evidence."""
+    tie_extended, size = False, len(mutation.batch)
+    while True:
+        evidence = paired(after.scores, mutation.before.scores, confidence)
+        if evidence.verdict != "undecided" or len(mutation.batch) >= cap:
+            return mutation, after, evidence
+        if evidence.difference <= 0 and (
+            evidence.difference < 0 or not extend_ties or tie_extended
+        ):
+            return mutation, after, evidence
+        tie_extended = tie_extended or evidence.difference == 0
+        longer, longer_after = await extend_batch(
+            ctx, state, mutation, after, rng, size=size, room=cap - len(mutation.batch)
+        )
+        if longer is mutation:
+            return mutation, after, evidence
+        mutation, after = longer, longer_after
+
+
+async def extend_batch(
+    ctx: SearchContext,
+    state: GepaState,
+    mutation: Mutation,
+    after: EvalResult,
+    rng: random.Random,
+    *,
+    size: int | None = None,
+    room: int | None = None,
 ) -> tuple[Mutation, EvalResult]:
-    """After a tie, parent and child scored on the next minibatch too (none of its examples
-    already judged or shown to either as a demo), both results joined to the first ones;
-    unchanged when no such example is left or the budget cannot pay for both."""
+    """Parent and child scored on the next minibatch (of ``size``, default the batch's) too
+    (at most ``room`` of its examples,
+    none already judged or shown to either as a demo), both results joined to the first
+    ones; unchanged when no such example is left or the budget cannot pay for both and
+    still score an accepted child on all of val."""
     train = {example.id: example for example in ctx.train}
     shown = {
         demo.example_id
@@ -225,9 +269,9 @@ async def extend_tie(
         for demo in demos
     }
     used = {example.id for example in mutation.batch} | shown
-    ids = next_minibatch(state.sampler, list(train), len(mutation.batch), rng)
-    extra = [train[i] for i in dict.fromkeys(ids) if i not in used]
-    if not extra or not ctx.budget.can_afford(2 * len(extra)):
+    ids = next_minibatch(state.sampler, list(train), size or len(mutation.batch), rng)
+    extra = [train[i] for i in dict.fromkeys(ids) if i not in used][:room]
+    if not extra or not ctx.budget.can_afford(2 * len(extra) + len(ctx.val)):
         return mutation, after
     number = mutation.basis.number
     ctx.emit(GepaMinibatchSampled(iteration=number, example_ids=ids, epoch=state.sampler.epoch))

@@ -19,9 +19,11 @@ class GepaSettings(AlgorithmSettings):
     """Settings of GEPA (reflective prompt evolution with a per-example Pareto front).
 
     The defaults follow the paper (Pareto selection, round-robin components, minibatches of
-    3, strict acceptance, merge after an acceptance), except that a tie is judged again on
-    one more minibatch (``extend_ties``). The reflection options below the line
-    help weak reflection models and are harmless for strong ones.
+    3, merge after an acceptance), except that a child is accepted only when the paired
+    evidence on the minibatch says it is better (``confidence``), and a minibatch that
+    cannot decide grows (``max_evidence_examples``; a tie once, ``extend_ties``). The
+    reflection options below the line help weak reflection models and are harmless for
+    strong ones.
     """
 
     minibatch_size: int = Field(default=3, ge=1, description="train examples per reflection")
@@ -40,13 +42,31 @@ class GepaSettings(AlgorithmSettings):
     )
     accept: Literal["improvement", "improvement_or_equal"] = Field(
         default="improvement",
-        description="accept a child whose minibatch score is higher (or also equal)",
+        description=(
+            "accept a child the paired evidence shows better (or also one it cannot tell"
+            " apart and that is not behind)"
+        ),
+    )
+    confidence: float = Field(
+        default=0.95,
+        gt=0.5,
+        lt=1.0,
+        description="two-sided confidence of the paired interval that accepts a child",
+    )
+    max_evidence_examples: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "most train examples a child and its parent are compared on while the evidence"
+            " is undecided (default: 8 minibatches; the budget, which keeps all of val for"
+            " an accepted child, may stop it sooner)"
+        ),
     )
     extend_ties: bool = Field(
         default=True,
         description=(
             "when child and parent tie on the minibatch, score both on the next minibatch"
-            " too and judge on all of it (a weak proposer's children are mostly ties)"
+            " too (once) and judge on all of it (a weak proposer's children are mostly ties)"
         ),
     )
     skip_perfect: bool = Field(

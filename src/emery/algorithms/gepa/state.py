@@ -51,6 +51,9 @@ class Counters(BaseModel):
     invalid_proposals: int = 0
     accepted: int = 0
     rejected: int = 0
+    undecided: int = Field(
+        default=0, description="rejected children the evidence showed neither better nor worse"
+    )
     skipped_perfect: int = 0
     stale_in_a_row: int = 0
     merges_attempted: int = 0

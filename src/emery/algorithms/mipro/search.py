@@ -63,14 +63,6 @@ def next_params(
     return {name: int(trial.params[name]) for name in dists}
 
 
-def best_pending(state: MiproState) -> ComboRecord | None:
-    """The combination with the best mean minibatch score not yet scored on full val."""
-    pending = [c for c in state.combos.values() if c.full_score is None and c.minibatch_scores]
-    if not pending:
-        return None
-    return max(pending, key=lambda combo: combo.minibatch_mean or 0.0)
-
-
 def top_combos(state: MiproState, k: int) -> list[ComboRecord]:
     """The k best combinations: full-val scored first (by that score), then by minibatch mean."""
 

@@ -10,6 +10,7 @@ from emery.algorithms.base import AlgorithmState
 from emery.algorithms.mipro.presets import MiproPlan
 from emery.core.events import InstructionOption, SourceCount
 from emery.core.models import Demo
+from emery.core.search_events import Evidence
 from emery.systems.prompt_layout import StageLayout
 
 Phase = Literal["bootstrap", "summarize", "propose", "search"]
@@ -64,6 +65,10 @@ class ComboRecord(BaseModel):
     minibatch_scores: list[float] = Field(default_factory=list)
     minibatch_n: int = 0
     full_score: float | None = None
+    dropped: bool = False
+    """A race showed it worse than its leader: never raced or promoted again."""
+    evidence: Evidence | None = None
+    """Against the leader of the last race it ran in."""
 
     @property
     def minibatch_mean(self) -> float | None:

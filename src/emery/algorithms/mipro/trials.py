@@ -1,4 +1,12 @@
-"""MIPRO's search phase: one trial per step, with promotion of the best to full val."""
+"""MIPRO's search phase: one trial per step, with promotion of the best to full val.
+
+Every trial scores its combination on the same val minibatch, the first examples of a
+fixed shuffle of val (``race_order``), so trials compare paired. A promotion races the best
+pending combinations (by minibatch mean) and the best so far on a growing prefix of that
+shuffle (``algorithms.evidence.race``): a combination the evidence shows worse than the
+leader is dropped, and only the leader, when it is not the best so far, is scored on full
+val. The best so far (the seed at first) is in every race, and its full-val scores are free.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +15,9 @@ import math
 import random
 
 from emery.algorithms.base import SearchContext
+from emery.algorithms.evidence import ContextScorer, Evidence, flipped, race
 from emery.algorithms.mipro.restate import restate_best
-from emery.algorithms.mipro.search import best_pending, next_params, top_combos
+from emery.algorithms.mipro.search import next_params, top_combos
 from emery.algorithms.mipro.state import (
     ComboRecord,
     DemoSet,
@@ -17,8 +26,8 @@ from emery.algorithms.mipro.state import (
     TrialRecord,
 )
 from emery.algorithms.sources import count, report_if_changed, snapshot
-from emery.core.events import BestUpdated, MiproFullEvaluation, MiproTrial
-from emery.core.models import Candidate, Demo, Lineage
+from emery.core.events import BestUpdated, MiproFullEvaluation, MiproRace, MiproTrial
+from emery.core.models import Candidate, Demo, Example, Lineage
 from emery.systems.prompt_layout import with_layout
 
 log = logging.getLogger(__name__)
@@ -54,12 +63,9 @@ async def run_trial(
         record_full(ctx, state, combo, score, number)
     last = number >= plan.num_trials and not more_trials_affordable(ctx, state, minibatch)
     if last:
-        await promote(ctx, state, number, final=True, top_k=top_k)
-        for _ in range(final_promotions - 1):  # more only while one may beat the best
-            pending = best_pending(state)
-            if pending is None or (pending.minibatch_mean or 0.0) <= (state.best_val_score or 0.0):
+        for _ in range(final_promotions):  # another race only after one promoted
+            if not await promote(ctx, state, number, final=True, top_k=top_k):
                 break
-            await promote(ctx, state, number, final=True, top_k=top_k)
         await restate_best(ctx, state, number)
         state.done, state.done_reason = True, f"{number} trials done"
     elif number % plan.full_eval_every == 0:
@@ -83,7 +89,7 @@ async def _score_trial(
     if all(trial.kind == "baseline" for trial in state.trials):
         params = repaired_seed_params(state) or params
     candidate = ctx.add_candidate(combo_candidate(ctx, state, params, number))
-    batch = list(ctx.val) if whole else rng.sample(list(ctx.val), minibatch)
+    batch = list(ctx.val) if whole else race_order(ctx)[:minibatch]
     result = await ctx.evaluate(candidate, batch, "val")
     state.trials_done = number
     state.trials.append(
@@ -138,19 +144,101 @@ def more_trials_affordable(ctx: SearchContext, state: MiproState, minibatch: int
     return len(state.combos) < space and remaining >= minibatch + 2 * len(ctx.val)
 
 
+def race_order(ctx: SearchContext) -> list[Example]:
+    """Val in a fixed shuffle (from the job's seed): trials are scored on its first
+    examples, races on growing prefixes of it, so every comparison is paired."""
+    order = list(ctx.val)
+    random.Random(f"mipro-race:{ctx.seed}").shuffle(order)
+    return order
+
+
+def pending_combos(state: MiproState, limit: int) -> list[ComboRecord]:
+    """Up to ``limit`` combinations with a minibatch score, not yet on full val and not
+    dropped by a race, best minibatch mean first."""
+    pending = [
+        combo
+        for combo in state.combos.values()
+        if combo.full_score is None and combo.minibatch_scores and not combo.dropped
+    ]
+    return sorted(pending, key=lambda combo: -(combo.minibatch_mean or 0.0))[:limit]
+
+
+def _incumbent(ctx: SearchContext, state: MiproState, number: int) -> Candidate | None:
+    best = state.best_candidate_id
+    if best is None:
+        return None
+    if best == ctx.seed_candidate.id:
+        return ctx.seed_candidate
+    if best in ctx.candidates:
+        return ctx.candidates[best]
+    combo = state.combos.get(best)
+    return None if combo is None else combo_candidate(ctx, state, combo.params, number)
+
+
 async def promote(
     ctx: SearchContext, state: MiproState, number: int, *, final: bool, top_k: int
-) -> None:
-    """Score the best pending combination on full val (if the budget allows)."""
-    combo = best_pending(state)
-    if combo is None:
-        return
-    candidate = combo_candidate(ctx, state, combo.params, number)
+) -> bool:
+    """Race the ``top_k`` best pending combinations against the best so far; score the
+    race's leader on full val if it is not the best so far (and the budget allows).
+    Returns whether a combination was scored on full val."""
+    pending = pending_combos(state, top_k)
+    incumbent = _incumbent(ctx, state, number)
+    if not pending or incumbent is None:
+        return False
+    candidates = {incumbent.id: incumbent}
+    combos = {}
+    for combo in pending:
+        candidate = ctx.add_candidate(combo_candidate(ctx, state, combo.params, number))
+        candidates[candidate.id], combos[candidate.id] = candidate, combo
+    order = race_order(ctx)
+    minibatch = min(state.resolved_plan().minibatch_size, len(order))
+    paid = ctx.budget.usage.metric_calls
+    # keep the calls that score the leader on the rest of val
+    scorer = ContextScorer(ctx, candidates, order, "val", reserve=len(order) - minibatch)
+    result = await race(list(candidates), [e.id for e in order], scorer, start=minibatch)
+    for candidate_id, combo in combos.items():
+        combo.evidence = result.evidence.get(candidate_id)
+        combo.dropped = candidate_id in result.dropped
+    leader = result.leader if result.leader in combos else None
+    ctx.emit(
+        MiproRace(
+            trial=number,
+            racers=list(candidates),
+            incumbent=incumbent.id,
+            n=result.n,
+            rounds=result.rounds,
+            leader=result.leader,
+            survivors=result.survivors,
+            dropped=list(result.dropped),
+            evidence=result.evidence,
+            metric_calls=ctx.budget.usage.metric_calls - paid,
+            promoted=leader,
+            final=final,
+        )
+    )
+    if leader is None:
+        return False
+    against = result.evidence.get(incumbent.id)
+    evidence = None if against is None else flipped(against)
+    return await _score_full(
+        ctx, state, combos[leader], candidates[leader], number, final, evidence
+    )
+
+
+async def _score_full(
+    ctx: SearchContext,
+    state: MiproState,
+    combo: ComboRecord,
+    candidate: Candidate,
+    number: int,
+    final: bool,
+    evidence: Evidence | None,
+) -> bool:
     missing = sum(1 for e in ctx.val if ctx.evaluations.cached(candidate, e, "val") is None)
     if not ctx.budget.can_afford(missing):
         log.info("mipro: no budget left to score %s on full val", candidate.id)
-        return
-    result = await ctx.evaluate(ctx.add_candidate(candidate), ctx.val, "val")
+        return False
+    result = await ctx.evaluate(candidate, ctx.val, "val")
     state.trials.append(
         TrialRecord(
             number=number,
@@ -161,8 +249,8 @@ async def promote(
             n=len(result.results),
         )
     )
-    record_full(ctx, state, combo, result.mean, number, final=final)
-    state.top = top_combos(state, top_k)
+    record_full(ctx, state, combo, result.mean, number, final=final, evidence=evidence)
+    return True
 
 
 def record_full(
@@ -173,6 +261,7 @@ def record_full(
     number: int,
     *,
     final: bool = False,
+    evidence: Evidence | None = None,
 ) -> None:
     combo.full_score = score
     previous = state.best_val_score
@@ -194,6 +283,7 @@ def record_full(
             n=len(ctx.val),
             best=improved,
             final=final,
+            evidence=evidence,
         )
     )
 
