@@ -36,11 +36,7 @@ def evaluation_scope(
     if verifier_overridden:
         verifier_key: Any = verifier_identity(verifier)
     elif config.verifier is not None:
-        # the default agreement metric left out: scopes stored before it existed still match
-        default = config.verifier.agreement == "mae"
-        verifier_key = config.verifier.model_dump(
-            mode="json", exclude={"agreement"} if default else None
-        )
+        verifier_key = config.verifier.scope_settings()
     else:
         verifier_key = dataset.verifier if dataset is not None else None
     scope: dict[str, Any] = {

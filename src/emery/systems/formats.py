@@ -12,7 +12,7 @@ and the verifier accepts wins):
 
 - ``regex`` parser: the literal text before the pattern's first capture group followed
   by the gold value (``Answer:\\s*\\$?(...)`` gives ``"Answer: 42"``), then the bare value;
-- ``json`` parser: the gold value as JSON;
+- ``json`` and ``json_object`` parsers: the gold value as JSON (a JSON string as it is);
 - ``raw`` and ``last_line``: the gold value as text (JSON for dicts and lists).
 """
 
@@ -163,11 +163,29 @@ class JsonFormat(ReplyFormat):
         return "the reply must contain a JSON value"
 
 
+class JsonObjectFormat(ReplyFormat):
+    """``json_object``: one JSON object, ``{}`` when there is nothing to put in it.
+
+    No gold example's keys are named: in extraction tasks they differ from row to row."""
+
+    reads_part = True
+
+    def sentence(self, parser: ParserConfig, gold_example: Any = None) -> str | None:
+        return "Reply with a JSON object and nothing else ({} if there is nothing to put in it)."
+
+    def description(self, parser: ParserConfig) -> str:
+        return (
+            "the reply must contain a JSON object (the first {...} that parses is the output,"
+            " one in a ```json fence first)"
+        )
+
+
 FORMATS: dict[str, ReplyFormat] = {
     "raw": ReplyFormat(),
     "last_line": LastLineFormat(),
     "regex": RegexFormat(),
     "json": JsonFormat(),
+    "json_object": JsonObjectFormat(),
 }
 """The reply format of each parser kind."""
 

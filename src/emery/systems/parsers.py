@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from emery.verifiers.base import clip
 from emery.verifiers.json_field import extract_json
+from emery.verifiers.json_reply import read_json_object
 
 
 class ParseError(ValueError):
@@ -16,11 +17,13 @@ class ParseError(ValueError):
 
 
 class ParserConfig(BaseModel):
-    """``raw`` (whole reply), ``last_line``, ``regex`` (group 1 or whole match) or ``json``."""
+    """``raw`` (whole reply), ``last_line``, ``regex`` (group 1 or whole match), ``json``
+    (any JSON value) or ``json_object`` (the first JSON object, fenced ones first; see
+    ``verifiers.json_reply``)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["raw", "last_line", "regex", "json"] = "raw"
+    kind: Literal["raw", "last_line", "regex", "json", "json_object"] = "raw"
     pattern: str | None = None
     ignore_case: bool = True
 
@@ -60,5 +63,10 @@ class ParserConfig(BaseModel):
             case "json":
                 try:
                     return extract_json(text)
+                except ValueError as exc:
+                    raise ParseError(str(exc)) from None
+            case "json_object":
+                try:
+                    return read_json_object(text)
                 except ValueError as exc:
                     raise ParseError(str(exc)) from None

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from emery.verifiers.config import VerifierConfig, build_verifier
     from emery.verifiers.contrastive import ContrastiveJudge
     from emery.verifiers.json_field import JsonFieldMatch
+    from emery.verifiers.json_object import JsonObjectMatch
     from emery.verifiers.judge import JudgeStats, JudgeVerifier
     from emery.verifiers.numeric import NumericMatch
     from emery.verifiers.python import CallableVerifier
@@ -29,6 +30,7 @@ __getattr__, __dir__ = lazy_exports(
         "JudgeStats": "emery.verifiers.judge",
         "JudgeVerifier": "emery.verifiers.judge",
         "JsonFieldMatch": "emery.verifiers.json_field",
+        "JsonObjectMatch": "emery.verifiers.json_object",
         "NumericMatch": "emery.verifiers.numeric",
         "CallableVerifier": "emery.verifiers.python",
         "Criterion": "emery.verifiers.rubric",
@@ -48,6 +50,7 @@ __all__ = [
     "Criterion",
     "ExactMatch",
     "JsonFieldMatch",
+    "JsonObjectMatch",
     "JudgeStats",
     "JudgeVerifier",
     "NormalizedMatch",

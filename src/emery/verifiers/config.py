@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -13,6 +13,7 @@ from emery.verifiers.agreement import Agreement, RankAgreement
 from emery.verifiers.base import Verifier
 from emery.verifiers.contrastive import ContrastiveJudge
 from emery.verifiers.json_field import JsonFieldMatch
+from emery.verifiers.json_object import JsonMatch, JsonObjectMatch
 from emery.verifiers.numeric import NumericMatch
 from emery.verifiers.python import CallableVerifier
 from emery.verifiers.rubric import Criterion, RubricJudge
@@ -26,6 +27,7 @@ VerifierKind = Literal[
     "regex",
     "contains",
     "json_field",
+    "json_object",
     "f1",
     "python",
     "rubric",
@@ -55,6 +57,23 @@ class VerifierConfig(BaseModel):
     agreement: Literal["mae", "rank"] = "mae"
     """``kind = "agreement"`` (a verifier graph): ``mae`` scores each trace ``1 - |score -
     gold|``; ``rank`` scores each batch by Spearman's rho with the gold scores."""
+    match: JsonMatch = "f1"
+    """``kind = "json_object"``: ``f1`` scores key–value F1 after light normalisation,
+    ``exact`` scores 1 only for an equal object (``verifiers.json_object``)."""
+
+    def scope_settings(self) -> dict[str, Any]:
+        """The settings that make an evaluation reusable: every field, but the ones added
+        after evaluations were first stored are left out at their defaults, so those
+        scopes still match."""
+        at_default = {
+            name
+            for name in _LATER_SETTINGS
+            if getattr(self, name) == type(self).model_fields[name].default
+        }
+        return self.model_dump(mode="json", exclude=at_default or None)
+
+
+_LATER_SETTINGS = ("agreement", "match")
 
 
 def build_verifier(config: VerifierConfig, judge: LM | None = None) -> Verifier:
@@ -80,6 +99,8 @@ def build_verifier(config: VerifierConfig, judge: LM | None = None) -> Verifier:
             return Contains(case_sensitive=config.case_sensitive)
         case "json_field":
             return JsonFieldMatch(fields=config.fields)
+        case "json_object":
+            return JsonObjectMatch(match=config.match)
         case "f1":
             return TokenF1()
         case "python":
