@@ -11,8 +11,7 @@ from typing import Any
 from emery.core.errors import ConfigError
 from emery.systems.agent_runtime import ModuleString
 from emery.systems.base import ComponentCall
-from emery.systems.templates import render
-from emery.tracing.adapters import mentions, text_anchors
+from emery.systems.templates import literal_pieces, render
 from emery.tracing.scope import LMCall
 
 current_texts: ContextVar[Mapping[str, str] | None] = ContextVar(
@@ -133,6 +132,17 @@ class DeclaredComponents:
         """Set the module-level strings back to their seeds."""
         for target in self.module_strings.values():
             setattr(target.module, target.attribute, target.original)
+
+
+def text_anchors(text: str, min_length: int = 12) -> list[str]:
+    """The literal pieces of a component text (between ``{placeholders}``) worth matching."""
+    pieces = [piece.strip() for piece in literal_pieces(text) if piece.strip()]
+    return [p for p in pieces if len(p) >= min_length] or pieces
+
+
+def mentions(sent: str, anchors: Sequence[str]) -> bool:
+    """Whether ``sent`` contains every anchor (and there is at least one)."""
+    return bool(anchors) and all(anchor in sent for anchor in anchors)
 
 
 def attribute_calls(calls: Sequence[LMCall], components: Mapping[str, str]) -> list[ComponentCall]:

@@ -1,5 +1,5 @@
-"""Spans turned into what trainers read: chat transcripts, (prompt, response, reward)
-triplets, and reflective records for GEPA and APO.
+"""Spans turned into what trainers and reflection read: chat transcripts, (prompt,
+response, reward) triplets, and a trace excerpt.
 
 Every function takes the spans of one attempt (any order; they are sorted by sequence).
 """
@@ -7,25 +7,13 @@ Every function takes the spans of one attempt (any order; they are sorted by seq
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from emery.core.spans import SpanRecord
-from emery.systems.templates import literal_pieces
 from emery.tracing import conventions as sc
-
-
-def text_anchors(text: str, min_length: int = 12) -> list[str]:
-    """The literal pieces of a component text (between ``{placeholders}``) worth matching."""
-    pieces = [piece.strip() for piece in literal_pieces(text) if piece.strip()]
-    return [p for p in pieces if len(p) >= min_length] or pieces
-
-
-def mentions(sent: str, anchors: Sequence[str]) -> bool:
-    """Whether ``sent`` contains every anchor (and there is at least one)."""
-    return bool(anchors) and all(anchor in sent for anchor in anchors)
 
 
 def ordered(spans: Sequence[SpanRecord]) -> list[SpanRecord]:
@@ -227,59 +215,3 @@ def trace_excerpt(spans: Sequence[SpanRecord], max_chars: int = 2000) -> str:
         return text
     half = max_chars // 2
     return text[:half] + "\n…\n" + text[-half:]
-
-
-class ReflectiveRecord(BaseModel):
-    """What a reflection LM reads about one run for one component."""
-
-    component: str
-    example_id: str
-    inputs: dict[str, Any]
-    outputs: Any = None
-    feedback: str = ""
-    score: float = 0.0
-    trace: str = ""
-    calls: list[dict[str, Any]] = Field(default_factory=list)
-
-
-def reflective_records(
-    *,
-    example_id: str,
-    inputs: Mapping[str, Any],
-    outputs: Any,
-    feedback: str,
-    score: float,
-    spans: Sequence[SpanRecord],
-    components: Mapping[str, str],
-    max_chars: int = 2000,
-) -> list[ReflectiveRecord]:
-    """One record per component (name → the text the run used): the run's inputs, outputs,
-    feedback and a trace excerpt, with the LM calls whose request contains the component's
-    text (every call when none does)."""
-    excerpt = trace_excerpt(spans, max_chars)
-    chats = [s for s in ordered(spans) if is_chat(s)]
-    sent = {
-        s.span_id: "\n".join(str(m.get("content") or "") for m in request_messages(s))
-        for s in chats
-    }
-    records = []
-    for component, text in components.items():
-        anchors = text_anchors(text)
-        mine = [s for s in chats if mentions(sent[s.span_id], anchors)] or chats
-        calls = [
-            {"messages": request_messages(s), "reply": (response_message(s) or {}).get("content")}
-            for s in mine
-        ]
-        records.append(
-            ReflectiveRecord(
-                component=component,
-                example_id=example_id,
-                inputs=dict(inputs),
-                outputs=outputs,
-                feedback=feedback,
-                score=score,
-                trace=excerpt,
-                calls=calls,
-            )
-        )
-    return records
