@@ -110,6 +110,38 @@ def test_value_errors_name_the_key() -> None:
     assert "system.stages.0.parser: parser.pattern is required" in regex
 
 
+INF, NAN = float("inf"), float("nan")
+
+
+@pytest.mark.parametrize(
+    ("data", "key"),
+    [
+        ({"job": {"type": "rl"}, "rl": {"learning_rate": INF}}, "rl.learning_rate"),
+        ({"job": {"type": "rl"}, "rl": {"temperature": INF}}, "rl.temperature"),
+        ({"job": {"type": "rl"}, "rl": {"beta": INF}}, "rl.beta"),
+        ({"job": {"type": "sft"}, "sft": {"learning_rate": INF}}, "sft.learning_rate"),
+        ({"runtime": {"timeout_s": INF}}, "runtime.timeout_s"),
+        ({"job": {"budget": {"lm_cost_usd": INF}}}, "job.budget.lm_cost_usd"),
+        ({"lm": {"task": {"timeout_s": NAN}}}, "lm.task.timeout_s"),
+        ({"verifier": {"kind": "numeric", "abs_tol": INF}}, "verifier.abs_tol"),
+        ({"dataset": {"task": "word_problems", "split": {"train": INF}}}, "dataset.split.train"),
+    ],
+)
+def test_settings_refuse_inf_and_nan(data: dict[str, Any], key: str) -> None:
+    message = error_of({**TASK, **data})
+    assert message.startswith(f"config: {key}:")
+    assert "finite number" in message
+
+
+def test_algorithm_settings_and_systems_refuse_inf() -> None:
+    from emery.algorithms.registry import parse_settings
+
+    with pytest.raises(ConfigError, match="finite number"):
+        parse_settings("gepa", {"epsilon": NAN})
+    stage = {"name": "s", "messages": [{"template": "{q}"}], "temperature": INF}
+    assert "finite number" in error_of({**TASK, "system": {"stages": [stage]}})
+
+
 def test_load_toml(tmp_path: Path) -> None:
     path = tmp_path / "job.toml"
     path.write_text(

@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from emery.core.events import CandidateProposed, Event, Payload
 from emery.core.models import Candidate, Dataset, Example, Split
+from emery.core.settings import Settings
 from emery.evaluation.budget import Budget
 from emery.evaluation.results import EvalResult
 from emery.evaluation.service import EvaluationService
@@ -25,10 +26,8 @@ from emery.lm.base import LM
 from emery.systems.base import System
 
 
-class AlgorithmSettings(BaseModel):
-    """Base of ``[algorithm.<name>]`` settings: unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid")
+class AlgorithmSettings(Settings):
+    """Base of ``[algorithm.<name>]`` settings: unknown keys, ``inf`` and ``nan`` are errors."""
 
 
 class AlgorithmState(BaseModel):

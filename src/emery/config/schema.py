@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator, model_validator
+from pydantic import BaseModel, Field, SerializeAsAny, field_validator, model_validator
 
+from emery.core.settings import Settings
 from emery.data.loaders import FieldMap, SplitFractions
 from emery.evaluation.budget import BudgetConfig
 from emery.evaluation.health import ErrorPolicy
@@ -14,10 +15,8 @@ from emery.systems.registry import parse_system_config
 from emery.verifiers.config import VerifierConfig
 
 
-class Section(BaseModel):
-    """A config section: unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid")
+class Section(Settings):
+    """A config section: unknown keys, ``inf`` and ``nan`` are errors."""
 
 
 class DatasetConfig(Section):

@@ -19,17 +19,16 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from emery.core.errors import DataError
 from emery.core.files import read_error
 from emery.core.models import SPLITS, Dataset, Example, Split
+from emery.core.settings import Settings
 
 
-class FieldMap(BaseModel):
+class FieldMap(Settings):
     """Which columns hold the id, input, gold output and split of a row."""
-
-    model_config = ConfigDict(extra="forbid")
 
     id_field: str = "id"
     input_fields: list[str] | None = None
@@ -40,10 +39,8 @@ class FieldMap(BaseModel):
     before the gold answer. Stored as the example's ``meta["rationale"]``."""
 
 
-class SplitFractions(BaseModel):
+class SplitFractions(Settings):
     """Shares of train/val/test for a seeded split."""
-
-    model_config = ConfigDict(extra="forbid")
 
     train: float = Field(default=0.5, ge=0.0)
     val: float = Field(default=0.25, ge=0.0)

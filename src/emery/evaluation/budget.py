@@ -6,8 +6,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from emery.core.settings import Settings
 from emery.lm.usage import UsageMeter
 
 
@@ -19,10 +20,8 @@ class BudgetExhausted(Exception):
         self.reason = reason
 
 
-class BudgetConfig(BaseModel):
+class BudgetConfig(Settings):
     """``[job.budget]``: whichever limit is reached first ends the search."""
-
-    model_config = ConfigDict(extra="forbid")
 
     metric_calls: int | None = Field(default=None, ge=0)
     lm_tokens: int | None = Field(default=None, ge=0)

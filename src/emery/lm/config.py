@@ -6,10 +6,11 @@ import inspect
 import threading
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from emery.core.errors import ConfigError
 from emery.core.imports import import_object
+from emery.core.settings import Settings
 from emery.lm.base import LM
 from emery.lm.cache import CachedLM, ResponseCache
 from emery.lm.catalog import installed_adapter, installed_path, split_adapter_name
@@ -19,7 +20,7 @@ from emery.lm.usage import MeteredLM, Price, UsageMeter
 DEFAULT_MODEL = "local/qwen2.5-coder-0.5b"
 
 
-class LMConfig(BaseModel):
+class LMConfig(Settings):
     """One model and how to call it.
 
     ``model`` is ``local/<name>`` (a known model), ``local/<name>+<job id>`` (a known model
@@ -27,8 +28,6 @@ class LMConfig(BaseModel):
     ``openai/<model>`` (any OpenAI-compatible endpoint; set ``base_url`` for one that is
     not OpenAI's), or ``python/<module>:<attr>`` (an LM object or a function returning one).
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     model: str = DEFAULT_MODEL
     base_url: str | None = None

@@ -20,12 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
-from pydantic import BaseModel, ConfigDict
-
 from emery.core.errors import ConfigError
 from emery.core.hashing import content_hash
 from emery.core.imports import import_object
 from emery.core.models import Candidate
+from emery.core.settings import Settings
 from emery.systems.agent_calls import (
     RESERVED,
     Prompts,
@@ -234,10 +233,8 @@ class FunctionAgent:
         return result
 
 
-class FunctionAgentConfig(BaseModel):
+class FunctionAgentConfig(Settings):
     """``[system]`` for ``kind = "function_agent"``: ``agent = "module:function"``."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["function_agent"] = "function_agent"
     agent: str

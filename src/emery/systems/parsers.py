@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import model_validator
 
+from emery.core.settings import Settings
 from emery.verifiers.base import clip
 from emery.verifiers.json_field import extract_json
 from emery.verifiers.json_reply import read_json_object
@@ -16,12 +17,10 @@ class ParseError(ValueError):
     """A reply does not have the shape the stage's parser expects."""
 
 
-class ParserConfig(BaseModel):
+class ParserConfig(Settings):
     """``raw`` (whole reply), ``last_line``, ``regex`` (group 1 or whole match), ``json``
     (any JSON value) or ``json_object`` (the first JSON object, fenced ones first; see
     ``verifiers.json_reply``)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["raw", "last_line", "regex", "json", "json_object"] = "raw"
     pattern: str | None = None

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from emery.core.errors import ConfigError
 from emery.core.hashing import content_hash
 from emery.core.models import Candidate, ChatMessage, Demo
+from emery.core.settings import Settings
 from emery.systems.base import ComponentCall, RunContext, SystemRun
 from emery.systems.demo_retrieval import nearest_demos
 from emery.systems.formats import format_sentence
@@ -19,19 +20,15 @@ from emery.systems.registry import SystemKind
 from emery.systems.templates import MissingFieldError, placeholders, render
 
 
-class MessageTemplate(BaseModel):
+class MessageTemplate(Settings):
     """One message of a stage; ``template`` may use ``{field}`` placeholders."""
-
-    model_config = ConfigDict(extra="forbid")
 
     role: Literal["user", "assistant", "system"] = "user"
     template: str
 
 
-class StageConfig(BaseModel):
+class StageConfig(Settings):
     """One LM call: instruction (the optimizable component), messages, parser, output field."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str
     instruction: str = ""
@@ -65,10 +62,8 @@ class StageError(Exception):
     """A stage that could not produce an output (a missing field, an unreadable reply)."""
 
 
-class PromptProgramConfig(BaseModel):
+class PromptProgramConfig(Settings):
     """``[system]`` for ``kind = "prompt_program"``."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["prompt_program"] = "prompt_program"
     name: str = "program"

@@ -15,11 +15,12 @@ import os
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from emery.core.errors import ConfigError
 from emery.core.hashing import content_hash
 from emery.core.models import Candidate, Example, Split
+from emery.core.settings import Settings
 from emery.core.spans import SpanRecord
 from emery.systems.agent_components import attribute_calls
 from emery.systems.base import RunContext, System, SystemRun
@@ -40,10 +41,8 @@ from emery.tracing.remote import adopt_spans
 from emery.tracing.scope import current_scope
 
 
-class TaskAppConfig(BaseModel):
+class TaskAppConfig(Settings):
     """``[system]`` for ``kind = "task_app"``."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["task_app"] = "task_app"
     base_url: str

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from emery.core.errors import ConfigError
+from emery.core.settings import Settings
 from emery.lm.base import LM
 from emery.verifiers.agreement import Agreement, RankAgreement
 from emery.verifiers.base import Verifier
@@ -39,10 +40,8 @@ JUDGE_KINDS = frozenset({"rubric", "contrastive"})
 """The kinds that ask the judge model (``[lm.judge]``, the task model when unset)."""
 
 
-class VerifierConfig(BaseModel):
+class VerifierConfig(Settings):
     """``[verifier]``: ``kind`` and the options that kind reads."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: VerifierKind = "exact"
     abs_tol: float = 1e-6

@@ -13,10 +13,11 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage, Example
+from emery.core.settings import Settings
 from emery.core.validation import describe
 from emery.lm.base import LM
 from emery.verifiers.base import Verdict, as_text, clip
@@ -38,10 +39,8 @@ META_KEY = "rubric"
 NO_SCORE = "the judge's score for this criterion could not be read"
 
 
-class Criterion(BaseModel):
+class Criterion(Settings):
     """One rubric criterion: a short name, what it asks for, and its weight (≥ 0)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1)
     description: str = ""

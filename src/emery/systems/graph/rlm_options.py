@@ -12,15 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from emery.core.errors import ConfigError
+from emery.core.settings import Settings
 
 
-class RLMOptions(BaseModel):
+class RLMOptions(Settings):
     """``[system.rlm]`` (see the module docstring)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     context: str = Field(min_length=1)
     nodes: list[str] | None = None

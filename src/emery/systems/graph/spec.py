@@ -28,9 +28,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from emery.core.models import Demo
+from emery.core.settings import Settings
 from emery.systems.graph.checks import (
     check_acyclic,
     check_code,
@@ -48,10 +49,8 @@ from emery.systems.templates import placeholders
 Components = Mapping[str, str] | None
 
 
-class NodeBase(BaseModel):
+class NodeBase(Settings):
     """What every node has: an identifier name and its input bindings."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str
     inputs: dict[str, str] = Field(default_factory=dict)
@@ -219,15 +218,13 @@ def walk(nodes: list[Node], components: Components = None) -> list[Node]:
 GraphType = Literal["policy", "verifier", "rlm"]
 
 
-class GraphConfig(BaseModel):
+class GraphConfig(Settings):
     """``[system]`` for ``kind = "graph"``: a named DAG of nodes with one output node.
 
     ``graph_type``: ``policy`` maps an example's input to an output; ``verifier`` scores a
     trace (its input fields are the trace's: input, output, transcript) and is trained to
     agree with the dataset's gold scores (``emery.verifiers.agreement``); ``rlm`` reaches
     a context too long for the prompt through tools (``rlm``: ``RLMOptions``)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["graph"] = "graph"
     name: str = "graph"

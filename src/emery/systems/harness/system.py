@@ -15,11 +15,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from emery.core.errors import ConfigError
 from emery.core.hashing import content_hash
 from emery.core.models import Candidate
+from emery.core.settings import Settings
 from emery.systems.base import ComponentCall, RunContext, System, SystemRun
 from emery.systems.harness.code import (
     CODE_COMPONENT,
@@ -48,10 +49,8 @@ DEFAULT_TIMEOUT_S = 120.0
 TIMEOUT_SHARE = 0.9
 
 
-class CodeHarnessConfig(BaseModel):
+class CodeHarnessConfig(Settings):
     """``[system]`` for ``kind = "code_harness"``."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["code_harness"] = "code_harness"
     environment: str
