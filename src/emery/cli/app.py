@@ -74,6 +74,20 @@ USAGE_ERROR = 2
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script."""
+    try:
+        _main(argv)
+    finally:  # on every exit, Ctrl-C included: no decoder thread outlives the command
+        _stop_local_models()
+
+
+def _stop_local_models() -> None:
+    """Stop the local models' decoder threads (none ran unless their module was loaded)."""
+    engines = sys.modules.get("emery.lm.llama_engine")
+    if engines is not None:
+        engines.stop_engines()
+
+
+def _main(argv: list[str] | None) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     command = typer.main.get_command(app)
     try:

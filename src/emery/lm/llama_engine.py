@@ -11,14 +11,21 @@ sequence that shares the longest token prefix with its prompt: in place when tha
 free, else copied into a free slot, so a prefix shared by many requests (an instruction and
 its demos) is read once. Waiting requests are served longest shared prefix first, then in
 arrival order.
+
+The worker thread never outlives the interpreter: ``stop()`` fails what is waiting or
+running, frees the model and joins the thread, and ``stop_engines()`` does so for every
+engine with a live worker (the CLI calls it on every exit; an ``atexit`` hook does too, so
+llama.cpp is never torn down under a thread that is still decoding).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
@@ -112,6 +119,7 @@ class BatchEngine:
         self._stamp = itertools.count(1)
         self._worker: threading.Thread | None = None
         self._closing = False
+        self._stopping = False
 
     def submit(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Future[Completion]:
         """Queue a request; its future may be cancelled to free its slot."""
@@ -120,6 +128,8 @@ class BatchEngine:
             self._incoming.append(request)
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._serve, name="emery-llama", daemon=True)
+                with _live_lock:
+                    _live.add(self)
                 self._worker.start()
             self._cond.notify()
         return request.future
@@ -133,6 +143,18 @@ class BatchEngine:
             self._closing = True
             self._cond.notify()
         worker.join()
+
+    def stop(self) -> None:
+        """Stop at the next step: waiting and running requests fail, the model is freed, and
+        the worker has ended when this returns (a later request loads the model again)."""
+        with self._cond:
+            worker = self._worker
+            if worker is None:
+                return
+            self._stopping = True
+            self._cond.notify()
+        if worker is not threading.current_thread():
+            worker.join()
 
     def running(self) -> int:
         """Requests holding a slot now."""
@@ -168,21 +190,38 @@ class BatchEngine:
             decoder.keep(slot.index, slot.index, 0)
 
     def _wait_for_work(self) -> list[_Request] | None:
-        """New requests (maybe none) once there is work; None when closed and idle."""
+        """New requests (maybe none) once there is work; None when closed and idle, or
+        stopped (the model is freed then)."""
         with self._cond:
-            while not self._incoming and not self._pending and not self.running():
+            while not self._stopping:
+                if self._incoming or self._pending or self.running():
+                    incoming, self._incoming = self._incoming, []
+                    return incoming
                 if self._closing:
-                    self._shut()
-                    return None
+                    break
                 self._cond.wait()
-            incoming, self._incoming = self._incoming, []
-            return incoming
+            self._abandon()
+            self._shut()
+            return None
+
+    def _abandon(self) -> None:
+        """Fail every request not finished (none when closing: those were served)."""
+        error = LMError(f"{self.model}: the model was stopped")
+        for request in self._incoming + self._pending:
+            _fail(request, error)
+        self._incoming, self._pending = [], []
+        for slot in self._slots:
+            if slot.request is not None:
+                _fail(slot.request, error)
+                slot.request, slot.generation = None, None
 
     def _shut(self) -> None:
         if self._decoder is not None:
             self._decoder.close()
-        self._decoder, self._slots, self._closing = None, [], False
+        self._decoder, self._slots, self._closing, self._stopping = None, [], False, False
         self._worker = None
+        with _live_lock:
+            _live.discard(self)
 
     def _start(self, incoming: list[_Request]) -> Decoder | None:
         """Load the decoder; when that fails, every waiting request fails with the reason."""
@@ -323,3 +362,18 @@ class BatchEngine:
 def _fail(request: _Request, error: Exception) -> None:
     with contextlib.suppress(InvalidStateError):
         request.future.set_exception(error)
+
+
+_live: weakref.WeakSet[BatchEngine] = weakref.WeakSet()  # engines with a worker thread
+_live_lock = threading.Lock()
+
+
+def stop_engines() -> None:
+    """Stop every engine that has a worker thread, and wait for those threads to end."""
+    with _live_lock:
+        engines = list(_live)
+    for engine in engines:
+        engine.stop()
+
+
+atexit.register(stop_engines)  # before interpreter teardown and llama.cpp's destructors
