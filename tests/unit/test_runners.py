@@ -3,6 +3,7 @@ local ones do, survive a runner killed with a lease and a job killed mid-batch."
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 import jobs_support as js
 import pytest
 import runners_support as rs
+from bad_input_support import one_error_line, run_cli
 
 from emery.core.errors import ConfigError
 from emery.jobs import run_job
@@ -174,3 +176,31 @@ def test_a_runners_job_on_a_memory_store_fails_with_one_clear_line(tmp_path: Pat
     with pytest.raises(ConfigError, match=r"needs a store other processes can open"):
         run_job(store, job_id)
     assert store.get_job(job_id).state == "failed"
+
+
+def test_a_runners_job_without_a_runner_says_so_then_fails_after_runner_wait_s(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "lonely.db"
+    store = SQLiteStore(path)
+    config = rs.runners_config(tmp_path, iterations=1)
+    config["runtime"]["runner_wait_s"] = 0.4
+    job_id = rs.new_job(store, tmp_path, config)
+    with caplog.at_level(logging.WARNING, logger="emery.evaluation.queue"):
+        job = run_job(store, job_id)
+    command = f"emery runner --store {path}"
+    waiting = [r.getMessage() for r in caplog.records if "waiting for a runner" in r.getMessage()]
+    assert len(waiting) == 1
+    assert command in waiting[0]
+    assert job.state == "failed"
+    assert "no runner claimed a rollout of this job in 0.4 s" in str(job.error)
+    assert command in str(job.error)
+
+
+def test_a_runner_refuses_a_store_that_does_not_exist(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "typo.db"
+    assert run_cli(["runner", "--store", str(missing), "--idle-exit-s", "0"]) != 0
+    assert f"no store at {missing}" in one_error_line(capsys.readouterr().err)
+    assert not missing.exists()

@@ -80,13 +80,15 @@ class RuntimeConfig(Section):
     executor: Literal["local", "runners", "ray"] = "local"
     """Where rollouts run: ``local`` (in the job's process), ``runners`` (queued in the
     store for ``emery runner`` processes, which hold each claimed attempt for ``lease_s``
-    between heartbeats) or ``ray`` (on the cluster at ``ray_address``, or on a local Ray of
+    between heartbeats; the job fails when no runner claims any of a batch's rollouts for
+    ``runner_wait_s``) or ``ray`` (on the cluster at ``ray_address``, or on a local Ray of
     ``ray_cpus`` CPUs started by the job). On Ray each rollout is a task (for stateless
     systems) unless ``ray_actors`` is set: then the job keeps that many actors, each
     building the system once (a loaded local model, a code-harness worker), and runs
     rollouts on them in turn. A rollout whose Ray worker is lost is retried as
     ``max_attempts`` allow."""
     lease_s: float = Field(default=30.0, gt=0)
+    runner_wait_s: float = Field(default=600.0, gt=0)
     ray_address: str | None = None
     ray_cpus: int | None = Field(default=None, ge=1)
     ray_actors: int | None = Field(default=None, ge=1)

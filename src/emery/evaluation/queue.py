@@ -7,23 +7,30 @@ come back from it.
 waits. A rollout of this job for the same candidate, example and split that is already in
 the queue, running or finished (a step repeated after a kill or a pause) is taken instead
 of queuing a new one: its result is picked up, not paid again.
+
+While no runner claims any of the batch's rollouts, ``RunnerWait`` warns once (naming
+the command that starts a runner) and fails the job after ``[runtime] runner_wait_s``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from emery.core.errors import StoreError
+from emery.core.errors import EmeryError, StoreError
 from emery.core.models import Candidate, Example, Split
 from emery.core.rollouts import Rollout
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.results import EvalResult, ExampleResult
 from emery.lm.usage import UsageMeter
+from emery.store.errors import store_label
 from emery.store.protocol import Store
 from emery.store.queue import (
     FINAL_ROLLOUT,
+    LIVE_ROLLOUT,
     RESULT_KEY,
     candidate_resource,
     is_queued_rollout,
@@ -31,6 +38,11 @@ from emery.store.queue import (
 )
 from emery.store.records import RolloutFilter
 from emery.store.states import NotFound
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RUNNER_WAIT_S = 600.0
+NOTICE_S = 2.0
 
 _PREFERENCE = {"succeeded": 0, "failed": 0, "running": 1, "preparing": 1, "queuing": 2}
 
@@ -56,12 +68,53 @@ def queued_result(rollout: Rollout) -> ExampleResult:
     )
 
 
+class NoRunner(EmeryError):
+    """No runner claimed any of a job's queued rollouts for ``runner_wait_s``."""
+
+
+class RunnerWait:
+    """Watches a batch for runners: ``notice_s`` (at most half of ``limit_s``) without any
+    rollout claimed or finished, it warns once that the job waits for a runner and how to
+    start one; ``limit_s`` without, it raises ``NoRunner``."""
+
+    def __init__(self, store_url: str, *, limit_s: float, notice_s: float = NOTICE_S) -> None:
+        self.command = f"emery runner --store {store_label(store_url)}"
+        self.limit_s = limit_s
+        self.notice_s = min(notice_s, limit_s / 2)
+        self._since = time.monotonic()
+        self._told = False
+
+    def progressed(self) -> None:
+        """A runner claimed or finished one of the rollouts: the wait starts again."""
+        self._since = time.monotonic()
+        self._told = False
+
+    def check(self) -> None:
+        """Warn of the wait once it is long enough; raise once it is too long."""
+        waited = time.monotonic() - self._since
+        if waited >= self.limit_s:
+            raise NoRunner(
+                f"no runner claimed a rollout of this job in {self.limit_s:g} s"
+                f' (executor = "runners"): start one with `{self.command}`, or raise'
+                " [runtime] runner_wait_s"
+            )
+        if waited >= self.notice_s and not self._told:
+            self._told = True
+            log.warning(
+                "waiting for a runner to claim the queued rollouts: start one with `%s`"
+                " (the job fails after %g s without one)",
+                self.command,
+                self.limit_s,
+            )
+
+
 class QueueEvaluator(Evaluator):
     """An ``Evaluator`` whose batches run on ``emery runner`` processes through ``store``.
 
     The model usage each result carries is added to ``meter`` (the job's) as it is picked
     up, so token and cost budgets count runs made elsewhere as local ones. ``run_one``
-    (single runs outside a batch) still runs in this process.
+    (single runs outside a batch) still runs in this process. A batch that no runner
+    touches for ``runner_wait_s`` fails the job (``RunnerWait``).
     """
 
     def __init__(
@@ -72,6 +125,8 @@ class QueueEvaluator(Evaluator):
         job_id: str,
         lease_s: float,
         meter: UsageMeter | None = None,
+        runner_wait_s: float = DEFAULT_RUNNER_WAIT_S,
+        notice_s: float = NOTICE_S,
         poll_s: float = 0.05,
         max_poll_s: float = 0.5,
     ) -> None:
@@ -80,6 +135,8 @@ class QueueEvaluator(Evaluator):
         self.meter = meter
         self.job_id = job_id
         self.lease_s = lease_s
+        self.runner_wait_s = runner_wait_s
+        self.notice_s = notice_s
         self.poll_s = poll_s
         self.max_poll_s = max_poll_s
         self._published: dict[str, tuple[str, int]] = {}
@@ -96,10 +153,15 @@ class QueueEvaluator(Evaluator):
         result; ``on_result`` hears each as it is picked up."""
         results: list[ExampleResult | None] = [None] * len(examples)
         waiting = self._enqueue(candidate, examples, split) if examples else {}
+        wait = RunnerWait(self.store.url, limit_s=self.runner_wait_s, notice_s=self.notice_s)
         delay = self.poll_s
         while waiting:
             self.store.expire_leases(job_id=self.job_id)
-            finished = self._finished(candidate, split, waiting)
+            finished, claimed = self._progress(candidate, split, waiting)
+            if finished or claimed:
+                wait.progressed()
+            else:
+                wait.check()
             for rollout in finished:
                 result = queued_result(rollout)
                 if self.meter is not None:
@@ -157,19 +219,22 @@ class QueueEvaluator(Evaluator):
         usable.sort(key=lambda r: _PREFERENCE[r.status], reverse=True)
         return {str(r.example_id): r.id for r in usable}  # the most preferred wins
 
-    def _finished(
+    def _progress(
         self, candidate: Candidate, split: Split | None, waiting: dict[str, list[int]]
-    ) -> list[Rollout]:
+    ) -> tuple[list[Rollout], bool]:
+        """The waiting rollouts that are finished, and whether a runner holds any other."""
         page = self.store.list_rollouts(
             RolloutFilter(
                 job_id=self.job_id,
                 candidate_id=candidate.id,
                 split=split,
-                status=list(FINAL_ROLLOUT),
+                status=[*FINAL_ROLLOUT, *LIVE_ROLLOUT],
             ),
             limit=None,
         )
-        return [r for r in page.items if r.id in waiting]
+        mine = [r for r in page.items if r.id in waiting]
+        finished = [r for r in mine if r.status in FINAL_ROLLOUT]
+        return finished, len(finished) < len(mine)
 
     def _publish(self, candidate: Candidate) -> tuple[str, int]:
         """The candidate's resource (name, version), stored on first use."""

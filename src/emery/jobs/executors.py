@@ -46,7 +46,12 @@ def use_executor(ctx: SearchContext, runtime: RuntimeConfig, *, store: Store, jo
     meter = service.budget.meter  # runs elsewhere are charged as local ones
     if runtime.executor == "runners":
         service.evaluator = QueueEvaluator(
-            service.evaluator, store, job_id=job_id, lease_s=runtime.lease_s, meter=meter
+            service.evaluator,
+            store,
+            job_id=job_id,
+            lease_s=runtime.lease_s,
+            meter=meter,
+            runner_wait_s=runtime.runner_wait_s,
         )
         return
     service.evaluator = RayEvaluator(
