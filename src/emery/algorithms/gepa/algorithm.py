@@ -24,9 +24,8 @@ from typing import ClassVar
 from emery.algorithms.base import SearchContext, load_rng, save_rng
 from emery.algorithms.evidence import Evidence
 from emery.algorithms.gepa.batches import next_minibatch
-from emery.algorithms.gepa.code import smoke_rejects
 from emery.algorithms.gepa.merge import find_merge, run_merge
-from emery.algorithms.gepa.mutation import Basis, Mutation, judge, operate, reflect
+from emery.algorithms.gepa.mutation import Basis, Mutation, judge, operate, reflect, smoke_rejects
 from emery.algorithms.gepa.plan import plan_inputs, record_gepa_plan
 from emery.algorithms.gepa.pool import add_to_pool, lean, restore_candidates
 from emery.algorithms.gepa.propose import Proposer

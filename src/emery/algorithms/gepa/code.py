@@ -1,5 +1,4 @@
-"""GEPA on harness code: a reflection that asks for a whole new module, and the smoke run
-that rejects a broken module before it costs a minibatch."""
+"""GEPA on harness code: a reflection that asks for a whole new module."""
 
 from __future__ import annotations
 
@@ -9,16 +8,11 @@ from emery.algorithms.base import SearchContext
 from emery.algorithms.code_proposals import (
     ask_module,
     code_messages,
-    is_code_component,
     refused_messages,
-    smoke_rejection,
 )
-from emery.algorithms.gepa.mutation import REFLECTION, Mutation
-from emery.algorithms.gepa.propose import Proposal
+from emery.algorithms.gepa.proposal import Proposal
 from emery.algorithms.gepa.settings import GepaSettings
-from emery.algorithms.gepa.state import GepaState
-from emery.algorithms.sources import count
-from emery.core.events import GepaMinibatchRejected, GepaProposal, GepaProposalInvalid
+from emery.core.events import GepaProposal, GepaProposalInvalid
 from emery.core.models import Example
 from emery.evaluation.results import ExampleResult
 
@@ -65,25 +59,3 @@ async def propose_code(
         )
         asked = refused_messages(messages, str(problem))
     return proposal
-
-
-async def smoke_rejects(ctx: SearchContext, state: GepaState, mutation: Mutation) -> bool:
-    """Whether a child with new code crashed, raised, exited or hung on one example of its
-    minibatch (then it is rejected with the reason and never scored)."""
-    if not any(is_code_component(name) for name in mutation.changed) or not mutation.batch:
-        return False
-    reason = await smoke_rejection(ctx, mutation.child, mutation.batch[0])
-    if reason is None:
-        return False
-    state.counters.rejected += 1
-    count(state.sources, REFLECTION, "invalid")
-    ctx.emit(
-        GepaMinibatchRejected(
-            iteration=mutation.basis.number,
-            candidate_id=mutation.child.id,
-            parent_id=mutation.parent.id,
-            reason=reason,
-            source=mutation.source,
-        )
-    )
-    return True

@@ -15,9 +15,11 @@ import random
 from dataclasses import dataclass, field, replace
 
 from emery.algorithms.base import SearchContext
+from emery.algorithms.code_proposals import is_code_component, smoke_rejection
 from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.gepa.batches import next_minibatch
-from emery.algorithms.gepa.propose import Proposal, Proposer
+from emery.algorithms.gepa.proposal import Proposal
+from emery.algorithms.gepa.propose import Proposer
 from emery.algorithms.gepa.state import GepaState, PoolEntry
 from emery.algorithms.operators import Materials
 from emery.algorithms.sources import count, next_operator_child, prompt_program
@@ -287,3 +289,25 @@ async def extend_batch(
 
 def _joined(first: EvalResult, more: EvalResult) -> EvalResult:
     return first.model_copy(update={"results": first.results + more.results})
+
+
+async def smoke_rejects(ctx: SearchContext, state: GepaState, mutation: Mutation) -> bool:
+    """Whether a child with new code crashed, raised, exited or hung on one example of its
+    minibatch (then it is rejected with the reason and never scored)."""
+    if not any(is_code_component(name) for name in mutation.changed) or not mutation.batch:
+        return False
+    reason = await smoke_rejection(ctx, mutation.child, mutation.batch[0])
+    if reason is None:
+        return False
+    state.counters.rejected += 1
+    count(state.sources, REFLECTION, "invalid")
+    ctx.emit(
+        GepaMinibatchRejected(
+            iteration=mutation.basis.number,
+            candidate_id=mutation.child.id,
+            parent_id=mutation.parent.id,
+            reason=reason,
+            source=mutation.source,
+        )
+    )
+    return True

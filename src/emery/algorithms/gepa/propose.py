@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.code_proposals import is_code_component
 from emery.algorithms.gepa.checks import parse_proposal, proposal_problem
+from emery.algorithms.gepa.code import propose_code
 from emery.algorithms.gepa.compact import parse_compact
+from emery.algorithms.gepa.proposal import Proposal
 from emery.algorithms.gepa.reflection import (
     Style,
     load_prompt,
@@ -30,30 +31,6 @@ from emery.core.models import ChatMessage, Example
 from emery.evaluation.results import ExampleResult
 from emery.lm.base import LM
 from emery.verifiers.base import as_text
-
-
-@dataclass
-class Proposal:
-    """What the reflection produced for one component: the new text or why there is none."""
-
-    component: str
-    text: str | None
-    prompt: str
-    style: Style
-    attempts: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def reply(self) -> str:
-        return str(self.attempts[-1]["reply"]) if self.attempts else ""
-
-    def details(self) -> dict[str, Any]:
-        """What the candidate's lineage records about its reflection."""
-        return {
-            "style": self.style,
-            "prompt": self.prompt,
-            "reply": self.reply,
-            "attempts": self.attempts,
-        }
 
 
 class Proposer:
@@ -151,8 +128,6 @@ class Proposer:
         Never raises for a bad reply: a proposal without text is a rejected proposal.
         """
         if is_code_component(component):  # harness code: a whole new module
-            from emery.algorithms.gepa.code import propose_code  # gepa.code imports this module
-
             return await propose_code(
                 self.settings,
                 ctx,
