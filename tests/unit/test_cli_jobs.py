@@ -124,11 +124,41 @@ def test_train_json_prints_only_the_result(
 ) -> None:
     config = write(tmp_path / "job.toml", task_lm="careful_task_lm")
     assert run_cli(["train", str(config), "--json"]) == 0
-    payload = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    payload = json.loads(captured.out)
+    for line in ("created job", "started", "iteration 3 done", "succeeded"):
+        assert line in captured.err  # the progress stays on stderr
     assert payload["state"] == "succeeded"
     assert payload["result"]["baseline_val"] == 0.0  # the seed fails every question
     assert payload["result"]["best_val"] == 1.0  # a reflected instruction answers them all
     assert payload["result"]["best_candidate"]["components"]["solve"]
+
+
+def test_train_quiet_prints_no_progress(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = write(tmp_path / "job.toml", iterations=1)
+    assert run_cli(["train", str(config), "--json", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["state"] == "succeeded"
+    assert captured.err == ""
+
+
+def test_names_print_their_control_characters_and_markup_literally(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = "\x1b[31mred[/bold][bold]\x9b2J\x07"
+    shown = "\\x1b[31mred[/bold][bold]\\x9b2J\\x07"
+    config = write(tmp_path / "job.toml", iterations=1)
+    assert run_cli(["train", str(config), "--name", name]) == 0
+    assert shown in capsys.readouterr().err  # "created job ..."
+    for command in (["jobs", "list"], ["jobs", "show", only_job_id()]):
+        assert run_cli(command) == 0
+        out = capsys.readouterr().out
+        assert shown in out
+        assert not set(out) & {"\x1b", "\x9b", "\x07"}
+    assert run_cli(["jobs", "show", only_job_id(), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out)["name"] == name
+    assert not set(out) & {"\x1b", "\x9b", "\x07"}
 
 
 def test_train_refuses_to_guess_between_configs(

@@ -19,6 +19,12 @@ StoreOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+QuietOption = Annotated[
+    bool,
+    typer.Option(
+        "--quiet", "-q", help="No progress lines on stderr (with --json too, they go there)."
+    ),
+]
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130

@@ -3,15 +3,36 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from rich.console import Console
 from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+_C1 = re.compile("[\x7f-\x9f]")
+# C0 controls but tab and newline, DEL, and C1 controls (U+0080-U+009F: CSI is U+009B).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters shown as ``\\xNN``: a job name or a model's
+    reply cannot move the cursor, recolour the terminal or set its title."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+class SafeConsole(Console):
+    """A console whose printed strings show control characters as ``\\xNN`` (``printable``);
+    markup and the console's own styles still work."""
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(printable(text), **options)
+
+
+out = SafeConsole(highlight=False)
+err = SafeConsole(stderr=True, highlight=False)
 
 _UNLIMITED = 1_000_000
 
@@ -24,7 +45,7 @@ def print_table(table: Table) -> None:
         out.print(table)
         return
     natural = Measurement.get(out, out.options.update_width(_UNLIMITED), table).maximum
-    wide = Console(
+    wide = SafeConsole(
         file=out.file,
         width=max(natural, out.width),
         highlight=False,
@@ -44,7 +65,14 @@ def _stdout_is_tty() -> bool:
 
 def print_json(value: Any) -> None:
     """Machine output: JSON on stdout, nothing else."""
-    print(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    print(json_text(value, indent=2))
+
+
+def json_text(value: Any, *, indent: int | None = None) -> str:
+    """``value`` as JSON for a terminal: non-ASCII text as is, but C1 controls escaped
+    (``json.dumps`` escapes C0 ones; a raw U+009B starts a terminal escape sequence)."""
+    text = json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+    return _C1.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def progress_bar(*, disable: bool = False) -> Progress:

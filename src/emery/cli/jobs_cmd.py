@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime
 from pathlib import Path
@@ -12,8 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from emery.cli.common import JsonOption, StoreOption, open_cli_store, resolve
-from emery.cli.console import err, out, print_json, print_table
+from emery.cli.common import JsonOption, QuietOption, StoreOption, open_cli_store, resolve
+from emery.cli.console import err, json_text, out, print_json, print_table, printable
 from emery.core.errors import EmeryError
 from emery.jobs.event_text import event_line
 from emery.jobs.manage import (
@@ -179,7 +178,7 @@ def events(
         if kind and item.kind not in kind:
             continue
         if as_json:
-            print(json.dumps(item.model_dump(mode="json"), ensure_ascii=False), flush=True)
+            print(json_text(item.model_dump(mode="json")), flush=True)
         else:
             out.print(escape(event_line(item)), highlight=False, soft_wrap=True)
 
@@ -238,6 +237,7 @@ def resume(
         typer.Option(min=0, help="Watch at most this long, then continue in the background."),
     ] = None,
     as_json: JsonOption = False,
+    quiet: QuietOption = False,
     store_location: StoreOption = None,
 ) -> None:
     """Continue a paused job (or one whose run crashed) from its last checkpoint."""
@@ -266,12 +266,12 @@ def resume(
     if record.kind in ("sft", "rl"):
         from emery.cli.sft_cmd import run_sft_foreground  # the trainer: imported only to run
 
-        run_sft_foreground(store, job_id, as_json=as_json)
+        run_sft_foreground(store, job_id, as_json=as_json, quiet=quiet)
         return
     from emery.cli.foreground import run_foreground  # the engine: imported only to run
     from emery.cli.train_cmd import finish
 
-    stream = "none" if as_json else stream_format
+    stream = "none" if quiet else stream_format
     outcome = run_foreground(
         store,
         job_id,
@@ -292,7 +292,7 @@ def run(
 
     def log(items: Any) -> None:
         for item in items:
-            print(event_line(item), flush=True)
+            print(printable(event_line(item)), flush=True)
 
     record = run_job(store, job_id, on_event=log)
     if record.state in ("failed", "cancelled"):
@@ -311,7 +311,7 @@ def export(
     candidates with scores, evaluations and rollouts."""
     store = open_cli_store(store_location)
     document = export_job(store, resolve(store, job))
-    text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
+    text = json_text(document, indent=2)
     if output is None:
         print(text)
         return

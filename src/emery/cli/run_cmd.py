@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from emery.cli.common import StoreOption, open_cli_store, resolve
+from emery.cli.console import json_text, printable
 from emery.core.aio import run_sync
 from emery.core.errors import ConfigError
 from emery.jobs.inference import run_inference
@@ -51,4 +52,4 @@ def run(
     job_id = resolve(store, job)
     chosen = candidate_id(store, job_id, candidate)
     output = run_sync(run_inference(store, job_id, inputs, candidate=chosen))
-    print(output if isinstance(output, str) else json.dumps(output, ensure_ascii=False))
+    print(printable(output) if isinstance(output, str) else json_text(output))

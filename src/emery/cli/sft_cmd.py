@@ -64,16 +64,16 @@ def sft_job(
         return job
     create = create_rl_job if config.job.type == "rl" else create_sft_job
     job = create(store, config, given=given, config_path=path, name=name)
-    err.print(f"created job [bold]{job.id}[/bold] ({job.name}, {job.kind})")
+    err.print(f"created job [bold]{job.id}[/bold] ({escape(job.name)}, {job.kind})")
     return job
 
 
-def run_sft_foreground(store: Store, job_id: str, *, as_json: bool) -> None:
-    """Run or resume SFT or RL job ``job_id`` in this process, printing its events; Ctrl-C
-    pauses it; exits non-zero unless it succeeds."""
+def run_sft_foreground(store: Store, job_id: str, *, as_json: bool, quiet: bool = False) -> None:
+    """Run or resume SFT or RL job ``job_id`` in this process, printing its events on
+    stderr (unless ``quiet``); Ctrl-C pauses it; exits non-zero unless it succeeds."""
 
     def show(events: Sequence[Event]) -> None:
-        if not as_json:
+        if not quiet:
             for item in events:
                 err.print(escape(event_line(item)), highlight=False, soft_wrap=True)
 

@@ -14,6 +14,7 @@ from emery.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     JsonOption,
+    QuietOption,
     StoreOption,
     open_cli_store,
 )
@@ -132,16 +133,18 @@ def train(
         ),
     ] = None,
     as_json: JsonOption = False,
+    quiet: QuietOption = False,
     store_location: StoreOption = None,
 ) -> None:
     """Validate a job config, create the job and run it here with a progress display.
 
     Ctrl-C pauses the job cleanly; `emery jobs resume JOB` continues it. Running `emery
-    train` again on the same config resumes a paused or interrupted job.
+    train` again on the same config resumes a paused or interrupted job. With --json the
+    progress still goes to stderr (stdout holds only the JSON document); --quiet hides it.
     """
     if stream_format not in ("cli", "chart", "none"):
         raise ConfigError(f"--stream-format must be cli, chart or none, not {stream_format!r}")
-    stream: StreamFormat = "none" if as_json else stream_format  # type: ignore[assignment]
+    stream: StreamFormat = "none" if quiet else stream_format  # type: ignore[assignment]
     path = config_path if config_path is not None else choose_config(Path.cwd())
     config = load_typed(path, job_type)
     store = open_cli_store(store_location)
@@ -150,13 +153,13 @@ def train(
         given.setdefault("job", {})["type"] = config.job.type
         job = sft_job(store, config, given=given, path=path, name=name, new=new)
         if not no_poll:
-            run_sft_foreground(store, job.id, as_json=as_json)
+            run_sft_foreground(store, job.id, as_json=as_json, quiet=quiet)
             return
     else:
         found = _resumable(store, content_hash(config.model_dump(mode="json")), path, new)
         job = found or create_job(store, config, given=_given(path), config_path=path, name=name)
-        if found is None and not as_json:
-            err.print(f"created job [bold]{job.id}[/bold] ({job.name}, {job.algorithm})")
+        if found is None and not quiet:
+            err.print(f"created job [bold]{job.id}[/bold] ({escape(job.name)}, {job.algorithm})")
     if no_poll:
         pid = spawn_worker(store, job.id)
         if as_json:
