@@ -56,8 +56,10 @@ class RuntimeConfig(Section):
     """``[runtime]``: concurrency, timeouts, retries and where files go.
 
     A rollout gets ``max_attempts`` attempts; an attempt that ends in one of ``retry_on``
-    is retried. ``timeout_s`` bounds an attempt; ``unresponsive_s`` stops one that shows
-    no span, heartbeat or LM call for that long. The job fails when every rollout of the
+    is retried. ``timeout_s`` bounds an attempt's own time: time it waits on an in-process
+    (``local/``) model, queued behind other requests or decoding, does not count, so a
+    slow or busy machine does not time rollouts out; ``unresponsive_s`` stops one that
+    shows no span, heartbeat or LM call for that long. The job fails when every rollout of the
     seed fails with an error (not a wrong answer), or when more than ``max_error_rate`` of
     a batch of at least ``min_error_rollouts`` new rollouts fail because the task model,
     the verifier or the time limit did: a batch of the seed, or two in a row of different

@@ -74,8 +74,10 @@ def jsonable(value: Any) -> Any:
 class RolloutConfig(BaseModel):
     """How a rollout is run: attempts, which attempt outcomes are retried, and time limits.
 
-    ``unresponsive_seconds``: an attempt with no span, heartbeat or LM call in flight for
-    that long is stopped as ``unresponsive``.
+    ``timeout_seconds``: an attempt that has spent that long of its own time is stopped as
+    ``timeout``; time waiting on an in-process model, queued or decoding, is not its own
+    (``emery.core.work_clock``). ``unresponsive_seconds``: an attempt with no span,
+    heartbeat or LM call in flight for that long is stopped as ``unresponsive``.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -1,8 +1,10 @@
 """Rollouts with attempts: retries, time limits and unresponsive detection around one run.
 
-A stuck agent is stopped at ``timeout_seconds``; a silent one (no span, heartbeat or LM
-call in flight for ``unresponsive_seconds``) is stopped as unresponsive; an exception is a
-failed attempt. Attempts whose status is in ``retry_on`` are retried while attempts remain
+A stuck agent is stopped after ``timeout_seconds`` of its own time (``scope.clock``: time
+spent waiting on an in-process model, queued or decoding, does not count, so a slow or
+busy machine does not time rollouts out); a silent one (no span, heartbeat or LM call in
+flight for ``unresponsive_seconds``) is stopped as unresponsive; an exception is a failed
+attempt. Attempts whose status is in ``retry_on`` are retried while attempts remain
 (the rollout goes back to ``queuing``). The job never stalls on an agent: an agent that
 ignores cancellation (a hung thread) is abandoned and its late spans are dropped.
 """
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -222,16 +223,19 @@ class RolloutRunner:
 
         No polling: the wait ends when the task does or at the earliest moment a limit
         could be reached (the time limit, or ``unresponsive_seconds`` after the last sign
-        of life), where the limits are checked again.
+        of life), where the limits are checked again. The time limit is on the attempt's
+        clock, which runs no faster than wall time, so waking when it could be reached
+        never wakes late.
         """
         timeout = self.config.timeout_seconds
         silent = self.config.unresponsive_seconds
-        start = time.monotonic()
+        clock = scope.clock
+        start = clock.elapsed()
         try:
             while True:
                 wait: float | None = None
                 if timeout is not None:
-                    wait = start + timeout - time.monotonic()
+                    wait = start + timeout - clock.elapsed()
                 if silent is not None:
                     quiet_left = silent - scope.idle_seconds()
                     wait = quiet_left if wait is None else min(wait, quiet_left)
@@ -240,9 +244,12 @@ class RolloutRunner:
                 )
                 if done:
                     return "succeeded", None
-                if timeout is not None and time.monotonic() - start >= timeout:
+                if timeout is not None and clock.elapsed() - start >= timeout:
                     await self._stop(task, scope)
-                    return "timeout", f"no result within timeout_seconds={timeout:g}"
+                    return "timeout", (
+                        f"no result within timeout_seconds={timeout:g}"
+                        " (time waiting on an in-process model not counted)"
+                    )
                 if silent is not None and scope.idle_seconds() >= silent:
                     await self._stop(task, scope)
                     return (

@@ -5,6 +5,10 @@ Requests go to a ``BatchEngine`` (``llama_engine``) over a ``LlamaDecoder``
 llama.cpp call, each in its own KV-cache sequence of ``n_ctx`` tokens; prompts that share a
 prefix share its cache. A request decoded in a batch gets the logits it gets alone, so a
 greedy reply does not depend on the batch it ran in.
+
+A call waits inside ``waiting_on_model()``: the rollout that made it does not spend its
+``timeout_seconds`` while queued behind other requests or decoding on a busy machine.
+``close()`` (or leaving ``with LocalLM(...)``) stops the decoder thread and frees the model.
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ import asyncio
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 from emery.core.errors import ConfigError, EmeryError
 from emery.core.models import ChatMessage
+from emery.core.work_clock import waiting_on_model
 from emery.lm.base import Completion
 from emery.lm.llama_engine import BatchEngine, Decoder
 
@@ -64,7 +70,24 @@ class LocalLM:
             **params,
         }
         request_params = {k: v for k, v in request_params.items() if v is not None}
-        return await asyncio.wrap_future(self.engine.submit(messages, request_params))
+        with waiting_on_model():
+            return await asyncio.wrap_future(self.engine.submit(messages, request_params))
+
+    def close(self) -> None:
+        """Stop the decoder thread (requests in flight fail) and free the model; a later
+        call loads it again."""
+        self.engine.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
 
     def _decoder(self) -> Decoder:
         try:

@@ -22,6 +22,7 @@ from opentelemetry.trace import Span, Tracer
 from emery.core.models import ChatMessage
 from emery.core.rollouts import Attempt, Rollout
 from emery.core.spans import SpanRecord
+from emery.core.work_clock import WorkClock, keeping_time
 from emery.lm.base import LM
 
 
@@ -82,6 +83,9 @@ class AttemptScope:
         """The attempt's finished spans (the first ``KEEP_SPANS``), for its result's trace."""
         self.lm_calls: list[LMCall] = []
         self.closed = False
+        self.clock = WorkClock()
+        """The attempt's own time, which ``timeout_seconds`` bounds: it stands still while
+        the attempt waits on an in-process model (``emery.core.work_clock``)."""
         self.span_count = 0
         self._lock = threading.Lock()
         self._sequence = 0
@@ -174,10 +178,11 @@ def current_scope() -> AttemptScope | None:
 
 @contextmanager
 def activate(scope: AttemptScope) -> Iterator[AttemptScope]:
-    """Make ``scope`` current for the enclosed code."""
+    """Make ``scope`` (and its clock) current for the enclosed code."""
     token = _current.set(scope)
     try:
-        yield scope
+        with keeping_time(scope.clock):
+            yield scope
     finally:
         _current.reset(token)
 

@@ -1,0 +1,83 @@
+"""An attempt's own time: wall time less the time it waits on an in-process model.
+
+An in-process model (``LocalLM``) serves every request of its process from one decoder, so
+how long a call takes depends on the queue ahead of it and on how busy the machine is, not
+on the agent. Such a call runs inside ``waiting_on_model()``; while any call of an attempt
+is inside it, the attempt's ``WorkClock`` (made current with ``keeping_time``) stands
+still. A call to an in-process model is bounded anyway: by its ``max_tokens`` and context.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+
+class WorkClock:
+    """Seconds of work since it was made, not counting time held by model waits."""
+
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
+        self._now = now
+        self._lock = threading.Lock()
+        self._started = now()
+        self._waits = 0  # waits in flight (concurrent calls of one attempt)
+        self._held_since = 0.0
+        self._held = 0.0  # total of finished holds
+
+    def hold(self) -> None:
+        """A model wait began: the clock stops (until every wait has ended)."""
+        with self._lock:
+            if self._waits == 0:
+                self._held_since = self._now()
+            self._waits += 1
+
+    def release(self) -> None:
+        """A model wait ended."""
+        with self._lock:
+            self._waits -= 1
+            if self._waits == 0:
+                self._held += self._now() - self._held_since
+
+    @property
+    def held(self) -> bool:
+        """Whether a model wait is in flight now."""
+        with self._lock:
+            return self._waits > 0
+
+    def elapsed(self) -> float:
+        """Seconds of work so far."""
+        with self._lock:
+            now = self._now()
+            held = self._held + (now - self._held_since if self._waits else 0.0)
+            return now - self._started - held
+
+
+_clock: ContextVar[WorkClock | None] = ContextVar("emery_work_clock", default=None)
+
+
+@contextmanager
+def keeping_time(clock: WorkClock) -> Iterator[WorkClock]:
+    """Make ``clock`` the one that model waits in the enclosed code (and the tasks and
+    threads it starts, through contextvars) hold."""
+    token = _clock.set(clock)
+    try:
+        yield clock
+    finally:
+        _clock.reset(token)
+
+
+@contextmanager
+def waiting_on_model() -> Iterator[None]:
+    """Mark the enclosed wait for an in-process model: the current clock stands still."""
+    clock = _clock.get()
+    if clock is None:
+        yield
+        return
+    clock.hold()
+    try:
+        yield
+    finally:
+        clock.release()
