@@ -11,7 +11,15 @@ import typer
 from rich.table import Table
 
 from emery.cli.console import err, out, print_json, print_table, progress_bar
-from emery.config.loading import load_config, parse_config
+from emery.cli.override_options import (
+    DatasetOption,
+    EnvFileOption,
+    ModelOption,
+    SetOption,
+    command_line_overrides,
+)
+from emery.config.loading import parse_config
+from emery.config.overrides import Overrides, load_overridden
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 from emery.evaluation.results import ExampleResult
@@ -22,22 +30,22 @@ from emery.verifiers.base import as_text, clip
 def _config(
     config_path: Path | None,
     task: str | None,
-    model: str | None,
+    overrides: Overrides,
     limit: int | None,
     concurrency: int | None,
 ) -> JobConfig:
     if config_path is not None and task is not None:
         raise ConfigError("give a CONFIG file or --task, not both")
-    if config_path is None and task is None:
-        raise ConfigError("give a CONFIG file or --task NAME (see `emery eval --help`)")
-    config = (
-        load_config(config_path)
-        if config_path is not None
-        else parse_config({"dataset": {"task": task}})
-    )
+    if config_path is None and task is None and overrides.dataset is None:
+        raise ConfigError(
+            "give a CONFIG file or --task NAME (or --dataset PATH; see `emery eval --help`)"
+        )
+    if config_path is not None:
+        config, _ = load_overridden(config_path, overrides)
+    else:
+        given = overrides.apply({"dataset": {"task": task}} if task is not None else {})
+        config = parse_config(given, "--task" if task is not None else "--dataset")
     updates = config.model_dump()
-    if model is not None:
-        updates["lm"]["task"]["model"] = model
     if limit is not None:
         updates["dataset"]["limit"] = limit
     if concurrency is not None:
@@ -50,9 +58,7 @@ def evaluate(
         Path | None, typer.Argument(metavar="CONFIG", help="Job config (.toml or .json).")
     ] = None,
     task: Annotated[str | None, typer.Option(help="A built-in task instead of a config.")] = None,
-    model: Annotated[
-        str | None, typer.Option(help="Task model, e.g. local/qwen2.5-coder-0.5b.")
-    ] = None,
+    model: ModelOption = None,
     split: Annotated[str, typer.Option(help="train, val or test.")] = "test",
     limit: Annotated[int | None, typer.Option(min=1, help="At most N examples per split.")] = None,
     concurrency: Annotated[int | None, typer.Option(min=1, help="Examples run at once.")] = None,
@@ -61,12 +67,16 @@ def evaluate(
     ] = False,
     output: Annotated[Path | None, typer.Option(help="Where to write the JSON result.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    sets: SetOption = None,
+    dataset: DatasetOption = None,
+    env_file: EnvFileOption = None,
 ) -> None:
     """Score the configured prompt program on one split and report accuracy with a 95% CI."""
     if split not in ("train", "val", "test"):
         raise ConfigError(f"--split must be train, val or test, not {split!r}")
     chosen: Literal["train", "val", "test"] = split  # type: ignore[assignment]
-    config = _config(config_path, task, model, limit, concurrency)
+    overrides = command_line_overrides(sets, model, dataset, env_file)
+    config = _config(config_path, task, overrides, limit, concurrency)
     base_dir = config_path.parent if config_path is not None else Path.cwd()
     report = _run(config, chosen, base_dir, quiet=as_json)
     target = output or _default_output(base_dir, config, chosen)

@@ -20,11 +20,18 @@ from emery.cli.common import (
 )
 from emery.cli.console import err, out, print_json
 from emery.cli.foreground import ForegroundOutcome, run_foreground
+from emery.cli.override_options import (
+    DatasetOption,
+    EnvFileOption,
+    ModelOption,
+    SetOption,
+    command_line_overrides,
+)
 from emery.cli.progress import StreamFormat
-from emery.cli.sft_cmd import load_typed, run_sft_foreground, sft_job
+from emery.cli.sft_cmd import run_sft_foreground, sft_job
+from emery.config.overrides import load_overridden
 from emery.core.errors import ConfigError
 from emery.core.events import SearchNotRun
-from emery.core.files import read_text
 from emery.core.hashing import content_hash
 from emery.jobs.manage import create_job, find_resumable, spawn_worker
 from emery.jobs.report import render_report
@@ -71,16 +78,6 @@ def choose_config(folder: Path) -> Path:
     if not 1 <= choice <= len(configs):
         raise ConfigError(f"choose a number from 1 to {len(configs)}")
     return configs[choice - 1]
-
-
-def _given(path: Path) -> dict[str, Any]:
-    text = read_text(path, ConfigError)
-    if path.suffix.lower() == ".json":
-        import json
-
-        data: dict[str, Any] = json.loads(text)
-        return data
-    return tomllib.loads(text)
 
 
 def _resumable(store: Store, config_hash: str, config_path: Path, fresh: bool) -> JobRecord | None:
@@ -132,6 +129,10 @@ def train(
             " verifier's reward).",
         ),
     ] = None,
+    sets: SetOption = None,
+    model: ModelOption = None,
+    dataset: DatasetOption = None,
+    env_file: EnvFileOption = None,
     as_json: JsonOption = False,
     quiet: QuietOption = False,
     store_location: StoreOption = None,
@@ -145,11 +146,11 @@ def train(
     if stream_format not in ("cli", "chart", "none"):
         raise ConfigError(f"--stream-format must be cli, chart or none, not {stream_format!r}")
     stream: StreamFormat = "none" if quiet else stream_format  # type: ignore[assignment]
+    overrides = command_line_overrides(sets, model, dataset, env_file)
     path = config_path if config_path is not None else choose_config(Path.cwd())
-    config = load_typed(path, job_type)
+    config, given = load_overridden(path, overrides, job_type)
     store = open_cli_store(store_location)
     if config.job.type in ("sft", "rl"):
-        given = _given(path)
         given.setdefault("job", {})["type"] = config.job.type
         job = sft_job(store, config, given=given, path=path, name=name, new=new)
         if not no_poll:
@@ -157,7 +158,7 @@ def train(
             return
     else:
         found = _resumable(store, content_hash(config.model_dump(mode="json")), path, new)
-        job = found or create_job(store, config, given=_given(path), config_path=path, name=name)
+        job = found or create_job(store, config, given=given, config_path=path, name=name)
         if found is None and not quiet:
             err.print(f"created job [bold]{job.id}[/bold] ({escape(job.name)}, {job.algorithm})")
     if no_poll:
