@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bad_input_support import job_config, run_cli
+from cases_graphcode import graph_with_code
 from pydantic import ValidationError
 
 from emery.core.models import Example
@@ -164,18 +166,22 @@ async def test_a_busy_call_is_stopped_at_its_time_limit(pool: RecordingPool) -> 
     node = graph_of(BUSY).graph.nodes[1]
     assert isinstance(node, CodeNode)
     start = time.monotonic()
-    with pytest.raises(CodeFailure, match=r"^no value within 0.3 s \(the call was stopped\)$"):
-        await CodeRunner(pool).call(node, {"ask": "x"}, timeout_s=0.3)
+    with pytest.raises(CodeFailure, match=r"^no value within 0.3 s; the call was stopped$"):
+        await CodeRunner(pool, timeout_s=0.3).call(node, {"ask": "x"})
     assert time.monotonic() - start < 2.0
     assert not pool.handed[-1].alive
 
 
 async def test_a_busy_node_is_stopped_at_the_rollouts_time_limit(pool: RecordingPool) -> None:
+    pool.release(await pool.acquire(), healthy=True)  # a started worker: 0.5 s is short
     start = time.monotonic()
     [result] = await evaluate(graph_of(BUSY, CodeRunner(pool)), n=1, timeout_s=0.5)
     assert time.monotonic() - start < 3.0
-    # the node's own limit (0.45 s once it has a worker) or the rollout's, whichever is first
+    # the node's limit (0.45 s, "no value within ...") comes first unless the machine is busy
+    # enough to let the rollout's (0.5 s) pass while the node's error is on its way
     assert result.failure in ("error", "timeout")
+    assert result.error is not None
+    assert "within" in result.error
     assert not pool.handed[-1].alive
 
 
@@ -205,3 +211,27 @@ async def test_one_pool_of_workers_serves_a_whole_evaluation(pool: RecordingPool
     results = await evaluate(graph, n=6)
     assert [r.output for r in results] == ["hi!"] * 6
     assert pool.started - started <= 2
+
+
+# the CLI: a module that exits or hangs when loaded fails the job with its reason
+
+
+@pytest.mark.parametrize(
+    ("top", "reason"),
+    [
+        ("import os\nos._exit(0)", "the code ended its worker process (exit status 0)"),
+        ("raise SystemExit", "the source failed to load: the code called sys.exit(None)"),
+        ("while True:\n    pass", "within"),  # the node's limit or the rollout's
+    ],
+)
+def test_train_fails_a_graph_whose_module_exits_or_hangs_with_the_reason(
+    top: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = job_config(tmp_path)
+    system = graph_with_code(f"{top}\ndef check(answer):\n    return answer\n")
+    config.write_text(config.read_text() + "timeout_s = 0.5\n" + system)  # under [runtime]
+    code = run_cli(["train", str(config), "--store", str(tmp_path / "emery.db")])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 1
+    assert "1 of 1 rollouts of the seed on val failed with errors, not answers" in last
+    assert reason in last

@@ -4,8 +4,9 @@ process (``node_worker``) under a time limit, never in the job's or the server's
 Whatever the code does (raise, call ``sys.exit`` or ``os._exit``, loop forever, return a
 value that is not JSON) ends that one call with a ``CodeFailure``; a worker that crashed,
 ran out of time or was cancelled with its rollout (a timed-out or cancelled job) is
-killed. At most ``MAX_WORKERS`` calls run at once per event loop, so a map over a long
-list does not start a process per item.
+killed. A call may take ``DEFAULT_TIMEOUT_S``, within 0.9 x the rollout's ``timeout_s``.
+At most ``MAX_WORKERS`` calls run at once per event loop, so a map over a long list does
+not start a process per item.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import os
 import time
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from emery.core.rollouts import now
 from emery.systems.graph.spec import CodeNode
 from emery.systems.harness.pool import WorkerGone, WorkerPool
 from emery.tracing.scope import current_scope
@@ -32,20 +35,48 @@ class CodeFailure(Exception):
     """A code node's call failed; the message says how, in one line."""
 
 
-def time_limit() -> float:
-    """A call's time limit: 0.9 × the rollout's ``timeout_s`` (120 s outside a rollout or
-    without one), so the node's own error, not the rollout's, says what ran too long."""
+@dataclass(frozen=True)
+class TimeLimit:
+    """When a call must have answered (``time.monotonic()``), and how to say so."""
+
+    deadline: float
+    text: str
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+def time_limit(own_s: float) -> TimeLimit:
+    """A call's limit from now: ``own_s``, or sooner 0.9 × the rollout's ``timeout_s``
+    after its attempt started, so that the node's own error, not the rollout's timeout,
+    says what ran too long (the rollout's limit counts no faster than wall time)."""
+    own = TimeLimit(time.monotonic() + own_s, f"{own_s:g} s")
     scope = current_scope()
-    rollout_limit = scope.rollout.config.timeout_seconds if scope is not None else None
-    return TIMEOUT_SHARE * rollout_limit if rollout_limit else DEFAULT_TIMEOUT_S
+    timeout = scope.rollout.config.timeout_seconds if scope is not None else None
+    if scope is None or not timeout:
+        return own
+    used = (now() - scope.attempt.started_at).total_seconds()
+    share = TIMEOUT_SHARE * timeout
+    rollout = TimeLimit(
+        time.monotonic() + share - used,
+        f"{share:g} s of the rollout ({TIMEOUT_SHARE:g} x its timeout_s)",
+    )
+    return min(own, rollout, key=lambda limit: limit.deadline)
 
 
 class CodeRunner:
-    """Calls code nodes' functions in the worker processes of ``pool``."""
+    """Calls code nodes' functions in the worker processes of ``pool``, each call within
+    ``timeout_s`` (and the rollout's time limit, ``time_limit``)."""
 
-    def __init__(self, pool: WorkerPool, max_workers: int = MAX_WORKERS) -> None:
+    def __init__(
+        self,
+        pool: WorkerPool,
+        max_workers: int = MAX_WORKERS,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
         self.pool = pool
         self.max_workers = max_workers
+        self.timeout_s = timeout_s
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]
         self._slots = weakref.WeakKeyDictionary()
 
@@ -56,11 +87,8 @@ class CodeRunner:
             slot = self._slots[loop] = asyncio.Semaphore(self.max_workers)
         return slot
 
-    async def call(
-        self, node: CodeNode, arguments: Mapping[str, Any], timeout_s: float | None = None
-    ) -> Any:
+    async def call(self, node: CodeNode, arguments: Mapping[str, Any]) -> Any:
         """The value of ``node``'s function on ``arguments`` (``CodeFailure`` when none)."""
-        limit = time_limit() if timeout_s is None else timeout_s
         message = {
             "type": "call",
             "node": node.name,
@@ -70,14 +98,16 @@ class CodeRunner:
         }
         async with self._slot():
             worker = await self.pool.acquire()
-            healthy = False
+            limit = time_limit(self.timeout_s)
+            healthy = limit.left() <= 0  # out of time before it starts: the worker is idle
             try:
-                deadline = time.monotonic() + limit
+                if healthy:
+                    raise TimeoutError
                 worker.send(message)
-                reply = await worker.receive(deadline - time.monotonic())
+                reply = await worker.receive(limit.left())
                 healthy = True
             except TimeoutError:
-                raise CodeFailure(f"no value within {limit:g} s (the call was stopped)") from None
+                raise CodeFailure(f"no value within {limit.text}; the call was stopped") from None
             except WorkerGone:
                 ended = worker.exit_text()
                 raise CodeFailure(f"the code ended its worker process ({ended})") from None
