@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from emery.config.schema import JobConfig
+from emery.config.storable import check_storable
 from emery.core.errors import ConfigError
 from emery.core.files import read_text
 from emery.core.validation import describe
@@ -17,6 +18,7 @@ from emery.core.validation import describe
 
 def parse_config(data: dict[str, Any], source: str = "config") -> JobConfig:
     """Validate a config dict; errors name the key and suggest the nearest valid one."""
+    check_storable(data, source)
     try:
         return JobConfig.model_validate(data)
     except ValidationError as exc:

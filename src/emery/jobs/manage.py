@@ -27,6 +27,7 @@ from emery.config.resolve import (
     resolve_verifier,
 )
 from emery.config.schema import JobConfig
+from emery.config.storable import check_storable
 from emery.core.errors import ConfigError, EmeryError
 from emery.core.events import Event
 from emery.core.hashing import content_hash
@@ -71,6 +72,8 @@ def create_job(
 
     ``given`` is the config as the user wrote it (stored beside the resolved one).
     """
+    if name is not None:
+        check_storable(name, "the job name")
     inputs = inputs or JobInputs()
     check_tracking(config.tracking)
     base_dir = (base_dir or (config_path.parent if config_path else Path.cwd())).resolve()

@@ -3,7 +3,8 @@
 A span is stored under the rollout its ``emery.rollout.id`` names (span or resource
 attribute) and the attempt ``emery.attempt.id`` names, or the rollout's latest attempt
 when none is named. Spans of unknown rollouts or attempts, or with no rollout id, are
-rejected and counted in the response's ``partial_success``, as OTLP specifies.
+rejected and counted in the response's ``partial_success``, as OTLP specifies; so are
+spans whose ``emery.sequence`` is negative or past ``MAX_SEQUENCE``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ _EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+MAX_SEQUENCE = 2**30
+"""The largest ``emery.sequence`` a span may carry: far past any attempt's span count, and
+room left for the store to number the spans after it (its column is an SQL integer)."""
+
+
 class _Rollouts:
     """Rollouts and their attempt ids, each read from the store once per request."""
 
@@ -85,6 +91,9 @@ def place(store: Store, spans: Sequence[SpanRecord]) -> tuple[list[SpanRecord], 
             problems.append(f"unknown rollout {span.rollout_id!r}")
             continue
         rollout, attempts = found
+        if span.sequence is not None and not 0 <= span.sequence <= MAX_SEQUENCE:
+            problems.append(f"{sc.SEQUENCE} must be from 0 to {MAX_SEQUENCE}")
+            continue
         attempt_id = span.attempt_id or (attempts[-1] if attempts else None)
         if attempt_id is not None and attempt_id not in attempts:
             problems.append(f"rollout {rollout.id!r} has no attempt {attempt_id!r}")

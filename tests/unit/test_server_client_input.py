@@ -1,0 +1,70 @@
+"""``emery server`` answers what a client gets wrong with a 4xx, creates every job kind as
+``emery train`` does, and lets one of several concurrent resumes launch a run."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from server_support import Served, job_config, random_search_module, served
+from test_server_otlp import a_rollout, export, span, stored, to_otlp_json
+
+__all__ = ["random_search_module", "served"]
+
+
+def refused(served: Served, body: bytes | dict[str, Any], status: int = 400) -> str:
+    """The one-line JSON error ``POST /api/jobs`` answers ``body`` with; nothing stored."""
+    before = served.store.list_jobs().total
+    if isinstance(body, dict):
+        response = served.client.post("/api/jobs", json=body)
+    else:
+        response = served.client.post(
+            "/api/jobs", content=body, headers={"Content-Type": "application/json"}
+        )
+    assert response.status_code == status, response.text
+    detail: str = response.json()["detail"]
+    assert "\n" not in detail
+    assert served.store.list_jobs().total == before
+    return detail
+
+
+def test_a_config_nested_too_deeply_is_a_400(served: Served) -> None:
+    config = job_config(served.workdir / "deep")
+    deep: dict[str, Any] = {"leaf": 1}
+    for _ in range(300):
+        deep = {"a": deep}
+    config["algorithm"]["gepa"] = {"extra": deep}  # settings of another algorithm: unread
+    detail = refused(served, {"config": config})
+    assert detail.startswith("config: algorithm.gepa.extra.a.a.a.…")
+    assert "nested over 64 levels" in detail
+
+
+def test_a_lone_surrogate_in_a_job_name_is_a_400(served: Served) -> None:
+    config = job_config(served.workdir / "surrogate")
+    config["job"]["name"] = "NAME"
+
+    def body(**fields: Any) -> bytes:
+        return json.dumps({"config": config, **fields}).replace("NAME", "x\\ud800").encode()
+
+    assert "config: job.name is not valid unicode" in refused(served, body())
+    config["job"]["name"] = "fine"
+    headers = {"Content-Type": "application/json"}
+    as_field = served.client.post("/api/jobs", content=body(name="NAME"), headers=headers)
+    assert as_field.status_code == 422  # the body's own name field: its schema refuses it
+    assert as_field.json()["detail"][0]["loc"] == ["body", "name"]
+
+
+def test_a_span_sequence_past_the_store_s_integers_is_rejected_not_a_500(served: Served) -> None:
+    rollout_id, attempt_id = a_rollout(served)
+    ids = {"emery.rollout.id": rollout_id, "emery.attempt.id": attempt_id}
+    trace = bytes.fromhex("22222222222222222222222222222222")
+    huge = export(span(trace, bytes.fromhex("0000000000000011"), **ids, emery_sequence=2**63 - 1))
+    answer = served.client.post("/v1/traces", json=json.loads(to_otlp_json(huge)))
+    assert answer.status_code == 200, answer.text
+    rejected = answer.json()["partialSuccess"]
+    assert rejected["rejectedSpans"] == "1"
+    assert "emery.sequence must be from 0 to 1073741824" in rejected["errorMessage"]
+    later = export(span(trace, bytes.fromhex("0000000000000012"), **ids))
+    answer = served.client.post("/v1/traces", json=json.loads(to_otlp_json(later)))
+    assert answer.status_code == 200, answer.text
+    assert [s.span_id for s in stored(served, trace)] == ["0000000000000012"]
