@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,15 @@ from bad_input_support import job_config, run_cli
 from cases_graphcode import graph_with_code
 from pydantic import ValidationError
 
+from emery.config import parse_config
 from emery.core.models import Example
 from emery.core.rollouts import RolloutConfig
 from emery.evaluation import Evaluator
 from emery.evaluation.health import ErrorPolicy, ErrorWatch, RolloutErrors
 from emery.evaluation.results import ExampleResult
+from emery.jobs import create_job
 from emery.lm import FakeLM
+from emery.store import MemoryStore
 from emery.systems.base import RunContext, SystemRun
 from emery.systems.graph.code import NODE_WORKER, RUNNER, CodeFailure, CodeRunner
 from emery.systems.graph.spec import CodeNode, GraphConfig
@@ -87,6 +91,16 @@ def test_checking_a_config_runs_none_of_a_code_nodes_module(tmp_path: Path) -> N
     graph = graph_of(source)
     assert graph.graph.nodes[1].name == "f"
     assert not marker.exists()
+
+
+def test_creating_a_job_as_the_server_does_runs_none_of_a_code_nodes_module(
+    tmp_path: Path,
+) -> None:
+    source = "import os\nos._exit(0)\nwhile True:\n    pass\ndef check(answer):\n    return 1\n"
+    config = job_config(tmp_path).read_text() + graph_with_code(source)
+    given = tomllib.loads(config)
+    job = create_job(MemoryStore(), parse_config(given), given=given, base_dir=tmp_path)
+    assert job.state == "created"
 
 
 def test_a_module_that_does_not_compile_is_a_config_error() -> None:
