@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import pytest
 from server_support import Served, job_config, random_search_module, served
 from test_server_otlp import a_rollout, export, span, stored, to_otlp_json
 
@@ -68,3 +70,50 @@ def test_a_span_sequence_past_the_store_s_integers_is_rejected_not_a_500(served:
     answer = served.client.post("/v1/traces", json=json.loads(to_otlp_json(later)))
     assert answer.status_code == 200, answer.text
     assert [s.span_id for s in stored(served, trace)] == ["0000000000000012"]
+
+
+def training_config(served: Served, kind: str, **section: Any) -> dict[str, Any]:
+    return {
+        "job": {"type": kind},
+        kind: section,
+        "dataset": {"task": "word_problems", "n_train": 4, "n_val": 1, "n_test": 2},
+        "lm": {"task": {"model": "local/smollm2-135m"}},
+        "runtime": {"workdir": str(served.workdir / "training")},
+    }
+
+
+@pytest.fixture
+def model_installed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The base model of training jobs counts as installed."""
+    from emery.training import job, rl_job
+
+    for module in (job, rl_job):
+        monkeypatch.setattr(module, "installed_path", lambda name: tmp_path / f"{name}.gguf")
+
+
+def created(served: Served, config: dict[str, Any]) -> dict[str, Any]:
+    response = served.client.post("/api/jobs", json={"config": config, "start": False})
+    assert response.status_code == 201, response.text
+    job: dict[str, Any] = response.json()
+    served.store.delete_job(job["id"])
+    return job
+
+
+def test_sft_and_rl_configs_create_training_jobs(served: Served, model_installed: None) -> None:
+    sft = created(served, training_config(served, "sft", source_job=served.job_id))
+    assert (sft["kind"], sft["algorithm"], sft["state"]) == ("sft", "sft", "created")
+    rl = created(served, training_config(served, "rl", max_steps=2))
+    assert (rl["kind"], rl["algorithm"]) == ("rl", "rl")
+
+
+def test_a_training_job_s_checks_are_the_cli_s(
+    served: Served, model_installed: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    unknown = training_config(served, "sft", source_job="j-nosuchjob")
+    assert "no job 'j-nosuchjob'" in refused(served, {"config": unknown})
+    missing = training_config(served, "sft", data="nope.jsonl")
+    assert "nope.jsonl" in refused(served, {"config": missing})
+    monkeypatch.undo()  # the model is not installed after all
+    monkeypatch.setenv("EMERY_MODEL_DIR", str(tmp_path / "models"))
+    config = training_config(served, "sft", source_job=served.job_id)
+    assert "emery models pull smollm2-135m" in refused(served, {"config": config})

@@ -23,11 +23,11 @@ from emery.core.events import Event
 from emery.core.files import read_text
 from emery.core.hashing import content_hash
 from emery.jobs.event_text import event_line
-from emery.jobs.manage import find_resumable
+from emery.jobs.manage import create_job, find_resumable
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
-from emery.training.job import SFTResult, create_sft_job, run_sft_job
-from emery.training.rl_job import RLResult, create_rl_job, run_rl_job
+from emery.training.job import SFTResult, run_sft_job
+from emery.training.rl_job import RLResult, run_rl_job
 
 
 def load_typed(path: Path, job_type: str | None) -> JobConfig:
@@ -62,8 +62,7 @@ def sft_job(
     if job is not None and job.config_path == str(path.resolve()):
         err.print(f"resuming {job.id} (start a new job instead with --new)")
         return job
-    create = create_rl_job if config.job.type == "rl" else create_sft_job
-    job = create(store, config, given=given, config_path=path, name=name)
+    job = create_job(store, config, given=given, config_path=path, name=name)
     err.print(f"created job [bold]{job.id}[/bold] ({escape(job.name)}, {job.kind})")
     return job
 

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from emery.algorithms.registry import ALGORITHM_MODULES, parse_settings
 from emery.config.resolve import (
@@ -41,10 +41,29 @@ from emery.store.protocol import Store
 from emery.store.records import JobFilter, JobRecord, NewJob
 from emery.store.states import TERMINAL_STATES, IllegalTransition
 from emery.systems.base import System
-from emery.training.job import run_sft_job
-from emery.training.rl_job import run_rl_job
+from emery.training.job import create_sft_job, run_sft_job
+from emery.training.rl_job import create_rl_job, run_rl_job
 
 RESUMABLE = ("created", "queued", "paused")
+
+
+class TrainingJobCreator(Protocol):
+    """Checks an SFT or RL config against its data, source job and model, and stores it."""
+
+    def __call__(
+        self,
+        store: Store,
+        config: JobConfig,
+        *,
+        given: dict[str, Any] | None = ...,
+        config_path: Path | None = ...,
+        name: str | None = ...,
+        base_dir: Path | None = ...,
+    ) -> JobRecord: ...
+
+
+TRAINING_JOBS: dict[str, TrainingJobCreator] = {"sft": create_sft_job, "rl": create_rl_job}
+"""The creator of each ``[job] type`` that a trainer runs instead of the search engine."""
 
 
 def new_job_id() -> str:
@@ -68,12 +87,19 @@ def create_job(
     metadata: dict[str, Any] | None = None,
     inputs: JobInputs | None = None,
 ) -> JobRecord:
-    """Validate ``config`` (system, data, algorithm settings) and store a new job.
+    """Validate ``config`` and store a new job of its ``[job] type``: a prompt job once
+    its system, data and algorithm settings fit, an SFT or RL job once its trainer's checks
+    pass (``TRAINING_JOBS``). The CLI, the SDK and the server all create jobs here.
 
     ``given`` is the config as the user wrote it (stored beside the resolved one).
     """
     if name is not None:
         check_storable(name, "the job name")
+    training = TRAINING_JOBS.get(config.job.type)
+    if training is not None:
+        return training(
+            store, config, given=given, config_path=config_path, base_dir=base_dir, name=name
+        )
     inputs = inputs or JobInputs()
     check_tracking(config.tracking)
     base_dir = (base_dir or (config_path.parent if config_path else Path.cwd())).resolve()

@@ -16,6 +16,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from emery.config.loading import parse_config
+from emery.core.errors import ConfigError
 from emery.jobs.manage import cancel_job, create_job, pause_job
 from emery.server.launcher import JobLauncher, resume
 from emery.server.params import SQL_INT_MAX, Offset, Since
@@ -24,7 +25,7 @@ from emery.server.views import job_view
 from emery.store.protocol import Store
 from emery.store.records import JobFilter
 from emery.store.sql.jobs import JOB_SORTS
-from emery.store.states import JobState
+from emery.store.states import JobState, NotFound
 
 _SORT_KEY = f"[-+]?({'|'.join(sorted(JOB_SORTS))})"
 SortQuery = Annotated[
@@ -81,9 +82,13 @@ def jobs_router(store: Store, launcher: JobLauncher, base_dir: Path) -> APIRoute
 
     @router.post("", status_code=201)
     def new_job(body: NewJobBody) -> dict[str, Any]:
-        """Validate a config, store the job and (with ``start``) run it in the background."""
+        """Validate a config, store the job (of any ``[job] type``: prompt, sft or rl, as
+        ``emery train`` does) and (with ``start``) run it in the background."""
         config = parse_config(body.config, "config")
-        job = create_job(store, config, given=body.config, base_dir=base_dir, name=body.name)
+        try:
+            job = create_job(store, config, given=body.config, base_dir=base_dir, name=body.name)
+        except NotFound as exc:  # a source job the config names: the body is wrong, not the URL
+            raise ConfigError(f"config: {exc}") from None
         if body.start:
             launcher.launch(store, job.id)
         return job_view(store, store.get_job(job.id), full=True)

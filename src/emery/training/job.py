@@ -21,7 +21,7 @@ from emery.store.protocol import Store
 from emery.store.records import JobRecord
 from emery.training.control import JobControl
 from emery.training.data import Conversation, hold_out, job_conversations, load_chat_jsonl
-from emery.training.run import EventSink, TrainingRun, run_dir, store_job
+from emery.training.run import EventSink, TrainingRun, job_base_dir, run_dir, store_job
 from emery.training.scoring import Lift
 from emery.training.trainer import TrainingStats, train
 
@@ -63,17 +63,26 @@ def create_sft_job(
     given: dict[str, Any] | None = None,
     config_path: Path | None = None,
     name: str | None = None,
+    base_dir: Path | None = None,
 ) -> JobRecord:
     """Store a new SFT job (its base model and data source are checked first)."""
     assert config.sft is not None
-    base_dir = (config_path.parent if config_path else Path.cwd()).resolve()
+    base_dir = job_base_dir(config_path, base_dir)
     if config.sft.source_job is not None:
         store.resolve_job_id(config.sft.source_job)
     else:
         assert config.sft.data is not None
         load_chat_jsonl(base_dir / config.sft.data)  # a bad line is refused before a job exists
     installed_path(config.lm.task.model.removeprefix("local/"))
-    return store_job(store, config, "sft", given=given, config_path=config_path, name=name)
+    return store_job(
+        store,
+        config,
+        "sft",
+        given=given,
+        config_path=config_path,
+        name=name,
+        base_dir=base_dir,
+    )
 
 
 def run_sft_job(

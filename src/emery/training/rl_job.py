@@ -26,7 +26,7 @@ from emery.store.records import JobRecord
 from emery.training.control import JobControl
 from emery.training.job import SFTResult
 from emery.training.reward import VerifierReward
-from emery.training.run import EventSink, TrainingRun, run_dir, store_job
+from emery.training.run import EventSink, TrainingRun, job_base_dir, run_dir, store_job
 from emery.training.scoring import Lift, scored_candidate
 from emery.training.trainer import TrainingStats
 
@@ -104,12 +104,21 @@ def create_rl_job(
     given: dict[str, Any] | None = None,
     config_path: Path | None = None,
     name: str | None = None,
+    base_dir: Path | None = None,
 ) -> JobRecord:
     """Store a new RL job (its base model and reward are checked first)."""
-    base_dir = (config_path.parent if config_path else Path.cwd()).resolve()
+    base_dir = job_base_dir(config_path, base_dir)
     job_reward(config, base_dir, store)  # a system, data or source it cannot use: refused
     installed_path(config.lm.task.model.removeprefix("local/"))
-    return store_job(store, config, "rl", given=given, config_path=config_path, name=name)
+    return store_job(
+        store,
+        config,
+        "rl",
+        given=given,
+        config_path=config_path,
+        name=name,
+        base_dir=base_dir,
+    )
 
 
 def run_rl_job(

@@ -45,9 +45,10 @@ def store_job(
     given: dict[str, Any] | None,
     config_path: Path | None,
     name: str | None,
+    base_dir: Path | None = None,
 ) -> JobRecord:
     """Store a new training job of ``kind`` (``sft``/``rl``) for ``config``."""
-    base_dir = (config_path.parent if config_path else Path.cwd()).resolve()
+    base_dir = job_base_dir(config_path, base_dir)
     resolved = config.model_dump(mode="json")
     return store.create_job(
         NewJob(
@@ -62,6 +63,12 @@ def store_job(
             base_dir=str(base_dir),
         )
     )
+
+
+def job_base_dir(config_path: Path | None, base_dir: Path | None = None) -> Path:
+    """The folder a job's relative paths are under: ``base_dir`` when given, else the
+    config file's folder, else the working folder."""
+    return (base_dir or (config_path.parent if config_path else Path.cwd())).resolve()
 
 
 def run_dir(base_dir: Path, config: JobConfig, job_id: str) -> Path:
