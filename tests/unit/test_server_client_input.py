@@ -4,12 +4,20 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from server_support import Served, job_config, random_search_module, served
 from test_server_otlp import a_rollout, export, span, stored, to_otlp_json
+
+from emery.jobs import manage
+from emery.server.api import create_server_app
+from emery.server.launcher import WorkerLauncher
+from emery.store import SQLiteStore
+from emery.store.records import NewJob
 
 __all__ = ["random_search_module", "served"]
 
@@ -117,3 +125,40 @@ def test_a_training_job_s_checks_are_the_cli_s(
     monkeypatch.setenv("EMERY_MODEL_DIR", str(tmp_path / "models"))
     config = training_config(served, "sft", source_job=served.job_id)
     assert "emery models pull smollm2-135m" in refused(served, {"config": config})
+
+
+def test_of_six_concurrent_resumes_one_launches_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spawned: list[list[str]] = []
+
+    class Worker:
+        pid = 4242
+
+        def __init__(self, args: list[str], **_: Any) -> None:
+            spawned.append(args)
+
+    monkeypatch.setattr(manage.subprocess, "Popen", Worker)
+    store = SQLiteStore(tmp_path / "emery.db")
+    store.create_job(
+        NewJob(id="j-paused0001", name="p", algorithm="gepa", config={}, base_dir=str(tmp_path))
+    )
+    store.transition("j-paused0001", "queued")
+    store.transition("j-paused0001", "paused")
+    app = create_server_app(store, launcher=WorkerLauncher(), base_dir=tmp_path)
+    start = threading.Barrier(6)
+    statuses: list[int] = []
+
+    def resume() -> None:
+        start.wait()
+        statuses.append(client.post("/api/jobs/j-paused0001/resume").status_code)
+
+    with TestClient(app) as client:
+        threads = [threading.Thread(target=resume) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert sorted(statuses) == [200, 409, 409, 409, 409, 409]
+    assert len(spawned) == 1
+    assert store.get_job("j-paused0001").state == "queued"

@@ -45,6 +45,8 @@ from emery.training.job import create_sft_job, run_sft_job
 from emery.training.rl_job import create_rl_job, run_rl_job
 
 RESUMABLE = ("created", "queued", "paused")
+QUEUEABLE = ("created", "paused")
+"""The states a run is started from by claiming the job (``queue_job``)."""
 
 
 class TrainingJobCreator(Protocol):
@@ -179,7 +181,7 @@ def spawn_worker(store: Store, job_id: str, *, log_dir: Path | None = None) -> i
     """Run a job in a detached ``python -m emery jobs run`` process; returns its pid."""
     if store.url.startswith("memory"):
         raise EmeryError("an in-memory store cannot be shared with a background process")
-    job = queue_job(store, job_id)
+    job = queued_for_run(store, job_id)
     folder = log_dir or Path(job.base_dir or ".") / ".emery" / "logs"
     folder.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, STORE_ENV: store.url.replace("sqlite:///", "", 1)}
@@ -197,13 +199,19 @@ def spawn_worker(store: Store, job_id: str, *, log_dir: Path | None = None) -> i
 
 
 def queue_job(store: Store, job_id: str) -> JobRecord:
-    """Move a created or paused job to ``queued`` (a runner is about to pick it up)."""
-    job = store.get_job(job_id)
-    if job.state == "paused":
-        job, _ = store.transition(job_id, "queued", reason="resume requested", expect=["paused"])
-    elif job.state == "created":
-        job, _ = store.transition(job_id, "queued", expect=["created"])
+    """Claim a created or paused job for the run about to start: one conditional write moves
+    it to ``queued``, so of several callers at once (in any process) only one gets it; the
+    others, and a job in any other state, get IllegalTransition."""
+    reason = "resume requested" if store.get_job(job_id).state == "paused" else None
+    job, _ = store.transition(job_id, "queued", reason=reason, expect=QUEUEABLE)
     return job
+
+
+def queued_for_run(store: Store, job_id: str) -> JobRecord:
+    """The job, claimed with ``queue_job`` when it is created or paused; one already queued
+    or running (its engine gone) is left as it is, for its run to claim."""
+    job = store.get_job(job_id)
+    return queue_job(store, job_id) if job.state in QUEUEABLE else job
 
 
 def pause_job(store: Store, job_id: str, *, wait_s: float | None = 30.0) -> JobRecord:

@@ -8,7 +8,7 @@ import logging
 import threading
 from typing import Protocol
 
-from emery.jobs.manage import queue_job, run_job, spawn_worker
+from emery.jobs.manage import QUEUEABLE, queue_job, queued_for_run, run_job, spawn_worker
 from emery.jobs.ownership import owner_alive
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
@@ -37,7 +37,7 @@ class ThreadLauncher:
         self.threads: dict[str, threading.Thread] = {}
 
     def launch(self, store: Store, job_id: str) -> None:
-        queue_job(store, job_id)
+        queued_for_run(store, job_id)
         thread = threading.Thread(
             target=self._run, args=(store, job_id), name=f"emery-job-{job_id}", daemon=True
         )
@@ -63,7 +63,11 @@ def launcher_for(store: Store) -> JobLauncher:
 
 
 def resume(store: Store, launcher: JobLauncher, job_id: str) -> JobRecord:
-    """Continue a paused (or crashed) job; a pause still pending is withdrawn instead."""
+    """Continue a paused (or crashed) job; a pause still pending is withdrawn instead.
+
+    The job is claimed (moved to ``queued``) before it is launched, in one conditional
+    write: of several resumes at once, in this process or another, one launches a run and
+    the others get IllegalTransition (409)."""
     job = store.get_job(job_id)
     if job.state == "running" and owner_alive(job):
         if job.requested_action == "pause" and store.set_requested_action(
@@ -73,5 +77,9 @@ def resume(store: Store, launcher: JobLauncher, job_id: str) -> JobRecord:
         raise IllegalTransition(f"job {job_id} is already running ({job.owner})")
     if job.terminal:
         raise IllegalTransition(f"job {job_id} has already {job.state}: nothing to resume")
+    if job.state == "queued":
+        raise IllegalTransition(f"job {job_id} is already queued: its run is starting")
+    if job.state in QUEUEABLE:
+        queue_job(store, job_id)  # of several resumes at once, only one claims it
     launcher.launch(store, job_id)
     return store.get_job(job_id)

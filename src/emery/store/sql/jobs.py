@@ -155,7 +155,16 @@ class JobsMixin(SqlBase):
             if target in ("succeeded", "failed", "cancelled"):
                 values.setdefault("finished_at", at)
                 values.setdefault("requested_action", None)
-            conn.execute(update(t.jobs).where(t.jobs.c.id == job_id).values(**values))
+            # Conditional on the state read above: a writer that moved the job meanwhile (any
+            # backend, any process) makes this one refuse instead of overwrite.
+            moved = conn.execute(
+                update(t.jobs)
+                .where(t.jobs.c.id == job_id, t.jobs.c.state == current.state)
+                .values(**values)
+            )
+            if moved.rowcount != 1:
+                state = self._require(conn, job_id).state
+                raise IllegalTransition(f"job {job_id} is {state}, not {current.state}")
             state_event = event(event_kind or target, StateChanged(state=target, reason=reason))
             stored = self._append_events(conn, job_id, [*extra_events, state_event])
             return self._load_job(conn, job_id), stored
