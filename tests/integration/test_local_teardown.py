@@ -35,6 +35,7 @@ n_test = 0
 model = "local/smollm2-135m"
 max_tokens = {max_tokens}
 n_ctx = 1024
+n_parallel = {slots}
 cache = false
 
 [runtime]
@@ -44,9 +45,9 @@ concurrency = 4
 DECODING = "rollouts"  # the progress line shows once the first rollout has finished
 
 
-def _train(folder: Path, *, n_val: int, max_tokens: int) -> subprocess.Popen[str]:
+def _train(folder: Path, *, n_val: int, max_tokens: int, slots: int) -> subprocess.Popen[str]:
     (folder / "job.toml").write_text(
-        CONFIG.format(calls=4 * n_val, n_val=n_val, max_tokens=max_tokens)
+        CONFIG.format(calls=4 * n_val, n_val=n_val, max_tokens=max_tokens, slots=slots)
     )
     env = {**os.environ, "PYTHONFAULTHANDLER": "1", "COLUMNS": "200"}
     return subprocess.Popen(
@@ -85,7 +86,8 @@ def _job_state(folder: Path) -> str:
 
 
 def test_ctrl_c_while_the_model_decodes_pauses_the_job_and_exits_130(tmp_path: Path) -> None:
-    train = _train(tmp_path, n_val=40, max_tokens=16)  # minutes of decoding in all
+    # One slot: the first rollout ends soon, the other three wait or decode when Ctrl-C comes.
+    train = _train(tmp_path, n_val=40, max_tokens=16, slots=1)
     lines = _wait_for_line(train, DECODING, timeout_s=240)
     assert train.poll() is None, "".join(lines)
     train.send_signal(signal.SIGINT)
@@ -95,7 +97,7 @@ def test_ctrl_c_while_the_model_decodes_pauses_the_job_and_exits_130(tmp_path: P
 
 
 def test_a_finished_run_exits_0(tmp_path: Path) -> None:
-    train = _train(tmp_path, n_val=2, max_tokens=8)
+    train = _train(tmp_path, n_val=2, max_tokens=8, slots=2)
     lines = _wait_for_line(train, "never printed", timeout_s=240)
     code = train.wait(timeout=60)
     assert code == 0, f"exit {code}:\n{''.join(lines)}"
