@@ -17,6 +17,7 @@ from emery.core.errors import EmeryError
 # Each command's module is imported only when that command runs, so `emery jobs pause`
 # does not load the optimizers, the HTTP server or matplotlib.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("emery.cli.init_cmd", "init"),
     "demo": ("emery.cli.demo_cmd", "demo"),
     "eval": ("emery.cli.eval_cmd", "evaluate"),
     "train": ("emery.cli.train_cmd", "train"),

@@ -83,15 +83,16 @@ def _table(data: dict[str, Any], keys: tuple[str, ...], option: str) -> dict[str
     return table
 
 
-def data_source(value: str) -> tuple[str, str]:
-    """``("path", absolute path)`` for a data file, ``("task", name)`` for a built-in task."""
+def data_source(value: str, option: str = "--dataset") -> tuple[str, str]:
+    """``("path", absolute path)`` for a data file, ``("task", name)`` for a built-in task;
+    errors name ``option``."""
     from emery.data.tasks import builtin_task
 
     path = Path(value).expanduser()
     if path.is_file():
         return "path", str(path.resolve())
     if path.suffix.lower() in DATA_SUFFIXES or len(path.parts) > 1:
-        raise ConfigError(f"--dataset {value}: data file not found")
+        raise ConfigError(f"{option} {value}: data file not found".lstrip())
     builtin_task(value)  # one line naming the known tasks when it is none of them
     return "task", value
 

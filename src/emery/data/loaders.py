@@ -92,6 +92,17 @@ def load_dataset(
     )
 
 
+def read_rows(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rows of a data file as written (a task set's gold outputs as ``expected``, the
+    lists of a ``{"train": [...], ...}`` file marked with ``split``) and the file's name,
+    description and suggested verifier; DataError when it cannot be read as one."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: dataset file not found")
+    rows, meta = _read_rows(path)
+    return [row for _, row in rows], meta
+
+
 def _read_rows(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
     """The rows of ``path`` by its suffix, with where each came from, and the file's meta."""
     suffix = path.suffix.lower()
