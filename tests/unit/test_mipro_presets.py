@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from emery.algorithms.mipro import MiproSettings, make_plan
 from emery.algorithms.mipro.presets import PlanInputs, default_trials
 from emery.algorithms.registry import parse_settings
+from emery.algorithms.separation import examples_for
 from emery.core.errors import ConfigError
 
 
@@ -29,8 +32,9 @@ def test_presets_set_the_number_of_choices_and_trials(preset: str, n: int) -> No
 
     assert plan.num_instructions == plan.num_demo_sets == n
     assert plan.num_trials == default_trials(n, 1)
-    assert plan.minibatch_size == 25
-    assert plan.metric_calls["trials"] == plan.num_trials * 25
+    # 40 val are fewer than a 20-point difference needs (55): trials are judged on all
+    assert plan.minibatch_size == 40
+    assert plan.metric_calls["trials"] == plan.num_trials * 40
     assert plan.metric_calls["total"] == sum(
         plan.metric_calls[k] for k in ("baseline", "bootstrap", "trials", "full_evals")
     )
@@ -53,17 +57,42 @@ def test_small_val_is_the_minibatch_and_needs_no_promotions() -> None:
     assert plan.metric_calls["full_evals"] == 0
 
 
-def test_budget_shrinks_minibatch_then_trials_to_fit() -> None:
-    unlimited = make_plan(MiproSettings(), inputs())
-    plan = make_plan(MiproSettings(), inputs(budget=200))
+def test_budget_cuts_trials_and_choices_never_the_minibatch() -> None:
+    unlimited = make_plan(MiproSettings(), inputs(n_val=120))
+    plan = make_plan(MiproSettings(), inputs(n_val=120, budget=1000))
 
-    assert plan.metric_calls["total"] <= 200
-    assert plan.minibatch_size < unlimited.minibatch_size
-    assert plan.notes
-    tight = make_plan(MiproSettings(), inputs(budget=110))
-    assert tight.metric_calls["total"] <= 110
-    assert tight.minibatch_size == 5
-    assert tight.num_trials < unlimited.num_trials
+    assert unlimited.minibatch_size == plan.minibatch_size == examples_for(0.2) == 55
+    assert plan.metric_calls["total"] <= 1000
+    assert 0 < plan.num_trials < unlimited.num_trials
+    assert plan.num_instructions == plan.num_demo_sets == plan.num_trials
+    assert any("the budget pays for" in note for note in plan.notes)
+    # the races are priced at their worst: every pending trial raced on all of val
+    races = math.ceil(plan.num_trials / 5) * plan.num_trials * (120 - 55)
+    assert plan.metric_calls["full_evals"] == races
+    assert plan.separation is not None
+    assert (plan.separation.candidates, plan.separation.examples) == (plan.num_trials, 55)
+
+
+@pytest.mark.parametrize("budget", [100, 200, 400])
+def test_small_budgets_plan_fewer_trials_on_batches_that_separate(budget: int) -> None:
+    """The 60/40 job of issue 30 at 200 calls planned 10 trials on 5 examples each (a
+    coin flip); now each trial is judged on all 40 val and the budget says how many."""
+    plan = make_plan(MiproSettings(), inputs(n_val=40, n_train=60, budget=budget))
+
+    assert plan.minibatch_size == 40  # never scaled down to fit
+    assert plan.metric_calls["total"] <= budget
+    assert plan.num_trials == {100: 1, 200: 3, 400: 8}[budget]
+    assert plan.separation is not None
+    assert plan.separation.detectable <= 0.25
+    assert f"about {plan.num_trials} trial" in plan.describe()
+
+
+def test_a_budget_that_cannot_judge_one_trial_plans_none_and_says_so() -> None:
+    plan = make_plan(MiproSettings(), inputs(n_val=120, budget=150))
+
+    assert plan.num_trials == 0
+    assert plan.minibatch_size == 55
+    assert any("cannot judge one trial on 55 val examples" in note for note in plan.notes)
 
 
 def test_explicit_values_override_presets_and_are_never_scaled() -> None:

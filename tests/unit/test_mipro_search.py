@@ -27,7 +27,13 @@ from emery.algorithms.context import build_search_context
 from emery.algorithms.mipro import Mipro, MiproSettings, MiproState
 from emery.algorithms.runner import StepRecord, run_search
 from emery.core.errors import ConfigError
-from emery.core.events import BestUpdated, MiproFullEvaluation, MiproPlanned, MiproRace
+from emery.core.events import (
+    BestUpdated,
+    MiproFullEvaluation,
+    MiproPlanned,
+    MiproRace,
+    MiproTrial,
+)
 from emery.core.models import Candidate, ChatMessage
 from emery.evaluation.budget import BudgetConfig
 from emery.evaluation.results import EvalResult
@@ -265,19 +271,24 @@ async def test_a_step_killed_midway_is_repeated_on_resume(where: str) -> None:
 
 async def test_metric_call_budget_is_respected_and_ends_with_a_full_evaluation() -> None:
     data = dataset()
-    budget = BudgetConfig(metric_calls=150)
+    # each trial is judged on all 30 val: 250 calls pay for the 6 trials that find the
+    # combination the scripted model needs (150 paid for 3, which did not)
+    budget = BudgetConfig(metric_calls=250)
     ctx = make_ctx(data, format_and_demos_lm(data), proposer_lm(), budget=budget)
 
     outcome, records = await run_recorded(MiproSettings(), ctx)
 
     state = outcome.state
     assert isinstance(state, MiproState)
-    assert ctx.budget.usage.metric_calls <= 150
+    assert ctx.budget.usage.metric_calls <= 250
     plan = payloads(records, MiproPlanned)[0]
-    assert plan.metric_calls["total"] <= 150
-    assert plan.budget_metric_calls == 150
-    # the run ends with a final race (its leader on full val when it is not the best)
-    assert payloads(records, MiproRace)[-1].final
+    assert plan.metric_calls["total"] <= 250
+    assert plan.budget_metric_calls == 250
+    # 30 val examples are fewer than a 20-point difference needs: every trial is judged on
+    # all of them, paired with the seed, and no race is needed
+    assert plan.minibatch_size == 30
+    assert all(trial.full for trial in payloads(records, MiproTrial))
+    assert not payloads(records, MiproRace)
     assert state.best_val_score is not None
     # the scripted model needs the format and demos: the budget buys a strict lift
     assert state.baseline_val_score is not None

@@ -46,6 +46,7 @@ __all__ = [
     "Scorer",
     "Verdict",
     "flipped",
+    "from_table",
     "paired",
     "race",
 ]
@@ -91,7 +92,23 @@ def paired(
     both = sum(x * y for x, y in zip(a, b, strict=True))
     only_first = sum(x * (1 - y) for x, y in zip(a, b, strict=True))
     only_second = sum((1 - x) * y for x, y in zip(a, b, strict=True))
-    neither = n - both - only_first - only_second
+    return from_table(
+        both, only_first, only_second, n - both - only_first - only_second, confidence
+    )
+
+
+def from_table(
+    both: float,
+    only_first: float,
+    only_second: float,
+    neither: float,
+    confidence: float = CONFIDENCE,
+) -> Evidence:
+    """``paired``'s evidence from the 2 x 2 table of the pairs (counts, fractional allowed):
+    examples both candidates pass, only the first, only the second, neither."""
+    n = both + only_first + only_second + neither
+    if n <= 0:
+        return Evidence(n=0, difference=0.0, low=-1.0, high=1.0, verdict="undecided")
     p1, p2 = (both + only_first) / n, (both + only_second) / n
     difference = p1 - p2
     z = _z(confidence)
@@ -108,7 +125,12 @@ def paired(
     low, high = max(-1.0, difference - below), min(1.0, difference + above)
     verdict: Verdict = "better" if low > 0 else "worse" if high < 0 else "undecided"
     return Evidence(
-        n=n, difference=difference, low=low, high=high, verdict=verdict, confidence=confidence
+        n=round(n),
+        difference=difference,
+        low=low,
+        high=high,
+        verdict=verdict,
+        confidence=confidence,
     )
 
 

@@ -5,11 +5,51 @@ seed's evaluation, cannot hold the planned trials."""
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from emery.core.payloads import Payload, PlanPayload
+
+
+class Separation(BaseModel):
+    """What a plan's budget can separate (``algorithms.separation``): about ``candidates``
+    judged on ``examples`` shared examples each (None: no budget counts them), where the
+    paired interval of two equally good candidates is +/- ``half_width`` and a difference
+    of ``detectable`` is shown better ``power`` of the time, for a typical pair (each
+    scoring ``score``, their per-example scores correlating at ``correlation``). The plan
+    sized its batches to detect ``target``."""
+
+    candidates: int | None
+    examples: int
+    half_width: float
+    detectable: float
+    power: float
+    target: float
+    score: float
+    correlation: float
+
+    def describe(self, what: str = "candidates") -> str:
+        """``about 3 trials judged on 40 examples each: +/-17 points, a 24-point
+        difference shown 80% of the time``."""
+        count = "" if self.candidates is None else f"about {self.candidates} "
+        if self.candidates == 1:
+            what = what.removesuffix("s")
+        shown = (
+            f"a {_points(self.detectable)}-point difference shown"
+            f" {round(100 * self.power)}% of the time"
+            if self.detectable < 1
+            else "no difference shown reliably"
+        )
+        return (
+            f"{count}{what} judged on {self.examples} examples each:"
+            f" +/-{_points(self.half_width)} points, {shown}"
+        )
+
+
+def _points(share: float) -> int:
+    return math.ceil(100 * share - 1e-9)
 
 
 class GepaPlanned(PlanPayload):

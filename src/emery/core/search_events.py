@@ -8,6 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from emery.core.payloads import Payload, PlanPayload
+from emery.core.plan_events import Separation
 
 Verdict = Literal["better", "worse", "undecided"]
 
@@ -294,6 +295,8 @@ class MiproPlanFields(BaseModel):
     lm_calls: dict[str, int]
     budget_metric_calls: int | None = None
     notes: list[str] = Field(default_factory=list)
+    separation: Separation | None = None
+    """What the trials can separate (None in plans stored before it was planned)."""
 
 
 class MiproPlanned(PlanPayload, MiproPlanFields):

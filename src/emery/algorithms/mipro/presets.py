@@ -1,10 +1,17 @@
 """Presets and the plan: how many choices, trials and rollouts a MIPRO run will use.
 
 ``light``, ``medium`` and ``heavy`` set the number of choices per stage N; the number of
-trials grows with N and with the number of parameters (two per stage). The minibatch
-starts at 25 (or the whole val set when it is smaller). When a metric-call budget is
-set, the values the user did not set are shrunk until the planned cost fits: first the
-minibatch (down to 5), then the trials. Values set explicitly are never changed.
+trials grows with N and with the number of parameters (two per stage). Trials are
+compared on the same val minibatch, sized by ``algorithms.separation`` to detect a
+20-point difference between two typical candidates 4 times in 5 (55 examples; all of val
+when val is smaller). When a metric-call budget is set, the minibatch stays at that size
+and the budget decides how many trials it pays for: fewer candidates, each judged on
+enough examples to separate a meaningful difference, rather than many on a handful (ten
+trials on 5 examples each separate nothing). The choices per stage then shrink to the
+trials (a stage offers no more instructions or demo sets than the trials can try), and
+with them the proposals and the bootstrapping. The minibatch never shrinks to fit the
+budget: a budget that cannot judge one trial on it plans none, and says so. Values set
+explicitly are never changed.
 """
 
 from __future__ import annotations
@@ -13,10 +20,11 @@ import math
 from dataclasses import dataclass
 
 from emery.algorithms.mipro.settings import MiproSettings, Preset
+from emery.algorithms.separation import TYPICAL, examples_for, separation
 from emery.core.search_events import MiproPlanFields
 
-DEFAULT_MINIBATCH = 25
-MIN_MINIBATCH = 5
+MIN_CHOICES = 2
+"""The fewest choices per stage (the original and one more)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,11 @@ class MiproPlan(MiproPlanFields):
             f"{self.metric_calls['total']} metric calls (budget {budget}) and "
             f"{self.lm_calls['total']} LM calls ({self.lm_calls['task']} task, "
             f"{self.lm_calls['proposer']} proposer)"
+            + (
+                ""
+                if self.separation is None
+                else f"; separates {self.separation.describe('trials')}"
+            )
         )
 
 
@@ -69,6 +82,12 @@ class PlanInputs:
     budget_metric_calls: int | None
 
 
+def judging_minibatch(n_val: int) -> int:
+    """The val examples a trial is judged on by default: enough to detect the separation
+    target (``algorithms.separation``), all of val when val is smaller."""
+    return min(n_val, examples_for(TYPICAL.target))
+
+
 def make_plan(settings: MiproSettings, inputs: PlanInputs) -> MiproPlan:
     """Resolve presets against the data and the budget, and price the result."""
     preset = PRESETS[settings.preset]
@@ -76,22 +95,21 @@ def make_plan(settings: MiproSettings, inputs: PlanInputs) -> MiproPlan:
     n_instr = settings.num_instructions or preset.candidates
     n_demo = settings.num_demo_sets or preset.candidates
     k = settings.full_eval_every or preset.full_eval_every
+    top_k = settings.top_k
     trials = (
         settings.num_trials
         if settings.num_trials is not None
         else default_trials(max(n_instr, n_demo), inputs.stages)
     )
     n_val = inputs.n_val
-    minibatch = min(settings.minibatch_size or DEFAULT_MINIBATCH, n_val) if n_val else 0
+    minibatch = min(settings.minibatch_size or judging_minibatch(n_val), n_val) if n_val else 0
     bootstrap = _bootstrap_examples(settings, inputs, n_demo)
     budget = inputs.budget_metric_calls
     if budget is not None:
-        if settings.bootstrap_examples is None and bootstrap > budget // 4:
-            bootstrap = budget // 4
-            notes.append(f"bootstrapping capped at {bootstrap} rollouts (a quarter of the budget)")
-        available = budget - n_val - bootstrap
-        minibatch, trials = _fit(settings, available, minibatch, trials, k, n_val, notes)
-    metric = _metric_calls(n_val, bootstrap, trials, minibatch, k)
+        fitted = _fit_to_budget(settings, inputs, budget, minibatch, trials, (n_instr, n_demo))
+        minibatch, trials, bootstrap, (n_instr, n_demo) = fitted.values()
+        notes += fitted.notes
+    metric = _metric_calls(n_val, bootstrap, trials, minibatch, k, top_k)
     summary_calls = _summary_calls(settings, inputs.n_train)
     wanted_proposals = max(0, n_instr - inputs.fixed_instructions)
     attempts = (
@@ -121,7 +139,98 @@ def make_plan(settings: MiproSettings, inputs: PlanInputs) -> MiproPlan:
         lm_calls={"task": task, "proposer": proposer, "total": task + proposer},
         budget_metric_calls=budget,
         notes=notes,
+        separation=separation(minibatch, trials if budget is not None else None),
     )
+
+
+@dataclass
+class _Fitted:
+    minibatch: int
+    trials: int
+    bootstrap: int
+    choices: tuple[int, int]
+    notes: list[str]
+
+    def values(self) -> tuple[int, int, int, tuple[int, int]]:
+        return self.minibatch, self.trials, self.bootstrap, self.choices
+
+
+def _fit_to_budget(
+    settings: MiproSettings,
+    inputs: PlanInputs,
+    budget: int,
+    minibatch: int,
+    trials: int,
+    choices: tuple[int, int],
+) -> _Fitted:
+    """Trials, choices and bootstrapping the budget pays for at the judging minibatch.
+
+    The trials come from the budget left after the seed and the bootstrapping; the choices
+    per stage (those not set) shrink to the trials, and the bootstrapping to the demo sets
+    left, which frees calls for trials: two rounds settle it (the bootstrapping only
+    shrinks, so the trials only grow)."""
+    n_val = inputs.n_val
+    k = settings.full_eval_every or PRESETS[settings.preset].full_eval_every
+    notes: list[str] = []
+    wanted_trials, wanted_choices = trials, choices
+    n_instr, n_demo = choices
+
+    def bootstrap_for(demo_sets: int) -> int:
+        wanted = _bootstrap_examples(settings, inputs, demo_sets)
+        return wanted if settings.bootstrap_examples is not None else min(wanted, budget // 4)
+
+    bootstrap = bootstrap_for(n_demo)
+    for _ in range(2):
+        trials = _affordable_trials(
+            settings, budget - n_val - bootstrap, minibatch, wanted_trials, k, n_val
+        )
+        n_instr = settings.num_instructions or min(wanted_choices[0], max(MIN_CHOICES, trials))
+        n_demo = settings.num_demo_sets or min(wanted_choices[1], max(MIN_CHOICES, trials))
+        bootstrap = min(bootstrap, bootstrap_for(n_demo))
+    available = budget - n_val - bootstrap
+    trials = _affordable_trials(settings, available, minibatch, wanted_trials, k, n_val)
+    if trials == 0 and wanted_trials:
+        notes.append(
+            f"the budget cannot judge one trial on {minibatch} val examples after the seed:"
+            " a smaller n_val or a larger budget lets the search run"
+        )
+    if settings.num_trials is not None:
+        need = _cost(minibatch, trials, k, n_val, settings.top_k)
+        if need > available:
+            notes.append(
+                f"the explicit settings need {need} metric calls for the search"
+                f" but the budget leaves {max(available, 0)}: the budget will end it early"
+            )
+    elif trials < wanted_trials:
+        notes.append(
+            f"the budget pays for {trials} of {wanted_trials} trials judged on {minibatch}"
+            f" val examples each: fewer candidates, each judged on enough examples to tell"
+        )
+    if (n_instr, n_demo) != wanted_choices:
+        notes.append(
+            f"choices per stage cut to the trials: {wanted_choices[0]} -> {n_instr}"
+            f" instructions, {wanted_choices[1]} -> {n_demo} demo sets"
+        )
+    if bootstrap < _bootstrap_examples(settings, inputs, wanted_choices[1]):
+        notes.append(
+            f"bootstrapping capped at {bootstrap} rollouts"
+            if bootstrap
+            else f"no bootstrapping: {n_demo} demo sets are the original and the labeled one"
+        )
+    return _Fitted(minibatch, trials, bootstrap, (n_instr, n_demo), notes)
+
+
+def _affordable_trials(
+    settings: MiproSettings, available: int, minibatch: int, wanted: int, k: int, n_val: int
+) -> int:
+    """The trials (at most ``wanted``; all of them when set explicitly) whose minibatches
+    and races the ``available`` metric calls pay for."""
+    if settings.num_trials is not None:
+        return settings.num_trials
+    trials = wanted
+    while trials > 0 and _cost(minibatch, trials, k, n_val, settings.top_k) > available:
+        trials -= 1
+    return trials
 
 
 def _bootstrap_examples(settings: MiproSettings, inputs: PlanInputs, n_demo: int) -> int:
@@ -134,18 +243,17 @@ def _bootstrap_examples(settings: MiproSettings, inputs: PlanInputs, n_demo: int
 
 
 def _metric_calls(
-    n_val: int, bootstrap: int, trials: int, minibatch: int, k: int
+    n_val: int, bootstrap: int, trials: int, minibatch: int, k: int, top_k: int
 ) -> dict[str, int]:
-    """The planned metric calls of each phase and in total."""
-    promotions = _promotions(trials, k, minibatch, n_val)
-    full_evals = promotions * max(0, n_val - minibatch)
+    """The planned metric calls of each phase and in total (races at their worst)."""
+    races = _race_calls(trials, k, minibatch, n_val, top_k)
     metric = {
         "baseline": n_val,
         "bootstrap": bootstrap,
         "trials": trials * minibatch,
-        "full_evals": full_evals,
+        "full_evals": races,
     }
-    metric["total"] = n_val + bootstrap + trials * minibatch + full_evals
+    metric["total"] = n_val + bootstrap + trials * minibatch + races
     return metric
 
 
@@ -157,42 +265,16 @@ def _summary_calls(settings: MiproSettings, n_train: int) -> int:
     return min(settings.summary_batches, available) + 1
 
 
-def _promotions(trials: int, k: int, minibatch: int, n_val: int) -> int:
+def _race_calls(trials: int, k: int, minibatch: int, n_val: int, top_k: int) -> int:
+    """The most the races cost: one every ``k`` trials (and one at the end), each scoring
+    up to ``top_k`` pending combinations (no more than the trials so far) on a doubling
+    prefix of val beyond their minibatch, at worst all of val. The seed's scores are free,
+    and so is the minibatch prefix each racer was scored on already."""
     if minibatch >= n_val or trials == 0:
         return 0
-    return math.ceil(trials / k)
+    races = math.ceil(trials / k)
+    return races * min(top_k, trials) * (n_val - minibatch)
 
 
-def _fit(
-    settings: MiproSettings,
-    available: int,
-    minibatch: int,
-    trials: int,
-    k: int,
-    n_val: int,
-    notes: list[str],
-) -> tuple[int, int]:
-    """Shrink the values the user left open until trials and full evaluations fit."""
-
-    def cost(m: int, t: int) -> int:
-        return t * m + _promotions(t, k, m, n_val) * max(0, n_val - m)
-
-    start_m, start_t = minibatch, trials
-    while cost(minibatch, trials) > available:
-        floor = min(n_val, MIN_MINIBATCH)
-        if settings.minibatch_size is None and minibatch > floor:
-            minibatch = max(floor, minibatch - max(1, minibatch // 5))
-        elif settings.num_trials is None and trials > 0:
-            trials -= 1
-        else:
-            notes.append(
-                f"the explicit settings need {cost(minibatch, trials)} metric calls for the search"
-                f" but the budget leaves {max(available, 0)}: the budget will end it early"
-            )
-            break
-    if (minibatch, trials) != (start_m, start_t):
-        notes.append(
-            f"scaled to the budget: minibatch {start_m} -> {minibatch},"
-            f" trials {start_t} -> {trials}"
-        )
-    return minibatch, trials
+def _cost(minibatch: int, trials: int, k: int, n_val: int, top_k: int) -> int:
+    return trials * minibatch + _race_calls(trials, k, minibatch, n_val, top_k)
