@@ -1,21 +1,26 @@
 """``timeout_seconds`` bounds a rollout's own time: waiting on the in-process model (queued
 behind other rollouts' requests, or decoding on a busy machine) does not count, while an
-agent stuck in its own code is still stopped."""
+agent stuck in its own code is still stopped; a code-harness episode's time limit alike."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness_support import calculator_examples, calculator_reply
 from local_engine_support import FakeDecoder
 
-from emery.core.models import Example
+from emery.core.models import ChatMessage, Example
+from emery.core.work_clock import waiting_on_model
 from emery.evaluation import Evaluator
+from emery.lm import Completion, FakeLM
 from emery.lm.llama_engine import BatchEngine
 from emery.lm.local import LocalLM
 from emery.systems.function_agent import FunctionAgent, agent
+from emery.systems.harness.system import CodeHarness, CodeHarnessConfig
 from emery.tracing import MemoryRecorder, RolloutConfig
 from emery.verifiers import ExactMatch
 
@@ -87,3 +92,24 @@ async def test_an_agent_stuck_in_its_own_code_still_times_out(tmp_path: Path) ->
         (attempt,) = recorder.attempts(result.rollout_id or "")
         assert attempt.status == "timeout"
         assert f"timeout_seconds={TIMEOUT_S:g}" in (attempt.error or "")
+
+
+class WaitingLM(FakeLM):
+    """A scripted model that waits ``wait_s`` per call as an in-process model would."""
+
+    def __init__(self, wait_s: float) -> None:
+        super().__init__(calculator_reply, model="fake/calculator")
+        self.wait_s = wait_s
+
+    async def complete(self, messages: Sequence[ChatMessage], **params: Any) -> Completion:
+        with waiting_on_model():
+            await asyncio.sleep(self.wait_s)
+        return await super().complete(messages, **params)
+
+
+async def test_a_harness_episode_does_not_spend_its_time_limit_waiting_on_the_model() -> None:
+    system = CodeHarness(CodeHarnessConfig(environment="calculator", timeout_s=0.6))
+    evaluator = Evaluator(system, ExactMatch(), WaitingLM(wait_s=0.3))  # 3 calls: 0.9 s
+    result = await evaluator.evaluate(system.seed_candidate(), calculator_examples(1), "val")
+    assert result.results[0].error is None
+    assert result.scores == [1.0]

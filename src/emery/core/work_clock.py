@@ -58,6 +58,11 @@ class WorkClock:
 _clock: ContextVar[WorkClock | None] = ContextVar("emery_work_clock", default=None)
 
 
+def current_clock() -> WorkClock:
+    """The clock model waits hold here; outside an attempt, a new one (wall time)."""
+    return _clock.get() or WorkClock()
+
+
 @contextmanager
 def keeping_time(clock: WorkClock) -> Iterator[WorkClock]:
     """Make ``clock`` the one that model waits in the enclosed code (and the tasks and

@@ -8,12 +8,13 @@ harness code cannot fake or reorder its transcript.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from emery.core.models import ChatMessage
+from emery.core.work_clock import current_clock
 from emery.lm.base import LM
 from emery.systems.harness.environment import Environment, as_observation, maybe_await
 from emery.systems.harness.observation import Observation
@@ -106,15 +107,21 @@ class Episode:
 async def run_in_worker(
     pool: WorkerPool, code: str, setup: dict[str, Any], episode: Episode
 ) -> EpisodeResult:
-    """Run ``code`` in a pooled worker until it answers, stops, crashes or runs out of time."""
-    deadline = time.monotonic() + episode.limits.timeout_s
+    """Run ``code`` in a pooled worker until it answers, stops, crashes or runs out of time
+    (its own time: waiting on an in-process model does not count, ``work_clock``)."""
+    clock = current_clock()
+    end = clock.elapsed() + episode.limits.timeout_s
+
+    def left() -> float:
+        return end - clock.elapsed()
+
     result = EpisodeResult("crash")
     healthy = False
     worker = await pool.acquire()
     try:
         worker.send({"type": "episode", "code": code, "setup": setup})
         while True:
-            message = await worker.receive(deadline - time.monotonic())
+            message = await worker.receive(left())
             kind = message.get("type") if isinstance(message, dict) else None
             if kind == "done":
                 healthy = True
@@ -128,7 +135,7 @@ async def run_in_worker(
             if kind not in KIT_REQUESTS:  # not the protocol: the worker is replaced
                 result = EpisodeResult("protocol", message=f"the worker sent {message!r:.120}")
                 break
-            reply = await _bounded(episode.handle(message), deadline)
+            reply = await _bounded(episode.handle(message), left)
             worker.send(reply)
     except TimeoutError:
         limit = episode.limits.timeout_s
@@ -144,9 +151,20 @@ async def run_in_worker(
     return result
 
 
-async def _bounded(awaitable: Any, deadline: float) -> dict[str, Any]:
-    reply: dict[str, Any] = await asyncio.wait_for(awaitable, max(deadline - time.monotonic(), 0))
-    return reply
+async def _bounded(awaitable: Any, left: Callable[[], float]) -> dict[str, Any]:
+    """The reply, or ``TimeoutError`` once ``left()`` (which a model wait stops) is spent."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        while (wait := left()) > 0:
+            done, _ = await asyncio.wait({task}, timeout=wait)
+            if done:
+                reply: dict[str, Any] = task.result()
+                return reply
+    finally:
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    raise TimeoutError
 
 
 def record_stop(result: EpisodeResult) -> None:
