@@ -5,14 +5,22 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
 import test_apo_support as apo_support
 from events_support import payloads
 from test_gepa_support import run_gepa, word_problem_context, word_problems
 
 from emery.algorithms.apo import Apo
 from emery.algorithms.apo.plan import ApoPlanInputs, make_apo_plan
-from emery.algorithms.gepa.plan import GepaPlanInputs, make_gepa_plan
+from emery.algorithms.gepa import Gepa
+from emery.algorithms.gepa.plan import (
+    GepaPlanInputs,
+    describe_gepa_plan,
+    evidence_examples,
+    make_gepa_plan,
+)
 from emery.algorithms.gepa.settings import GepaSettings
+from emery.algorithms.separation import examples_for
 from emery.core.events import ApoPlanned, ApoRoundCut, Event, GepaPlanned
 from emery.evaluation.budget import BudgetConfig
 from emery.jobs.event_text import describe_event, event_line
@@ -43,9 +51,56 @@ def test_gepa_plans_the_iterations_the_budget_pays_for() -> None:
     assert plan.reflection_calls == 10 * 3  # proposal_attempts per reflection
     assert plan.metric_calls == {"baseline": 10, "iterations": 90, "total": 100}
     assert plan.merges == 5
-    assert plan.summary.startswith("gepa plan: seed on 10 val, then about 15 iterations")
+    assert plan.summary.startswith("gepa plan: seed on 10 val, then up to 15 iterations")
     assert "10 reflection (up to 30 calls), 5 edit-operator (every 3)" in plan.summary
     assert any("the cost of about 2 iterations" in note for note in plan.notes)
+    # an undecided child is judged on up to all 12 train examples (the target needs 55)
+    assert (plan.evidence_examples, plan.evidence_cost) == (12, 24)
+    assert plan.separation is not None
+    assert plan.separation.candidates == (100 - 10) // (24 + 10) == 2
+    assert "separates about 2 children judged on 12 examples each: +/-33 points" in plan.summary
+
+
+@pytest.mark.parametrize("budget", [100, 200, 400])
+def test_gepa_judges_children_on_what_the_separation_needs(budget: int) -> None:
+    """60 train, 40 val: a child is judged on up to 55 train examples (was 8 minibatches of
+    3, 24: a 35-point difference), and the plan says how many such children the budget
+    pays for."""
+    inputs = gepa_inputs(n_train=60, n_val=40, budget_metric_calls=budget)
+
+    plan = make_gepa_plan(GepaSettings(), inputs)
+
+    assert plan.evidence_examples == examples_for(0.2) == 55
+    assert plan.separation is not None
+    assert plan.separation.candidates == {100: 0, 200: 1, 400: 2}[budget]
+    assert plan.separation.detectable <= 0.2
+    assert plan.iterations == (budget - 40) // 6
+    if budget == 100:
+        assert any("cannot judge one child" in note for note in plan.notes)
+
+
+def test_an_explicit_evidence_cap_is_the_plans_and_the_runs() -> None:
+    settings = GepaSettings(max_evidence_examples=9)
+    plan = make_gepa_plan(settings, gepa_inputs())
+
+    assert (plan.evidence_examples, plan.evidence_cost) == (9, 18)
+    assert evidence_examples(settings, 12) == Gepa(settings)._evidence_cap(
+        word_problem_context(word_problems(n_train=12))
+    )
+
+
+def test_a_gepa_plan_stored_before_separation_still_loads_and_reads() -> None:
+    plan = make_gepa_plan(GepaSettings(), gepa_inputs())
+    old = plan.model_dump(mode="json")
+    for key in ("evidence_examples", "evidence_cost", "separation"):
+        old.pop(key)
+
+    stored = GepaPlanned.model_validate(old)
+
+    assert stored.separation is None
+    assert stored.evidence_examples is None
+    assert "separates" not in describe_gepa_plan(stored)
+    assert "while an undecided child" not in describe_gepa_plan(stored)
 
 
 def test_gepa_plan_without_a_budget_or_operators_or_with_max_iterations() -> None:

@@ -30,12 +30,12 @@ class Separation(BaseModel):
     score: float
     correlation: float
 
-    def describe(self, what: str = "candidates") -> str:
+    def describe(self, what: str = "candidates", one: str | None = None) -> str:
         """``about 3 trials judged on 40 examples each: +/-17 points, a 24-point
         difference shown 80% of the time``."""
         count = "" if self.candidates is None else f"about {self.candidates} "
         if self.candidates == 1:
-            what = what.removesuffix("s")
+            what = one or what.removesuffix("s")
         shown = (
             f"a {_points(self.detectable)}-point difference shown"
             f" {round(100 * self.power)}% of the time"
@@ -57,11 +57,13 @@ class GepaPlanned(PlanPayload):
 
     An iteration scores the parent and its child on one train minibatch
     (``iteration_cost`` metric calls); an accepted child is then scored on all of val
-    (``acceptance_cost``). ``iterations`` is how many the budget pays for when no child is
-    accepted (capped by ``max_iterations``; None: no limit on either), split by what
-    proposes the child: the reflection LM, an LM-free edit operator (prompt programs,
-    every ``operator_every``-th iteration) or, in ``graph_gepa``, a structural mutation
-    (every ``structure_every``-th).
+    (``acceptance_cost``); while the paired evidence is undecided and the child ahead, both
+    are scored on more minibatches, up to ``evidence_examples`` (``evidence_cost`` metric
+    calls). ``iterations`` is how many the budget pays for when every child is decided on
+    its first minibatch and none is accepted (capped by ``max_iterations``; None: no limit
+    on either), split by what proposes the child: the reflection LM, an LM-free edit
+    operator (prompt programs, every ``operator_every``-th iteration) or, in
+    ``graph_gepa``, a structural mutation (every ``structure_every``-th).
     """
 
     kind: ClassVar[str] = "gepa.plan"
@@ -84,6 +86,12 @@ class GepaPlanned(PlanPayload):
     reflection_calls: int | None = None
     merges: int = 0
     merge_cost: int = 0
+    evidence_examples: int | None = None
+    """The most train examples an undecided child is judged on (None: an older plan)."""
+    evidence_cost: int | None = None
+    """Metric calls of an iteration whose child is judged on all of them."""
+    separation: Separation | None = None
+    """What the budget separates: children judged on ``evidence_examples`` and accepted."""
 
     def planned_trials(self) -> int | None:
         return self.iterations

@@ -26,7 +26,7 @@ from emery.algorithms.evidence import Evidence
 from emery.algorithms.gepa.batches import next_minibatch
 from emery.algorithms.gepa.merge import find_merge, run_merge
 from emery.algorithms.gepa.mutation import Basis, Mutation, judge, operate, reflect, smoke_rejects
-from emery.algorithms.gepa.plan import plan_inputs, record_gepa_plan
+from emery.algorithms.gepa.plan import evidence_examples, plan_inputs, record_gepa_plan
 from emery.algorithms.gepa.pool import add_to_pool, lean, restore_candidates
 from emery.algorithms.gepa.propose import Proposer
 from emery.algorithms.gepa.selection import parent_selector, select_components
@@ -286,10 +286,9 @@ class Gepa:
             )
 
     def _evidence_cap(self, ctx: SearchContext) -> int:
-        """The most train examples a child is judged on (the budget may stop it sooner)."""
-        settings = self.settings
-        cap = settings.max_evidence_examples or 8 * settings.minibatch_size
-        return min(len(ctx.train), max(cap, settings.minibatch_size))
+        """The most train examples a child is judged on (the plan's ``evidence_examples``;
+        the budget may stop it sooner)."""
+        return evidence_examples(self.settings, len(ctx.train))
 
     def _accepts(self, before: float, after: float, evidence: Evidence | None) -> bool:
         """The evidence says the child is better (with ``improvement_or_equal``, also when

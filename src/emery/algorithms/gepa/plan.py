@@ -1,11 +1,19 @@
 """GEPA's plan (event ``gepa.plan``): what a run will do given its metric-call budget.
 
 An iteration scores the parent and its child on one train minibatch (2 x the minibatch
-size in metric calls); an accepted child is scored on all of val besides. So the budget
-left after the seed's val score pays for about ``(budget - val) // (2 x minibatch)``
-iterations when no child is accepted, and each acceptance costs the val size more. Train
-rollouts already scored are free and a tie is judged on one more minibatch, so the real
-count can differ a little either way.
+size in metric calls). A child the paired evidence cannot yet decide on and that is ahead
+(or tied, once) is scored with its parent on more minibatches, up to the evidence examples
+(``evidence_examples``: 2 x that in calls); an accepted child is scored on all of val
+besides. So the budget left after the seed's val score pays for at most
+``(budget - val) // (2 x minibatch)`` iterations (every child decided on its first
+minibatch and none accepted), and for about ``(budget - val) // (2 x evidence + val)``
+children judged on all the evidence examples and accepted: the children the budget can
+separate (``algorithms.separation``). Train rollouts already scored are free, so the real
+counts can differ a little either way.
+
+The evidence examples default to what a 20-point difference needs for a typical pair
+(``algorithms.separation``, 55) rather than a fixed number of minibatches: the minibatch
+of 3 is what the reflection reads, not what a verdict can rest on.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from dataclasses import dataclass
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.gepa.settings import GepaSettings
+from emery.algorithms.separation import TYPICAL, examples_for, separation
 from emery.algorithms.sources import prompt_program
 from emery.core.events import GepaPlanned
 
@@ -55,11 +64,21 @@ def _split(iterations: int, operator_every: int, structure_every: int | None) ->
     return _Split(iterations - structure - operator, operator, structure)
 
 
+def evidence_examples(settings: GepaSettings, n_train: int) -> int:
+    """The most train examples a child is judged on against its parent while the evidence
+    is undecided: ``max_evidence_examples``, by default what the separation target needs;
+    at least one minibatch, at most the train set."""
+    wanted = settings.max_evidence_examples or examples_for(TYPICAL.target)
+    return max(1, min(n_train, max(wanted, settings.minibatch_size)))
+
+
 def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanned:
     """The plan of a run with ``settings`` on data and a budget like ``inputs``."""
     n_val, budget = inputs.n_val, inputs.budget_metric_calls
     minibatch = min(settings.minibatch_size, inputs.n_train)
     cost = 2 * minibatch
+    evidence = evidence_examples(settings, inputs.n_train)
+    judged = None if budget is None else max(0, budget - n_val) // (2 * evidence + n_val)
     iterations = None if budget is None else max(0, budget - n_val) // max(cost, 1)
     if settings.max_iterations is not None:
         iterations = min(
@@ -77,7 +96,7 @@ def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanne
         summary="",
         metric_calls=metric_calls,
         budget_metric_calls=budget,
-        notes=_notes(settings, inputs, cost, iterations),
+        notes=_notes(settings, inputs, cost, iterations, judged),
         algorithm=inputs.algorithm,
         val_size=n_val,
         train_size=inputs.n_train,
@@ -96,15 +115,27 @@ def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanne
         reflection_calls=None if split is None else split.reflection * settings.proposal_attempts,
         merges=merges,
         merge_cost=min(settings.merge_subsample, n_val) if merges else 0,
+        evidence_examples=evidence,
+        evidence_cost=2 * evidence,
+        separation=separation(evidence, judged),
     )
     plan.summary = describe_gepa_plan(plan)
     return plan
 
 
 def _notes(
-    settings: GepaSettings, inputs: GepaPlanInputs, cost: int, iterations: int | None
+    settings: GepaSettings,
+    inputs: GepaPlanInputs,
+    cost: int,
+    iterations: int | None,
+    judged: int | None,
 ) -> list[str]:
     notes = []
+    if judged == 0 and iterations:
+        notes.append(
+            "the budget cannot judge one child on all the evidence examples and score it on"
+            " val: only a child shown better on fewer examples (a large difference) is kept"
+        )
     if iterations is not None and inputs.n_val:
         notes.append(
             f"each accepted child is scored on all {inputs.n_val} val examples, the cost of"
@@ -133,10 +164,10 @@ def describe_gepa_plan(plan: GepaPlanned) -> str:
         + (
             "iterations until another limit ends the run"
             if plan.iterations is None
-            else f"about {plan.iterations} iterations"
+            else f"up to {plan.iterations} iterations"
         )
         + f" on train minibatches of {plan.minibatch_size} ({plan.iteration_cost} metric calls"
-        f" each, {plan.acceptance_cost} more per accepted child)"
+        f" each{_evidence_text(plan)}, {plan.acceptance_cost} more per accepted child)"
     )
     if plan.iterations is not None:
         kinds = [f"{plan.reflection_iterations} reflection (up to {plan.reflection_calls} calls)"]
@@ -146,10 +177,24 @@ def describe_gepa_plan(plan: GepaPlanned) -> str:
             kinds.append(f"{plan.structure_iterations} structural")
         head += ": " + ", ".join(kinds)
     selection = "round robin" if plan.component_selection == "round_robin" else "all"
+    separates = (
+        ""
+        if plan.separation is None
+        else f"; separates {plan.separation.describe('children', 'child')}"
+    )
     return (
         f"{head}; {selection} over {plan.components} component{'s' * (plan.components != 1)};"
         f" up to {plan.merges} merges;"
-        f" budget {budget} metric calls"
+        f" budget {budget} metric calls{separates}"
+    )
+
+
+def _evidence_text(plan: GepaPlanned) -> str:
+    if plan.evidence_examples is None or plan.evidence_examples <= plan.minibatch_size:
+        return ""
+    return (
+        f", up to {plan.evidence_cost} while an undecided child is ahead, judged on up to"
+        f" {plan.evidence_examples} train examples"
     )
 
 

@@ -58,8 +58,9 @@ class GepaSettings(AlgorithmSettings):
         ge=1,
         description=(
             "most train examples a child and its parent are compared on while the evidence"
-            " is undecided (default: 8 minibatches; the budget, which keeps all of val for"
-            " an accepted child, may stop it sooner)"
+            " is undecided (default: what a 20-point difference needs, 55, see"
+            " algorithms.separation; the budget, which keeps all of val for an accepted"
+            " child, may stop it sooner)"
         ),
     )
     extend_ties: bool = Field(
