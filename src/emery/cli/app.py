@@ -12,6 +12,7 @@ import typer.core
 from rich.markup import escape
 
 from emery.cli.console import err
+from emery.cli.help_text import unwrap_help
 from emery.core.errors import EmeryError
 
 # Each command's module is imported only when that command runs, so `emery jobs pause`
@@ -52,6 +53,7 @@ class LazyCommands(typer.core.TyperGroup):
             single.command(cmd_name)(target)
             command = typer.main.get_command(single)
         command.name = cmd_name
+        unwrap_help(command)
         return command
 
 

@@ -38,8 +38,11 @@ def export(
     ] = None,
     store_location: StoreOption = None,
 ) -> None:
-    """Write a job's successful rollouts as OpenAI chat fine-tuning data (one JSON per line),
-    or the graph of its best candidate (``--format graph`` or ``txt``)."""
+    """Write a job's successful rollouts as OpenAI chat fine-tuning data, or its best graph.
+
+    The fine-tuning data is one JSON object per line; --format graph (or txt) writes the graph
+    of the job's best candidate instead.
+    """
     if format not in FORMATS:
         raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
     store = open_cli_store(store_location)

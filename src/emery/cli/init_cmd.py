@@ -29,7 +29,7 @@ def init(
     data: Annotated[
         str | None,
         typer.Argument(
-            metavar="[DATA]",
+            metavar="DATA",
             help="A .jsonl, .csv or task-set .json file, or a built-in task name.",
         ),
     ] = None,

@@ -50,7 +50,6 @@ def runner(
 ) -> None:
     """Claim and run queued rollouts of jobs whose runtime.executor is "runners".
 
-    \b
     Start any number, on this machine (SQLite file store) or others (PostgreSQL
     store). Each claims a rollout with a lease, runs its next attempt with the
     job's system, task model and verifier (rebuilt from the job's config; its

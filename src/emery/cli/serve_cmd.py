@@ -74,8 +74,8 @@ def serve(
 
     Calls under /rollouts/{rollout}/attempts/{attempt}/v1 are recorded as spans of that
     attempt while it runs in this server; other rollout ids are refused with 404.
-    Listening off loopback needs an API key (``$EMERY_API_KEY``); clients send it as
-    ``Authorization: Bearer KEY`` (the OpenAI SDK's ``api_key``) or ``X-API-Key``.
+    Listening off loopback needs an API key ($EMERY_API_KEY); clients send it as
+    `Authorization: Bearer KEY` (the OpenAI SDK's `api_key`) or `X-API-Key`.
     """
     key = os.environ.get(api_key_env) or None
     refuse_open_binding(host, key, f"set ${api_key_env}")
