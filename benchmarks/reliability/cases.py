@@ -51,5 +51,17 @@ def all_cases() -> list[Case]:
     """Every case of the corpus."""
     from cases_configs import config_cases
     from cases_flags import dataset_cases, flag_cases
+    from cases_graphcode import graphcode_cases
+    from cases_inputs import inputs_cases
+    from cases_server import server_cases
+    from cases_workers import workers_cases
 
-    return [*config_cases(), *dataset_cases(), *flag_cases()]
+    return [
+        *config_cases(),
+        *dataset_cases(),
+        *flag_cases(),
+        *graphcode_cases(),
+        *inputs_cases(),
+        *server_cases(),
+        *workers_cases(),
+    ]
