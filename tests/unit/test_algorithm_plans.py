@@ -12,6 +12,7 @@ from test_gepa_support import run_gepa, word_problem_context, word_problems
 
 from emery.algorithms.apo import Apo
 from emery.algorithms.apo.plan import ApoPlanInputs, make_apo_plan
+from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.gepa import Gepa
 from emery.algorithms.gepa.plan import (
     GepaPlanInputs,
@@ -217,3 +218,20 @@ def test_the_dashboard_shows_a_gepa_plan() -> None:
     assert view["summary"] == plan.summary
     assert view["figures"]["iterations"] == 15
     assert view["figures"]["metric_calls.total"] == 100
+
+
+@pytest.mark.parametrize(("budget", "children"), [(100, 1), (200, 3), (400, 8)])
+def test_apo_ranks_on_what_the_separation_needs_and_says_how_many_children(
+    budget: int, children: int
+) -> None:
+    inputs = ApoPlanInputs(n_train=60, n_val=40, budget_metric_calls=budget, operators=False)
+
+    plan = make_apo_plan(ApoSettings(), inputs)
+
+    assert plan.val_batch_size == 40  # all of val: fewer than the 55 the target needs
+    assert plan.separation is not None
+    # after the seed's 40: each child costs its critique's 4 train and the 40 val
+    assert plan.separation.candidates == (budget - 40) // 44 == children
+    assert f"separates about {children} child" in plan.summary
+    big = make_apo_plan(ApoSettings(), ApoPlanInputs(60, 200, None, operators=False))
+    assert big.val_batch_size == examples_for(0.2) == 55

@@ -119,6 +119,9 @@ class ApoPlanned(PlanPayload):
     expansions: int
     children: int
     lm_calls: dict[str, int] = Field(default_factory=dict)
+    separation: Separation | None = None
+    """What the budget separates: children (each with its critique's train batch) ranked
+    on the val batch, after the seed and the rest of val for the best (None: older plan)."""
 
     def planned_trials(self) -> int | None:
         return self.rounds if self.rounds_affordable is None else self.rounds_affordable

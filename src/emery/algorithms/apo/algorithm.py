@@ -35,7 +35,7 @@ from emery.algorithms.apo.beam import (
     unique,
 )
 from emery.algorithms.apo.operate import add_operator_children, operator_children_due
-from emery.algorithms.apo.plan import record_apo_plan
+from emery.algorithms.apo.plan import record_apo_plan, val_batch_size
 from emery.algorithms.apo.prompts import load_prompts
 from emery.algorithms.apo.propose import Proposer
 from emery.algorithms.apo.settings import ApoSettings
@@ -150,7 +150,7 @@ class Apo:
     def _start_round(self, ctx: SearchContext, state: ApoState, rng: random.Random) -> None:
         state.parents = round_parents(state.beam, self.settings.beam_width)
         val_ids = [e.id for e in ctx.val]
-        size = self.settings.val_batch_size
+        size = val_batch_size(self.settings, len(val_ids))
         state.val_batch = val_ids if size >= len(val_ids) else rng.sample(val_ids, size)
         ctx.emit(
             ApoRoundStarted(

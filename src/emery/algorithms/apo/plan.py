@@ -7,6 +7,12 @@ parent also gets ``operator_children`` LM-free children. The beam and the childr
 scored on a val batch, and the batch's best on the rest of val. The figures are upper
 bounds (rollouts already scored are free); a round the budget cannot finish is cut and
 scores the children it has.
+
+The val batch is what ranks the children and decides whether a beam member is shown
+worse, so by default it holds what a 20-point difference between two typical candidates
+needs (``algorithms.separation``: 55 examples, all of val when val is smaller), and the
+plan says how many children the budget can judge on it: each costs its critique's train
+batch and the val batch.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from dataclasses import dataclass
 
 from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.base import SearchContext
+from emery.algorithms.separation import TYPICAL, examples_for, separation
 from emery.algorithms.sources import prompt_program
 from emery.core.events import ApoPlanned
 
@@ -46,9 +53,15 @@ class _Round:
         return self.train + self.val_batches + self.full_val
 
 
+def val_batch_size(settings: ApoSettings, n_val: int) -> int:
+    """The val examples a round ranks on: ``val_batch_size``, by default what the
+    separation target needs; at most all of val."""
+    return min(n_val, settings.val_batch_size or examples_for(TYPICAL.target))
+
+
 def _rounds(settings: ApoSettings, inputs: ApoPlanInputs) -> list[_Round]:
     """Each round's expansions, children and metric calls (no cache hits counted)."""
-    val_batch = min(settings.val_batch_size, inputs.n_val)
+    val_batch = val_batch_size(settings, inputs.n_val)
     operators = settings.operator_children if inputs.operators else 0
     beam, rounds = 1, []
     for _ in range(settings.rounds):
@@ -87,6 +100,13 @@ def make_apo_plan(settings: ApoSettings, inputs: ApoPlanInputs) -> ApoPlanned:
     }
     metric_calls["total"] = sum(metric_calls.values())
     expansions = sum(r.expansions for r in rounds)
+    val_batch = val_batch_size(settings, inputs.n_val)
+    gradient = min(settings.gradient_batch_size, inputs.n_train)
+    judged = None
+    if budget is not None:
+        seed = 0 if baseline else val_batch  # the seed's val batch comes with its baseline
+        rest = inputs.n_val - val_batch
+        judged = max(0, budget - baseline - seed - rest) // (val_batch + gradient)
     plan = ApoPlanned(
         summary="",
         metric_calls=metric_calls,
@@ -98,12 +118,13 @@ def make_apo_plan(settings: ApoSettings, inputs: ApoPlanInputs) -> ApoPlanned:
         branch_factor=settings.branch_factor,
         operator_children=settings.operator_children if inputs.operators else 0,
         gradient_batch_size=min(settings.gradient_batch_size, inputs.n_train),
-        val_batch_size=min(settings.val_batch_size, inputs.n_val),
+        val_batch_size=val_batch_size(settings, inputs.n_val),
         val_size=inputs.n_val,
         train_size=inputs.n_train,
         expansions=expansions,
         children=sum(r.children for r in rounds),
         lm_calls={"critique": expansions, "edit": expansions, "total": 2 * expansions},
+        separation=separation(val_batch, judged),
     )
     plan.summary = describe_apo_plan(plan)
     return plan
@@ -143,6 +164,11 @@ def describe_apo_plan(plan: ApoPlanned) -> str:
         f" ranked on {plan.val_batch_size} val, the best on all {plan.val_size} val;"
         f" up to {plan.metric_calls['total']} metric calls (budget {budget}{pays}) and"
         f" {plan.lm_calls['total']} critique/edit LM calls"
+        + (
+            ""
+            if plan.separation is None
+            else f"; separates {plan.separation.describe('children', 'child')}"
+        )
     )
 
 

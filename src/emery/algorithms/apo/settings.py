@@ -22,8 +22,13 @@ class ApoSettings(AlgorithmSettings):
     gradient_batch_size: int = Field(
         default=4, ge=1, description="train examples run for each critique"
     )
-    val_batch_size: int = Field(
-        default=16, ge=1, description="val examples the beam and its children are ranked on"
+    val_batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "val examples the beam and its children are ranked on (default: what a"
+            " 20-point difference needs, 55, or all of val; see algorithms.separation)"
+        ),
     )
     diversity_temperature: float = Field(
         default=1.0, ge=0.0, le=2.0, description="sampling temperature of critiques and edits"
