@@ -49,6 +49,7 @@ def data(name: str, expect: str, file: str, content: str | bytes) -> Case:
 
 def all_cases() -> list[Case]:
     """Every case of the corpus."""
+    from cases_cliinit import cliinit_cases
     from cases_configs import config_cases
     from cases_flags import dataset_cases, flag_cases
     from cases_graphcode import graphcode_cases
@@ -64,4 +65,5 @@ def all_cases() -> list[Case]:
         *inputs_cases(),
         *server_cases(),
         *workers_cases(),
+        *cliinit_cases(),
     ]
