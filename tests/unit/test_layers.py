@@ -1,5 +1,5 @@
-"""emery's packages import only downwards (``emery.core.layers``), form no loop, and keep
-their modules short."""
+"""emery's packages import only downwards (``emery.core.layers``), form no loop, hold no
+import circle between their modules, and a long module says why it is long."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import emery
-from emery.core.layers import LAYERS, MAX_MODULE_LINES
+from emery.core.layers import LAYERS, LONG_MODULE_LINES
 
 SRC = Path(emery.__file__).parent
 
@@ -19,9 +19,10 @@ def package_of(path: Path) -> str:
     return parts[0] if len(parts) > 1 else parts[0].removesuffix(".py")
 
 
-def emery_imports(tree: ast.AST) -> Iterator[tuple[str, int]]:
-    """(imported emery package, line) for each runtime import: ``import``, ``from … import``
-    and ``importlib.import_module("emery.…")``; imports under ``if TYPE_CHECKING:`` skipped."""
+def imported_modules(tree: ast.AST) -> Iterator[tuple[str, list[str], int]]:
+    """(imported ``emery.…`` module, the names taken from it, line) for each runtime import:
+    ``import``, ``from … import`` and ``importlib.import_module("emery.…")``; imports under
+    ``if TYPE_CHECKING:`` skipped."""
     typing_only: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -29,11 +30,11 @@ def emery_imports(tree: ast.AST) -> Iterator[tuple[str, int]]:
     for node in ast.walk(tree):
         if id(node) in typing_only:
             continue
-        names: list[str] = []
+        found: list[tuple[str, list[str]]] = []
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
+            found = [(node.module, [alias.name for alias in node.names])]
         elif isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            found = [(alias.name, []) for alias in node.names]
         elif (
             isinstance(node, ast.Call)
             and ast.unparse(node.func).endswith("import_module")
@@ -41,11 +42,45 @@ def emery_imports(tree: ast.AST) -> Iterator[tuple[str, int]]:
             and isinstance(node.args[0], ast.Constant)
             and isinstance(node.args[0].value, str)
         ):
-            names = [node.args[0].value]
-        for name in names:
-            parts = name.split(".")
-            if parts[0] == "emery" and len(parts) > 1:
-                yield parts[1], node.lineno
+            found = [(node.args[0].value, [])]
+        for module, names in found:
+            if module.startswith("emery."):
+                yield module, names, node.lineno
+
+
+def emery_imports(tree: ast.AST) -> Iterator[tuple[str, int]]:
+    """(imported emery package, line) for each runtime import."""
+    for module, _, line in imported_modules(tree):
+        yield module.split(".")[1], line
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module → the modules of its own package it imports (``from a import b`` counts
+    ``a.b`` when that is a module)."""
+    paths = modules()
+    known = {module_name(path) for path in paths}
+    edges: dict[str, set[str]] = defaultdict(set)
+    for path in paths:
+        here = module_name(path)
+        for module, names, _ in imported_modules(ast.parse(path.read_text(), str(path))):
+            targets = [f"{module}.{name}" for name in names if f"{module}.{name}" in known]
+            for target in targets or [module]:
+                if (
+                    target in known
+                    and target != here
+                    and package_of_module(target) == (package_of_module(here))
+                ):
+                    edges[here].add(target)
+    return edges
+
+
+def package_of_module(name: str) -> str:
+    return name.split(".")[1] if "." in name else name
 
 
 def modules() -> list[Path]:
@@ -121,9 +156,28 @@ def test_the_check_sees_every_kind_of_import() -> None:
     assert loops({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
 
 
-def test_no_module_is_longer_than_the_limit() -> None:
-    lines = {str(path.relative_to(SRC.parent)): path.read_text().count("\n") for path in modules()}
-    long = {name: count for name, count in lines.items() if count > MAX_MODULE_LINES}
-    assert not long, (
-        f"modules over {MAX_MODULE_LINES} lines (a long module is two concepts: split it): {long}"
+def test_no_import_circle_inside_a_package() -> None:
+    found = [cycle for cycle in loops(module_graph()) if len(cycle) > 2]
+    assert not found, "import circles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_the_circle_check_sees_from_imports_of_modules() -> None:
+    tree = ast.parse("from emery.jobs import engine\nfrom emery.jobs.results import JobResult\n")
+    assert [(m, n) for m, n, _ in imported_modules(tree)] == [
+        ("emery.jobs", ["engine"]),
+        ("emery.jobs.results", ["JobResult"]),
+    ]
+    assert "emery.jobs.engine" in module_graph().get("emery.jobs.manage", set())
+
+
+def test_a_long_module_says_why() -> None:
+    unexplained = []
+    for path in modules():
+        text = path.read_text()
+        docstring = ast.get_docstring(ast.parse(text)) or ""
+        if text.count("\n") > LONG_MODULE_LINES and "why this is long" not in docstring.lower():
+            unexplained.append(f"{path.relative_to(SRC.parent)} ({text.count(chr(10))} lines)")
+    assert not unexplained, (
+        f"modules over {LONG_MODULE_LINES} lines whose docstring does not say why this is long "
+        f"(a long module is often two concepts): {unexplained}"
     )
