@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from emery.config import parse_config
 from emery.core.models import Example
 from emery.core.rollouts import RolloutConfig
+from emery.core.work_clock import waiting_on_model
 from emery.evaluation import Evaluator
 from emery.evaluation.health import ErrorPolicy, ErrorWatch, RolloutErrors
 from emery.evaluation.results import ExampleResult
@@ -197,6 +198,33 @@ async def test_a_busy_node_is_stopped_at_the_rollouts_time_limit(pool: Recording
     assert result.error is not None
     assert "within" in result.error
     assert not pool.handed[-1].alive
+
+
+class SlowModel(FakeLM):
+    """Replies "hi" after ``wait_s`` spent waiting as an in-process model does (queued)."""
+
+    def __init__(self, wait_s: float) -> None:
+        super().__init__(lambda m: "hi")
+        self.wait_s = wait_s
+
+    async def complete(self, messages: Any, **params: Any) -> Any:
+        with waiting_on_model():
+            await asyncio.sleep(self.wait_s)
+        return await super().complete(messages, **params)
+
+
+async def test_time_waiting_on_the_model_does_not_shorten_a_nodes_limit(
+    pool: RecordingPool,
+) -> None:
+    pool.release(await pool.acquire(), healthy=True)  # a started worker
+    graph = graph_of("def f(ask):\n    return ask", CodeRunner(pool))
+    evaluator = Evaluator(
+        graph, ExactMatch(), SlowModel(wait_s=0.6), rollouts=RolloutConfig(timeout_seconds=0.5)
+    )
+    example = Example(id="e", input={"q": "x"}, expected="hi")
+    result = await evaluator.evaluate(graph.seed_candidate(), [example], "val")
+    assert result.results[0].error is None
+    assert result.scores == [1.0]
 
 
 async def test_cancelling_a_run_kills_its_busy_worker(pool: RecordingPool) -> None:

@@ -20,7 +20,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from emery.core.rollouts import now
 from emery.systems.graph.spec import CodeNode
 from emery.systems.harness.pool import WorkerGone, WorkerPool
 from emery.tracing.scope import current_scope
@@ -47,15 +46,16 @@ class TimeLimit:
 
 
 def time_limit(own_s: float) -> TimeLimit:
-    """A call's limit from now: ``own_s``, or sooner 0.9 × the rollout's ``timeout_s``
-    after its attempt started, so that the node's own error, not the rollout's timeout,
-    says what ran too long (the rollout's limit counts no faster than wall time)."""
+    """A call's limit from now: ``own_s``, or sooner 0.9 × the rollout's ``timeout_s`` of
+    its attempt's own time (time waiting on an in-process model does not count, as for the
+    rollout: ``core.work_clock``), so that the node's own error, not the rollout's timeout,
+    says what ran too long."""
     own = TimeLimit(time.monotonic() + own_s, f"{own_s:g} s")
     scope = current_scope()
     timeout = scope.rollout.config.timeout_seconds if scope is not None else None
     if scope is None or not timeout:
         return own
-    used = (now() - scope.attempt.started_at).total_seconds()
+    used = scope.clock.elapsed()
     share = TIMEOUT_SHARE * timeout
     rollout = TimeLimit(
         time.monotonic() + share - used,
