@@ -9,6 +9,7 @@ import pytest
 
 from emery.core.errors import ConfigError
 from emery.lm import LMConfig, LocalLM, OpenAICompatibleLM, build_base_lm
+from emery.lm.config import PythonLM
 
 
 @pytest.mark.parametrize("spec", ["nope", "local", "local/", "openai/", ""])
@@ -23,7 +24,10 @@ def test_unknown_provider_is_a_config_error() -> None:
 
 
 def test_python_spec_loads_an_lm_object() -> None:
-    assert build_base_lm(LMConfig(model="python/fake_models:ECHO_LM")) is fake_models.ECHO_LM
+    lm = build_base_lm(LMConfig(model="python/fake_models:ECHO_LM"))
+    assert isinstance(lm, PythonLM)  # its sys.exit is an error of the call
+    assert lm.inner is fake_models.ECHO_LM
+    assert lm.model == "fake/echo"
 
 
 async def test_python_spec_calls_a_factory() -> None:

@@ -9,11 +9,15 @@ still. A call to an in-process model is bounded anyway: by its ``max_tokens`` an
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class WorkClock:
@@ -86,3 +90,34 @@ def waiting_on_model() -> Iterator[None]:
         yield
     finally:
         clock.release()
+
+
+class WorkTimeExceeded(TimeoutError):
+    """A call worked past its limit (``within_work_time``); not a ``TimeoutError`` the
+    call itself raised."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no result within {seconds:g} s")
+        self.seconds = seconds
+
+
+async def within_work_time(coro: Coroutine[Any, Any, T], seconds: float) -> T:
+    """``coro``'s result, or ``WorkTimeExceeded`` once it has worked ``seconds`` on a clock of
+    its own (its in-process model waits not counted); it is cancelled then, and a thread
+    it waits on is abandoned. ``coro`` runs as a task: it must not let ``SystemExit`` out
+    (``emery.core.user_code``)."""
+    clock = WorkClock()
+    with keeping_time(clock):
+        task = asyncio.ensure_future(coro)  # the task's context holds the clock
+    try:
+        while (left := seconds - clock.elapsed()) > 0:
+            done, _ = await asyncio.wait({task}, timeout=left)
+            if done:
+                return task.result()
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if task.done():
+        return task.result()
+    task.cancel()
+    raise WorkTimeExceeded(seconds)

@@ -11,6 +11,7 @@ from typing import Any
 from emery.core.models import Candidate, ChatMessage, Example, Split
 from emery.core.results import FailureKind
 from emery.core.rollouts import Rollout, RolloutConfig
+from emery.core.work_clock import WorkTimeExceeded, within_work_time
 from emery.evaluation.results import EvalResult, ExampleResult
 from emery.evaluation.rollouts import RolloutOutcome, RolloutRunner
 from emery.lm.base import LM, Completion, TokenUsage
@@ -23,11 +24,18 @@ from emery.tracing.processor import RolloutTracing
 from emery.tracing.recorder import NullRecorder, RolloutRecorder
 from emery.tracing.registry import RolloutProxy, embedded_proxy
 from emery.tracing.scope import AttemptScope
-from emery.verifiers.base import Verifier
+from emery.verifiers.base import Verdict, Verifier
 
 log = logging.getLogger(__name__)
 
 TRACE_CHARS = 1500
+
+
+class VerifierTimeout(Exception):
+    """The verifier gave no verdict within the rollout's time limit (``timeout_s``)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the verifier gave no verdict within {seconds:g} s (timeout_s)")
 
 
 class TallyLM(LMWrapper):
@@ -230,7 +238,7 @@ class Evaluator:
                 None,
             )
         try:
-            verdict = await self.verifier.verify(example, run.output, run)
+            verdict = await self._verdict(example, run)
         except Exception as exc:
             log.warning(
                 "verifying example %s failed: %s",
@@ -241,6 +249,18 @@ class Evaluator:
             error = f"{type(exc).__name__}: {exc}"
             return 0.0, f"The run failed: {error}", error, None
         return verdict.score, verdict.feedback, None, verdict.ranked
+
+    async def _verdict(self, example: Example, run: SystemRun) -> Verdict:
+        """The verifier's verdict, within the rollout's time limit (its own time: waits on
+        an in-process model not counted); past it, a ``VerifierTimeout``."""
+        verdict = self.verifier.verify(example, run.output, run)
+        limit = self.runner.config.timeout_seconds
+        if limit is None:
+            return await verdict
+        try:
+            return await within_work_time(verdict, limit)
+        except WorkTimeExceeded:
+            raise VerifierTimeout(limit) from None
 
     async def evaluate(
         self,

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import inspect
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, field_validator
 
 from emery.core.errors import ConfigError
 from emery.core.imports import import_object
+from emery.core.models import ChatMessage
 from emery.core.settings import Settings
-from emery.lm.base import LM
+from emery.core.user_code import awaiting
+from emery.lm.base import LM, Completion
 from emery.lm.cache import CachedLM, ResponseCache
 from emery.lm.catalog import installed_adapter, installed_path, split_adapter_name
 from emery.lm.local import LocalLM
 from emery.lm.usage import MeteredLM, Price, UsageMeter
+from emery.lm.wrapper import LMWrapper
 
 DEFAULT_MODEL = "local/qwen2.5-coder-0.5b"
 
@@ -158,7 +163,19 @@ def _python_lm(ref: str) -> LM:
             ) from None
     if not isinstance(obj, LM) or not inspect.iscoroutinefunction(obj.complete):
         raise ConfigError(f"python/{ref} is not an LM (needs .model and async .complete)")
-    return obj
+    return PythonLM(obj, ref)
+
+
+class PythonLM(LMWrapper):
+    """A ``python/<ref>`` model: user code in the job's process, so its ``sys.exit`` is an
+    error of the call (``UserCodeExited``), never the end of the job."""
+
+    def __init__(self, inner: LM, ref: str) -> None:
+        super().__init__(inner)
+        self.ref = ref
+
+    async def _call(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Completion:
+        return await awaiting(f"model python/{self.ref}", self.inner.complete(messages, **params))
 
 
 def build_lm(

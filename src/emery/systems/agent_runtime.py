@@ -1,18 +1,15 @@
-"""How function agents run: sync agents in their own threads, one candidate's module-level
-texts bound at a time."""
+"""How function agents run: one candidate's module-level texts bound at a time (sync agents
+run in their own threads: ``emery.core.user_code``)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
 
 
 @dataclass
@@ -65,40 +62,3 @@ class CandidateGate:
                     unbind()
                     self.active = None
                     condition.notify_all()
-
-
-class AgentExited(RuntimeError):
-    """The agent called ``sys.exit``: a failed attempt, not the end of the job."""
-
-    def __init__(self, exc: SystemExit) -> None:
-        super().__init__(f"the agent exited (SystemExit: {exc.code!r})")
-
-
-def call_in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
-    """Run a sync agent in its own daemon thread (a hung agent never blocks a shared pool)."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-    context = contextvars.copy_context()
-
-    def settle(result: Any, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    def target() -> None:
-        error: BaseException | None = None
-        try:
-            result = context.run(fn, **kwargs)
-        except SystemExit as exc:
-            result, error = None, AgentExited(exc)
-        except BaseException as exc:
-            result, error = None, exc
-        # A closed loop means the rollout was abandoned long ago: nobody waits.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(settle, result, error)
-
-    threading.Thread(target=target, daemon=True, name="emery-agent").start()
-    return future

@@ -25,6 +25,7 @@ from emery.core.hashing import content_hash
 from emery.core.imports import import_object
 from emery.core.models import Candidate
 from emery.core.settings import Settings
+from emery.core.user_code import call_user_function
 from emery.systems.agent_calls import (
     RESERVED,
     Prompts,
@@ -40,14 +41,13 @@ from emery.systems.agent_components import (
     attribute_calls,
     current_texts,
 )
-from emery.systems.agent_runtime import AgentExited, CandidateGate, call_in_thread
+from emery.systems.agent_runtime import CandidateGate
 from emery.systems.base import RunContext, System, SystemRun
 from emery.systems.registry import SystemKind
 from emery.tracing.scope import current_scope
 
 __all__ = [
     "RESERVED",
-    "AgentExited",
     "AgentFunction",
     "FunctionAgent",
     "FunctionAgentConfig",
@@ -161,7 +161,6 @@ class FunctionAgent:
         self.fn = fn
         self.name: str = name or str(getattr(fn, "__name__", "agent"))
         self.returns: Returns = returns or "auto"
-        self.is_async = inspect.iscoroutinefunction(fn)
         self.parameters = inspect.signature(fn).parameters
         self.declared = DeclaredComponents(
             self.name, fn, components if components is not None else declared
@@ -222,15 +221,7 @@ class FunctionAgent:
         return system_run(result, self.returns, components, scope)
 
     async def _call(self, kwargs: dict[str, Any]) -> Any:
-        if self.is_async:
-            try:
-                return await self.fn(**kwargs)
-            except SystemExit as exc:
-                raise AgentExited(exc) from None
-        result = await call_in_thread(self.fn, kwargs)
-        if inspect.isawaitable(result):
-            return await result
-        return result
+        return await call_user_function("agent", self.fn, **kwargs)
 
 
 class FunctionAgentConfig(Settings):

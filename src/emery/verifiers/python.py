@@ -9,6 +9,7 @@ from typing import Any
 from emery.core.errors import ConfigError
 from emery.core.imports import import_object
 from emery.core.models import Example
+from emery.core.user_code import call_user_function
 from emery.verifiers.base import Verdict
 
 
@@ -37,7 +38,7 @@ class CallableVerifier:
         self._wants_trace = len(params) >= 3 or "trace" in params
 
     async def verify(self, example: Example, output: Any, trace: Any = None) -> Verdict:
-        result = self.fn(example, output, trace) if self._wants_trace else self.fn(example, output)
-        if inspect.isawaitable(result):
-            result = await result
-        return to_verdict(result)
+        """The function's verdict; a sync function runs in its own thread (a caller's time
+        limit can abandon it) and its ``sys.exit`` is an error (``UserCodeExited``)."""
+        args = (example, output, trace) if self._wants_trace else (example, output)
+        return to_verdict(await call_user_function("verifier", self.fn, *args))
