@@ -1,4 +1,5 @@
-"""Every TOML config the README shows, and the packaged demo config, is a valid job config.
+"""Every TOML config the README and ``docs/`` show, and the packaged demo config, is a valid
+job config; every Python block there compiles.
 
 A fragment that holds only some sections is merged into a minimal complete config; keys a
 comment offers beside a key (``# also: a, b``) are tried in its place.
@@ -20,16 +21,19 @@ from emery.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
 DEMO = REPO / "src" / "emery" / "demos" / "word_problems.toml"
 MINIMAL: dict[str, Any] = {"dataset": {"task": "word_problems"}}
 
 TOML_BLOCK = re.compile(r"^```toml\n(.*?)^```", re.MULTILINE | re.DOTALL)
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 SECTION = re.compile(r"^\[+([\w.]+)\]+")
 ALSO = re.compile(r"^(\w+)\s*=\s*(.+?)\s*#.*?\balso:?\s+(.+)$")
 
 
-def readme_blocks() -> list[str]:
-    return TOML_BLOCK.findall(README.read_text(encoding="utf-8"))
+def readme_blocks(pattern: re.Pattern[str] = TOML_BLOCK) -> list[str]:
+    """The blocks ``pattern`` finds in the README, then in each page of ``docs/``."""
+    return [block for page in PAGES for block in pattern.findall(page.read_text("utf-8"))]
 
 
 def validate(data: dict[str, Any]) -> JobConfig:
@@ -79,6 +83,16 @@ def test_keys_a_readme_comment_offers_exist(block: str) -> None:
             if "unknown key" in str(exc):
                 unknown.append(f"[{'.'.join(section)}] {name}: {exc}")
     assert unknown == []
+
+
+@pytest.mark.parametrize("block", readme_blocks(PYTHON_BLOCK))
+def test_each_python_block_compiles(block: str) -> None:
+    compile(block, "<docs>", "exec")
+
+
+def test_the_docs_show_configs_and_code() -> None:
+    assert len(readme_blocks()) > 10
+    assert readme_blocks(PYTHON_BLOCK)
 
 
 def test_the_demo_config_is_valid() -> None:
