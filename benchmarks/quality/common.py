@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -31,6 +32,7 @@ from emery.core.models import Candidate, Dataset, Demo, Lineage, Split
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import BudgetConfig
 from emery.evaluation.evaluator import Evaluator
+from emery.evaluation.results import EvalResult
 from emery.evaluation.stats import ScoreSummary
 from emery.lm import LMConfig, ResponseCache, UsageMeter, build_lm
 from emery.lm.base import LM
@@ -191,11 +193,28 @@ class RowReport(BaseModel):
 
 @dataclass
 class EmeryRun:
-    """The records of an emery run, for scripts that want more than the row."""
+    """The records of an emery run, for scripts that want more than the row: ``tests`` holds
+    the per-example test results of the seed, the references and the best."""
 
     report: RowReport
     records: list[StepRecord] = field(default_factory=list)
     candidates: dict[str, Candidate] = field(default_factory=dict)
+    tests: dict[str, EvalResult] = field(default_factory=dict)
+
+
+async def split_result(
+    system: System,
+    verifier: Verifier,
+    lm: LM,
+    candidate: Candidate,
+    dataset: Dataset,
+    split: str,
+    concurrency: int,
+) -> EvalResult:
+    """A candidate scored on one split, example by example (uncharged)."""
+    evaluator = Evaluator(system, verifier, lm, concurrency=concurrency)
+    examples = dataset.split(split)  # type: ignore[arg-type]
+    return await evaluator.evaluate(candidate, examples, split)  # type: ignore[arg-type]
 
 
 async def score_summary(
@@ -208,9 +227,7 @@ async def score_summary(
     concurrency: int,
 ) -> ScoreSummary:
     """A candidate's mean score on one split, with n and its 95% interval (uncharged)."""
-    evaluator = Evaluator(system, verifier, lm, concurrency=concurrency)
-    examples = dataset.split(split)  # type: ignore[arg-type]
-    result = await evaluator.evaluate(candidate, examples, split)  # type: ignore[arg-type]
+    result = await split_result(system, verifier, lm, candidate, dataset, split, concurrency)
     return result.summary()
 
 
@@ -226,9 +243,11 @@ async def run_emery(
     seed: int = 0,
     concurrency: int = 4,
     on_step: Any = None,
+    known_tests: Mapping[str, EvalResult] | None = None,
 ) -> EmeryRun:
     """Run one emery algorithm to its end, then score the seed, the references (if any) and
-    the best on test."""
+    the best on test (``known_tests``: results of the seed and references already scored on
+    this test split, reused instead of scored again)."""
     dataset, system, verifier = task.dataset(), task.system(), task.verifier()
     meter = UsageMeter()
     lms = model.lms(meter, ("task", "reflection", "proposer"))
@@ -270,8 +289,9 @@ async def run_emery(
         stop_reason=outcome.reason,
         best_components=dict(best.components),
     )
-    report = with_tests(report, await test_scores(task, model, best, concurrency))
-    return EmeryRun(report=report, records=records, candidates=dict(ctx.candidates))
+    tests = await results_on_test(task, model, best, concurrency, known_tests)
+    report = with_tests(report, {name: result.summary() for name, result in tests.items()})
+    return EmeryRun(report=report, records=records, candidates=dict(ctx.candidates), tests=tests)
 
 
 def comparison_parser(description: str, *, port: int) -> argparse.ArgumentParser:
@@ -406,17 +426,32 @@ def transplant(
     )
 
 
+async def results_on_test(
+    task: Task,
+    model: ModelSpec,
+    best: Candidate,
+    concurrency: int,
+    known: Mapping[str, EvalResult] | None = None,
+) -> dict[str, EvalResult]:
+    """The seed, each ``[references.NAME]`` and ``best`` on test, example by example, by
+    emery's evaluator; a name in ``known`` (not ``best``) takes its result from there."""
+    system, verifier, dataset = task.system(), task.verifier(), task.dataset()
+    lm = model.lms(UsageMeter(), ("task",))["task"]
+    candidates = {"seed": system.seed_candidate(), **task.references(), "best": best}
+    reused = {k: v for k, v in (known or {}).items() if k in candidates and k != "best"}
+    return {
+        name: reused.get(name)
+        or await split_result(system, verifier, lm, candidate, dataset, "test", concurrency)
+        for name, candidate in candidates.items()
+    }
+
+
 async def test_scores(
     task: Task, model: ModelSpec, best: Candidate, concurrency: int
 ) -> dict[str, ScoreSummary]:
     """The seed, each ``[references.NAME]`` and ``best`` on test, by emery's evaluator."""
-    system, verifier, dataset = task.system(), task.verifier(), task.dataset()
-    lm = model.lms(UsageMeter(), ("task",))["task"]
-    candidates = {"seed": system.seed_candidate(), **task.references(), "best": best}
-    return {
-        name: await score_summary(system, verifier, lm, candidate, dataset, "test", concurrency)
-        for name, candidate in candidates.items()
-    }
+    results = await results_on_test(task, model, best, concurrency)
+    return {name: result.summary() for name, result in results.items()}
 
 
 def with_tests(row: RowReport, tests: dict[str, ScoreSummary]) -> RowReport:

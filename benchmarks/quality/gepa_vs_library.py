@@ -49,6 +49,8 @@ from common import (
     with_tests,
 )
 
+from emery.core.models import Candidate
+
 PEER = Path(__file__).resolve().parent / "peers" / "gepa_library.py"
 
 
@@ -75,6 +77,15 @@ def arguments() -> argparse.Namespace:
 
 def peer_row(args: argparse.Namespace, task: Task, model: ModelSpec, workdir: Path) -> RowReport:
     """The library's run, its winner scored on test by emery's evaluator."""
+    row, best = library_winner(args, task, model, workdir)
+    return with_tests(row, run(test_scores(task, model, best, args.concurrency)))
+
+
+def library_winner(
+    args: argparse.Namespace, task: Task, model: ModelSpec, workdir: Path
+) -> tuple[RowReport, Candidate]:
+    """The library's run (``args``: metric_calls, wall_time, seed, reflection_max_tokens) and
+    its winner as an emery candidate, not yet scored on test."""
     python = ensure_venv("gepa", ["gepa==0.1.4"])
     spec = {
         **peer_spec(task, model, workdir),
@@ -98,7 +109,7 @@ def peer_row(args: argparse.Namespace, task: Task, model: ModelSpec, workdir: Pa
         best_components=found["best_components"],
         extra={"candidates": found["candidates"]},
     )
-    return with_tests(row, run(test_scores(task, model, best, args.concurrency)))
+    return row, best
 
 
 def main() -> None:

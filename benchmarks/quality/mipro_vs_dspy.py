@@ -54,7 +54,7 @@ from common import (
     with_tests,
 )
 
-from emery.core.models import Demo
+from emery.core.models import Candidate, Demo
 from emery.evaluation.stats import summarize
 from emery.systems.formats import labeled_replies
 
@@ -126,6 +126,20 @@ def peer_rows(
 ) -> list[RowReport]:
     """DSPy's row scored by DSPy, and its winner transplanted into emery's prompt format and
     scored by emery's evaluator (with the seed and references, on the same endpoint)."""
+    row, best, found = dspy_winner(args, task, model, workdir)
+    dspy_tests = {k: summarize(found[f"{k}_test_dspy"]) for k in ("seed", "best")}
+    emery_tests = run(test_scores(task, model, best, args.concurrency))
+    emery_row = row.model_copy(update={"name": f"{row.name}, transplanted, scored by emery"})
+    scored_by_dspy = row.model_copy(update={"name": f"{row.name}, scored by DSPy"})
+    return [with_tests(scored_by_dspy, dspy_tests), with_tests(emery_row, emery_tests)]
+
+
+def dspy_winner(
+    args: argparse.Namespace, task: Task, model: ModelSpec, workdir: Path
+) -> tuple[RowReport, Candidate, dict[str, Any]]:
+    """DSPy's run (``args``: its plan, module, caps, seed, concurrency), its winner
+    transplanted into an emery candidate (not yet scored on test), and the peer's result
+    (``seed_test_dspy``/``best_test_dspy``: its own per-example test scores)."""
     python = ensure_venv("dspy", ["dspy==3.4.1", "optuna==5.0.0"])
     spec = peer_spec(task, model, workdir)
     spec.update(
@@ -146,7 +160,7 @@ def peer_rows(
     best = transplant(task, {component: found["instruction"]}, {component: demos})
     name = f"dspy 3.4.1 MIPROv2 ({args.dspy_module})"
     row = RowReport(
-        name=f"{name}, scored by DSPy",
+        name=name,
         baseline_val=found["baseline_val"],
         best_val=found["best_val"],
         metric_calls=found["metric_calls"],
@@ -156,10 +170,7 @@ def peer_rows(
         best_components={component: found["instruction"]},
         extra={"demos": len(found["demos"])},
     )
-    dspy_tests = {k: summarize(found[f"{k}_test_dspy"]) for k in ("seed", "best")}
-    emery_tests = run(test_scores(task, model, best, args.concurrency))
-    emery_row = row.model_copy(update={"name": f"{name}, transplanted, scored by emery"})
-    return [with_tests(row, dspy_tests), with_tests(emery_row, emery_tests)]
+    return row, best, found
 
 
 def main() -> None:

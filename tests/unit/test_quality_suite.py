@@ -1,0 +1,133 @@
+"""The quality suite's rows, resume and verdict (benchmarks/quality/suite.py, issue 30 #4):
+a scripted model stands in for the real one."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from suite_support import words_config
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "quality"))
+
+import suite
+from suite_table import SuiteRow, compared, markdown, read_rows, verdict
+
+MODEL = "python/suite_support:scripted_lm"
+
+
+def run_suite(tmp_path: Path, *extra: str) -> Path:
+    out = tmp_path / "rows.jsonl"
+    sets = f"word_problems,{words_config(tmp_path)}"
+    suite.main(
+        [
+            "--sets",
+            sets,
+            "--budgets",
+            "20",
+            "--seeds",
+            "0,1",
+            "--algorithms",
+            "gepa",
+            "--model",
+            MODEL,
+            "--out",
+            str(out),
+            *extra,
+        ]
+    )
+    return out
+
+
+def test_a_fake_run_makes_a_row_per_set_and_seed_and_resume_skips_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = run_suite(tmp_path)
+    rows = read_rows(out)
+    assert [row.key for row in rows] == [
+        ("word_problems", 20, 0, "gepa"),
+        ("word_problems", 20, 1, "gepa"),
+        ("words", 20, 0, "gepa"),
+        ("words", 20, 1, "gepa"),
+    ]
+    words = rows[2]
+    # The config's n_val = 7 is dropped: the default (10 at 20 calls) sizes val.
+    assert words.sizes == {"train": 10, "val": 10, "test": 10}
+    assert set(words.scores) == {"seed", "expert", "best"}
+    assert len(words.test_ids) == len(words.scores["seed"]) == 10
+    assert words.scores["seed"] == rows[3].scores["seed"]  # scored once, same examples
+    assert words.vs_seed == compared(words.scores)[0]
+    assert set(rows[0].scores) == {"seed", "best"}  # a built-in task has no expert
+    assert 0 < rows[0].metric_calls <= 20
+    table = capsys.readouterr().out
+    assert "| words | 20 | 1 | gepa |" in table
+    assert "### Verdict" in table
+
+    with pytest.raises(SystemExit, match="already holds 4 rows; pass --resume"):
+        run_suite(tmp_path)
+
+    def no_search(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a done row ran again")
+
+    monkeypatch.setattr(suite, "run_emery", no_search)
+    run_suite(tmp_path, "--resume")
+    assert len(read_rows(out)) == 4
+
+
+def row(set_name: str, seed: int, seed_right: int, best_right: int, **fields: object) -> SuiteRow:
+    """A row on 40 test examples: the seed right on the first ``seed_right``, the winner on
+    the first ``best_right``, the expert on the first 20."""
+    scores = {
+        name: [1.0 if i < right else 0.0 for i in range(40)]
+        for name, right in (("seed", seed_right), ("best", best_right), ("expert", 20))
+    }
+    vs_seed, vs_expert = compared(scores)
+    values: dict[str, object] = {"budget": 200, "algorithm": "mipro", "peer": False}
+    values.update(fields)
+    return SuiteRow.model_validate(
+        {"set": set_name, "seed": seed, "scores": scores, "vs_seed": vs_seed,
+         "vs_expert": vs_expert, **values}
+    )  # fmt: skip
+
+
+def statuses(rows: list[SuiteRow], sets: list[str]) -> list[str]:
+    return [target.status for target in verdict(rows, sets)]
+
+
+def test_the_verdict_reads_the_lift_expert_peer_and_worse_targets() -> None:
+    lifted = [row("a", 0, 10, 30), row("a", 1, 10, 30), row("a", 2, 10, 12)]
+    peers = [row("a", 0, 10, 20, algorithm="gepa 0.1.4", peer=True)]
+    # seeds 0 and 1 lift +50 points (interval above 0), seed 2 +5: 2 of 3; best 60% on
+    # average, expert 50%: +10; above the peer's 50%; mean lift 35 points.
+    assert statuses(lifted + peers, ["a"]) == ["met"] * 5
+
+    one_seed = [row("a", 0, 10, 30), row("a", 1, 10, 12), row("a", 2, 10, 12)]
+    assert statuses(one_seed + peers, ["a"])[0] == "not met"
+
+    below_expert = [row("a", s, 10, 21) for s in range(3)]  # +27.5 lift, expert + 2.5
+    assert statuses(below_expert + peers, ["a"])[:2] == ["met", "not met"]
+
+    worse = row("a", 0, 30, 5, budget=100, algorithm="apo")  # -62.5, interval below 0
+    assert worse.vs_seed is not None
+    assert worse.vs_seed.high < 0
+    targets = verdict([*lifted, *peers, worse], ["a"])
+    assert targets[3].status == "not met"
+    assert "a/100/seed 0/apo" in targets[3].detail
+    slightly_worse = row("a", 0, 12, 10, budget=100, algorithm="apo")  # interval spans 0
+    assert verdict([*lifted, *peers, slightly_worse], ["a"])[3].status == "met"
+
+    # A set not run leaves its targets and the mean lift not yet run; no peers: not yet run.
+    unrun = statuses(lifted, ["a", "b"])
+    assert unrun[2] == "not yet run"
+    assert unrun[3:6] == ["not yet run"] * 3
+    assert unrun[-1] == "not yet run"
+    assert statuses([row("a", s, 10, 17) for s in range(3)], ["a"])[-1] == "met"  # +17.5
+    assert statuses([row("a", s, 10, 15) for s in range(3)], ["a"])[-1] == "not met"  # +12.5
+
+
+def test_the_table_lists_planned_rows_not_yet_run() -> None:
+    table = markdown([row("a", 0, 10, 30)], [("a", 200, 0, "mipro"), ("a", 200, 1, "mipro")])
+    assert "| a | 200 | 0 | mipro | 25.0% (" in table
+    assert "| a | 200 | 1 | mipro | not yet run |" in table
+    assert "+50.0 [+" in table
