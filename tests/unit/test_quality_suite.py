@@ -131,3 +131,50 @@ def test_the_table_lists_planned_rows_not_yet_run() -> None:
     assert "| a | 200 | 0 | mipro | 25.0% (" in table
     assert "| a | 200 | 1 | mipro | not yet run |" in table
     assert "+50.0 [+" in table
+
+
+def test_peers_at_200_calls_are_rows_scored_against_the_same_seed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gepa_vs_library
+    import mipro_vs_dspy
+    from common import RowReport, transplant
+
+    config = words_config(tmp_path)
+    task = suite.set_task(str(config), 200)
+    expert = transplant(task, {"say": "Repeat the word in capital letters."})
+    seen: list[int] = []
+
+    def library(args: object, *rest: object) -> tuple[RowReport, object]:
+        seen.append(vars(args)["metric_calls"])
+        return RowReport(name="gepa", metric_calls=190), expert
+
+    def dspy(args: object, *rest: object) -> tuple[RowReport, object, dict[str, object]]:
+        seen.append(mipro_vs_dspy.matched_budget(args))  # type: ignore[arg-type]
+        found = {"seed_test_dspy": [0.0] * 10, "best_test_dspy": [1.0] * 10}
+        return RowReport(name="dspy", metric_calls=180), task.system().seed_candidate(), found
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("AdapterParseError: no field\nmore")
+
+    monkeypatch.setattr(gepa_vs_library, "library_winner", library)
+    monkeypatch.setattr(mipro_vs_dspy, "dspy_winner", dspy)
+    monkeypatch.setattr(suite.Suite, "peer_model", lambda self: self.model)
+    out = tmp_path / "rows.jsonl"
+    argv = ["--sets", str(config), "--budgets", "100,200", "--seeds", "0", "--peers"]
+    suite.main([*argv, "--algorithms", "baseline", "--model", MODEL, "--out", str(out)])
+    rows = {row.algorithm: row for row in read_rows(out) if row.budget == 200}
+    assert list(rows) == ["baseline", "gepa 0.1.4", "dspy MIPROv2", "dspy MIPROv2 (DSPy's reading)"]
+    assert seen[0] == 200
+    assert 150 < seen[1] <= 200  # DSPy's plan: the most trials that fit 200 calls
+    gepa = rows["gepa 0.1.4"]
+    assert gepa.peer
+    assert gepa.scores["seed"] == rows["baseline"].scores["seed"]
+    assert gepa.scores["best"] == gepa.scores["expert"]
+    assert rows["dspy MIPROv2 (DSPy's reading)"].vs_seed.verdict == "better"  # type: ignore[union-attr]
+
+    monkeypatch.setattr(gepa_vs_library, "library_winner", broken)
+    out.unlink()
+    suite.main([*argv, "--algorithms", "baseline", "--model", MODEL, "--out", str(out)])
+    failed = next(row for row in read_rows(out) if row.algorithm == "gepa 0.1.4")
+    assert failed.error == "AdapterParseError: no field"
