@@ -385,6 +385,14 @@ def dspy_plan(
             return args
 
 
+def verdict_sets(args: argparse.Namespace) -> list[str]:
+    """The sets the targets are read on: the development sets among ``--sets``, else all
+    of them (a built-in task or another config on its own is judged the same way)."""
+    labels = [set_label(name) for name in args.sets]
+    development = [label for label in labels if label in DEVELOPMENT_SETS]
+    return development or labels
+
+
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
@@ -397,7 +405,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         rows = load_for_table(args.out)
         print(markdown(rows, planned(args)))
         print()
-        print(verdict_markdown(rows, [set_label(s) for s in args.sets]))
+        print(verdict_markdown(rows, verdict_sets(args)))
         return
     done = read_rows(args.out)
     if done and not args.resume:
@@ -416,7 +424,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"\ntotal {(time.perf_counter() - started) / 60:.1f} min\n")
     print(markdown(suite.rows, planned(args)))
     print()
-    print(verdict_markdown(suite.rows, [set_label(s) for s in args.sets]))
+    print(verdict_markdown(suite.rows, verdict_sets(args)))
 
 
 if __name__ == "__main__":

@@ -265,6 +265,8 @@ def verdict_markdown(rows: Sequence[SuiteRow], sets: Sequence[str]) -> str:
     lines = [
         f"### Verdict ({met} of {len(targets)} targets met or not applicable)",
         "",
+        f"Read on: {', '.join(sets)}.",
+        "",
         *(t.line() for t in targets),
     ]
     return "\n".join(lines)

@@ -178,3 +178,10 @@ def test_peers_at_200_calls_are_rows_scored_against_the_same_seed(
     suite.main([*argv, "--algorithms", "baseline", "--model", MODEL, "--out", str(out)])
     failed = next(row for row in read_rows(out) if row.algorithm == "gepa 0.1.4")
     assert failed.error == "AdapterParseError: no field"
+
+
+def test_the_targets_are_read_on_the_development_sets_chosen() -> None:
+    assert suite.verdict_sets(suite.arguments([])) == ["svamp", "clinc", "restaurant8k"]
+    chosen = suite.arguments(["--sets", "clinc,word_problems"])
+    assert suite.verdict_sets(chosen) == ["clinc"]
+    assert suite.verdict_sets(suite.arguments(["--sets", "word_problems"])) == ["word_problems"]
