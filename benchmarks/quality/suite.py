@@ -295,7 +295,8 @@ class Suite:
         set_name, budget, seed, peer = key
         sizes = {split: len(task.dataset().split(split)) for split in ("train", "val", "test")}
         workdir = Path(tempfile.mkdtemp(prefix=f"{peer.split()[0]}-", dir=self.workdir))
-        common = {"seed": seed, "concurrency": self.args.concurrency, "wall_time": None}
+        common: dict[str, Any] = {"seed": seed, "concurrency": self.args.concurrency}
+        common["wall_time"] = self.args.wall_time  # the peer's search cap, as emery's
         try:
             if peer == "gepa 0.1.4":
                 args = argparse.Namespace(
