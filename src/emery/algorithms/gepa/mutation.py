@@ -6,7 +6,7 @@ takes the parent's next untried LM-free edit operator child in those components'
 (prompt programs only). Both return None when they have no new child to offer.
 ``judge`` compares child and parent paired on the minibatch (``algorithms.evidence``);
 while the comparison is undecided and the child is ahead (or, once, tied), it scores both
-on one more minibatch (``extend_batch``), up to a cap on the examples.
+on as many more train examples again (``extend_batch``: the batch doubles), up to a cap.
 """
 
 from __future__ import annotations
@@ -225,12 +225,12 @@ async def judge(
     confidence: float,
     extend_ties: bool,
 ) -> tuple[Mutation, EvalResult, Evidence]:
-    """The child against its parent, paired on the minibatch, with more minibatches while
-    that cannot decide: the evidence is gathered while it is undecided, the batch holds
-    fewer than ``cap`` examples and the child is ahead (or tied, once, with
-    ``extend_ties``); a child behind its parent is not worth more calls. Returns the
+    """The child against its parent, paired on the minibatch, with more examples while that
+    cannot decide: the batch doubles while the evidence is undecided, the batch holds fewer
+    than ``cap`` examples and the child is ahead (or tied, once, with ``extend_ties``); a
+    child behind its parent is not worth more calls. Returns the
     mutation and the child's results on the whole batch, and the last evidence."""
-    tie_extended, size = False, len(mutation.batch)
+    tie_extended = False
     while True:
         evidence = paired(after.scores, mutation.before.scores, confidence)
         if evidence.verdict != "undecided" or len(mutation.batch) >= cap:
@@ -241,7 +241,13 @@ async def judge(
             return mutation, after, evidence
         tie_extended = tie_extended or evidence.difference == 0
         longer, longer_after = await extend_batch(
-            ctx, state, mutation, after, rng, size=size, room=cap - len(mutation.batch)
+            ctx,
+            state,
+            mutation,
+            after,
+            rng,
+            size=len(mutation.batch),  # doubles: few rounds, each filling the rollout slots
+            room=cap - len(mutation.batch),
         )
         if longer is mutation:
             return mutation, after, evidence
