@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import logging
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -237,6 +238,8 @@ class Suite:
                 if key in self.done:
                     continue
                 set_name = next(s for s in self.args.sets if set_label(s) == key[0])
+                started = time.strftime("%H:%M:%S")
+                print(f"{started} running {'/'.join(map(str, key))}", file=sys.stderr, flush=True)
                 task = set_task(set_name, key[1])
                 rows = self.peer_rows(key, task) if key[3] in PEERS else [self.emery_row(key, task)]
                 for row in rows:
