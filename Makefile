@@ -10,7 +10,7 @@ LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 WHEELS := .wheels
 
-.PHONY: demo test lint unit integration bench clean reliability reliability-kills reliability-faults reliability-fuzz reliability-all
+.PHONY: demo test check lint unit integration bench clean reliability reliability-kills reliability-faults reliability-fuzz reliability-all
 
 demo: $(VENV)/.installed
 	$(EMERY) models pull qwen2.5-coder-0.5b
@@ -25,6 +25,13 @@ test: $(VENV)/.installed
 
 unit: $(VENV)/.installed
 	$(VENV)/bin/pytest tests/unit -q
+
+# The edit loop: lint, types and the unit tests not marked slow, on two processes.
+check: $(VENV)/.installed
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/mypy
+	$(VENV)/bin/pytest tests/unit -q -m "not slow" -n 2
 
 # The bad-input corpus as subprocesses (permission cases as nobody when run as root); not part of `make test`.
 reliability: $(VENV)/.installed

@@ -38,6 +38,7 @@ def checkpoint_at_least(store: SqlStore, job_id: str, number: int) -> bool:
     return checkpoint is not None and checkpoint.number >= number
 
 
+@pytest.mark.slow
 def test_a_pause_from_another_process_stops_the_engine_quickly(tmp_path: Path) -> None:
     path = tmp_path / "emery.db"
     store = SQLiteStore(path)
@@ -84,6 +85,7 @@ def test_a_cancel_from_another_process_keeps_what_was_stored(tmp_path: Path) -> 
     assert store.get_checkpoint(job_id) is not None
 
 
+@pytest.mark.slow
 def test_the_cli_steers_a_job_running_in_another_process(tmp_path: Path) -> None:
     path = tmp_path / "emery.db"
     store = SQLiteStore(path)

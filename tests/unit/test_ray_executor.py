@@ -22,7 +22,7 @@ from emery.store import RolloutFilter, SpanFilter, SQLiteStore
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'emery[ray]'")
 
-pytestmark = pytest.mark.usefixtures("random_search_algorithm")
+pytestmark = [pytest.mark.usefixtures("random_search_algorithm"), pytest.mark.slow]
 
 
 @pytest.fixture

@@ -66,6 +66,7 @@ def test_no_malformed_request_gets_a_server_error(name: str) -> None:
     assert tally.resets == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["serve", "taskapp"])
 def test_schemathesis_finds_no_server_error(name: str) -> None:
     pytest.importorskip("schemathesis")

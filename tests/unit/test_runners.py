@@ -33,6 +33,7 @@ def local_reference(tmp_path: Path) -> tuple[SqlStore, str]:
     return store, job_id
 
 
+@pytest.mark.slow
 def test_a_runners_job_on_two_runner_processes_ends_like_a_local_one(tmp_path: Path) -> None:
     reference, reference_id = local_reference(tmp_path)
     path = tmp_path / "runners.db"
@@ -59,6 +60,7 @@ def test_a_runners_job_on_two_runner_processes_ends_like_a_local_one(tmp_path: P
     assert {s.attempt_id for s in spans} <= {f"{s.rollout_id}:1" for s in spans}
 
 
+@pytest.mark.slow
 def test_a_runner_killed_with_a_lease_loses_it_to_another(tmp_path: Path) -> None:
     reference, reference_id = local_reference(tmp_path)
     path = tmp_path / "runners.db"
@@ -100,6 +102,7 @@ def test_a_runner_killed_with_a_lease_loses_it_to_another(tmp_path: Path) -> Non
     assert rs.outcome(store, finished) == rs.outcome(reference, reference.get_job(reference_id))
 
 
+@pytest.mark.slow
 def test_a_job_killed_with_rollouts_in_flight_resumes_exactly(tmp_path: Path) -> None:
     reference = SQLiteStore(tmp_path / "local.db")
     path = tmp_path / "runners.db"
@@ -152,6 +155,7 @@ def _in_flight(store: SqlStore, job_id: str) -> bool:
     return page.total > 0
 
 
+@pytest.mark.slow
 def test_a_token_budget_stops_a_runners_job_as_it_stops_a_local_one(tmp_path: Path) -> None:
     reference = SQLiteStore(tmp_path / "local.db")
     config = js.search_config(tmp_path / "local" / ".emery", iterations=4, budget=rs.TOKENS)

@@ -39,6 +39,8 @@ from emery.server.sse import event_stream
 from emery.store import MemoryStore
 from emery.store.records import NewJob
 
+pytestmark = pytest.mark.slow  # a few hundred generated requests
+
 __all__ = ["random_search_module"]
 
 EXAMPLES = 12  # per operation and generation mode
