@@ -15,11 +15,10 @@ import asyncio
 import inspect
 import json
 import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
-from emery.systems.harness.worker import Channel
+from emery.systems.harness.worker import Channel, private_stdio
 
 KEEP_MODULES = 64
 JSON_TYPES = "str, int, float, bool, None, a list or a dict of them"
@@ -87,13 +86,8 @@ async def _awaited(value: Any) -> Any:
 def private_channel() -> Channel:
     """The protocol's channel on private copies of stdin and stdout; the code's stdin is
     then empty and its stdout is stderr."""
-    reader = os.fdopen(os.dup(0), "rb")
-    writer = os.fdopen(os.dup(1), "wb")
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return Channel(reader, writer)
+    reader, writer = private_stdio()
+    return Channel(os.fdopen(reader, "rb"), writer)
 
 
 def main() -> None:

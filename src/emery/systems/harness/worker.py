@@ -254,15 +254,21 @@ def _child(
         os._exit(status)
 
 
-def main() -> None:
-    """Take the protocol's private copies of stdin and stdout and serve episodes."""
+def private_stdio() -> tuple[int, IO[bytes]]:
+    """The protocol's private copies of stdin (a descriptor) and stdout; the code's stdin
+    is then empty and its stdout is stderr."""
     reader = os.dup(0)
     writer = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    worker = Worker(reader, writer)
+    return reader, writer
+
+
+def main() -> None:
+    """Take the protocol's private copies of stdin and stdout and serve episodes."""
+    worker = Worker(*private_stdio())
     signal.signal(signal.SIGTERM, worker._exit)
     worker.serve()
     worker.kill_episode()
