@@ -217,20 +217,6 @@ async def split_result(
     return await evaluator.evaluate(candidate, examples, split)  # type: ignore[arg-type]
 
 
-async def score_summary(
-    system: System,
-    verifier: Verifier,
-    lm: LM,
-    candidate: Candidate,
-    dataset: Dataset,
-    split: str,
-    concurrency: int,
-) -> ScoreSummary:
-    """A candidate's mean score on one split, with n and its 95% interval (uncharged)."""
-    result = await split_result(system, verifier, lm, candidate, dataset, split, concurrency)
-    return result.summary()
-
-
 async def run_emery(
     name: str,
     algorithm: str,

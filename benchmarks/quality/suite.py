@@ -180,6 +180,11 @@ def _known(row: SuiteRow) -> dict[str, EvalResult]:
     }
 
 
+def split_sizes(task: SuiteTask) -> dict[str, int]:
+    dataset = task.dataset()
+    return {split: len(dataset.split(split)) for split in ("train", "val", "test")}
+
+
 def suite_row(
     key: Key, task: SuiteTask, report: RowReport, tests: dict[str, EvalResult], model: str
 ) -> SuiteRow:
@@ -196,9 +201,9 @@ def suite_row(
         budget=budget,
         seed=seed,
         algorithm=algorithm,
-        peer=algorithm in PEERS or algorithm.startswith(PEERS),
+        peer=algorithm.startswith(PEERS),
         model=model,
-        sizes={split: len(dataset.split(split)) for split in ("train", "val", "test")},
+        sizes=split_sizes(task),
         test_ids=ids,
         scores=scores,
         vs_seed=vs_seed,
@@ -252,6 +257,13 @@ class Suite:
         ids = tuple(e.id for e in task.dataset().test)
         return self.known.setdefault((set_name, ids), {})
 
+    @staticmethod
+    def remember(known: dict[str, EvalResult], tests: dict[str, EvalResult]) -> None:
+        """Keep the seed's and the expert's first test results for the set's next rows."""
+        for name in ("seed", "expert"):
+            if name in tests:
+                known.setdefault(name, tests[name])
+
     def emery_row(self, key: Key, task: SuiteTask) -> SuiteRow:
         set_name, budget, seed, algorithm = key
         known = self.known_tests(set_name, task)
@@ -269,9 +281,7 @@ class Suite:
                 known_tests=known,
             )
         )
-        for name in ("seed", "expert"):
-            if name in emery_run.tests:
-                known.setdefault(name, emery_run.tests[name])
+        self.remember(known, emery_run.tests)
         return suite_row(key, task, emery_run.report, emery_run.tests, self.model.model)
 
     def peer_model(self) -> ModelSpec:
@@ -296,7 +306,7 @@ class Suite:
         import mipro_vs_dspy
 
         set_name, budget, seed, peer = key
-        sizes = {split: len(task.dataset().split(split)) for split in ("train", "val", "test")}
+        sizes = split_sizes(task)
         workdir = Path(tempfile.mkdtemp(prefix=f"{peer.split()[0]}-", dir=self.workdir))
         common: dict[str, Any] = {"seed": seed, "concurrency": self.args.concurrency}
         common["wall_time"] = self.args.wall_time  # the peer's search cap, as emery's
@@ -336,9 +346,7 @@ class Suite:
     ) -> list[SuiteRow]:
         known = self.known_tests(key[0], task)
         tests = asyncio.run(results_on_test(task, self.model, best, self.args.concurrency, known))
-        for name in ("seed", "expert"):
-            if name in tests:
-                known.setdefault(name, tests[name])
+        self.remember(known, tests)
         rows = [suite_row(key, task, report, tests, self.model.model)]
         if "best_test_dspy" in found:
             own = {"seed": found["seed_test_dspy"], "best": found["best_test_dspy"]}
