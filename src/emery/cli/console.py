@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 
 from rich.console import Console
@@ -53,6 +54,11 @@ def print_table(table: Table) -> None:
         color_system="auto" if out.color_system else None,
     )
     wide.print(table)
+
+
+def interactive() -> bool:
+    """Whether a person can answer a question on this terminal."""
+    return sys.stdin.isatty() and sys.stderr.isatty()
 
 
 def _stdout_is_tty() -> bool:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
-from emery.cli.console import err
+from emery.cli.console import err, interactive
 from emery.config.loading import load_config
 from emery.config.overrides import data_source
 from emery.config.starter import default_task_sentence, file_config, task_config
@@ -18,11 +17,6 @@ from emery.core.errors import ConfigError
 from emery.data.profile import DataProfile, profile
 
 DEFAULT_TASK = "word_problems"
-
-
-def interactive() -> bool:
-    """Whether a person can answer a question on this terminal."""
-    return sys.stdin.isatty() and sys.stderr.isatty()
 
 
 def init(

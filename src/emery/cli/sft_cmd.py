@@ -3,9 +3,7 @@ and run it here; ``emery jobs resume`` of an SFT or RL job runs here too."""
 
 from __future__ import annotations
 
-import json
 import signal
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -16,11 +14,8 @@ from rich.markup import escape
 
 from emery.cli.common import EXIT_FAILED, EXIT_INTERRUPTED
 from emery.cli.console import err, out, print_json
-from emery.config.loading import load_config, parse_config
 from emery.config.schema import JobConfig
-from emery.core.errors import ConfigError
 from emery.core.events import Event
-from emery.core.files import read_text
 from emery.core.hashing import content_hash
 from emery.jobs.event_text import event_line
 from emery.jobs.manage import create_job, find_resumable
@@ -28,23 +23,6 @@ from emery.store.protocol import Store
 from emery.store.records import JobRecord
 from emery.training.job import SFTResult, run_sft_job
 from emery.training.rl_job import RLResult, run_rl_job
-
-
-def load_typed(path: Path, job_type: str | None) -> JobConfig:
-    """The config at ``path`` with ``[job] type`` set by ``--type`` when given."""
-    if job_type is None:
-        return load_config(path)
-    if job_type not in ("prompt", "sft", "rl"):
-        raise ConfigError(f"--type must be prompt, sft or rl, not {job_type!r}")
-    try:
-        text = read_text(path, ConfigError)
-        data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
-    except (ValueError, RecursionError):
-        return load_config(path)  # its one-line error
-    if not isinstance(data, dict) or not isinstance(data.setdefault("job", {}), dict):
-        return load_config(path)
-    data["job"]["type"] = job_type
-    return parse_config(data, str(path))
 
 
 def sft_job(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,7 +17,7 @@ from emery.cli.common import (
     StoreOption,
     open_cli_store,
 )
-from emery.cli.console import err, out, print_json
+from emery.cli.console import err, interactive, out, print_json
 from emery.cli.foreground import ForegroundOutcome, run_foreground
 from emery.cli.override_options import (
     DatasetOption,
@@ -38,11 +37,6 @@ from emery.jobs.report import render_report
 from emery.jobs.results import JobResult, build_result
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
-
-
-def interactive() -> bool:
-    """Whether a person can answer a question on this terminal."""
-    return sys.stdin.isatty() and sys.stderr.isatty()
 
 
 def discover_configs(folder: Path) -> list[Path]:
