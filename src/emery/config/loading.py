@@ -30,6 +30,12 @@ def parse_config(data: dict[str, Any], source: str = "config") -> JobConfig:
 def load_config(path: str | Path) -> JobConfig:
     """Read and validate ``path`` (``.toml`` or ``.json``)."""
     path = Path(path)
+    return parse_config(read_config_data(path), str(path))
+
+
+def read_config_data(path: Path) -> dict[str, Any]:
+    """The config file's table as written (not validated yet); ConfigError in one line when
+    the file is missing or does not read as a table."""
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     text = read_text(path, ConfigError)
@@ -43,4 +49,4 @@ def load_config(path: str | Path) -> JobConfig:
         raise ConfigError(f"{path}: nested too deeply") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the config must be a table/object")
-    return parse_config(data, str(path))
+    return data

@@ -7,16 +7,14 @@
 from __future__ import annotations
 
 import copy
-import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from emery.config.loading import load_config, parse_config
+from emery.config.loading import parse_config, read_config_data
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
-from emery.core.files import read_text
 
 DATA_SUFFIXES = (".jsonl", ".json", ".csv")
 
@@ -97,27 +95,11 @@ def data_source(value: str, option: str = "--dataset") -> tuple[str, str]:
     return "task", value
 
 
-def read_config_data(path: Path) -> dict[str, Any]:
-    """The config file's table as written; a file that does not read as one ends with
-    ``load_config``'s one-line error."""
-    text = read_text(path, ConfigError)
-    try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
-    except (ValueError, RecursionError):
-        data = None
-    if not isinstance(data, dict):
-        load_config(path)  # raises its one-line error for this file
-        raise ConfigError(f"{path}: the config must be a table/object")
-    return data
-
-
 def load_overridden(
     path: Path, overrides: Overrides, job_type: str | None = None
 ) -> tuple[JobConfig, dict[str, Any]]:
     """The config at ``path`` with ``overrides`` (and ``[job] type`` from ``--type``),
     validated, and the data it was validated from (what the job stores as given)."""
-    if not path.is_file():
-        load_config(path)  # its "config file not found"
     data = overrides.apply(read_config_data(path))
     if job_type is not None:
         if job_type not in ("prompt", "sft", "rl"):

@@ -43,6 +43,7 @@ from emery.store.states import TERMINAL_STATES, IllegalTransition
 from emery.systems.base import System
 from emery.training.job import create_sft_job, run_sft_job
 from emery.training.rl_job import create_rl_job, run_rl_job
+from emery.training.run import job_base_dir
 
 RESUMABLE = ("created", "queued", "paused")
 QUEUEABLE = ("created", "paused")
@@ -104,7 +105,7 @@ def create_job(
         )
     inputs = inputs or JobInputs()
     check_tracking(config.tracking)
-    base_dir = (base_dir or (config_path.parent if config_path else Path.cwd())).resolve()
+    base_dir = job_base_dir(config_path, base_dir)
     system = _checked_system(config, inputs, base_dir)
     resolved = config.model_dump(mode="json")
     system_config = resolved.get("system")

@@ -45,10 +45,10 @@ def store_job(
     given: dict[str, Any] | None,
     config_path: Path | None,
     name: str | None,
-    base_dir: Path | None = None,
+    base_dir: Path,
 ) -> JobRecord:
-    """Store a new training job of ``kind`` (``sft``/``rl``) for ``config``."""
-    base_dir = job_base_dir(config_path, base_dir)
+    """Store a new training job of ``kind`` (``sft``/``rl``) for ``config``, its relative
+    paths under ``base_dir`` (``job_base_dir``)."""
     resolved = config.model_dump(mode="json")
     return store.create_job(
         NewJob(
