@@ -96,11 +96,10 @@ def power(difference: float, n: int, a: Assumptions = TYPICAL) -> float:
     if n <= 0 or difference <= 0:
         return 0.0
     both, first, second, neither = _table(difference, n, a)
-    evidence = from_table(both, first, second, neither, confidence=a.confidence)
-    below = evidence.difference - evidence.low
+    low = from_table(both, first, second, neither, confidence=a.confidence).low
     p1, p2 = first / n, second / n
     spread = math.sqrt(max(1e-12, (p1 + p2 - (p1 - p2) ** 2) / n))
-    return NormalDist().cdf((evidence.difference - below) / spread)
+    return NormalDist().cdf(low / spread)
 
 
 def detectable(n: int, a: Assumptions = TYPICAL) -> float:

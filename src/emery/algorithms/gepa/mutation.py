@@ -233,13 +233,15 @@ async def judge(
     tie_extended = False
     while True:
         evidence = paired(after.scores, mutation.before.scores, confidence)
-        if evidence.verdict != "undecided" or len(mutation.batch) >= cap:
-            return mutation, after, evidence
-        if evidence.difference <= 0 and (
-            evidence.difference < 0 or not extend_ties or tie_extended
+        tied = evidence.difference == 0
+        if (
+            evidence.verdict != "undecided"
+            or len(mutation.batch) >= cap
+            or evidence.difference < 0
+            or (tied and (not extend_ties or tie_extended))
         ):
             return mutation, after, evidence
-        tie_extended = tie_extended or evidence.difference == 0
+        tie_extended = tie_extended or tied
         longer, longer_after = await extend_batch(
             ctx,
             state,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from emery.algorithms.mipro.settings import MiproSettings, Preset
 from emery.algorithms.separation import TYPICAL, examples_for, separation
@@ -106,9 +107,9 @@ def make_plan(settings: MiproSettings, inputs: PlanInputs) -> MiproPlan:
     bootstrap = _bootstrap_examples(settings, inputs, n_demo)
     budget = inputs.budget_metric_calls
     if budget is not None:
-        fitted = _fit_to_budget(settings, inputs, budget, minibatch, trials, (n_instr, n_demo))
-        minibatch, trials, bootstrap, (n_instr, n_demo) = fitted.values()
-        notes += fitted.notes
+        fitted = _fit_to_budget(settings, inputs, budget, minibatch, trials, (n_instr, n_demo), k)
+        minibatch, trials, bootstrap, (n_instr, n_demo), more = fitted
+        notes += more
     metric = _metric_calls(n_val, bootstrap, trials, minibatch, k, top_k)
     summary_calls = _summary_calls(settings, inputs.n_train)
     wanted_proposals = max(0, n_instr - inputs.fixed_instructions)
@@ -143,16 +144,12 @@ def make_plan(settings: MiproSettings, inputs: PlanInputs) -> MiproPlan:
     )
 
 
-@dataclass
-class _Fitted:
+class _Fitted(NamedTuple):
     minibatch: int
     trials: int
     bootstrap: int
     choices: tuple[int, int]
     notes: list[str]
-
-    def values(self) -> tuple[int, int, int, tuple[int, int]]:
-        return self.minibatch, self.trials, self.bootstrap, self.choices
 
 
 def _fit_to_budget(
@@ -162,15 +159,16 @@ def _fit_to_budget(
     minibatch: int,
     trials: int,
     choices: tuple[int, int],
+    k: int,
 ) -> _Fitted:
-    """Trials, choices and bootstrapping the budget pays for at the judging minibatch.
+    """Trials, choices and bootstrapping the budget pays for at the judging minibatch
+    (a race every ``k`` trials).
 
     The trials come from the budget left after the seed and the bootstrapping; the choices
     per stage (those not set) shrink to the trials, and the bootstrapping to the demo sets
     left, which frees calls for trials: two rounds settle it (the bootstrapping only
     shrinks, so the trials only grow)."""
     n_val = inputs.n_val
-    k = settings.full_eval_every or PRESETS[settings.preset].full_eval_every
     notes: list[str] = []
     wanted_trials, wanted_choices = trials, choices
     n_instr, n_demo = choices
