@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from suite_support import words_config
@@ -43,7 +44,19 @@ def run_suite(tmp_path: Path, *extra: str) -> Path:
 def test_a_fake_run_makes_a_row_per_set_and_seed_and_resume_skips_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import common
+
+    scored: list[str] = []
+    split_result = common.split_result
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        scored.append(args[5])
+        return await split_result(*args, **kwargs)
+
+    monkeypatch.setattr(common, "split_result", counted)
     out = run_suite(tmp_path)
+    # seed (and expert) scored on test once per set, the winner once per row: 2 + 1 + 3 + 1
+    assert scored == ["test"] * 7
     rows = read_rows(out)
     assert [row.key for row in rows] == [
         ("word_problems", 20, 0, "gepa"),
