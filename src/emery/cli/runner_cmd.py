@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -14,17 +12,14 @@ from emery.cli.common import StoreOption, open_cli_store, resolve
 from emery.cli.console import err
 from emery.core.errors import ConfigError
 from emery.jobs.runner import RolloutWorker
-from emery.store.backends import DEFAULT_PATH, STORE_ENV
+from emery.store.backends import store_file
 
 
 def refuse_missing_store(location: str | None) -> None:
     """A runner joins the store of existing jobs: a SQLite file that is not there is a
     mistyped path, not a store to create."""
-    text = str(location or os.environ.get(STORE_ENV) or DEFAULT_PATH)
-    if text in ("memory", ":memory:") or ("://" in text and not text.startswith("sqlite:///")):
-        return  # memory:// (refused later) or a server
-    path = Path(text.removeprefix("sqlite:///")).expanduser()
-    if not path.is_file():
+    path = store_file(location or None)
+    if path is not None and not path.is_file():
         raise ConfigError(
             f"no store at {path}: a runner joins the store of existing jobs"
             " (give the --store their job was created in)"

@@ -127,17 +127,35 @@ class PostgresStore(SqlStore):
 def open_store(location: str | Path | None = None) -> SqlStore:
     """A store from a location: ``memory://``, ``sqlite:///path``, a plain file path,
     ``postgresql://user@host/db``; default ``$EMERY_STORE`` or ``./.emery/emery.db``."""
-    if location is None:
-        location = os.environ.get(STORE_ENV) or DEFAULT_PATH
-    text = str(location)
-    if text in ("memory", "memory://", ":memory:"):
+    text = _location_text(location)
+    if text in _MEMORY:
         return MemoryStore()
-    if text.startswith(("postgresql", "postgres://")):
+    if text.startswith(_POSTGRES):
         return PostgresStore(text)
-    if text.startswith("sqlite:///"):
-        return SQLiteStore(text.removeprefix("sqlite:///"))
-    if "://" in text:
+    path = store_file(text)
+    if path is None:
         raise ConfigError(
             f"unknown store {text!r}: use a file path, sqlite:///PATH, memory:// or postgresql://"
         )
-    return SQLiteStore(text)
+    return SQLiteStore(path)
+
+
+_MEMORY = ("memory", "memory://", ":memory:")
+_POSTGRES = ("postgresql", "postgres://")
+
+
+def _location_text(location: str | Path | None) -> str:
+    if location is None:
+        location = os.environ.get(STORE_ENV) or DEFAULT_PATH
+    return str(location)
+
+
+def store_file(location: str | Path | None) -> Path | None:
+    """The SQLite file a store location names (``open_store``'s default when None); None
+    for ``memory://``, a PostgreSQL URL or an unknown scheme."""
+    text = _location_text(location)
+    if text in _MEMORY or text.startswith(_POSTGRES):
+        return None
+    if text.startswith("sqlite:///"):
+        return Path(text.removeprefix("sqlite:///")).expanduser()
+    return None if "://" in text else Path(text).expanduser()
