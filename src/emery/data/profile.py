@@ -8,7 +8,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -67,6 +67,8 @@ class DataProfile:
     splits: dict[str, int] | None
     """Rows per split the file names (rows without one are divided by the seed)."""
     verifier: dict[str, Any] | None
+    records: tuple[dict[str, Any], ...] = field(repr=False, compare=False)
+    """The rows as read (``read_rows``)."""
 
     def inputs(self, output: str) -> list[str]:
         """The input columns when ``output`` holds the gold answer."""
@@ -74,8 +76,7 @@ class DataProfile:
 
     def answers(self, output: str) -> Answers:
         """What the gold outputs in column ``output`` look like."""
-        rows, _ = read_rows(self.path)
-        return classify_answers([row.get(output) for row in rows])
+        return classify_answers([row.get(output) for row in self.records])
 
     def check(self, output: str) -> None:
         """Load the file as the config will (DataError naming the first bad row)."""
@@ -115,6 +116,7 @@ def profile(path: Path) -> DataProfile:
         output=output,
         splits=dict(marked) or None,
         verifier=meta["verifier"],
+        records=tuple(rows),
     )
 
 
