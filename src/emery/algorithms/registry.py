@@ -1,13 +1,14 @@
-"""Algorithms by name, built from their ``[algorithm.<name>]`` settings.
+"""Algorithms by name, ``module:attr`` or entry point, built from their settings.
 
-Each algorithm module defines ``SPEC = AlgorithmSpec(...)``; modules are imported on
-first use.
+Each algorithm module defines ``SPEC = AlgorithmSpec(...)``. ``[job] algorithm`` names a
+built-in (``ALGORITHM_MODULES``), a ``"module:attr"`` reference to a spec, or an entry
+point of the ``emery.algorithms`` group (``core/plugins.py``). Its settings are the
+``[algorithm.<spec name>]`` table.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from emery.algorithms.base import Algorithm, AlgorithmSettings
 from emery.core.errors import ConfigError
+from emery.core.plugins import PluginRegistry
 from emery.core.validation import describe
 
 
@@ -35,15 +37,27 @@ ALGORITHM_MODULES: dict[str, str] = {
     "apo": "emery.algorithms.apo",
 }
 
+ALGORITHMS = PluginRegistry(
+    what="algorithm",
+    plural="algorithms",
+    where="job.algorithm",
+    builtins=ALGORITHM_MODULES,
+    attribute="SPEC",
+    group="emery.algorithms",
+    type=AlgorithmSpec,
+)
+
 
 def algorithm_spec(name: str) -> AlgorithmSpec:
-    """The spec of a named algorithm, or a one-line error listing the known names."""
-    module_name = ALGORITHM_MODULES.get(name)
-    if module_name is None:
-        known = ", ".join(sorted(ALGORITHM_MODULES))
-        raise ConfigError(f"unknown algorithm {name!r}; known algorithms: {known}")
-    spec: AlgorithmSpec = importlib.import_module(module_name).SPEC
-    return spec
+    """The spec ``name`` refers to, or a one-line error listing the known names."""
+    return ALGORITHMS.get(name)
+
+
+def settings_table(name: str, tables: Mapping[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The ``[algorithm.*]`` table of algorithm ``name``: the one under its spec's name
+    (``[algorithm.best_of_k]`` for ``"my_pkg.search:SPEC"``), else one under ``name``."""
+    spec_name = algorithm_spec(name).name
+    return tables.get(spec_name, tables.get(name))
 
 
 def parse_settings(name: str, settings: dict[str, Any] | None) -> AlgorithmSettings:
@@ -52,7 +66,7 @@ def parse_settings(name: str, settings: dict[str, Any] | None) -> AlgorithmSetti
     try:
         return spec.settings.model_validate(settings or {})
     except ValidationError as exc:
-        raise ConfigError(describe(exc, spec.settings, prefix=f"algorithm.{name}")) from None
+        raise ConfigError(describe(exc, spec.settings, prefix=f"algorithm.{spec.name}")) from None
 
 
 def build_algorithm(name: str, settings: dict[str, Any] | None = None) -> Algorithm[Any]:

@@ -8,75 +8,30 @@ is gone) changes state directly.
 from __future__ import annotations
 
 import asyncio
-import difflib
 import os
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from emery.algorithms.registry import ALGORITHM_MODULES, parse_settings
-from emery.config.resolve import (
-    check_system_inputs,
-    reference_candidates,
-    resolve_dataset,
-    resolve_system,
-    resolve_verifier,
-)
 from emery.config.schema import JobConfig
 from emery.config.storable import check_storable
-from emery.core.errors import ConfigError, EmeryError
+from emery.core.errors import EmeryError
 from emery.core.events import Event
-from emery.core.hashing import content_hash
-from emery.evaluation.health import check_gold
-from emery.jobs.engine import EventSink, JobEngine
+from emery.jobs.engine import EventSink
+from emery.jobs.kinds import JobRun, kind_for, kind_of
 from emery.jobs.ownership import is_stale
 from emery.jobs.runtime import JobInputs
-from emery.jobs.tracking import check_tracking
 from emery.store.backends import STORE_ENV
 from emery.store.protocol import Store
-from emery.store.records import JobFilter, JobRecord, NewJob
+from emery.store.records import JobFilter, JobRecord
 from emery.store.states import TERMINAL_STATES, IllegalTransition
-from emery.systems.base import System
-from emery.training.job import create_sft_job, run_sft_job
-from emery.training.rl_job import create_rl_job, run_rl_job
-from emery.training.run import job_base_dir
 
 RESUMABLE = ("created", "queued", "paused")
 QUEUEABLE = ("created", "paused")
 """The states a run is started from by claiming the job (``queue_job``)."""
-
-
-class TrainingJobCreator(Protocol):
-    """Checks an SFT or RL config against its data, source job and model, and stores it."""
-
-    def __call__(
-        self,
-        store: Store,
-        config: JobConfig,
-        *,
-        given: dict[str, Any] | None = ...,
-        config_path: Path | None = ...,
-        name: str | None = ...,
-        base_dir: Path | None = ...,
-    ) -> JobRecord: ...
-
-
-TRAINING_JOBS: dict[str, TrainingJobCreator] = {"sft": create_sft_job, "rl": create_rl_job}
-"""The creator of each ``[job] type`` that a trainer runs instead of the search engine."""
-
-
-def new_job_id() -> str:
-    """A short random job id such as ``j-3f9a2c71b0``."""
-    return f"j-{uuid.uuid4().hex[:10]}"
-
-
-def job_kind(algorithm: str) -> str:
-    """``eval`` for the baseline (scoring only), ``optimize`` for a search."""
-    return "eval" if algorithm == "baseline" else "optimize"
 
 
 def create_job(
@@ -90,71 +45,24 @@ def create_job(
     metadata: dict[str, Any] | None = None,
     inputs: JobInputs | None = None,
 ) -> JobRecord:
-    """Validate ``config`` and store a new job of its ``[job] type``: a prompt job once
-    its system, data and algorithm settings fit, an SFT or RL job once its trainer's checks
-    pass (``TRAINING_JOBS``). The CLI, the SDK and the server all create jobs here.
+    """Validate ``config`` and store a new job of its kind (``kinds.kind_for``: a prompt
+    search or evaluation, SFT or RL) once the kind's checks pass. The CLI, the SDK and the
+    server all create jobs here.
 
     ``given`` is the config as the user wrote it (stored beside the resolved one).
     """
     if name is not None:
         check_storable(name, "the job name")
-    training = TRAINING_JOBS.get(config.job.type)
-    if training is not None:
-        return training(
-            store, config, given=given, config_path=config_path, base_dir=base_dir, name=name
-        )
-    inputs = inputs or JobInputs()
-    check_tracking(config.tracking)
-    base_dir = job_base_dir(config_path, base_dir)
-    system = _checked_system(config, inputs, base_dir)
-    resolved = config.model_dump(mode="json")
-    system_config = resolved.get("system")
-    kind = str((system_config or {}).get("kind", type(system).__name__))
-    system_id = store.register_system(
-        name=system.name, kind=kind, version=system.version(), config=system_config
+    return kind_for(config).create(
+        store,
+        config,
+        given=given,
+        config_path=config_path,
+        base_dir=base_dir,
+        name=name,
+        metadata=metadata,
+        inputs=inputs,
     )
-    meta = dict(metadata or {})
-    in_process = [
-        field
-        for field in ("system", "dataset", "verifier", "lms")
-        if getattr(inputs, field) is not None and field not in meta.get("serialized_inputs", ())
-    ]
-    if in_process:
-        meta["in_process_inputs"] = in_process
-    job_name = name or config.job.name or (config_path.stem if config_path else system.name)
-    return store.create_job(
-        NewJob(
-            id=new_job_id(),
-            name=job_name,
-            kind=job_kind(config.job.algorithm),
-            algorithm=config.job.algorithm,
-            system_name=system.name,
-            system_id=system_id,
-            config=given if given is not None else resolved,
-            resolved_config=resolved,
-            config_hash=content_hash(resolved),
-            config_path=str(config_path.resolve()) if config_path else None,
-            base_dir=str(base_dir),
-            metadata=meta,
-        )
-    )
-
-
-def _checked_system(config: JobConfig, inputs: JobInputs, base_dir: Path) -> System:
-    """The job's system, once its algorithm settings, inputs, gold outputs and references
-    are known to fit: a job that cannot run is refused before it is stored."""
-    parse_settings(config.job.algorithm, config.algorithm.get(config.job.algorithm))
-    for section in sorted(set(config.algorithm) - set(ALGORITHM_MODULES)):
-        near = difflib.get_close_matches(section, list(ALGORITHM_MODULES), n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
-        raise ConfigError(f"unknown algorithm in [algorithm.{section}]{hint}")
-    dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
-    system = inputs.system if inputs.system is not None else resolve_system(config, dataset)
-    check_system_inputs(system, dataset)
-    verifier = inputs.verifier if inputs.verifier is not None else resolve_verifier(config, dataset)
-    check_gold(system, verifier, dataset)
-    reference_candidates(config, system, dataset)
-    return system
 
 
 def run_job(
@@ -163,18 +71,12 @@ def run_job(
     *,
     inputs: JobInputs | None = None,
     on_event: EventSink | None = None,
-    engine: JobEngine | None = None,
+    engine: JobRun | None = None,
 ) -> JobRecord:
-    """Run or resume a job in this process until it stops (blocking).
-
-    An SFT or RL job (kind ``sft``/``rl``) is run by its trainer, not the search engine.
-    """
-    kind = store.get_job(job_id).kind if engine is None else None
-    if kind == "sft":
-        return run_sft_job(store, job_id, on_event=on_event)
-    if kind == "rl":
-        return run_rl_job(store, job_id, on_event=on_event)
-    engine = engine or JobEngine(store, job_id, inputs=inputs, on_event=on_event)
+    """Run or resume a job of any kind in this process until it stops (blocking)."""
+    if engine is None:
+        kind = kind_of(store.get_job(job_id))
+        engine = kind.runner(store, job_id, inputs=inputs, on_event=on_event)
     return asyncio.run(engine.run())
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from emery.algorithms.base import Algorithm
-from emery.algorithms.registry import build_algorithm
+from emery.algorithms.registry import build_algorithm, settings_table
 from emery.config.loading import parse_config
 from emery.config.resolve import (
     Models,
@@ -114,7 +114,8 @@ def build_runtime(
     references = reference_candidates(config, system, dataset)
     verifier = inputs.verifier if inputs.verifier is not None else resolve_verifier(config, dataset)
     check_gold(system, verifier, dataset)
-    algorithm = build_algorithm(config.job.algorithm, config.algorithm.get(config.job.algorithm))
+    chosen = config.job.algorithm
+    algorithm = build_algorithm(chosen, settings_table(chosen, config.algorithm))
     meter = UsageMeter(initial=dict(usage or {}))
     cache = open_cache(config, base_dir)
     try:

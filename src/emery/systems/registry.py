@@ -1,11 +1,12 @@
-"""System kinds by name: the ``[system]`` section's ``kind`` picks the config model and builder.
+"""System kinds: the ``[system]`` section's ``kind`` picks the config model and builder.
 
-Each system module defines ``KIND = SystemKind(...)``; modules are imported on first use.
+Each system module defines ``KIND = SystemKind(...)``. ``kind`` names a built-in
+(``SYSTEM_MODULES``), a ``"module:attr"`` reference to a ``SystemKind``, or an entry point
+of the ``emery.systems`` group (``core/plugins.py``).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from emery.core.errors import ConfigError
+from emery.core.plugins import PluginRegistry
 from emery.core.validation import describe
 from emery.systems.base import System
 
@@ -34,15 +36,20 @@ SYSTEM_MODULES: dict[str, str] = {
     "graph": "emery.systems.graph.system",
 }
 
+SYSTEM_KINDS = PluginRegistry(
+    what="kind",
+    plural="kinds",
+    where="system.kind",
+    builtins=SYSTEM_MODULES,
+    attribute="KIND",
+    group="emery.systems",
+    type=SystemKind,
+)
+
 
 def system_kind(name: str) -> SystemKind:
-    """The named kind, or a one-line error listing the known kinds."""
-    module_name = SYSTEM_MODULES.get(name)
-    if module_name is None:
-        known = ", ".join(sorted(SYSTEM_MODULES))
-        raise ConfigError(f"system.kind: unknown kind {name!r}; known kinds: {known}")
-    kind: SystemKind = importlib.import_module(module_name).KIND
-    return kind
+    """The kind ``name`` refers to, or a one-line error listing the known kinds."""
+    return SYSTEM_KINDS.get(name)
 
 
 def parse_system_config(data: Any) -> BaseModel:
