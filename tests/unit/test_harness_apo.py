@@ -15,11 +15,12 @@ from harness_support import CRASHING, RETRYING, flaky_store, lookup_reply
 from lift_support import assert_test_lift
 
 import emery
-from emery.algorithms.code_proposals import critique_messages
+from emery.algorithms.code_proposals import CodeProposals
 from emery.core.models import ChatMessage
 from emery.lm import FakeLM
 from emery.store.backends import open_store
 from emery.systems.harness.code import CODE_COMPONENT, PROMPT_COMPONENT, SEED_CODE
+from emery.systems.harness.system import CodeHarness, CodeHarnessConfig
 
 CRITIQUE = "Retry a lookup once when its observation is an error."
 
@@ -46,7 +47,8 @@ class Reflection:
 
 
 def test_critique_prompt_shows_the_module_and_asks_for_no_code() -> None:
-    content = critique_messages(SEED_CODE, [], [], "lookups")[0]["content"]
+    code = CodeProposals(CodeHarness(CodeHarnessConfig(environment="calculator")), "lookups")
+    content = code.critique_messages(SEED_CODE, [], [])[0]["content"]
     assert "def run(kit):" in content
     assert "The task: lookups" in content
     assert "do not write the module" in content

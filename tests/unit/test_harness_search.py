@@ -13,14 +13,15 @@ from harness_support import CRASHING, RETRYING, flaky_store, lookup_examples, lo
 from lift_support import assert_test_lift
 
 import emery
-from emery.algorithms.code_proposals import code_messages, parse_code, render_episodes
+from emery.algorithms.code_proposals import CodeProposals, parse_code, render_episodes
 from emery.algorithms.lineage import component_diff
 from emery.cli.app import main
 from emery.core.models import ChatMessage
 from emery.evaluation.results import ExampleResult
 from emery.lm import FakeLM
 from emery.store.backends import open_store
-from emery.systems.harness.code import CODE_COMPONENT, SEED_CODE
+from emery.systems.harness.code import CODE_COMPONENT, SEED_CODE, code_problem
+from emery.systems.harness.system import CodeHarness, CodeHarnessConfig
 
 
 def reflection_script() -> FakeLM:
@@ -42,9 +43,10 @@ def reflection_script() -> FakeLM:
 
 def test_retrying_module_exists_and_differs() -> None:
     assert RETRYING != SEED_CODE
-    assert parse_code(f"```python\n{RETRYING}```", SEED_CODE) == (RETRYING, None)
-    assert parse_code(f"```python\n{SEED_CODE}```", SEED_CODE) == (None, "the module is unchanged")
-    assert parse_code("no code", SEED_CODE)[1] is not None
+    assert parse_code(f"```python\n{RETRYING}```", SEED_CODE, code_problem) == (RETRYING, None)
+    unchanged = parse_code(f"```python\n{SEED_CODE}```", SEED_CODE, code_problem)
+    assert unchanged == (None, "the module is unchanged")
+    assert parse_code("no code", SEED_CODE, code_problem)[1] is not None
     # the "Change:" line the prompt asks for, fenced on its own or inside the module's fence
     for reply in (
         f"```\nChange: retry after an error.\n```\n```python\n{RETRYING}```",
@@ -53,7 +55,7 @@ def test_retrying_module_exists_and_differs() -> None:
         f"Change: retry after an error.\n{RETRYING}",
         f"```\nChange: retry after an error,\nbecause it's busy.\n```\n```\n{RETRYING}```",
     ):
-        assert parse_code(reply, SEED_CODE) == (RETRYING, None)
+        assert parse_code(reply, SEED_CODE, code_problem) == (RETRYING, None)
 
 
 def test_reflection_prompt_shows_module_transcripts_and_failures_first() -> None:
@@ -72,7 +74,9 @@ def test_reflection_prompt_shows_module_transcripts_and_failures_first() -> None
     assert shown.index("failed") < shown.index("succeeded")
     assert "expected v7" in shown
     assert len(shown) < 4000
-    prompt = code_messages(SEED_CODE, examples, results, "lookups")[0]["content"]
+    harness = CodeHarness(CodeHarnessConfig(environment="calculator"))
+    code = CodeProposals(harness, "lookups")
+    prompt = code.rewrite_messages(SEED_CODE, examples, results)[0]["content"]
     assert "def run(kit):" in prompt
     assert "The task: lookups" in prompt
 

@@ -1,11 +1,14 @@
-"""Proposals of whole harness modules (``code:*`` components): the prompts (a critique of
-the module, a request for a whole new one), the reply parsing with the compile check, and
-the smoke run a proposal passes before it is scored. Shared by GEPA and APO."""
+"""Proposals of whole code modules, the one path GEPA and APO take for a system that
+offers ``ProposesCode`` (the code harness): the prompts (a critique of the module, a
+request for a whole new one, asked again with the reason when a reply is refused), the
+reply parsing with the system's own check of a module, and the smoke run a proposal
+passes before it is scored. GEPA asks for a module (``CodeProposals.write``); APO asks
+for a critique first and writes from it."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,29 +17,21 @@ from emery.core.models import Candidate, ChatMessage, Example
 from emery.evaluation.results import ExampleResult
 from emery.lm.base import LM
 from emery.systems.base import RunContext, System
-from emery.systems.harness.code import code_problem
+from emery.systems.capabilities import ProposesCode
 from emery.verifiers.base import as_text
 
-CODE_PREFIX = "code:"
 CODE_MAX_TOKENS = 1500
 SMOKE_FAILED = "the smoke run failed: "
 SHOWN_EPISODES = 4
 TRACE_CHARS = 1200
 INPUT_CHARS = 300
+RETRY_TEMPERATURE = 0.7
 PYTHON_FENCE = re.compile(r"```(?:python|py)[ \t]*\n(.*?)```", re.DOTALL)
 FENCE = re.compile(r"```[ \t]*\n(.*?)```", re.DOTALL)
 CHANGE_LINE = re.compile(r"\A\s*(?:#\s*)?Change:[^\n]*\n")
 
-KIT = """\
-The module defines run(kit) -> str, the episode's final answer. The kit offers:
-- kit.complete(system, messages, temperature=None, max_tokens=512) -> str: one model call
-- kit.execute(tool, arguments) -> Observation (.text, .ok, .done): one environment action
-- kit.parse_tool_call(text) -> {"tool", "arguments"} or None; kit.tools_text();
-  kit.skills_index(); kit.read_skill(name); kit.instruction; kit.system_prompt; kit.tools
-Model calls and actions are capped per episode (BudgetExceeded ends the episode)."""
-
 MATERIAL = """\
-You improve an agent loop written in Python. {kit}
+{brief}
 {task}
 Current module:
 ```python
@@ -63,9 +58,9 @@ REFUSED = """
 Your last reply was refused: {problem}. Make the change this time."""
 
 
-def is_code_component(name: str) -> bool:
-    """Whether ``name`` holds harness code."""
-    return name.startswith(CODE_PREFIX)
+def is_code_component(system: System, name: str) -> bool:
+    """Whether ``name`` is a code module of ``system`` (one that offers ``ProposesCode``)."""
+    return isinstance(system, ProposesCode) and system.is_code_component(name)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -88,93 +83,120 @@ def render_episodes(examples: Sequence[Example], results: Sequence[ExampleResult
     return "\n\n".join(blocks)
 
 
-def _material(
-    current: str, examples: Sequence[Example], results: Sequence[ExampleResult], task: str
-) -> str:
-    return MATERIAL.format(
-        kit=KIT,
-        code=current.rstrip(),
-        episodes=render_episodes(examples, results),
-        task=f"The task: {task}\n" if task else "",
-    )
-
-
-def code_messages(
-    current: str,
-    examples: Sequence[Example],
-    results: Sequence[ExampleResult],
-    task: str,
-    critique: str = "",
-) -> list[ChatMessage]:
-    """The chat asking for a whole new module (after a reviewer's ``critique``, if any)."""
-    review = f"A reviewer's critique of the module:\n{critique.strip()}\n\n" if critique else ""
-    content = _material(current, examples, results, task) + REWRITE.format(critique=review)
-    return [{"role": "user", "content": content}]
-
-
 def refused_messages(messages: list[ChatMessage], problem: str) -> list[ChatMessage]:
-    """``messages`` (from ``code_messages``) asked again after a reply refused for
-    ``problem``: the same chat with the reason added."""
+    """``messages`` (from ``CodeProposals.rewrite_messages``) asked again after a reply
+    refused for ``problem``: the same chat with the reason added."""
     content = messages[0]["content"] + REFUSED.format(problem=problem)
-    return [{"role": "user", "content": content}]
-
-
-def critique_messages(
-    current: str, examples: Sequence[Example], results: Sequence[ExampleResult], task: str
-) -> list[ChatMessage]:
-    """The chat asking what in the module made episodes fail (no code)."""
-    content = _material(current, examples, results, task) + CRITIQUE
     return [{"role": "user", "content": content}]
 
 
 @dataclass(frozen=True)
 class ModuleReply:
-    """A model's reply to ``code_messages``: the module, or why there is none."""
+    """A model's reply to ``CodeProposals.rewrite_messages``: the module, or why there is none."""
 
     reply: str
     text: str | None
     problem: str | None
 
 
-async def ask_module(
-    lm: LM, messages: list[ChatMessage], current: str, **params: Any
-) -> ModuleReply:
-    """Ask ``lm`` for a new module (``CODE_MAX_TOKENS`` unless given) and check the reply."""
-    params.setdefault("max_tokens", CODE_MAX_TOKENS)
-    completion = await lm.complete(messages, **params)
-    text, problem = parse_code(completion.text, current)
-    return ModuleReply(completion.text, text, problem)
-
-
-def parse_code(reply: str, current: str) -> tuple[str | None, str | None]:
+def parse_code(
+    reply: str, current: str, problem_of: Callable[[str], str | None]
+) -> tuple[str | None, str | None]:
     """(module, None) or (None, why the reply is unusable). The module is the first of the
     python fences (last first), the other fences (last first) and the whole reply that
-    compiles with ``run`` at module scope, less a leading "Change:" line; when none does,
-    the reason is the first one's."""
+    ``problem_of`` (the system's check) passes, less a leading "Change:" line; when none
+    does, the reason is the first one's."""
     bodies = [*PYTHON_FENCE.findall(reply)[::-1], *FENCE.findall(reply)[::-1], reply]
     texts = [CHANGE_LINE.sub("", body).strip("\n") + "\n" for body in bodies]
-    text = next((text for text in texts if code_problem(text) is None), None)
+    text = next((text for text in texts if problem_of(text) is None), None)
     if text is None:
-        return None, code_problem(texts[0])
+        return None, problem_of(texts[0])
     if text.strip() == current.strip():
         return None, "the module is unchanged"
     return text, None
 
 
-async def smoke_problem(
-    system: System, candidate: Candidate, example: Example, lm: LM
-) -> str | None:
-    """Run ``candidate`` once on ``example``, unscored, when the system can (a harness):
-    why its code is broken, or None."""
-    smoke = getattr(system, "smoke_test", None)
-    if smoke is None:
+@dataclass(frozen=True)
+class CodeProposals:
+    """Whole-module proposals for ``system``'s code components on ``task`` (the dataset's
+    description, or empty)."""
+
+    system: ProposesCode
+    task: str = ""
+
+    def _material(
+        self, current: str, examples: Sequence[Example], results: Sequence[ExampleResult]
+    ) -> str:
+        return MATERIAL.format(
+            brief=self.system.code_brief,
+            code=current.rstrip(),
+            episodes=render_episodes(examples, results),
+            task=f"The task: {self.task}\n" if self.task else "",
+        )
+
+    def rewrite_messages(
+        self,
+        current: str,
+        examples: Sequence[Example],
+        results: Sequence[ExampleResult],
+        critique: str = "",
+    ) -> list[ChatMessage]:
+        """The chat asking for a whole new module (after a reviewer's ``critique``, if any)."""
+        review = f"A reviewer's critique of the module:\n{critique.strip()}\n\n" if critique else ""
+        content = self._material(current, examples, results) + REWRITE.format(critique=review)
+        return [{"role": "user", "content": content}]
+
+    def critique_messages(
+        self, current: str, examples: Sequence[Example], results: Sequence[ExampleResult]
+    ) -> list[ChatMessage]:
+        """The chat asking what in the module made episodes fail (no code)."""
+        content = self._material(current, examples, results) + CRITIQUE
+        return [{"role": "user", "content": content}]
+
+    async def ask(
+        self, lm: LM, messages: list[ChatMessage], current: str, **params: Any
+    ) -> ModuleReply:
+        """Ask ``lm`` for a new module (``CODE_MAX_TOKENS`` unless given) and check the reply."""
+        params.setdefault("max_tokens", CODE_MAX_TOKENS)
+        completion = await lm.complete(messages, **params)
+        text, problem = parse_code(completion.text, current, self.system.code_problem)
+        return ModuleReply(completion.text, text, problem)
+
+    async def write(
+        self,
+        lm: LM,
+        messages: list[ChatMessage],
+        current: str,
+        *,
+        attempts: int,
+        on_reply: Callable[[int, ModuleReply], None],
+    ) -> ModuleReply:
+        """Ask for a module up to ``attempts`` times (retries at ``RETRY_TEMPERATURE``, told
+        why the last reply was refused), reporting each reply with its attempt number; the
+        first usable reply, or the last refused one."""
+        asked = messages
+        for attempt in range(1, attempts + 1):
+            temperature = None if attempt == 1 else RETRY_TEMPERATURE
+            module = await self.ask(lm, asked, current, temperature=temperature)
+            on_reply(attempt, module)
+            if module.text is not None:
+                return module
+            asked = refused_messages(messages, str(module.problem))
+        return module
+
+    async def smoke_rejection(self, candidate: Candidate, example: Example, lm: LM) -> str | None:
+        """The reason to reject ``candidate`` before it is scored: its code crashed, raised,
+        exited or hung on ``example`` with ``lm``. None when it ran."""
+        problem = await self.system.smoke_test(
+            candidate, RunContext(lm=lm, example=example, split="train")
+        )
+        return None if problem is None else f"{SMOKE_FAILED}{problem}"
+
+
+def code_proposals(ctx: SearchContext, *, show_task: bool = True) -> CodeProposals | None:
+    """Module proposals for the search's system when it offers ``ProposesCode`` (told the
+    dataset's description when ``show_task``), else None."""
+    system = ctx.system
+    if not isinstance(system, ProposesCode):
         return None
-    problem: str | None = await smoke(candidate, RunContext(lm=lm, example=example, split="train"))
-    return problem
-
-
-async def smoke_rejection(ctx: SearchContext, candidate: Candidate, example: Example) -> str | None:
-    """The reason to reject ``candidate`` before it is scored: its code crashed, raised,
-    exited or hung on ``example`` with the task LM. None when it ran (or cannot be run)."""
-    problem = await smoke_problem(ctx.system, candidate, example, ctx.lm("task"))
-    return None if problem is None else f"{SMOKE_FAILED}{problem}"
+    return CodeProposals(system, ctx.dataset.description.strip() if show_task else "")

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from emery.algorithms.apo.code import propose_module
 from emery.algorithms.apo.critique import Critique, Sampling, critique_prompt
 from emery.algorithms.apo.edit import Edit, edit_prompt
 from emery.algorithms.apo.experiments import as_text, build_experiments
@@ -15,13 +14,15 @@ from emery.algorithms.apo.prompts import PromptTemplate
 from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.apo.state import ApoState
 from emery.algorithms.base import SearchContext
-from emery.algorithms.code_proposals import is_code_component
+from emery.algorithms.code_proposals import CODE_MAX_TOKENS, CodeProposals, code_proposals
 from emery.algorithms.sources import count
 from emery.core.events import ApoCritique, ApoEdit
 from emery.core.models import Candidate, Example, Lineage
 from emery.evaluation.results import EvalResult
 
 OPERATION = "apo_edit"
+CODE_VARIANT = "code"
+"""The critique and edit variant recorded for code modules (they have their own prompts)."""
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,10 @@ class Proposer:
     ) -> None:
         """Critique the parent's ``component`` from the batch, edit it, keep a usable child
         (harness code: a whole new module that must compile and pass a smoke run)."""
-        if is_code_component(component):
+        code = code_proposals(ctx)
+        if code is not None and code.system.is_code_component(component):
             expansion = Expansion(parent, component, branch, examples, result, experiments="")
-            await propose_module(self, ctx, state, rng, expansion)
+            await self.propose_module(ctx, code, state, rng, expansion)
             return
         experiments = build_experiments(
             examples,
@@ -101,6 +103,54 @@ class Proposer:
                 problem = f"same text as candidate {child.id} of this round"
             else:
                 child_id = self.keep(ctx, state, child).id
+        self.record_edit(ctx, state, expansion, edit, problem, child_id)
+
+    async def propose_module(
+        self,
+        ctx: SearchContext,
+        code: CodeProposals,
+        state: ApoState,
+        rng: random.Random,
+        expansion: Expansion,
+    ) -> None:
+        """Code modules: the gradient LM critiques the module from the parent's episodes,
+        the edit LM writes a whole new module from that critique. A reply the system's check
+        refuses is an invalid proposal; a new module that crashes, raises, exits or hangs
+        on the batch's first example (the smoke run) is rejected before the beam pays for
+        scoring it. Both are edit events with the reason."""
+        settings = self.settings
+        shown = (expansion.prompt, expansion.examples, expansion.result.results)
+        sampling = self.sampling(rng, settings.critique_max_tokens)
+        completion = await ctx.lm(settings.gradient_role).complete(
+            code.critique_messages(*shown), **sampling.params()
+        )
+        critique = Critique(CODE_VARIANT, completion.text.strip(), completion.finish_reason)
+        self.record_critique(ctx, state, expansion, critique)
+        if not critique.text:
+            self.reject(ctx, state, expansion, "the critique was empty")
+            return
+        sampling = self.sampling(rng, max(CODE_MAX_TOKENS, settings.edit_max_tokens))
+        module = await code.ask(
+            ctx.lm(settings.edit_role),
+            code.rewrite_messages(*shown, critique.text),
+            expansion.prompt,
+            **sampling.params(),
+        )
+        edit = Edit(CODE_VARIANT, module.reply, module.text, module.problem)
+        problem, child_id = edit.problem, None
+        if edit.proposal is None:
+            state.code_invalid += 1
+        else:
+            child = self.child(state, expansion, critique, edit.proposal, CODE_VARIANT)
+            if child.id in state.beam or child.id in state.children:
+                problem = f"same module as candidate {child.id} of this round"
+            else:
+                task_lm = ctx.lm("task")
+                problem = await code.smoke_rejection(child, expansion.examples[0], task_lm)
+                if problem is None:
+                    child_id = self.keep(ctx, state, child).id
+                else:
+                    state.smoke_rejected += 1
         self.record_edit(ctx, state, expansion, edit, problem, child_id)
 
     async def critique(

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass, field, replace
 
 from emery.algorithms.base import SearchContext
-from emery.algorithms.code_proposals import is_code_component, smoke_rejection
+from emery.algorithms.code_proposals import code_proposals
 from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.gepa.batches import next_minibatch
 from emery.algorithms.gepa.proposal import Proposal
@@ -302,9 +302,11 @@ def _joined(first: EvalResult, more: EvalResult) -> EvalResult:
 async def smoke_rejects(ctx: SearchContext, state: GepaState, mutation: Mutation) -> bool:
     """Whether a child with new code crashed, raised, exited or hung on one example of its
     minibatch (then it is rejected with the reason and never scored)."""
-    if not any(is_code_component(name) for name in mutation.changed) or not mutation.batch:
+    code = code_proposals(ctx)
+    changed_code = code is not None and any(map(code.system.is_code_component, mutation.changed))
+    if code is None or not changed_code or not mutation.batch:
         return False
-    reason = await smoke_rejection(ctx, mutation.child, mutation.batch[0])
+    reason = await code.smoke_rejection(mutation.child, mutation.batch[0], ctx.lm("task"))
     if reason is None:
         return False
     state.counters.rejected += 1

@@ -7,9 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from emery.algorithms.base import SearchContext
-from emery.algorithms.code_proposals import is_code_component
+from emery.algorithms.code_proposals import CodeProposals, ModuleReply, code_proposals
 from emery.algorithms.gepa.checks import parse_proposal, proposal_problem
-from emery.algorithms.gepa.code import propose_code
 from emery.algorithms.gepa.compact import parse_compact
 from emery.algorithms.gepa.proposal import Proposal
 from emery.algorithms.gepa.reflection import (
@@ -127,10 +126,11 @@ class Proposer:
 
         Never raises for a bad reply: a proposal without text is a rejected proposal.
         """
-        if is_code_component(component):  # harness code: a whole new module
-            return await propose_code(
-                self.settings,
+        code = code_proposals(ctx, show_task=self.settings.show_task)
+        if code is not None and code.system.is_code_component(component):
+            return await self.propose_module(
                 ctx,
+                code,
                 iteration=iteration,
                 component=component,
                 current=current,
@@ -164,6 +164,49 @@ class Proposer:
                 )
             )
             messages = retry_messages(messages, reply, problem, current, style)
+        return proposal
+
+    async def propose_module(
+        self,
+        ctx: SearchContext,
+        code: CodeProposals,
+        *,
+        iteration: int,
+        component: str,
+        current: str,
+        examples: Sequence[Example],
+        results: Sequence[ExampleResult],
+    ) -> Proposal:
+        """A whole new module for ``component``; a reply the system's check refuses (it does
+        not compile, defines no ``run``) or that repeats the module is an invalid proposal
+        (an event with the reason) and is asked again, told the reason."""
+        messages = code.rewrite_messages(current, examples, results)
+        proposal = Proposal(component, text=None, prompt=messages[0]["content"], style="standard")
+
+        def report(attempt: int, module: ModuleReply) -> None:
+            text, problem = module.text, module.problem
+            proposal.attempts.append({"reply": module.reply, "text": text, "problem": problem})
+            if text is not None:
+                ctx.emit(
+                    GepaProposal(
+                        iteration=iteration, component=component, attempt=attempt, text=text
+                    )
+                )
+                return
+            ctx.emit(
+                GepaProposalInvalid(
+                    iteration=iteration,
+                    component=component,
+                    attempt=attempt,
+                    reason=str(problem),
+                    reply=module.reply,
+                )
+            )
+
+        lm = ctx.lm(self.settings.reflection_role)
+        attempts = self.settings.proposal_attempts
+        module = await code.write(lm, messages, current, attempts=attempts, on_reply=report)
+        proposal.text = module.text
         return proposal
 
     def first_messages(

@@ -8,6 +8,18 @@ import ast
 CODE_COMPONENT = "code:runtime"
 PROMPT_COMPONENT = "prompt:system"
 SKILL_PREFIX = "skill:"
+CODE_PREFIX = "code:"
+
+CODE_BRIEF = (
+    "You improve an agent loop written in Python. "
+    """The module defines run(kit) -> str, the episode's final answer. The kit offers:
+- kit.complete(system, messages, temperature=None, max_tokens=512) -> str: one model call
+- kit.execute(tool, arguments) -> Observation (.text, .ok, .done): one environment action
+- kit.parse_tool_call(text) -> {"tool", "arguments"} or None; kit.tools_text();
+  kit.skills_index(); kit.read_skill(name); kit.instruction; kit.system_prompt; kit.tools
+Model calls and actions are capped per episode (BudgetExceeded ends the episode)."""
+)
+"""What a harness module is, must define and may call: shown to a model that writes one."""
 
 SEED_CODE = '''\
 NUDGE = (

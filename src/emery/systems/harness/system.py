@@ -23,7 +23,9 @@ from emery.core.models import Candidate
 from emery.core.settings import Settings
 from emery.systems.base import ComponentCall, RunContext, System, SystemRun
 from emery.systems.harness.code import (
+    CODE_BRIEF,
     CODE_COMPONENT,
+    CODE_PREFIX,
     PROMPT_COMPONENT,
     SEED_CODE,
     SEED_PROMPT,
@@ -67,7 +69,13 @@ class CodeHarnessConfig(Settings):
 
 
 class CodeHarness:
-    """An agent loop written as code, run in worker processes (isolation, not a sandbox)."""
+    """An agent loop written as code, run in worker processes (isolation, not a sandbox).
+
+    It offers ``ProposesCode`` (``systems.capabilities``): its ``code:*`` component is a
+    whole module an algorithm may rewrite, checked by ``code_problem`` and ``smoke_test``.
+    """
+
+    code_brief = CODE_BRIEF
 
     def __init__(self, config: CodeHarnessConfig, pool: WorkerPool | None = None) -> None:
         self.config = config
@@ -134,6 +142,14 @@ class CodeHarness:
             return await self._outcome(env, instruction, result)
         finally:
             _close(env)
+
+    # ProposesCode
+
+    def is_code_component(self, name: str) -> bool:
+        return name.startswith(CODE_PREFIX)
+
+    def code_problem(self, source: str) -> str | None:
+        return code_problem(source)
 
     async def smoke_test(self, candidate: Candidate, ctx: RunContext) -> str | None:
         """Run one episode unscored: why the code is broken (it crashed, raised, exited or
