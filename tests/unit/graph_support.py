@@ -7,9 +7,8 @@ import json
 from collections.abc import Set
 from typing import Any
 
-from emery.algorithms.graph_gepa.mutations import Parent
-from emery.algorithms.graph_gepa.structure import with_spec
 from emery.systems.graph.bindings import check_bindings
+from emery.systems.graph.mutations import Parent
 from emery.systems.graph.spec import GraphConfig
 from emery.systems.graph.system import SPEC_COMPONENT, GraphSystem, read_spec
 
@@ -17,7 +16,7 @@ from emery.systems.graph.system import SPEC_COMPONENT, GraphSystem, read_spec
 def graph_parent(spec: dict[str, Any], fields: Set[str]) -> Parent:
     """``spec``'s seed candidate as a mutation parent whose inputs are ``fields``."""
     system = GraphSystem(GraphConfig.model_validate(spec))
-    seed = with_spec(system, system.seed_candidate())
+    seed = system.with_structure(system.seed_candidate())
     return Parent(
         spec=json.loads(seed.components[SPEC_COMPONENT]),
         graph=system.graph,

@@ -17,12 +17,12 @@ from graph_support import graph_parent, valid_graph
 from lift_support import assert_test_lift
 
 import emery
-from emery.algorithms.graph_gepa import mutations
-from emery.algorithms.graph_gepa.mutations import TEMPLATES, Parent
 from emery.core.models import ChatMessage, Dataset, Example
 from emery.data.tasks import builtin_task
 from emery.lm import FakeLM
 from emery.store import MemoryStore
+from emery.systems.graph import mutations
+from emery.systems.graph.mutations import TEMPLATES, Parent
 from emery.systems.graph.spec import GraphConfig, LLMNode, MapNode
 from emery.systems.graph.system import SPEC_COMPONENT
 

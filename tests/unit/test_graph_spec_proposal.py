@@ -64,7 +64,7 @@ def reflection(prompts: list[str]) -> FakeLM:
 def test_the_reflection_models_graph_is_checked_then_scored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("emery.algorithms.graph_gepa.structure.TEMPLATES", {})
+    monkeypatch.setattr("emery.systems.graph.mutations.TEMPLATES", {})
     data = problems()
     prompts: list[str] = []
     seen: list[Event] = []

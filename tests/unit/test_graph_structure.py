@@ -15,14 +15,14 @@ from graph_support import graph_parent, valid_graph
 from emery.algorithms.context import build_search_context
 from emery.algorithms.gepa.mutation import Basis, operate
 from emery.algorithms.gepa.state import GepaState, PoolEntry
-from emery.algorithms.graph_gepa import mutations
-from emery.algorithms.graph_gepa.mutations import TEMPLATES, Parent
-from emery.algorithms.graph_gepa.structure import Limits, structural_child, with_spec
+from emery.algorithms.graph_gepa.structure import Limits, structural_child
 from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage, Dataset, Example
 from emery.evaluation.results import EvalResult
 from emery.lm import FakeLM
 from emery.systems.base import RunContext
+from emery.systems.graph import mutations
+from emery.systems.graph.mutations import TEMPLATES, Parent
 from emery.systems.graph.spec import GraphConfig
 from emery.systems.graph.system import SPEC_COMPONENT, GraphSystem, llm_calls
 from emery.verifiers.config import VerifierConfig, build_verifier
@@ -156,7 +156,7 @@ def context(spec: dict[str, Any]) -> Any:
 
 
 def basis_of(ctx: Any) -> Basis:
-    seed = with_spec(ctx.system, ctx.seed_candidate)
+    seed = ctx.system.with_structure(ctx.seed_candidate)
     entry = PoolEntry(candidate=seed)
     before = EvalResult(candidate_id=seed.id, results=[])
     return Basis(entry, ["solve"], ctx.train, before, 1)
@@ -166,7 +166,6 @@ def test_a_cycle_is_rejected_with_its_reason_before_any_rollout(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(mutations, "TEMPLATES", {"rewire": mutations.rewire})
-    monkeypatch.setattr("emery.algorithms.graph_gepa.structure.TEMPLATES", mutations.TEMPLATES)
     ctx = context(TWO_NODES)
     basis = basis_of(ctx)
     state = GepaState(pool=[basis.parent])
@@ -204,7 +203,7 @@ def test_children_over_target_llm_calls_are_rejected_before_any_rollout() -> Non
 
 async def test_a_candidate_runs_the_graph_its_spec_holds_and_votes() -> None:
     system = GraphSystem(GraphConfig.model_validate(ONE_NODE))
-    seed = with_spec(system, system.seed_candidate())
+    seed = system.with_structure(system.seed_candidate())
     parent = parent_of(ONE_NODE)
     [split] = mutations.answer(parent, "solve")
     [voted] = mutations.vote(parent, "solve")

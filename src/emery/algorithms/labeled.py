@@ -99,10 +99,13 @@ async def _accepted_reply(
     return None
 
 
-def input_fields(ctx: SearchContext) -> set[str]:
-    """The input fields every example of the dataset has."""
+def input_fields(ctx: SearchContext) -> list[str]:
+    """The input fields every example of the dataset has, in the first example's order."""
     examples = list(ctx.dataset)
-    return set.intersection(*(set(e.input) for e in examples)) if examples else set()
+    if not examples:
+        return []
+    shared = set.intersection(*(set(example.input) for example in examples))
+    return [name for name in examples[0].input if name in shared]
 
 
 async def labeled_pool(ctx: SearchContext, size: int = POOL_SIZE) -> dict[str, list[Demo]]:
@@ -111,7 +114,7 @@ async def labeled_pool(ctx: SearchContext, size: int = POOL_SIZE) -> dict[str, l
     program = ctx.system if isinstance(ctx.system, PromptProgram) else None
     if program is None or size <= 0:
         return {}
-    stage, _ = labeled_stage(program, input_fields(ctx))
+    stage, _ = labeled_stage(program, set(input_fields(ctx)))
     if stage is None:
         return {}
     verifier = ctx.evaluations.evaluator.verifier

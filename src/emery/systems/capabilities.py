@@ -7,11 +7,16 @@ implementing the protocol's members (structurally: no base class to inherit).
 - ``ProposesCode``: some components are whole code modules; the system says what a module
   must define, checks a proposed module without running it, and smoke-runs a candidate
   (the code harness).
+- ``MutatesStructure``: the system's structure (which LM calls it makes, in what order) is
+  a component; the system offers structural edits of a candidate, reads a proposed
+  structure back with its own validation and counts a candidate's LM calls (the graph).
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 from emery.core.models import Candidate
 from emery.systems.base import RunContext
@@ -34,4 +39,54 @@ class ProposesCode(Protocol):
 
     async def smoke_test(self, candidate: Candidate, ctx: RunContext) -> str | None:
         """Run ``candidate`` once, unscored: why its code is broken, or None."""
+        ...
+
+
+@dataclass(frozen=True)
+class StructureEdit:
+    """One structural edit: the child's structure (as JSON), the instructions of the nodes
+    it adds or changes, and the nodes it drops (their components and demos go with them)."""
+
+    spec: dict[str, Any]
+    texts: dict[str, str] = field(default_factory=dict)
+    removed: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class MutatesStructure(Protocol):
+    """A system whose structure is a component an algorithm may change."""
+
+    structure_component: str
+    """The component that holds the structure (as text)."""
+
+    def with_structure(self, candidate: Candidate) -> Candidate:
+        """``candidate`` carrying its structure in ``structure_component``."""
+        ...
+
+    def structure_json(self, candidate: Candidate) -> dict[str, Any]:
+        """``candidate``'s structure as JSON (without the nodes' instructions)."""
+        ...
+
+    def structure_nodes(self, candidate: Candidate) -> list[str]:
+        """The LM-call nodes of ``candidate``'s structure (each one a text component)."""
+        ...
+
+    def structure_edits(
+        self, candidate: Candidate, fields: set[str], samples: int
+    ) -> Iterator[tuple[str, StructureEdit]]:
+        """Every structural edit of ``candidate`` (``<edit>@<node>#<n>`` and the edit), in the
+        order to offer them; ``fields`` are the examples' input fields (no new node takes
+        one's name), ``samples`` a voting node's samples. Edits are not validated."""
+        ...
+
+    def read_structure(self, spec: dict[str, Any]) -> str:
+        """The ``structure_component`` text of ``spec``; ConfigError when it is invalid."""
+        ...
+
+    def check_candidate(self, candidate: Candidate, fields: set[str]) -> None:
+        """Raise ConfigError when ``candidate`` cannot run on examples with ``fields``."""
+        ...
+
+    def lm_calls(self, candidate: Candidate) -> int:
+        """LM calls one run of ``candidate`` makes."""
         ...

@@ -24,14 +24,12 @@ from emery.algorithms.gepa.state import GepaState, PoolEntry
 from emery.algorithms.graph_gepa.settings import GraphGepaSettings
 from emery.algorithms.graph_gepa.structure import (
     Limits,
-    graph_system,
     proposed_structure,
     structural_child,
-    with_spec,
+    structure_system,
 )
 from emery.core.errors import ConfigError
 from emery.core.events import GraphCandidateCost
-from emery.systems.graph.system import llm_calls
 
 
 class GraphGepa(Gepa):
@@ -46,9 +44,9 @@ class GraphGepa(Gepa):
 
     async def start(self, ctx: SearchContext) -> GepaState:
         """GEPA's start, with the seed carrying its graph spec (and within the target)."""
-        system = graph_system(ctx)
-        ctx.seed_candidate = with_spec(system, ctx.seed_candidate)
-        calls = llm_calls(system.for_candidate(ctx.seed_candidate).graph)
+        system = structure_system(ctx)
+        ctx.seed_candidate = system.with_structure(ctx.seed_candidate)
+        calls = system.lm_calls(ctx.seed_candidate)
         target = self.limits.target_llm_calls
         if target is not None and calls > target:
             raise ConfigError(
@@ -98,17 +96,16 @@ class GraphGepa(Gepa):
         """The parent's own llm nodes (unless ``components`` names the ones to rewrite)."""
         if self.settings.components is not None:
             return state.components
-        graph = graph_system(ctx).for_candidate(parent.candidate).graph
-        return [node.name for node in graph.llm_nodes()]
+        return structure_system(ctx).structure_nodes(parent.candidate)
 
     @staticmethod
     def _report_costs(ctx: SearchContext, entries: list[PoolEntry]) -> None:
-        system = graph_system(ctx)
+        system = structure_system(ctx)
         for entry in entries:
             ctx.emit(
                 GraphCandidateCost(
                     candidate_id=entry.id,
-                    llm_calls=llm_calls(system.for_candidate(entry.candidate).graph),
+                    llm_calls=system.lm_calls(entry.candidate),
                     llm_calls_per_example=entry.llm_calls or 0.0,
                     score=entry.val_score,
                 )

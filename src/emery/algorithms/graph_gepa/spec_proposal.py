@@ -14,9 +14,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from emery.algorithms.graph_gepa.mutations import Structure
 from emery.core.models import ChatMessage, Example
 from emery.evaluation.results import ExampleResult
+from emery.systems.capabilities import StructureEdit
 from emery.verifiers.base import as_text
 
 MAX_TOKENS = 1500
@@ -84,7 +84,7 @@ def _with_texts(value: Any, components: Mapping[str, str]) -> Any:
     return value
 
 
-def parse_graph(reply: str, parent_llm_nodes: Sequence[str]) -> tuple[Structure | None, str]:
+def parse_graph(reply: str, parent_llm_nodes: Sequence[str]) -> tuple[StructureEdit | None, str]:
     """The structure a reply proposes, or None and why it has none."""
     fences = FENCE.findall(reply)
     text = fences[-1] if fences else reply[reply.find("{") : reply.rfind("}") + 1]
@@ -97,7 +97,7 @@ def parse_graph(reply: str, parent_llm_nodes: Sequence[str]) -> tuple[Structure 
     texts: dict[str, str] = {}
     _take_texts(spec, texts)
     removed = tuple(name for name in parent_llm_nodes if name not in texts)
-    return Structure(spec, texts, removed), ""
+    return StructureEdit(spec, texts, removed), ""
 
 
 def _take_texts(value: Any, texts: dict[str, str]) -> None:

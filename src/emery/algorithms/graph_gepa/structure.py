@@ -1,11 +1,13 @@
 """Structural children: a parent's next untried structural mutation, validated.
 
-Every mutation a template makes (``mutations.py``), at the top level or inside a map node's
-sub-graph, becomes a candidate whose ``graph:spec`` component holds the new graph. The
-whole graph is checked like a user's graph (the spec's validation, then every node input
-bound to an input field or a node) and against ``target_llm_calls`` before it costs any
-rollout; a child that fails is rejected with the reason as a ``gepa.proposal_invalid``
-event (component ``graph:spec``) and the next one is tried. The mutations offered to a
+The system offers its structure through ``MutatesStructure`` (``systems.capabilities``;
+the graph does). Every edit it offers (a graph's templates, ``systems/graph/mutations.py``,
+at the top level or inside a map node's sub-graph) becomes a candidate whose structure
+component (``graph:spec``) holds the new graph. The whole graph is checked like a user's
+graph (the spec's validation, then every node input bound to an input field or a node) and
+against ``target_llm_calls`` before it costs any rollout; a child that fails is rejected
+with the reason as a ``gepa.proposal_invalid`` event (component ``graph:spec``) and the
+next one is tried. The mutations offered to a
 parent are kept in the state, so a resumed search offers the same children next. When no
 template has a child left, the reflection model may propose a whole new graph
 (``proposed_structure``), checked the same way.
@@ -15,27 +17,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.gepa.mutation import Basis, Mutation
 from emery.algorithms.gepa.state import GepaState
-from emery.algorithms.graph_gepa.mutations import (
-    TEMPLATES,
-    Parent,
-    Structure,
-    scope_path,
-    targets,
-)
 from emery.algorithms.graph_gepa.spec_proposal import MAX_TOKENS, parse_graph, spec_messages
+from emery.algorithms.labeled import input_fields
 from emery.algorithms.sources import count
 from emery.core.errors import ConfigError
 from emery.core.events import GepaProposalInvalid
 from emery.core.models import Candidate, Lineage
 from emery.lm.base import LMError
-from emery.systems.graph.seed import input_fields
-from emery.systems.graph.system import SPEC_COMPONENT, GraphSystem, llm_calls, read_spec, spec_text
+from emery.systems.capabilities import MutatesStructure, StructureEdit
 from emery.systems.prompt_layout import CHOICE_SEPARATOR
 
 PREFIX = "structure."
@@ -55,9 +49,9 @@ def source_of(key: str) -> str:
     return re.split("[@#]", key)[0]
 
 
-def graph_system(ctx: SearchContext) -> GraphSystem:
-    """The system when it is a graph; ConfigError otherwise."""
-    if not isinstance(ctx.system, GraphSystem):
+def structure_system(ctx: SearchContext) -> MutatesStructure:
+    """The system when it offers its structure (a graph); ConfigError otherwise."""
+    if not isinstance(ctx.system, MutatesStructure):
         raise ConfigError(
             'algorithm graph_gepa searches a graph\'s structure: give [system] kind = "graph"'
             ' (or a dataset without [system]), or use algorithm = "gepa"'
@@ -65,24 +59,17 @@ def graph_system(ctx: SearchContext) -> GraphSystem:
     return ctx.system
 
 
-def with_spec(system: GraphSystem, candidate: Candidate) -> Candidate:
-    """``candidate`` carrying its graph as the ``graph:spec`` component."""
-    if SPEC_COMPONENT in candidate.components:
-        return candidate
-    components = {**candidate.components, SPEC_COMPONENT: system.spec}
-    return candidate.model_copy(update={"components": components})
-
-
 def structural_child(
     ctx: SearchContext, state: GepaState, basis: Basis, limits: Limits
 ) -> Mutation | None:
     """The parent's next untried structural child that passes the checks, or None."""
-    system = graph_system(ctx)
+    system = structure_system(ctx)
     parent = basis.parent.candidate
     tried = state.operators_tried.get(basis.parent.id, [])
-    fields = set(input_fields(ctx.dataset))
+    fields = set(input_fields(ctx))
     try:
-        for key, edit in _edits(system, parent, fields, limits):
+        for where, edit in system.structure_edits(parent, fields, limits.vote_samples):
+            key = f"{PREFIX}{where}"
             if key in tried:
                 continue
             tried.append(key)
@@ -103,13 +90,12 @@ async def proposed_structure(
     """The reflection model's new graph for the parent (``structure.lm``), validated like a
     template's child; None when the call fails or the graph is invalid, over the target or
     already in the pool."""
-    system = graph_system(ctx)
+    system = structure_system(ctx)
     parent = basis.parent.candidate
-    graph = system.for_candidate(parent).graph
-    fields = input_fields(ctx.dataset)
+    fields = input_fields(ctx)
     messages = spec_messages(
         ctx.dataset.description.strip(),
-        json.loads(spec_text(graph)),
+        system.structure_json(parent),
         parent.components,
         fields,
         basis.batch,
@@ -121,7 +107,7 @@ async def proposed_structure(
     except LMError as exc:
         edit, reason = None, f"the call failed: {exc}"
     else:
-        edit, reason = parse_graph(reply, [node.name for node in graph.llm_nodes()])
+        edit, reason = parse_graph(reply, system.structure_nodes(parent))
     child = None
     if edit is not None:
         child, problem = _checked(system, parent, edit, set(fields), limits, basis, key)
@@ -140,7 +126,7 @@ def _reject(
     ctx.emit(
         GepaProposalInvalid(
             iteration=basis.number,
-            component=SPEC_COMPONENT,
+            component=structure_system(ctx).structure_component,
             attempt=1,
             reason=f"{key}: {reason}",
             reply=reply,
@@ -148,30 +134,10 @@ def _reject(
     )
 
 
-def _edits(
-    system: GraphSystem, parent: Candidate, fields: set[str], limits: Limits
-) -> Iterator[tuple[str, Structure]]:
-    """``structure.<template>@<node>#<n>`` and the edit, for every template and llm node
-    (a node of a map's sub-graph is ``<map>/<node>``: the edit changes that sub-graph)."""
-    graph = system.for_candidate(parent).graph
-    base = Parent(
-        spec=json.loads(spec_text(graph)),
-        graph=graph,
-        components=parent.components,
-        taken=frozenset(fields),
-        samples=limits.vote_samples,
-    )
-    for target in targets(graph):
-        where = "/".join((*scope_path(graph, target), target))
-        for name, template in TEMPLATES.items():
-            for number, edit in enumerate(template(base, target)):
-                yield f"{PREFIX}{name}@{where}#{number}", edit
-
-
 def _checked(
-    system: GraphSystem,
+    system: MutatesStructure,
     parent: Candidate,
-    edit: Structure,
+    edit: StructureEdit,
     fields: set[str],
     limits: Limits,
     basis: Basis,
@@ -179,27 +145,30 @@ def _checked(
 ) -> tuple[Candidate | None, str | None]:
     """The child ``edit`` makes, or the reason it is not a valid graph within the limits."""
     try:
-        graph = read_spec(json.dumps(edit.spec))
-        child = _child(parent, edit, spec_text(graph), basis, key)
+        spec = system.read_structure(edit.spec)
+        child = _child(system.structure_component, parent, edit, spec, basis, key)
         system.check_candidate(child, fields)
     except ConfigError as exc:
         return None, str(exc)
-    calls, target = llm_calls(graph), limits.target_llm_calls
+    calls, target = system.lm_calls(child), limits.target_llm_calls
     if target is not None and calls > target:
         return None, f"{calls} LM calls per example, over target_llm_calls={target}"
     return child, None
 
 
-def _child(parent: Candidate, edit: Structure, spec: str, basis: Basis, key: str) -> Candidate:
-    """``parent`` with the new spec, the edit's texts, and the removed nodes' texts gone."""
+def _child(
+    component: str, parent: Candidate, edit: StructureEdit, spec: str, basis: Basis, key: str
+) -> Candidate:
+    """``parent`` with the new spec in ``component``, the edit's texts, and the removed
+    nodes' texts gone."""
     removed = set(edit.removed)
     components = {
         key: text
         for key, text in parent.components.items()
-        if key.split(CHOICE_SEPARATOR)[0] not in removed or key == SPEC_COMPONENT
+        if key.split(CHOICE_SEPARATOR)[0] not in removed or key == component
     }
     components.update(edit.texts)
-    components[SPEC_COMPONENT] = spec
+    components[component] = spec
     return Candidate(
         components=components,
         demos={stage: demos for stage, demos in parent.demos.items() if stage not in removed},

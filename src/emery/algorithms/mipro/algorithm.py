@@ -91,7 +91,7 @@ class Mipro:
 
     def _plan(self, ctx: SearchContext, program: PromptProgram) -> MiproPlan:
         """The run's plan, logged and emitted (``mipro.plan``)."""
-        labeled_name, _ = labeled_stage(program, input_fields(ctx))
+        labeled_name, _ = labeled_stage(program, set(input_fields(ctx)))
         gold = _first_gold(ctx)
         fixed = 1 + int(
             self.settings.format_hint_instruction
@@ -221,7 +221,7 @@ class Mipro:
         """The pool of gold outputs written as demos of the stage that reads the inputs
         (a labeled set is picked from it, distinct replies first), and a note."""
         settings = self.settings
-        labeled_name, note = labeled_stage(program, input_fields(ctx))
+        labeled_name, note = labeled_stage(program, set(input_fields(ctx)))
         labeled: dict[str, list[Demo]] = {}
         if labeled_name is not None and settings.max_labeled_demos > 0:
             pool = await labeled_demos(

@@ -11,7 +11,9 @@ A candidate may carry its own graph spec as the component ``graph:spec`` (the JS
 ``spec_text``: the graph without its llm nodes' texts, which stay components of their own).
 Then it runs, and is checked, as that graph: this is how structure search
 (``graph_gepa``) gives each candidate its own nodes and edges. Without it a candidate runs
-the system's graph.
+the system's graph. The graph offers this as ``MutatesStructure``
+(``systems.capabilities``): structural edits (``mutations``), the spec read back with the
+graph's own validation, and a candidate's LM calls.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -30,8 +33,10 @@ from emery.core.models import Candidate
 from emery.core.results import ComponentCall
 from emery.core.validation import describe
 from emery.systems.base import RunContext, SystemRun
+from emery.systems.capabilities import StructureEdit
 from emery.systems.graph.bindings import check_bindings
 from emery.systems.graph.code import RUNNER, CodeRunner
+from emery.systems.graph.mutations import structure_edits
 from emery.systems.graph.rlm import (
     check_rlm_candidate,
     loop_calls,
@@ -161,6 +166,37 @@ class GraphSystem(PromptProgram):
         if text not in self._views:
             self._views[text] = GraphSystem(read_spec(text), self.code_runner)
         return self._views[text]
+
+    # MutatesStructure
+
+    structure_component = SPEC_COMPONENT
+
+    def with_structure(self, candidate: Candidate) -> Candidate:
+        """``candidate`` carrying its graph as the ``graph:spec`` component."""
+        if SPEC_COMPONENT in candidate.components:
+            return candidate
+        components = {**candidate.components, SPEC_COMPONENT: self.spec}
+        return candidate.model_copy(update={"components": components})
+
+    def structure_json(self, candidate: Candidate) -> dict[str, Any]:
+        spec: dict[str, Any] = json.loads(spec_text(self.for_candidate(candidate).graph))
+        return spec
+
+    def structure_nodes(self, candidate: Candidate) -> list[str]:
+        return [node.name for node in self.for_candidate(candidate).graph.llm_nodes()]
+
+    def structure_edits(
+        self, candidate: Candidate, fields: set[str], samples: int
+    ) -> Iterator[tuple[str, StructureEdit]]:
+        graph = self.for_candidate(candidate).graph
+        spec = json.loads(spec_text(graph))
+        return structure_edits(graph, spec, candidate.components, fields, samples)
+
+    def read_structure(self, spec: dict[str, Any]) -> str:
+        return spec_text(read_spec(json.dumps(spec)))
+
+    def lm_calls(self, candidate: Candidate) -> int:
+        return llm_calls(self.for_candidate(candidate).graph)
 
     def check_candidate(self, candidate: Candidate, fields: set[str]) -> None:
         """Raise ConfigError naming the first node input no field or node provides (or why

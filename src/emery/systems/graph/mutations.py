@@ -1,4 +1,5 @@
-"""LM-free structural mutations of a graph spec: the structural children of ``graph_gepa``.
+"""LM-free structural mutations of a graph spec: the structural edits a graph offers
+(``GraphSystem.structure_edits``, the ``MutatesStructure`` capability) to ``graph_gepa``.
 
 Each template edits the scope of a parent graph that holds one of its llm nodes
 (``target``): the top level, or the sub-graph of the map node the target is in (node names
@@ -28,10 +29,11 @@ that scope), so a check or answer node added there runs once per item.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from emery.systems.capabilities import StructureEdit as Structure
 from emery.systems.graph.spec import GraphConfig, MapNode, Node, OutputNode, walk
 
 ANSWER_TEXT = "Read the reasoning below and give the final answer to the task."
@@ -59,16 +61,6 @@ class Parent:
     components: Mapping[str, str]
     taken: frozenset[str]
     samples: int = 3
-
-
-@dataclass(frozen=True)
-class Structure:
-    """One structural edit: the child's spec, the instructions of the nodes it adds or
-    changes, and the nodes it drops (their components and demos go with them)."""
-
-    spec: dict[str, Any]
-    texts: dict[str, str] = field(default_factory=dict)
-    removed: tuple[str, ...] = ()
 
 
 Template = Callable[[Parent, str], list[Structure]]
@@ -375,3 +367,23 @@ def targets(graph: GraphConfig) -> list[str]:
     """Every llm node, those of map sub-graphs included, the one nearest the output first
     (a map's sub-graph nodes come before the nodes the map reads)."""
     return [node.name for node in reversed(graph.llm_nodes())]
+
+
+def structure_edits(
+    graph: GraphConfig,
+    spec: dict[str, Any],
+    components: Mapping[str, str],
+    fields: set[str],
+    samples: int,
+) -> Iterator[tuple[str, Structure]]:
+    """``<template>@<node>#<n>`` and the edit, for every template and llm node of ``graph``
+    (``spec`` its JSON; a node of a map's sub-graph is ``<map>/<node>``: the edit changes
+    that sub-graph)."""
+    base = Parent(
+        spec=spec, graph=graph, components=components, taken=frozenset(fields), samples=samples
+    )
+    for target in targets(graph):
+        where = "/".join((*scope_path(graph, target), target))
+        for name, template in TEMPLATES.items():
+            for number, edit in enumerate(template(base, target)):
+                yield f"{name}@{where}#{number}", edit
