@@ -6,7 +6,12 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from emery.algorithms.registry import ALGORITHMS, algorithm_spec, settings_table
+from emery.algorithms.registry import (
+    ALGORITHMS,
+    algorithm_spec,
+    checked_settings,
+    settings_table,
+)
 from emery.core import plugins
 from emery.core.errors import ConfigError
 from emery.systems.registry import system_kind
@@ -69,3 +74,12 @@ def test_a_plug_in_reads_the_table_under_its_spec_name() -> None:
         "iterations": 3
     }
     assert settings_table("gepa", tables) is None
+
+
+def test_a_plug_ins_own_table_is_known_and_a_typo_is_not() -> None:
+    settings = checked_settings("jobs_support:SPEC", {"random_search": {"iterations": 2}})
+    assert settings.model_dump()["iterations"] == 2
+    with pytest.raises(ConfigError, match=r"\[algorithm.gepaa\]; did you mean 'gepa'\?"):
+        checked_settings("jobs_support:SPEC", {"random_search": {}, "gepaa": {}})
+    with pytest.raises(ConfigError, match=r"^algorithm.random_search.iterations: "):
+        checked_settings("jobs_support:SPEC", {"random_search": {"iterations": 0}})

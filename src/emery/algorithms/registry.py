@@ -8,6 +8,7 @@ point of the ``emery.algorithms`` group (``core/plugins.py``). Its settings are 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,18 @@ def parse_settings(name: str, settings: dict[str, Any] | None) -> AlgorithmSetti
         return spec.settings.model_validate(settings or {})
     except ValidationError as exc:
         raise ConfigError(describe(exc, spec.settings, prefix=f"algorithm.{spec.name}")) from None
+
+
+def checked_settings(name: str, tables: Mapping[str, dict[str, Any]]) -> AlgorithmSettings:
+    """Algorithm ``name``'s validated settings out of all ``[algorithm.*]`` tables; a table
+    that names no known algorithm is an error that suggests the nearest name."""
+    settings = parse_settings(name, settings_table(name, tables))
+    known = [*ALGORITHMS.names(), algorithm_spec(name).name, name]
+    for section in sorted(set(tables) - set(known)):
+        near = difflib.get_close_matches(section, known, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise ConfigError(f"unknown algorithm in [algorithm.{section}]{hint}")
+    return settings
 
 
 def build_algorithm(name: str, settings: dict[str, Any] | None = None) -> Algorithm[Any]:
