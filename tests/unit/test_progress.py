@@ -48,16 +48,16 @@ class ScriptedEvaluator:
 
 
 async def test_the_service_reports_each_rollout_of_a_batch_and_counts_failures() -> None:
-    service = EvaluationService(
-        ScriptedEvaluator({"e2"}),  # type: ignore[arg-type]
-        Budget(BudgetConfig(), None),  # type: ignore[arg-type]
-    )
     seen: list[BatchProgress] = []
-    service.on_progress = seen.append
     candidate = Candidate(components={"p": "x"})
     examples = [Example(id=f"e{i}", input={"q": i}) for i in range(4)]
     prepaid = ExampleResult(candidate_id=candidate.id, example_id="e3", split="val", score=1.0)
-    service.prepaid[eval_key(candidate.id, "e3", "val")] = prepaid
+    service = EvaluationService(
+        ScriptedEvaluator({"e2"}),  # type: ignore[arg-type]
+        Budget(BudgetConfig(), None),  # type: ignore[arg-type]
+        prepaid={eval_key(candidate.id, "e3", "val"): prepaid},
+        on_progress=seen.append,
+    )
 
     await service.evaluate(candidate, examples, "val")
 
@@ -76,15 +76,14 @@ async def test_the_service_reports_each_rollout_of_a_batch_and_counts_failures()
 
 
 async def test_a_failing_display_never_stops_the_evaluation() -> None:
-    service = EvaluationService(
-        ScriptedEvaluator(set()),  # type: ignore[arg-type]
-        Budget(BudgetConfig(), None),  # type: ignore[arg-type]
-    )
-
     def broken(progress: BatchProgress) -> None:
         raise RuntimeError("display bug")
 
-    service.on_progress = broken
+    service = EvaluationService(
+        ScriptedEvaluator(set()),  # type: ignore[arg-type]
+        Budget(BudgetConfig(), None),  # type: ignore[arg-type]
+        on_progress=broken,
+    )
     result = await service.evaluate(
         Candidate(components={"p": "x"}), [Example(id="a", input={})], "val"
     )

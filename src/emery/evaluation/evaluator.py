@@ -1,17 +1,20 @@
-"""Score a candidate on examples with bounded concurrency; one failure never fails the batch."""
+"""Score a candidate on examples: the one batch loop, its rollouts run by an ``Executor``
+(in this process by default); one failure never fails the batch."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 from emery.core.models import Candidate, ChatMessage, Example, Split
 from emery.core.results import FailureKind
 from emery.core.rollouts import Rollout, RolloutConfig
 from emery.core.work_clock import WorkTimeExceeded, within_work_time
+from emery.evaluation.executor import Done, Executor, LocalExecutor
 from emery.evaluation.results import EvalResult, ExampleResult
 from emery.evaluation.rollouts import RolloutOutcome, RolloutRunner
 from emery.lm.base import LM, Completion, TokenUsage
@@ -87,7 +90,9 @@ class Evaluator:
 
     Each (candidate, example) is a rollout (``rollouts``: attempts, retries, time limits)
     whose spans go to ``recorder``. A system with ``needs_proxy`` gets a per-attempt LM
-    proxy URL from ``proxy`` (default: the process-wide embedded proxy).
+    proxy URL from ``proxy`` (default: the process-wide embedded proxy). ``executor`` says
+    where a batch's rollouts run (default: here, ``concurrency`` at a time); ``run_one``
+    always runs in this process.
     """
 
     def __init__(
@@ -101,6 +106,7 @@ class Evaluator:
         recorder: RolloutRecorder | None = None,
         job_id: str | None = None,
         proxy: RolloutProxy | None = None,
+        executor: Executor | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -110,28 +116,16 @@ class Evaluator:
         self.concurrency = concurrency
         self.tracing = RolloutTracing(recorder or NullRecorder())
         self.runner = RolloutRunner(self.tracing, rollouts, job_id=job_id, proxy=proxy)
+        self.executor: Executor = executor or LocalExecutor()
         self._seed_components: dict[str, str] | None = None
 
     @property
     def recorder(self) -> RolloutRecorder:
         return self.tracing.recorder
 
-    def settings(self, **changes: Any) -> dict[str, Any]:
-        """This evaluator's constructor arguments (``changes`` replaced), for an evaluator
-        that runs the same rollouts elsewhere (runners, Ray)."""
-        return {
-            "system": self.system,
-            "verifier": self.verifier,
-            "lm": self.lm,
-            "concurrency": self.concurrency,
-            "rollouts": self.runner.config,
-            "recorder": self.recorder,
-            "job_id": self.runner.job_id,
-            "proxy": self.runner.proxy,
-        } | changes
-
     def close(self) -> None:
-        """Release what running rollouts elsewhere holds (a Ray actor pool); local: nothing."""
+        """Release what the executor holds (a Ray actor pool); local: nothing."""
+        self.executor.close()
 
     def _prepare(self) -> dict[str, str] | None:
         if self.runner.proxy is None and getattr(self.system, "needs_proxy", False):
@@ -153,11 +147,11 @@ class Evaluator:
         """Run and score one example (as the next attempt of a queued ``rollout`` if given).
         Any exception becomes a 0 score with the error as feedback."""
         try:
-            return await self._run(candidate, example, split, rollout)
+            return await self.run_here(candidate, example, split, rollout)
         finally:
             self.tracing.flush()
 
-    async def _run(
+    async def run_here(
         self,
         candidate: Candidate,
         example: Example,
@@ -270,30 +264,46 @@ class Evaluator:
         *,
         on_result: Callable[[ExampleResult], None] | None = None,
     ) -> EvalResult:
-        """Score ``candidate`` on ``examples`` (results in example order).
+        """Score ``candidate`` on ``examples`` (results in example order), ``on_result``
+        hearing each result as it comes.
 
-        ``concurrency`` workers take the examples in order, so only as many rollouts exist
-        at a time as run (not one waiting task per example: fewer objects for the
-        garbage collector to walk on a large batch).
+        The executor's chunks go to at most ``lanes`` workers that take them in order, so
+        only as many rollouts exist at a time as run (not one waiting task per example:
+        fewer objects for the garbage collector to walk on a large batch). An error or a
+        cancel stops every worker, and with it the executor's work in flight.
         """
         results: list[ExampleResult | None] = [None] * len(examples)
-        todo = iter(enumerate(examples))
+
+        def done(offset: int, index: int, result: ExampleResult) -> None:
+            results[offset + index] = result
+            if on_result is not None:
+                on_result(result)
+
+        chunks = list(_chunks(examples, self.executor.chunk))
+        todo = iter(chunks)
 
         async def worker() -> None:
-            for index, example in todo:
-                result = await self._run(candidate, example, split)
-                results[index] = result
-                if on_result is not None:
-                    on_result(result)
+            for offset, chunk in todo:
+                tell: Done = partial(done, offset)
+                await self.executor.run(self, candidate, chunk, split, tell)
 
-        workers = [
-            asyncio.ensure_future(worker()) for _ in range(min(self.concurrency, len(examples)))
-        ]
+        lanes = self.executor.lanes(self.concurrency)
+        width = len(chunks) if lanes is None else min(lanes, len(chunks))
+        workers = [asyncio.ensure_future(worker()) for _ in range(width)]
         try:
             await asyncio.gather(*workers)
         finally:
             for task in workers:  # on an error or a cancel, stop the other workers too
                 task.cancel()
             self.tracing.flush()
-        done = [result for result in results if result is not None]
-        return EvalResult(candidate_id=candidate.id, split=split, results=done)
+        finished = [result for result in results if result is not None]
+        return EvalResult(candidate_id=candidate.id, split=split, results=finished)
+
+
+def _chunks(
+    examples: Sequence[Example], size: int | None
+) -> Iterator[tuple[int, Sequence[Example]]]:
+    """(offset, examples) pieces of ``size`` (``None``: one piece; none for no examples)."""
+    step = size or len(examples)
+    for offset in range(0, len(examples), max(step, 1)):
+        yield offset, examples[offset : offset + step]

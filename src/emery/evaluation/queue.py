@@ -1,8 +1,9 @@
 """The ``runners`` executor, job side: rollouts go into the store's queue and their results
 come back from it.
 
-``QueueEvaluator.evaluate`` publishes the candidate as a versioned resource, stores one
-``queuing`` rollout per example (``emery.store.queue``), and polls the store until
+``QueueExecutor.run`` (the whole batch is one chunk) publishes the candidate as a versioned
+resource, stores one ``queuing`` rollout per example (``emery.store.queue``), and polls the
+store until
 ``emery runner`` processes have finished them, expiring the leases of silent runners as it
 waits. A rollout of this job for the same candidate, example and split that is already in
 the queue, running or finished (a step repeated after a kill or a pause) is taken instead
@@ -17,14 +18,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import cast
 
 from emery.core.errors import EmeryError, StoreError
 from emery.core.models import Candidate, Example, Split
-from emery.core.rollouts import Rollout
-from emery.evaluation.evaluator import Evaluator
-from emery.evaluation.results import EvalResult, ExampleResult
+from emery.core.rollouts import Rollout, RolloutConfig
+from emery.evaluation.executor import Done, RolloutHost
+from emery.evaluation.results import ExampleResult
 from emery.lm.usage import UsageMeter
 from emery.store.errors import store_label
 from emery.store.protocol import Store
@@ -108,18 +109,18 @@ class RunnerWait:
             )
 
 
-class QueueEvaluator(Evaluator):
-    """An ``Evaluator`` whose batches run on ``emery runner`` processes through ``store``.
+class QueueExecutor:
+    """Runs a batch on ``emery runner`` processes through ``store`` (``executor = "runners"``).
 
     The model usage each result carries is added to ``meter`` (the job's) as it is picked
-    up, so token and cost budgets count runs made elsewhere as local ones. ``run_one``
-    (single runs outside a batch) still runs in this process. A batch that no runner
-    touches for ``runner_wait_s`` fails the job (``RunnerWait``).
+    up, so token and cost budgets count runs made elsewhere as local ones. A batch that no
+    runner touches for ``runner_wait_s`` fails the job (``RunnerWait``).
     """
+
+    chunk = None  # one chunk: the batch is queued in one write and polled as one
 
     def __init__(
         self,
-        base: Evaluator,
         store: Store,
         *,
         job_id: str,
@@ -130,7 +131,6 @@ class QueueEvaluator(Evaluator):
         poll_s: float = 0.05,
         max_poll_s: float = 0.5,
     ) -> None:
-        super().__init__(**base.settings(job_id=job_id))
         self.store = store
         self.meter = meter
         self.job_id = job_id
@@ -141,18 +141,23 @@ class QueueEvaluator(Evaluator):
         self.max_poll_s = max_poll_s
         self._published: dict[str, tuple[str, int]] = {}
 
-    async def evaluate(
+    def lanes(self, concurrency: int) -> int:
+        return 1
+
+    def close(self) -> None:
+        """Nothing to release: the runners are separate processes."""
+
+    async def run(
         self,
+        host: RolloutHost,
         candidate: Candidate,
         examples: Sequence[Example],
-        split: Split | None = None,
-        *,
-        on_result: Callable[[ExampleResult], None] | None = None,
-    ) -> EvalResult:
+        split: Split | None,
+        done: Done,
+    ) -> None:
         """Queue ``examples`` (or take their rollouts already queued) and wait for every
-        result; ``on_result`` hears each as it is picked up."""
-        results: list[ExampleResult | None] = [None] * len(examples)
-        waiting = self._enqueue(candidate, examples, split) if examples else {}
+        result; ``done`` hears each as it is picked up."""
+        waiting = self._enqueue(candidate, examples, split, host.runner.config)
         wait = RunnerWait(self.store.url, limit_s=self.runner_wait_s, notice_s=self.notice_s)
         delay = self.poll_s
         while waiting:
@@ -167,17 +172,17 @@ class QueueEvaluator(Evaluator):
                 if self.meter is not None:
                     self.meter.add(result.lm_usage)
                 for index in waiting.pop(rollout.id):
-                    results[index] = result
-                if on_result is not None:
-                    on_result(result)
+                    done(index, result)
             if waiting:
                 delay = self.poll_s if finished else min(delay * 1.5, self.max_poll_s)
                 await asyncio.sleep(delay)
-        done = [result for result in results if result is not None]
-        return EvalResult(candidate_id=candidate.id, split=split, results=done)
 
     def _enqueue(
-        self, candidate: Candidate, examples: Sequence[Example], split: Split | None
+        self,
+        candidate: Candidate,
+        examples: Sequence[Example],
+        split: Split | None,
+        config: RolloutConfig,
     ) -> dict[str, list[int]]:
         """Rollout id → indexes of ``examples`` it answers; new rollouts are stored."""
         resource, version = self._publish(candidate)
@@ -194,7 +199,7 @@ class QueueEvaluator(Evaluator):
                     split=split,
                     mode=split,
                     input=dict(example.input),
-                    config=self.runner.config,
+                    config=config,
                     metadata=queue_metadata(resource, version, self.lease_s),
                 )
                 new.append(rollout)

@@ -3,7 +3,7 @@ stateless systems) or a pool of long-lived actors (``ActorPool``, for systems wi
 cost: each actor builds the job's system once and runs rollouts in turn).
 
 Both run one rollout per ``run`` call, and cancelling the call cancels its Ray work; Ray's
-own retries are off, since a lost worker's attempt is retried by the job (``RayEvaluator``)
+own retries are off, since a lost worker's attempt is retried by the job (``RayExecutor``)
 as its rollout's ``max_attempts`` allow.
 """
 

@@ -12,28 +12,31 @@ cancel of the job) cancels its Ray work.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from emery.core.errors import EmeryError
 from emery.core.models import Candidate, Example, Split
 from emery.core.rollouts import Rollout
-from emery.evaluation.evaluator import Evaluator
+from emery.evaluation.executor import Done, RolloutHost
 from emery.evaluation.ray_dispatch import ActorPool, Dispatch, TaskDispatch
 from emery.evaluation.ray_worker import Build, import_ray, start_ray
-from emery.evaluation.results import EvalResult, ExampleResult
+from emery.evaluation.results import ExampleResult
 from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
 from emery.store.queue import FINAL_ROLLOUT, LIVE_ATTEMPT
 from emery.store.states import NotFound
 
 
-class RayEvaluator(Evaluator):
-    """An ``Evaluator`` whose batches run on Ray (``run_one`` stays in-process): as one
-    task per rollout, or on a pool of ``actors`` actors when given."""
+class RayExecutor:
+    """Runs each rollout of a batch on Ray (``executor = "ray"``), every one at once (Ray
+    queues what its CPUs cannot take yet): as one task per rollout, or on a pool of
+    ``actors`` actors when given. The model usage each result reports is added to
+    ``meter`` (the job's)."""
+
+    chunk = 1
 
     def __init__(
         self,
-        base: Evaluator,
         store: Store,
         *,
         key: str,
@@ -43,7 +46,6 @@ class RayEvaluator(Evaluator):
         num_cpus: int | None = None,
         actors: int | None = None,
     ) -> None:
-        super().__init__(**base.settings())
         self.store = store
         self.key = key
         self.build = build
@@ -63,49 +65,42 @@ class RayEvaluator(Evaluator):
             )
         return self._dispatch
 
+    def lanes(self, concurrency: int) -> None:
+        return None
+
     def close(self) -> None:
         if self._dispatch is not None:
             self._dispatch.close()
             self._dispatch = None
 
-    async def evaluate(
+    async def run(
         self,
+        host: RolloutHost,
         candidate: Candidate,
         examples: Sequence[Example],
-        split: Split | None = None,
-        *,
-        on_result: Callable[[ExampleResult], None] | None = None,
-    ) -> EvalResult:
-        """Run ``examples`` on Ray; results in example order, ``on_result`` as each comes
-        back. A cancel cancels every rollout of the batch still running."""
-        if not examples:
-            return EvalResult(candidate_id=candidate.id, split=split, results=[])
+        split: Split | None,
+        done: Done,
+    ) -> None:
+        """Run ``examples`` on Ray, one after another; a cancel cancels the Ray work of
+        the rollout running."""
         dispatch = self._dispatcher()
-        results: list[ExampleResult | None] = [None] * len(examples)
-
-        async def one(index: int, example: Example) -> None:
-            result = await self._rollout(dispatch, candidate, example, split)
+        for index, example in enumerate(examples):
+            result = await self._rollout(dispatch, host, candidate, example, split)
             if self.meter is not None:
                 self.meter.add(result.lm_usage)
-            results[index] = result
-            if on_result is not None:
-                on_result(result)
-
-        waits = [asyncio.ensure_future(one(i, e)) for i, e in enumerate(examples)]
-        try:
-            await asyncio.gather(*waits)
-        finally:
-            for wait in waits:  # on an error or a cancel: a cancelled wait cancels its Ray work
-                wait.cancel()
-        done = [result for result in results if result is not None]
-        return EvalResult(candidate_id=candidate.id, split=split, results=done)
+            done(index, result)
 
     async def _rollout(
-        self, dispatch: Dispatch, candidate: Candidate, example: Example, split: Split | None
+        self,
+        dispatch: Dispatch,
+        host: RolloutHost,
+        candidate: Candidate,
+        example: Example,
+        split: Split | None,
     ) -> ExampleResult:
         """One rollout, its next attempt on another worker each time a worker is lost."""
         ray = import_ray()
-        rollout = self.runner.new_rollout(candidate, example, split)
+        rollout = host.runner.new_rollout(candidate, example, split)
         payload = candidate.model_dump(mode="json"), example.model_dump(mode="json"), split
         tries = 0
         while True:

@@ -26,9 +26,10 @@ class EvaluationService:
     version, task model and verifier); ``new_results`` collects what this service ran since
     the engine last drained it, so the engine can store them with the step's other writes.
     ``on_progress`` (when set) hears of each new rollout as it finishes (``progress``).
-    ``prepaid`` holds finished results of an abandoned step (a pause): its repeat takes
-    them instead of running them again, and charges and reports them as new, exactly as
-    the first try did, so a resumed search spends its budget as an uninterrupted one.
+    ``prepaid`` holds finished results of an abandoned step (a pause; given again to the
+    service of a resumed job): its repeat takes them instead of running them again, and
+    charges and reports them as new, exactly as the first try did, so a resumed search
+    spends its budget as an uninterrupted one.
     """
 
     def __init__(
@@ -37,17 +38,19 @@ class EvaluationService:
         budget: Budget,
         *,
         known: dict[EvalKey, ExampleResult] | None = None,
+        prepaid: dict[EvalKey, ExampleResult] | None = None,
         emit: Callable[[Event], None] | None = None,
         errors: ErrorPolicy | None = None,
+        on_progress: ProgressSink | None = None,
     ) -> None:
         self.evaluator = evaluator
         self.budget = budget
         self.known: dict[EvalKey, ExampleResult] = dict(known or {})
-        self.prepaid: dict[EvalKey, ExampleResult] = {}
+        self.prepaid: dict[EvalKey, ExampleResult] = dict(prepaid or {})
         self.new_results: list[ExampleResult] = []
         self.emit = emit
         self.errors = ErrorWatch(errors) if errors is not None else None
-        self.on_progress: ProgressSink | None = None
+        self.on_progress = on_progress
 
     def cached(self, candidate: Candidate, example: Example, split: Split) -> ExampleResult | None:
         return self.known.get(eval_key(candidate.id, example.id, split))

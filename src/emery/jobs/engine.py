@@ -37,7 +37,7 @@ from emery.evaluation.budget import BudgetExhausted, BudgetUsage, Clock
 from emery.evaluation.progress import ProgressSink
 from emery.jobs.collector import quiet_collector
 from emery.jobs.control import LOST, ControlWatcher, StopRequest, fail_job, stop_job
-from emery.jobs.executors import check_executor, use_executor
+from emery.jobs.executors import ExecutorSetup, build_executor, check_executor
 from emery.jobs.finishing import finish_job
 from emery.jobs.ownership import JobBusy, check_runnable, claim_job, owner_id
 from emery.jobs.prepaid import PREPAID, metadata_after, prepaid_keys, split_stored, stop_write
@@ -265,10 +265,12 @@ class JobEngine:
             job_id=self.job_id,
             errors=config.runtime.error_policy(),
             clock=self.clock,
+            executor=build_executor(
+                ExecutorSetup(config.runtime, self.store, self.job_id, runtime.models.meter)
+            ),
+            prepaid=prepaid,
+            on_progress=self.on_progress,
         )
-        use_executor(ctx, config.runtime, store=self.store, job_id=self.job_id)
-        ctx.evaluations.prepaid = prepaid
-        ctx.evaluations.on_progress = self.on_progress
         for candidate in self.store.job_candidates(self.job_id):
             ctx.candidates[candidate.id] = candidate
         self._ctx, self._runtime = ctx, runtime

@@ -1,31 +1,93 @@
-"""Where a job's rollouts run (``[runtime] executor``): in its own process (``local``), on
-``emery runner`` processes through the store's queue (``runners``) or as Ray tasks
-(``ray``). Remote workers rebuild the job from its stored config."""
+"""Where a job's rollouts run (``[runtime] executor``), looked up by name in ``EXECUTORS``:
+in its own process (``local``), on ``emery runner`` processes through the store's queue
+(``runners``) or as Ray tasks (``ray``). Remote workers rebuild the job from its stored
+config. The executor is built before the job's search context and given to it complete.
+"""
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 
-from emery.algorithms.base import SearchContext
 from emery.config.schema import RuntimeConfig
 from emery.core.errors import ConfigError
 from emery.evaluation.evaluator import Evaluator
-from emery.evaluation.queue import QueueEvaluator
-from emery.evaluation.ray_executor import RayEvaluator
+from emery.evaluation.executor import Executor, LocalExecutor
+from emery.evaluation.queue import QueueExecutor
+from emery.evaluation.ray_executor import RayExecutor
 from emery.evaluation.ray_worker import import_ray
 from emery.jobs.runner_work import build_job_work
+from emery.lm.usage import UsageMeter
 from emery.store.backends import open_store
 from emery.store.protocol import Store
 
 
+@dataclass(frozen=True)
+class ExecutorSetup:
+    """What building a job's executor may use; ``meter`` is the job's, so runs made
+    elsewhere are charged as local ones."""
+
+    runtime: RuntimeConfig
+    store: Store
+    job_id: str
+    meter: UsageMeter
+
+
+@dataclass(frozen=True)
+class ExecutorKind:
+    """One ``[runtime] executor`` value: how its executor is built, and whether its
+    rollouts run in other processes (``elsewhere``: they rebuild the job from its stored
+    config, so the job must come from a config and live in a store they can open);
+    ``available`` raises a one-line ``ConfigError`` when it cannot run here."""
+
+    build: Callable[[ExecutorSetup], Executor]
+    elsewhere: bool = True
+    available: Callable[[], object] | None = None
+
+
+def runners_executor(setup: ExecutorSetup) -> Executor:
+    """Rollouts queued in the store for ``emery runner`` processes."""
+    runtime = setup.runtime
+    return QueueExecutor(
+        setup.store,
+        job_id=setup.job_id,
+        lease_s=runtime.lease_s,
+        meter=setup.meter,
+        runner_wait_s=runtime.runner_wait_s,
+    )
+
+
+def ray_executor(setup: ExecutorSetup) -> Executor:
+    """Rollouts as Ray tasks (or on a pool of Ray actors)."""
+    store, runtime = setup.store, setup.runtime
+    return RayExecutor(
+        store,
+        key=f"{store.url}#{setup.job_id}",
+        build=partial(build_ray_evaluator, store.url, setup.job_id),
+        meter=setup.meter,
+        address=runtime.ray_address,
+        num_cpus=runtime.ray_cpus,
+        actors=runtime.ray_actors,
+    )
+
+
+EXECUTORS: dict[str, ExecutorKind] = {
+    "local": ExecutorKind(lambda setup: LocalExecutor(), elsewhere=False),
+    "runners": ExecutorKind(runners_executor),
+    "ray": ExecutorKind(ray_executor, available=import_ray),
+}
+
+
 def check_executor(runtime: RuntimeConfig, store: Store, *, in_process_inputs: bool) -> None:
     """Refuse an executor this job cannot use, in one line (ConfigError)."""
-    if runtime.executor == "local":
+    kind = EXECUTORS[runtime.executor]
+    if not kind.elsewhere:
         return
-    if runtime.executor == "ray":
-        import_ray()
+    if kind.available is not None:
+        kind.available()
     if in_process_inputs:
         raise ConfigError(
             f"executor = {runtime.executor!r} runs rollouts in other processes, which rebuild"
@@ -38,32 +100,9 @@ def check_executor(runtime: RuntimeConfig, store: Store, *, in_process_inputs: b
         )
 
 
-def use_executor(ctx: SearchContext, runtime: RuntimeConfig, *, store: Store, job_id: str) -> None:
-    """Swap the context's evaluator for the configured executor's (``local``: kept)."""
-    if runtime.executor == "local":
-        return
-    service = ctx.evaluations
-    meter = service.budget.meter  # runs elsewhere are charged as local ones
-    if runtime.executor == "runners":
-        service.evaluator = QueueEvaluator(
-            service.evaluator,
-            store,
-            job_id=job_id,
-            lease_s=runtime.lease_s,
-            meter=meter,
-            runner_wait_s=runtime.runner_wait_s,
-        )
-        return
-    service.evaluator = RayEvaluator(
-        service.evaluator,
-        store,
-        key=f"{store.url}#{job_id}",
-        build=partial(build_ray_evaluator, store.url, job_id),
-        meter=meter,
-        address=runtime.ray_address,
-        num_cpus=runtime.ray_cpus,
-        actors=runtime.ray_actors,
-    )
+def build_executor(setup: ExecutorSetup) -> Executor:
+    """The configured executor of a job."""
+    return EXECUTORS[setup.runtime.executor].build(setup)
 
 
 def build_ray_evaluator(store_url: str, job_id: str) -> Evaluator:
