@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from emery.config.schema import JobConfig
+from emery.jobs.manage import create_job, run_job
 from emery.store import SQLiteStore
-from emery.training.job import SFTResult, create_sft_job, run_sft_job
+from emery.training.job import SFTResult
 
 from .cli_support import emery_json
 
@@ -93,8 +94,8 @@ def _greedy(model: Path, lora: Path | None) -> str:
 def test_sft_lowers_the_loss_and_llama_cpp_serves_the_adapter(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "emery.db")
     config = _config(tmp_path, evaluate=True)
-    job = create_sft_job(store, config, config_path=tmp_path / "job.toml")
-    job = run_sft_job(store, job.id)
+    job = create_job(store, config, config_path=tmp_path / "job.toml")
+    job = run_job(store, job.id)
     assert job.state == "succeeded", job.error
     losses = [e.data["loss"] for e in store.list_events(job.id, kinds=["train_loss"])]
     assert len(losses) == 4
@@ -118,11 +119,11 @@ def test_a_sigkilled_sft_job_resumes_from_its_checkpoint(tmp_path: Path) -> None
     store_path = tmp_path / "emery.db"
     store = SQLiteStore(store_path)
     config = _config(tmp_path, max_steps=4, save_steps=2, batch_size=2)
-    job = create_sft_job(store, config, config_path=tmp_path / "job.toml")
+    job = create_job(store, config, config_path=tmp_path / "job.toml")
     code = (
         "import sys; from emery.store import SQLiteStore;"
-        " from emery.training.job import run_sft_job;"
-        " run_sft_job(SQLiteStore(sys.argv[1]), sys.argv[2])"
+        " from emery.jobs.manage import run_job;"
+        " run_job(SQLiteStore(sys.argv[1]), sys.argv[2])"
     )
     env = os.environ | {"EMERY_ADAPTER_DIR": str(tmp_path / "adapters")}
     worker = subprocess.Popen([sys.executable, "-c", code, str(store_path), job.id], env=env)

@@ -12,10 +12,11 @@ from pydantic import ValidationError
 from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
+from emery.jobs.training_kinds import RL
 from emery.lm import FakeLM
 from emery.store import MemoryStore
 from emery.training.reward import VerifierReward, completion_text
-from emery.training.rl_job import create_rl_job, job_reward
+from emery.training.rl_job import job_reward
 
 
 def _config(**override: Any) -> dict[str, Any]:
@@ -150,7 +151,7 @@ def test_a_multi_stage_system_is_refused_in_one_line() -> None:
     assert "\n" not in str(caught.value)
     store = MemoryStore()
     with pytest.raises(ConfigError, match="a prompt program of 2 stages"):
-        create_rl_job(store, config)
+        RL.create(store, config)
     assert store.list_jobs().items == []
 
 
@@ -159,7 +160,7 @@ def test_an_rl_job_without_training_examples_is_refused_before_it_exists() -> No
     dataset = {"task": "word_problems", "n_train": 0, "n_val": 0, "n_test": 2}
     config = JobConfig.model_validate(_config(dataset=dataset))
     with pytest.raises(ConfigError, match="no examples on train: nothing to train"):
-        create_rl_job(store, config)
+        RL.create(store, config)
     assert store.list_jobs().items == []
 
 
@@ -188,66 +189,6 @@ def test_emery_train_type_rl_refuses_a_multi_stage_system_in_one_line(tmp_path: 
     assert len(lines) == 1, result.stderr
     assert "single-stage prompt program" in lines[0]
     assert SQLiteStore(db).list_jobs().items == []
-
-
-def test_an_rl_job_is_run_by_its_trainer_not_the_search_engine(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import asyncio
-
-    from emery.core.errors import EmeryError
-    from emery.jobs import engine, manage
-    from emery.store.records import NewJob
-
-    store = MemoryStore()
-    job = store.create_job(NewJob(id="j-rl", name="rl", kind="rl", algorithm="rl", config={}))
-    ran: list[str] = []
-    monkeypatch.setattr(
-        manage, "run_rl_job", lambda s, job_id, on_event=None: ran.append(job_id) or job
-    )
-    monkeypatch.setattr(manage, "run_sft_job", lambda *a, **k: pytest.fail("not an sft job"))
-    assert manage.run_job(store, job.id) is job
-    assert ran == ["j-rl"]
-    with pytest.raises(EmeryError, match="j-rl is an RL job: run it with `emery jobs resume"):
-        asyncio.run(engine.JobEngine(store, job.id).run())
-    assert store.get_job(job.id).state == "created"
-
-
-def test_a_resumed_run_reports_the_job_s_first_reward_and_loss() -> None:
-    from emery.core.events import event
-    from emery.store.records import NewJob
-    from emery.training.run import TrainingRun
-    from emery.training.trainer import TrainingStats
-
-    store = MemoryStore()
-    store.create_job(NewJob(id="j-rl", name="rl", kind="rl", algorithm="rl", config={}))
-    killed_run = [(1, 0.25, 2.0), (2, 0.5, 1.5), (3, 0.5, 1.2)]
-    for step, reward, loss in [*killed_run, (3, 0.75, 1.0)]:
-        store.append_events("j-rl", [event("train_reward", step=step, reward=reward, kl=0.0)])
-        store.append_events("j-rl", [event("train_loss", step=step, loss=loss)])
-    resumed = TrainingStats(
-        steps=3,
-        resumed_from_step=2,
-        stopped=None,
-        first_loss=1.0,
-        last_loss=1.0,
-        first_val_loss=None,
-        last_val_loss=None,
-        first_reward=0.75,
-        last_reward=0.75,
-        train_examples=4,
-        val_examples=0,
-        wall_s=8.0,
-        steps_per_s=0.125,
-        tokens_per_s=0.0,
-        tokens=0,
-        peak_rss_mb=1.0,
-        device="cpu",
-    )
-    stats = TrainingRun(store, "j-rl", None)._whole_job(resumed)
-    assert (stats.first_reward, stats.last_reward) == (0.25, 0.75)
-    assert (stats.first_loss, stats.last_loss) == (2.0, 1.0)
-    assert stats.first_val_loss is None
 
 
 def _prompt_job(store: MemoryStore, config: JobConfig, instruction: str | None) -> str:
@@ -281,7 +222,7 @@ def test_an_rl_job_trains_and_scores_its_source_job_s_best_prompt() -> None:
     }
     seed = resolve_system(config).seed_candidate()
     assert scored_candidate(store, config, seed) == reward.candidate != seed
-    job = create_rl_job(store, config)
+    job = RL.create(store, config)
     assert job.kind == "rl"
     plain = JobConfig.model_validate(_config())
     assert job_reward(plain, Path.cwd(), store).candidate == seed
@@ -292,7 +233,7 @@ def test_an_rl_source_job_without_a_best_prompt_is_refused_in_one_line() -> None
     config = JobConfig.model_validate(_config(rl={"source_job": "j-prompt"}))
     _prompt_job(store, config, None)
     with pytest.raises(ConfigError, match="j-prompt has no best candidate") as caught:
-        create_rl_job(store, config)
+        RL.create(store, config)
     assert "\n" not in str(caught.value)
     assert [job.id for job in store.list_jobs().items] == ["j-prompt"]
     with pytest.raises(ConfigError, match="needs the store"):

@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from emery.config.schema import JobConfig
-from emery.core.errors import ConfigError, EmeryError, ModelNotInstalledError
+from emery.core.errors import ConfigError, ModelNotInstalledError
 from emery.lm import catalog
 from emery.training.data import hold_out, load_chat_jsonl, prompt_completion
 from emery.training.names import gguf_lora_name, permuted_rows, rope_heads
@@ -188,28 +188,6 @@ def test_emery_train_type_sft_refuses_a_bad_line_in_one_line(tmp_path: Path) -> 
     assert len(lines) == 1
     assert "chats.jsonl:2: message 0: content is missing" in lines[0]
     assert SQLiteStore(db).list_jobs().items == []
-
-
-def test_an_sft_job_is_run_by_its_trainer_not_the_search_engine(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import asyncio
-
-    from emery.jobs import engine, manage
-    from emery.store import MemoryStore
-    from emery.store.records import NewJob
-
-    store = MemoryStore()
-    job = store.create_job(NewJob(id="j-sft", name="sft", kind="sft", algorithm="sft", config={}))
-    ran: list[str] = []
-    monkeypatch.setattr(
-        manage, "run_sft_job", lambda s, job_id, on_event=None: ran.append(job_id) or job
-    )
-    assert manage.run_job(store, job.id) is job
-    assert ran == ["j-sft"]
-    with pytest.raises(EmeryError, match="j-sft is an SFT job: run it with `emery jobs resume"):
-        asyncio.run(engine.JobEngine(store, job.id).run())
-    assert store.get_job(job.id).state == "created"
 
 
 def test_a_source_job_without_usable_rollouts_names_only_wider_settings() -> None:

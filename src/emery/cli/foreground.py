@@ -1,4 +1,5 @@
-"""Run a job in the CLI process with a live display; Ctrl-C pauses it cleanly.
+"""Run a job of any kind in the CLI process with a live display; Ctrl-C pauses it cleanly
+(a search at once, a trainer after its step).
 
 With a poll timeout the command stops watching after that many seconds: the job is paused
 at once and handed to a background process that resumes it from the checkpoint.
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from emery.cli.console import err
 from emery.cli.progress import RunDisplay, StreamFormat
-from emery.jobs.engine import JobEngine
+from emery.jobs.kinds import kind_of
 from emery.jobs.manage import spawn_worker
 from emery.jobs.runtime import job_config
 from emery.store.protocol import Store
@@ -45,7 +46,7 @@ def run_foreground(
     limit = job_config(job).job.budget.metric_calls
     display = RunDisplay(stream, err, job_id=job_id, limit=limit)
     display.replay(store.list_events(job_id))
-    engine = JobEngine(
+    engine = kind_of(job).runner(
         store, job_id, on_event=display.feed, on_note=display.note, on_progress=display.progress
     )
     presses = 0
@@ -54,7 +55,7 @@ def run_foreground(
         nonlocal presses
         presses += 1
         if presses == 1:
-            display.note("pausing at once... (Ctrl-C again to stop without waiting)")
+            display.note("pausing... (Ctrl-C again to stop without waiting)")
             engine.request("pause", INTERRUPTED)
         else:
             # The job stays 'running' with a dead owner: `emery jobs resume` recovers it.

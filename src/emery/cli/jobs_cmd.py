@@ -263,12 +263,7 @@ def resume(
             out.print(job_id)
             err.print(f"resumed in the background (pid {pid})")
         return
-    if record.kind in ("sft", "rl"):
-        from emery.cli.sft_cmd import run_sft_foreground  # the trainer: imported only to run
-
-        run_sft_foreground(store, job_id, as_json=as_json, quiet=quiet)
-        return
-    from emery.cli.foreground import run_foreground  # the engine: imported only to run
+    from emery.cli.foreground import run_foreground  # the runtime: imported only to run
     from emery.cli.train_cmd import finish
 
     stream = "none" if quiet else stream_format

@@ -27,14 +27,12 @@ from emery.cli.override_options import (
     command_line_overrides,
 )
 from emery.cli.progress import StreamFormat
-from emery.cli.sft_cmd import run_sft_foreground, sft_job
 from emery.config.overrides import load_overridden
 from emery.core.errors import ConfigError
 from emery.core.events import SearchNotRun
 from emery.core.hashing import content_hash
+from emery.jobs.kinds import kind_of
 from emery.jobs.manage import create_job, find_resumable, spawn_worker
-from emery.jobs.report import render_report
-from emery.jobs.results import JobResult, build_result
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 
@@ -143,18 +141,13 @@ def train(
     overrides = command_line_overrides(sets, model, dataset, env_file)
     path = config_path if config_path is not None else choose_config(Path.cwd())
     config, given = load_overridden(path, overrides, job_type)
-    store = open_cli_store(store_location)
-    if config.job.type in ("sft", "rl"):
+    if job_type is not None:  # stored with the config as written, as a --set would be
         given.setdefault("job", {})["type"] = config.job.type
-        job = sft_job(store, config, given=given, path=path, name=name, new=new)
-        if not no_poll:
-            run_sft_foreground(store, job.id, as_json=as_json, quiet=quiet)
-            return
-    else:
-        found = _resumable(store, content_hash(config.model_dump(mode="json")), path, new)
-        job = found or create_job(store, config, given=given, config_path=path, name=name)
-        if found is None and not quiet:
-            err.print(f"created job [bold]{job.id}[/bold] ({escape(job.name)}, {job.algorithm})")
+    store = open_cli_store(store_location)
+    found = _resumable(store, content_hash(config.model_dump(mode="json")), path, new)
+    job = found or create_job(store, config, given=given, config_path=path, name=name)
+    if found is None and not quiet:
+        err.print(f"created job [bold]{job.id}[/bold] ({escape(job.name)}, {job.algorithm})")
     if no_poll:
         pid = spawn_worker(store, job.id)
         if as_json:
@@ -172,18 +165,16 @@ def train(
 def finish(store: Store, outcome: ForegroundOutcome, *, as_json: bool) -> None:
     """Print how a foreground run ended, and exit non-zero when it did not succeed."""
     job = outcome.job
-    result: JobResult | None = None
-    if job.state == "succeeded" and job.result:
-        result = JobResult.model_validate(job.result)
+    kind = kind_of(job)
     if as_json:
         payload: dict[str, Any] = {"job_id": job.id, "state": job.state}
         payload |= {"stop_reason": job.stop_reason, "error": job.error}
         if outcome.worker_pid is not None:
             payload["pid"] = outcome.worker_pid
-        payload["result"] = (result or build_result(store, job)).model_dump(mode="json")
+        payload["result"] = kind.result_document(store, job)
         print_json(payload)
-    elif result is not None:
-        out.print(escape(render_report(result)), highlight=False, end="")
+    elif (report := kind.report(store, job)) is not None:
+        out.print(escape(report), highlight=False, end="")
         for item in store.list_events(job.id, kinds=[SearchNotRun.kind], limit=1):
             never_ran = item.payload_as(SearchNotRun).message()
             err.print(

@@ -7,7 +7,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from emery.core.errors import EmeryError
@@ -69,12 +69,17 @@ def is_stale(job: JobRecord) -> bool:
     return job.state == "running" and not owner_alive(job)
 
 
-def check_runnable(job: JobRecord) -> None:
-    """Refuse a finished job, one that another live process runs, and an SFT or RL job (its
-    trainer runs it, not the search engine)."""
-    if job.kind in ("sft", "rl"):
+SEARCH_KINDS = ("eval", "optimize")
+"""The kinds of job the search engine runs (a prompt job's kind, by its algorithm)."""
+
+
+def check_runnable(job: JobRecord, kinds: Collection[str] = SEARCH_KINDS) -> None:
+    """Refuse a job of a kind other than ``kinds`` (another runtime runs it), a finished
+    job, and one that another live process runs."""
+    if job.kind not in kinds:
         raise EmeryError(
-            f"job {job.id} is an {job.kind.upper()} job: run it with `emery jobs resume {job.id}`"
+            f"job {job.id} is of kind {job.kind}, which this runtime does not run:"
+            f" run it with `emery jobs resume {job.id}`"
         )
     if job.terminal:
         raise IllegalTransition(f"job {job.id} has already {job.state}: nothing to run")
@@ -87,18 +92,20 @@ def claim_job(
     job: JobRecord,
     *,
     owner: str,
-    scope: str,
     emit: Callable[[Sequence[Event]], None],
+    scope: str | None = None,
 ) -> JobRecord:
     """Make ``owner`` run ``job``: queue a new job, then start or resume it, or take over a
-    running job whose owner is gone. Emits the state events as they are stored."""
+    running job whose owner is gone. Emits the state events as they are stored. ``scope``:
+    the evaluation scope of a search job (see ``scope``), stored on the job."""
     fields: dict[str, Any] = {
         "owner": owner,
         "heartbeat_at": time.time(),
         "requested_action": None,
-        "eval_scope": scope,
     }
-    if job.eval_scope and job.eval_scope != scope:
+    if scope is not None:
+        fields["eval_scope"] = scope
+    if scope is not None and job.eval_scope and job.eval_scope != scope:
         log.warning(
             "job %s: the system, task model or verifier changed since the job started;"
             " its stored evaluations are not reused",

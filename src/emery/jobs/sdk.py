@@ -20,9 +20,9 @@ from emery.core.events import Event
 from emery.core.models import Candidate
 from emery.evaluation.progress import ProgressSink
 from emery.jobs import manage
-from emery.jobs.engine import JobEngine
 from emery.jobs.graph_results import run_verifier
 from emery.jobs.inference import run_inference
+from emery.jobs.kinds import JobRun, kind_of
 from emery.jobs.ownership import is_stale
 from emery.jobs.progress_text import TextReporter
 from emery.jobs.results import JobResult, build_result
@@ -54,7 +54,7 @@ class Job:
         self.id = job_id
         self.inputs = inputs or JobInputs()
         self._thread: threading.Thread | None = None
-        self._engine: JobEngine | None = None
+        self._engine: JobRun | None = None
         self._error: BaseException | None = None
 
     # --- creating and finding jobs ----------------------------------------------------
@@ -113,7 +113,8 @@ class Job:
         if self._thread is not None and self._thread.is_alive():
             raise EmeryError(f"job {self.id} is already running in this process")
         self._error = None
-        self._engine = JobEngine(self.store, self.id, inputs=self.inputs, on_progress=on_progress)
+        kind = kind_of(self.record())
+        self._engine = kind.runner(self.store, self.id, inputs=self.inputs, on_progress=on_progress)
         engine = self._engine
 
         def work() -> None:

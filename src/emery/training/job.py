@@ -1,31 +1,27 @@
-"""An SFT job: stored like a prompt job, run by this module instead of the search engine.
+"""An SFT job's training: its checks, its chats, the trainer run and its ``SFTResult``.
 
-``create_sft_job`` stores it (kind ``sft``). ``run_sft_job`` claims it (``started``; or
-``resumed``, also after a crash: a job whose owner died is taken over), trains with the
-job's ``[sft]`` settings from its last checkpoint, emits ``train_loss``/``val_loss`` and
-``checkpoint_saved`` events, honours pause and cancel between steps, then writes the GGUF
-adapter (served as ``local/<model>+<job id>``), scores base vs tuned on test and succeeds
-with an ``SFTResult`` (the lifecycle is ``run.TrainingRun``'s, shared with RL jobs).
+``check_sft_job`` refuses a config it cannot train before the job is stored;
+``train_sft_job`` trains with the job's ``[sft]`` settings from its last checkpoint,
+reporting losses, checkpoints and asking for stop requests through ``TrainingHooks``. The
+job around it (claim, heartbeat, pause / resume / cancel, the GGUF adapter, base vs tuned
+on test) is the jobs runtime's (``emery.jobs.training_kinds``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
 from emery.config.schema import JobConfig
 from emery.lm.catalog import installed_path
 from emery.store.protocol import Store
-from emery.store.records import JobRecord
-from emery.training.control import JobControl
 from emery.training.data import Conversation, hold_out, job_conversations, load_chat_jsonl
-from emery.training.run import EventSink, TrainingRun, job_base_dir, run_dir, store_job
+from emery.training.paths import run_dir
 from emery.training.scoring import Lift
-from emery.training.trainer import TrainingStats, train
+from emery.training.trainer import TrainingHooks, TrainingStats, train
 
-__all__ = ["SFTResult", "create_sft_job", "run_dir", "run_sft_job"]
+__all__ = ["SFTResult", "check_sft_job", "sft_conversations", "train_sft_job"]
 
 
 class SFTResult(BaseModel):
@@ -56,78 +52,45 @@ class SFTResult(BaseModel):
         return "\n".join(lines) + "\n"
 
 
-def create_sft_job(
-    store: Store,
-    config: JobConfig,
-    *,
-    given: dict[str, Any] | None = None,
-    config_path: Path | None = None,
-    name: str | None = None,
-    base_dir: Path | None = None,
-) -> JobRecord:
-    """Store a new SFT job (its base model and data source are checked first)."""
+def check_sft_job(store: Store, config: JobConfig, base_dir: Path) -> None:
+    """Refuse an SFT config whose source job, chat file or base model is missing (a bad
+    chat line is refused before a job exists)."""
     assert config.sft is not None
-    base_dir = job_base_dir(config_path, base_dir)
     if config.sft.source_job is not None:
         store.resolve_job_id(config.sft.source_job)
     else:
         assert config.sft.data is not None
-        load_chat_jsonl(base_dir / config.sft.data)  # a bad line is refused before a job exists
+        sft_conversations(store, config, base_dir)
     installed_path(config.lm.task.model.removeprefix("local/"))
-    return store_job(
-        store,
-        config,
-        "sft",
-        given=given,
-        config_path=config_path,
-        name=name,
-        base_dir=base_dir,
+
+
+def sft_conversations(store: Store, config: JobConfig, base_dir: Path) -> list[Conversation]:
+    """The chats an SFT job trains on: its JSONL file, or its source job's rollouts."""
+    sft = config.sft
+    assert sft is not None
+    if sft.data is not None:
+        path = Path(sft.data)
+        return load_chat_jsonl(path if path.is_absolute() else base_dir / path)
+    assert sft.source_job is not None
+    return job_conversations(
+        store, sft.source_job, candidate=sft.candidate, splits=sft.splits, min_score=sft.min_score
     )
 
 
-def run_sft_job(
-    store: Store, job_id: str, *, on_event: EventSink | None = None, control_poll_s: float = 0.5
-) -> JobRecord:
-    """Run or resume an SFT job here until it succeeds, fails, pauses or is cancelled."""
-    return _SFTRun(store, job_id, on_event).run(control_poll_s)
-
-
-class _SFTRun(TrainingRun):
-    kind = "sft"
-
-    def _data(self, config: JobConfig, base_dir: Path) -> list[Conversation]:
-        sft = config.sft
-        assert sft is not None
-        if sft.data is not None:
-            path = Path(sft.data)
-            return load_chat_jsonl(path if path.is_absolute() else base_dir / path)
-        assert sft.source_job is not None
-        return job_conversations(
-            self.store,
-            sft.source_job,
-            candidate=sft.candidate,
-            splits=sft.splits,
-            min_score=sft.min_score,
-        )
-
-    def train(
-        self, config: JobConfig, base_dir: Path, control: JobControl
-    ) -> tuple[TrainingStats, Path | None]:
-        assert config.sft is not None
-        train_set, val_set = hold_out(
-            self._data(config, base_dir), config.sft.val_fraction, config.job.seed
-        )
-        return train(
-            config.lm.task.model.removeprefix("local/"),
-            config.sft,
-            train_set,
-            val_set,
-            run_dir(base_dir, config, self.job_id),
-            seed=config.job.seed,
-            hooks=self.hooks(control),
-        )
-
-    def result(
-        self, model: str, adapter: Path, stats: TrainingStats, lift: Lift | None
-    ) -> SFTResult:
-        return SFTResult(model=model, adapter_path=str(adapter), training=stats, test=lift)
+def train_sft_job(
+    store: Store, config: JobConfig, base_dir: Path, job_id: str, hooks: TrainingHooks
+) -> tuple[TrainingStats, Path | None]:
+    """Train (or resume from its last checkpoint) SFT job ``job_id`` of ``config``."""
+    assert config.sft is not None
+    train_set, val_set = hold_out(
+        sft_conversations(store, config, base_dir), config.sft.val_fraction, config.job.seed
+    )
+    return train(
+        config.lm.task.model.removeprefix("local/"),
+        config.sft,
+        train_set,
+        val_set,
+        run_dir(base_dir, config, job_id),
+        seed=config.job.seed,
+        hooks=hooks,
+    )

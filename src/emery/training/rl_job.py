@@ -3,16 +3,15 @@
 The prompt it trains (and scores on test) is the system's seed, or the best candidate of a
 finished prompt job named by ``[rl] source_job``.
 
-``create_rl_job`` stores it (kind ``rl``) once its model, system, dataset and verifier
-resolve. ``run_rl_job`` runs it like an SFT job (``run.TrainingRun``: claim or take over,
-checkpoints, pause/cancel, resume from the last checkpoint, GGUF adapter, base vs tuned on
-test) and emits ``train_reward`` (mean reward and KL per step) and ``train_loss`` events.
+``check_rl_job`` refuses a config whose model, system, dataset or verifier do not resolve
+before the job is stored; ``train_rl_job`` trains from the last checkpoint and reports
+``train_reward`` (mean reward and KL per step) and losses through ``TrainingHooks``. The
+job around it is the jobs runtime's, as for SFT (``emery.jobs.training_kinds``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
 from emery.config.schema import JobConfig
@@ -22,13 +21,11 @@ from emery.lm.catalog import installed_path
 from emery.lm.config import build_lm
 from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
-from emery.store.records import JobRecord
-from emery.training.control import JobControl
 from emery.training.job import SFTResult
+from emery.training.paths import run_dir
 from emery.training.reward import VerifierReward
-from emery.training.run import EventSink, TrainingRun, job_base_dir, run_dir, store_job
-from emery.training.scoring import Lift, scored_candidate
-from emery.training.trainer import TrainingStats
+from emery.training.scoring import scored_candidate
+from emery.training.trainer import TrainingHooks, TrainingStats
 
 
 class RLResult(SFTResult):
@@ -97,58 +94,26 @@ def job_reward(config: JobConfig, base_dir: Path, store: Store | None = None) ->
     return reward
 
 
-def create_rl_job(
-    store: Store,
-    config: JobConfig,
-    *,
-    given: dict[str, Any] | None = None,
-    config_path: Path | None = None,
-    name: str | None = None,
-    base_dir: Path | None = None,
-) -> JobRecord:
-    """Store a new RL job (its base model and reward are checked first)."""
-    base_dir = job_base_dir(config_path, base_dir)
-    job_reward(config, base_dir, store)  # a system, data or source it cannot use: refused
+def check_rl_job(store: Store, config: JobConfig, base_dir: Path) -> None:
+    """Refuse an RL config whose system, data, source job or base model it cannot use."""
+    job_reward(config, base_dir, store)
     installed_path(config.lm.task.model.removeprefix("local/"))
-    return store_job(
-        store,
-        config,
-        "rl",
-        given=given,
-        config_path=config_path,
-        name=name,
-        base_dir=base_dir,
+
+
+def train_rl_job(
+    store: Store, config: JobConfig, base_dir: Path, job_id: str, hooks: TrainingHooks
+) -> tuple[TrainingStats, Path | None]:
+    """Train (or resume from its last checkpoint) RL job ``job_id`` of ``config``."""
+    from emery.training.rl_trainer import train_rl  # torch: imported only to train
+
+    assert config.rl is not None
+    reward = job_reward(config, base_dir, store)
+    return train_rl(
+        config.lm.task.model.removeprefix("local/"),
+        config.rl,
+        reward.rows(),
+        reward,
+        run_dir(base_dir, config, job_id),
+        seed=config.job.seed,
+        hooks=hooks,
     )
-
-
-def run_rl_job(
-    store: Store, job_id: str, *, on_event: EventSink | None = None, control_poll_s: float = 0.5
-) -> JobRecord:
-    """Run or resume an RL job here until it succeeds, fails, pauses or is cancelled."""
-    return _RLRun(store, job_id, on_event).run(control_poll_s)
-
-
-class _RLRun(TrainingRun):
-    kind = "rl"
-
-    def train(
-        self, config: JobConfig, base_dir: Path, control: JobControl
-    ) -> tuple[TrainingStats, Path | None]:
-        from emery.training.rl_trainer import train_rl  # torch: imported only to train
-
-        assert config.rl is not None
-        reward = job_reward(config, base_dir, self.store)
-        return train_rl(
-            config.lm.task.model.removeprefix("local/"),
-            config.rl,
-            reward.rows(),
-            reward,
-            run_dir(base_dir, config, self.job_id),
-            seed=config.job.seed,
-            hooks=self.hooks(control),
-        )
-
-    def result(
-        self, model: str, adapter: Path, stats: TrainingStats, lift: Lift | None
-    ) -> RLResult:
-        return RLResult(model=model, adapter_path=str(adapter), training=stats, test=lift)

@@ -1,0 +1,153 @@
+"""Prompt search and evaluation as job kinds: a ``[job] type = "prompt"`` config, run by
+the search engine (``JobEngine``).
+
+The kind is ``optimize`` for a search and ``eval`` for the baseline (scoring only). A
+config is checked before its job is stored: its algorithm settings, its system against
+its data, the gold outputs and the reference candidates.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from emery.algorithms.registry import checked_settings
+from emery.config.resolve import (
+    check_system_inputs,
+    reference_candidates,
+    resolve_dataset,
+    resolve_system,
+    resolve_verifier,
+)
+from emery.config.schema import JobConfig
+from emery.core.hashing import content_hash
+from emery.evaluation.health import check_gold
+from emery.evaluation.progress import ProgressSink
+from emery.jobs.engine import EventSink, JobEngine
+from emery.jobs.report import render_report
+from emery.jobs.results import JobResult, build_result
+from emery.jobs.runtime import JobInputs
+from emery.jobs.tracking import check_tracking
+from emery.store.protocol import Store
+from emery.store.records import JobRecord, NewJob
+from emery.systems.base import System
+from emery.training.paths import job_base_dir
+
+
+def new_job_id() -> str:
+    """A short random job id such as ``j-3f9a2c71b0``."""
+    return f"j-{uuid.uuid4().hex[:10]}"
+
+
+def search_kind_name(algorithm: str) -> str:
+    """``eval`` for the baseline (scoring only), ``optimize`` for a search."""
+    return "eval" if algorithm == "baseline" else "optimize"
+
+
+@dataclass(frozen=True)
+class SearchKind:
+    """A job kind the search engine runs: ``optimize`` or ``eval``."""
+
+    name: str
+
+    def create(
+        self,
+        store: Store,
+        config: JobConfig,
+        *,
+        given: dict[str, Any] | None = None,
+        config_path: Path | None = None,
+        base_dir: Path | None = None,
+        name: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        inputs: JobInputs | None = None,
+    ) -> JobRecord:
+        """Check ``config`` (with ``inputs``, the objects of this process that replace what
+        it names) and store a new job of this kind."""
+        inputs = inputs or JobInputs()
+        check_tracking(config.tracking)
+        base_dir = job_base_dir(config_path, base_dir)
+        system = _checked_system(config, inputs, base_dir)
+        resolved = config.model_dump(mode="json")
+        system_config = resolved.get("system")
+        system_kind = str((system_config or {}).get("kind", type(system).__name__))
+        system_id = store.register_system(
+            name=system.name, kind=system_kind, version=system.version(), config=system_config
+        )
+        meta = dict(metadata or {})
+        in_process = [
+            field
+            for field in ("system", "dataset", "verifier", "lms")
+            if getattr(inputs, field) is not None and field not in meta.get("serialized_inputs", ())
+        ]
+        if in_process:
+            meta["in_process_inputs"] = in_process
+        job_name = name or config.job.name or (config_path.stem if config_path else system.name)
+        return store.create_job(
+            NewJob(
+                id=new_job_id(),
+                name=job_name,
+                kind=self.name,
+                algorithm=config.job.algorithm,
+                system_name=system.name,
+                system_id=system_id,
+                config=given if given is not None else resolved,
+                resolved_config=resolved,
+                config_hash=content_hash(resolved),
+                config_path=str(config_path.resolve()) if config_path else None,
+                base_dir=str(base_dir),
+                metadata=meta,
+            )
+        )
+
+    def runner(
+        self,
+        store: Store,
+        job_id: str,
+        *,
+        inputs: JobInputs | None = None,
+        on_event: EventSink | None = None,
+        on_note: Callable[[str], None] | None = None,
+        on_progress: ProgressSink | None = None,
+    ) -> JobEngine:
+        """The run of job ``job_id`` in this process."""
+        return JobEngine(
+            store,
+            job_id,
+            inputs=inputs,
+            on_event=on_event,
+            on_note=on_note,
+            on_progress=on_progress,
+        )
+
+    def report(self, store: Store, job: JobRecord) -> str | None:
+        """The finished job's report in words (None before it succeeds)."""
+        if job.state != "succeeded" or not job.result:
+            return None
+        return render_report(JobResult.model_validate(job.result))
+
+    def result_document(self, store: Store, job: JobRecord) -> dict[str, Any] | None:
+        """The job's result as JSON: its stored one, or what it has so far."""
+        if job.state == "succeeded" and job.result:
+            return JobResult.model_validate(job.result).model_dump(mode="json")
+        return build_result(store, job).model_dump(mode="json")
+
+
+def _checked_system(config: JobConfig, inputs: JobInputs, base_dir: Path) -> System:
+    """The job's system, once its algorithm settings, inputs, gold outputs and references
+    are known to fit: a job that cannot run is refused before it is stored."""
+    checked_settings(config.job.algorithm, config.algorithm)
+    dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
+    system = inputs.system if inputs.system is not None else resolve_system(config, dataset)
+    check_system_inputs(system, dataset)
+    verifier = inputs.verifier if inputs.verifier is not None else resolve_verifier(config, dataset)
+    check_gold(system, verifier, dataset)
+    reference_candidates(config, system, dataset)
+    return system
+
+
+OPTIMIZE = SearchKind("optimize")
+EVAL = SearchKind("eval")
