@@ -23,7 +23,7 @@ from emery.core.spans import SpanRecord
 from emery.jobs import create_job, run_job
 from emery.jobs.results import JobResult
 from emery.store import MemoryStore
-from emery.store.records import RolloutFilter, SpanFilter
+from emery.store.records import EvaluationFilter, RolloutFilter, SpanFilter
 from emery.tracing import conventions as sc
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -39,6 +39,11 @@ class Trained:
         """The job's stored LM call spans (every rollout, every attempt)."""
         spans = self.store.list_spans(SpanFilter(job_id=self.job_id), limit=None).items
         return [s for s in spans if sc.GEN_AI_OPERATION_NAME in s.attributes]
+
+    def feedback(self, candidate_id: str, split: str = "val") -> list[str]:
+        """The verifier's feedback on each of a candidate's runs on ``split``."""
+        found = EvaluationFilter(job_id=self.job_id, candidate_id=candidate_id, split=split)
+        return [e.result.feedback for e in self.store.list_evaluations(found, limit=None).items]
 
     def rollout_count(self) -> int:
         return len(self.store.list_rollouts(RolloutFilter(job_id=self.job_id), limit=None).items)
