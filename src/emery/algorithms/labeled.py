@@ -19,8 +19,9 @@ from collections.abc import Collection, Sequence
 
 from emery.algorithms.base import SearchContext
 from emery.core.models import Demo, Example
+from emery.systems.capabilities import StagedPrompts
 from emery.systems.formats import labeled_replies, parse_reply
-from emery.systems.prompt_program import PromptProgram, StageConfig
+from emery.systems.stages import StageConfig
 from emery.systems.templates import placeholders
 from emery.verifiers.base import Verifier
 
@@ -32,7 +33,7 @@ POOL_SIZE = 64
 excluding any minibatch."""
 
 
-def labeled_stage(program: PromptProgram, input_fields: set[str]) -> tuple[str | None, str]:
+def labeled_stage(program: StagedPrompts, input_fields: set[str]) -> tuple[str | None, str]:
     """The stage that can take labeled demos (or None) and why."""
     last = program.config.stages[-1]
     reads = set().union(*(placeholders(m.template) for m in last.messages))
@@ -51,7 +52,7 @@ def labeled_stage(program: PromptProgram, input_fields: set[str]) -> tuple[str |
 
 
 async def labeled_demos(
-    program: PromptProgram,
+    program: StagedPrompts,
     stage: StageConfig,
     examples: list[Example],
     verifier: Verifier,
@@ -111,7 +112,7 @@ def input_fields(ctx: SearchContext) -> list[str]:
 async def labeled_pool(ctx: SearchContext, size: int = POOL_SIZE) -> dict[str, list[Demo]]:
     """Up to ``size`` labeled demos from train for the stage that can take them (none for a
     system that is not a prompt program, or whose last stage reads earlier outputs)."""
-    program = ctx.system if isinstance(ctx.system, PromptProgram) else None
+    program = ctx.system if isinstance(ctx.system, StagedPrompts) else None
     if program is None or size <= 0:
         return {}
     stage, _ = labeled_stage(program, set(input_fields(ctx)))

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 
 from emery.algorithms.labeled import pick_demos
 from emery.core.models import Candidate, Demo, Lineage
+from emery.systems.capabilities import StagedPrompts
 from emery.systems.demo_retrieval import NEAREST_SHOWN
 from emery.systems.formats import format_sentence, reply_format
 from emery.systems.prompt_layout import StageLayout, with_layout
-from emery.systems.prompt_program import PromptProgram, StageConfig
+from emery.systems.stages import StageConfig
 
 STEP_CUE = "Think step by step, then give the final answer."
 TERSE_CUE = "Reply with the final answer only, with no explanation."
@@ -198,7 +199,7 @@ def current_edit(candidate: Candidate, stage: StageConfig) -> Edit:
 def apply_operator(
     name: str,
     candidate: Candidate,
-    program: PromptProgram,
+    program: StagedPrompts,
     stage_name: str,
     *,
     iteration: int | None = None,
@@ -232,7 +233,7 @@ def apply_operator(
 
 def operator_children(
     candidate: Candidate,
-    program: PromptProgram,
+    program: StagedPrompts,
     stage_name: str,
     *,
     tried: set[str] | frozenset[str] = frozenset(),

@@ -16,28 +16,29 @@ from emery.algorithms.base import SearchContext
 from emery.algorithms.operators import NO_MATERIALS, Materials, operator_children
 from emery.core.events import ProposalSources, SourceCount
 from emery.core.models import Candidate
+from emery.systems.capabilities import StagedPrompts
 from emery.systems.prompt_layout import is_choice_component
-from emery.systems.prompt_program import PromptProgram
 
 Outcome = Literal["proposed", "accepted", "invalid"]
 
 
-def prompt_program(ctx: SearchContext) -> PromptProgram | None:
-    """The system when it is a prompt program (the operators' domain), else None."""
-    return ctx.system if isinstance(ctx.system, PromptProgram) else None
+def staged_prompts(ctx: SearchContext) -> StagedPrompts | None:
+    """The system when it runs prompt stages (``StagedPrompts``: a prompt program, a graph;
+    the operators' domain), else None."""
+    return ctx.system if isinstance(ctx.system, StagedPrompts) else None
 
 
 def text_components(ctx: SearchContext) -> list[str]:
     """The seed's components an LM may rewrite: a prompt program's layout choices
     (``stage:choice``) are structure, never text."""
     names = list(ctx.seed_candidate.components)
-    if prompt_program(ctx) is None:
+    if staged_prompts(ctx) is None:
         return names
     return [name for name in names if not is_choice_component(name)]
 
 
 def next_operator_child(
-    program: PromptProgram,
+    program: StagedPrompts,
     parent: Candidate,
     stages: Iterable[str],
     tried: list[str],

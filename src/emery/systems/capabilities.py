@@ -4,6 +4,10 @@ An algorithm asks ``isinstance(system, Capability)`` on one of these protocols a
 only its methods; it never imports a concrete system. A system offers a capability by
 implementing the protocol's members (structurally: no base class to inherit).
 
+- ``StagedPrompts``: the system runs ordered LM stages, each an instruction component with
+  messages, a parser and demos (a prompt program; a graph, whose llm nodes are its
+  stages); the edit operators (format reminder, answer stage, demos, ...), labeled demos
+  and MIPRO's per-stage search work on those stages.
 - ``ProposesCode``: some components are whole code modules; the system says what a module
   must define, checks a proposed module without running it, and smoke-runs a candidate
   (the code harness).
@@ -14,12 +18,32 @@ implementing the protocol's members (structurally: no base class to inherit).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from emery.core.models import Candidate
 from emery.systems.base import RunContext
+from emery.systems.stages import PromptProgramConfig, StageConfig
+
+
+@runtime_checkable
+class StagedPrompts(Protocol):
+    """A system whose components are the instructions of ordered LM stages."""
+
+    name: str
+    config: PromptProgramConfig
+    """The stages in the order they run (``config.stages``)."""
+    stages: dict[str, StageConfig]
+    """The stages by name (each one's instruction is the component of that name)."""
+
+    def stage_inputs(self, stage: StageConfig, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields ``stage``'s messages show, taken from ``fields`` (a demo's inputs)."""
+        ...
+
+    def for_candidate(self, candidate: Candidate) -> StagedPrompts:
+        """The stages ``candidate`` runs (a graph candidate may carry its own graph)."""
+        ...
 
 
 @runtime_checkable

@@ -25,7 +25,7 @@ from emery.systems.parsers import ParseError, ParserConfig
 from emery.verifiers.base import as_text
 
 if TYPE_CHECKING:
-    from emery.systems.prompt_program import StageConfig
+    from emery.systems.stages import StageConfig
 
 _CLASS_ESCAPES = set("dDwWsSbBAZzGntrfv0123456789")
 

@@ -3,83 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
-
-from pydantic import Field, field_validator, model_validator
+from typing import Any
 
 from emery.core.errors import ConfigError
 from emery.core.hashing import content_hash
 from emery.core.models import Candidate, ChatMessage, Demo
-from emery.core.settings import Settings
 from emery.systems.base import ComponentCall, RunContext, SystemRun
 from emery.systems.demo_retrieval import nearest_demos
 from emery.systems.formats import format_sentence
-from emery.systems.parsers import ParseError, ParserConfig
+from emery.systems.parsers import ParseError
 from emery.systems.prompt_layout import StageLayout, arrange, choice_name, restate_messages
 from emery.systems.registry import SystemKind
+from emery.systems.stages import MessageTemplate as MessageTemplate
+from emery.systems.stages import PromptProgramConfig as PromptProgramConfig
+from emery.systems.stages import StageConfig as StageConfig
 from emery.systems.templates import MissingFieldError, placeholders, render
-
-
-class MessageTemplate(Settings):
-    """One message of a stage; ``template`` may use ``{field}`` placeholders."""
-
-    role: Literal["user", "assistant", "system"] = "user"
-    template: str
-
-
-class StageConfig(Settings):
-    """One LM call: instruction (the optimizable component), messages, parser, output field."""
-
-    name: str
-    instruction: str = ""
-    messages: list[MessageTemplate] = Field(min_length=1)
-    parser: ParserConfig = ParserConfig()
-    output: str | None = None
-    demos: list[Demo] = Field(default_factory=list)
-    temperature: float | None = None
-    max_tokens: int | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _identifier(cls, name: str) -> str:
-        if not name.isidentifier():
-            raise ValueError(f"stage name {name!r} must be an identifier (letters, digits, _)")
-        return name
-
-    @property
-    def output_field(self) -> str:
-        return self.output or self.name
-
-    def reads(self, instruction: str) -> set[str]:
-        """The fields this stage reads under ``instruction``."""
-        fields = placeholders(instruction)
-        for message in self.messages:
-            fields |= placeholders(message.template)
-        return fields
 
 
 class StageError(Exception):
     """A stage that could not produce an output (a missing field, an unreadable reply)."""
 
 
-class PromptProgramConfig(Settings):
-    """``[system]`` for ``kind = "prompt_program"``."""
-
-    kind: Literal["prompt_program"] = "prompt_program"
-    name: str = "program"
-    stages: list[StageConfig] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _unique_names(self) -> PromptProgramConfig:
-        names = [stage.name for stage in self.stages]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"stage names must be unique; repeated: {', '.join(duplicates)}")
-        return self
-
-
 class PromptProgram:
-    """Runs stages in order; each stage's instruction is a component named after the stage."""
+    """Runs stages in order; each stage's instruction is a component named after the stage.
+
+    It offers ``StagedPrompts`` (``systems.capabilities``): algorithms edit its stages.
+    """
 
     def __init__(self, config: PromptProgramConfig) -> None:
         self.config = config

@@ -14,7 +14,7 @@ from emery.algorithms.apo.propose import Proposer
 from emery.algorithms.apo.state import ApoState
 from emery.algorithms.base import SearchContext
 from emery.algorithms.operators import Materials
-from emery.algorithms.sources import count, next_operator_child, prompt_program
+from emery.algorithms.sources import count, next_operator_child, staged_prompts
 from emery.core.events import ApoOperatorChild
 from emery.core.models import Candidate
 
@@ -26,7 +26,7 @@ def operator_children_due(
     add: ``limit`` at the first branch of a parent's first slot in the round (a small beam
     repeats its members), none otherwise."""
     first = branch == 0 and state.parents.index(state.parents[slot]) == slot
-    return limit if first and prompt_program(ctx) is not None else 0
+    return limit if first and staged_prompts(ctx) is not None else 0
 
 
 def add_operator_children(
@@ -34,7 +34,7 @@ def add_operator_children(
 ) -> list[str]:
     """Up to ``limit`` new operator children of ``parent`` in ``stage``, kept in the round;
     returns their ids."""
-    program = prompt_program(ctx)
+    program = staged_prompts(ctx)
     if program is None or limit <= 0:
         return []
     tried = state.operators_tried.get(parent.id, [])

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.base import SearchContext
 from emery.algorithms.separation import TYPICAL, examples_for, separation
-from emery.algorithms.sources import prompt_program
+from emery.algorithms.sources import staged_prompts
 from emery.core.events import ApoPlanned
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ def record_apo_plan(ctx: SearchContext, settings: ApoSettings) -> ApoPlanned:
         n_train=len(ctx.train),
         n_val=len(ctx.val),
         budget_metric_calls=ctx.budget.remaining_metric_calls(),
-        operators=prompt_program(ctx) is not None,
+        operators=staged_prompts(ctx) is not None,
     )
     plan = make_apo_plan(settings, inputs)
     log.info(plan.summary)

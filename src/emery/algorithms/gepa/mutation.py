@@ -22,7 +22,7 @@ from emery.algorithms.gepa.proposal import Proposal
 from emery.algorithms.gepa.propose import Proposer
 from emery.algorithms.gepa.state import GepaState, PoolEntry
 from emery.algorithms.operators import Materials
-from emery.algorithms.sources import count, next_operator_child, prompt_program
+from emery.algorithms.sources import count, next_operator_child, staged_prompts
 from emery.core.events import GepaMinibatchRejected, GepaMinibatchSampled, GepaProposalInvalid
 from emery.core.models import Candidate, Example, Lineage
 from emery.evaluation.results import EvalResult
@@ -173,7 +173,7 @@ async def _texts(
             for component in basis.components
         ]
     except LMError as exc:
-        if not fallback or prompt_program(ctx) is None:
+        if not fallback or staged_prompts(ctx) is None:
             raise
         ctx.emit(
             GepaProposalInvalid(
@@ -193,7 +193,7 @@ def operate(ctx: SearchContext, state: GepaState, basis: Basis) -> Mutation | No
     Labeled demos never show an example of the minibatch the child is judged on. The ids
     offered are kept per parent in the state, so a resumed search offers the same children
     next."""
-    program = prompt_program(ctx)
+    program = staged_prompts(ctx)
     if program is None:
         return None
     parent = basis.parent

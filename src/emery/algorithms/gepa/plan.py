@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from emery.algorithms.base import SearchContext
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.separation import TYPICAL, examples_for, separation
-from emery.algorithms.sources import prompt_program
+from emery.algorithms.sources import staged_prompts
 from emery.core.events import GepaPlanned
 
 log = logging.getLogger(__name__)
@@ -218,6 +218,6 @@ def plan_inputs(
         n_val=len(ctx.val),
         components=components,
         budget_metric_calls=ctx.budget.remaining_metric_calls(),
-        operators=prompt_program(ctx) is not None,
+        operators=staged_prompts(ctx) is not None,
         structure_every=structure_every,
     )

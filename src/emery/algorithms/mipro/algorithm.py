@@ -55,9 +55,9 @@ from emery.core.events import (
 )
 from emery.core.models import Candidate, Demo, Example
 from emery.lm.base import LM
+from emery.systems.capabilities import StagedPrompts
 from emery.systems.formats import format_description, format_sentence
 from emery.systems.prompt_layout import StageLayout
-from emery.systems.prompt_program import PromptProgram
 from emery.verifiers.base import as_text
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class Mipro:
         state.rng_state = save_rng(load_rng([], ctx.seed))
         return state
 
-    def _plan(self, ctx: SearchContext, program: PromptProgram) -> MiproPlan:
+    def _plan(self, ctx: SearchContext, program: StagedPrompts) -> MiproPlan:
         """The run's plan, logged and emitted (``mipro.plan``)."""
         labeled_name, _ = labeled_stage(program, set(input_fields(ctx)))
         gold = _first_gold(ctx)
@@ -115,7 +115,7 @@ class Mipro:
         return plan
 
     async def _baseline(
-        self, ctx: SearchContext, program: PromptProgram, state: MiproState, seed: Candidate
+        self, ctx: SearchContext, program: StagedPrompts, state: MiproState, seed: Candidate
     ) -> None:
         """Trial 0: the seed on full val, the first best; which stages reason."""
         result = await ctx.evaluate(seed, ctx.val, "val")
@@ -216,7 +216,7 @@ class Mipro:
         )
 
     async def _labeled(
-        self, ctx: SearchContext, state: MiproState, program: PromptProgram, train: list[Example]
+        self, ctx: SearchContext, state: MiproState, program: StagedPrompts, train: list[Example]
     ) -> tuple[dict[str, list[Demo]], str]:
         """The pool of gold outputs written as demos of the stage that reads the inputs
         (a labeled set is picked from it, distinct replies first), and a note."""
@@ -242,7 +242,7 @@ class Mipro:
         self,
         ctx: SearchContext,
         state: MiproState,
-        program: PromptProgram,
+        program: StagedPrompts,
         labeled: dict[str, list[Demo]],
         pool: list[Example],
         rng: random.Random,
@@ -363,8 +363,8 @@ class Mipro:
             )
 
 
-def _program(ctx: SearchContext) -> PromptProgram:
-    if not isinstance(ctx.system, PromptProgram):
+def _program(ctx: SearchContext) -> StagedPrompts:
+    if not isinstance(ctx.system, StagedPrompts):
         raise ConfigError(f"mipro optimizes prompt programs; system {ctx.system.name!r} is not one")
     return ctx.system
 

@@ -21,9 +21,9 @@ from emery.algorithms.mipro.normalise import normalise_run
 from emery.algorithms.mipro.state import DemoSet
 from emery.core.models import Candidate, Demo, Example, Lineage
 from emery.core.results import ExampleResult
+from emery.systems.capabilities import StagedPrompts
 from emery.systems.demo_retrieval import NEAREST_SHOWN
 from emery.systems.formats import format_sentence
-from emery.systems.prompt_program import PromptProgram
 
 
 def with_sentence(instruction: str, sentence: str | None) -> str:
@@ -41,7 +41,7 @@ REASONING_SENTENCE = "Think it through step by step before you give the final re
 
 def teacher_candidate(
     seed: Candidate,
-    program: PromptProgram,
+    program: StagedPrompts,
     labeled: dict[str, list[Demo]],
     *,
     format_hint: bool,
@@ -136,7 +136,7 @@ async def _keep_passing(
     program = ctx.system
     for result in results:
         fixed = None
-        if normalise and isinstance(program, PromptProgram) and result.example_id in examples:
+        if normalise and isinstance(program, StagedPrompts) and result.example_id in examples:
             example = examples[result.example_id]
             fixed = await normalise_run(program, result, example, verifier, threshold)
         if fixed is not None:

@@ -15,8 +15,8 @@ from typing import Any
 from emery.core.hashing import call_seed
 from emery.core.models import Candidate, ChatMessage, Dataset, Example
 from emery.lm.base import LM
+from emery.systems.capabilities import StagedPrompts
 from emery.systems.formats import format_description, gold_text
-from emery.systems.prompt_program import PromptProgram
 from emery.systems.templates import placeholders
 from emery.verifiers.base import as_text, clip
 
@@ -120,7 +120,7 @@ async def summarize_dataset(
     return clip(summary, 1200), observations
 
 
-def program_description(program: PromptProgram, candidate: Candidate) -> str:
+def program_description(program: StagedPrompts, candidate: Candidate) -> str:
     """The stages in order: what each reads, writes and must reply, and its instruction."""
     stages = program.config.stages
     lines = [
@@ -142,7 +142,7 @@ def program_description(program: PromptProgram, candidate: Candidate) -> str:
     return "\n".join(lines)
 
 
-def stage_reads(program: PromptProgram) -> Mapping[str, list[str]]:
+def stage_reads(program: StagedPrompts) -> Mapping[str, list[str]]:
     """The fields each stage's messages read, by stage name."""
     return {
         stage.name: sorted(set().union(*(placeholders(m.template) for m in stage.messages)))

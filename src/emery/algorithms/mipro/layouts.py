@@ -19,7 +19,7 @@ from emery.algorithms.mipro.state import InstructionChoice, LayoutChoice
 from emery.algorithms.operators import NO_MATERIALS, OPERATORS, Edit
 from emery.core.models import Demo
 from emery.systems.prompt_layout import StageLayout
-from emery.systems.prompt_program import StageConfig
+from emery.systems.stages import StageConfig
 
 # Each layout choice is the seed layout with these operators applied in order.
 LAYOUT_RECIPES: tuple[tuple[str, ...], ...] = (

@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from emery.core.models import Example
 from emery.core.results import ExampleResult
 from emery.systems.base import ComponentCall
+from emery.systems.capabilities import StagedPrompts
 from emery.systems.formats import labeled_replies, parse_reply
-from emery.systems.prompt_program import PromptProgram, StageConfig
+from emery.systems.stages import StageConfig
 from emery.verifiers.base import Verifier
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ def _reads_back(stage: StageConfig, call: ComponentCall) -> bool:
 
 
 async def normalise_run(
-    program: PromptProgram,
+    program: StagedPrompts,
     result: ExampleResult,
     example: Example,
     verifier: Verifier,
@@ -105,7 +106,7 @@ async def normalise_run(
 
 
 async def reasoning_stages(
-    program: PromptProgram,
+    program: StagedPrompts,
     results: list[ExampleResult],
     examples: Mapping[str, Example],
     verifier: Verifier,

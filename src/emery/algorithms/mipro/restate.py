@@ -19,14 +19,14 @@ from emery.algorithms.operators import apply_operator
 from emery.algorithms.sources import count
 from emery.core.events import BestUpdated, MiproFullEvaluation
 from emery.core.models import Candidate
-from emery.systems.prompt_program import PromptProgram
+from emery.systems.capabilities import StagedPrompts
 
 log = logging.getLogger(__name__)
 
 SOURCE = "best_with_answer_stage"
 
 
-def restated(best: Candidate, program: PromptProgram, number: int) -> Candidate | None:
+def restated(best: Candidate, program: StagedPrompts, number: int) -> Candidate | None:
     """``best`` with the answer stage in every stage that lacks it, or None if none does."""
     candidate = best
     for stage in program.config.stages:
@@ -46,7 +46,7 @@ async def restate_best(ctx: SearchContext, state: MiproState, number: int) -> No
     it scores higher."""
     program = ctx.system
     if (
-        not isinstance(program, PromptProgram)
+        not isinstance(program, StagedPrompts)
         or state.best_candidate_id is None
         or state.best_val_score is None
     ):
