@@ -142,6 +142,21 @@ def test_an_expected_value_that_is_not_an_object_is_an_error() -> None:
     assert F1.check(example({"a": "x"}), '{"a": "X"}').score == 1.0
 
 
+FLAT_SCOPE_BEFORE_PER_KIND_MODELS = {
+    "abs_tol": 1e-6,
+    "rel_tol": 0.0,
+    "pattern": None,
+    "full": False,
+    "ignore_case": False,
+    "case_sensitive": False,
+    "fields": None,
+    "function": None,
+    "criteria": [],
+}
+"""What one flat settings table held for every kind, at its defaults: the scopes of the
+evaluations stored then."""
+
+
 def test_the_config_builds_either_match_and_keeps_old_scopes() -> None:
     built = build_verifier(VerifierConfig(kind="json_object"))
     assert isinstance(built, JsonObjectMatch)
@@ -158,9 +173,15 @@ def test_the_config_builds_either_match_and_keeps_old_scopes() -> None:
 
     # a setting added later leaves the scopes stored before it unchanged
     assert "match" not in VerifierConfig(kind="numeric").scope_settings()
-    assert VerifierConfig(kind="numeric").scope_settings() == VerifierConfig(
-        kind="numeric"
-    ).model_dump(mode="json", exclude={"agreement", "match"})
+    assert VerifierConfig(kind="numeric").scope_settings() == {
+        "kind": "numeric",
+        **FLAT_SCOPE_BEFORE_PER_KIND_MODELS,
+    }
+    assert VerifierConfig(kind="json_object", match="exact").scope_settings() == {
+        "kind": "json_object",
+        **FLAT_SCOPE_BEFORE_PER_KIND_MODELS,
+        "match": "exact",
+    }
     assert scope({"kind": "json_object"}) != scope({"kind": "json_object", "match": "exact"})
 
 

@@ -196,7 +196,10 @@ def test_config_builds_the_judge_kinds_and_the_gold_examples_alias() -> None:
 @pytest.mark.parametrize(
     ("verifier", "message"),
     [
-        ({"kind": "judge"}, "config: verifier.kind: Input should be 'exact'"),
+        (
+            {"kind": "judge"},
+            "config: verifier.kind: unknown kind 'judge'; known kinds: agreement, contains,",
+        ),
         (
             {"kind": "rubric", "criteria": [{"name": "a", "weight": -1}]},
             "config: verifier.criteria.0.weight: Input should be greater than or equal to 0",

@@ -5,12 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate, Dataset, Lineage
-from emery.core.validation import describe
 from emery.data.loaders import load_dataset
 from emery.data.tasks import builtin_task
 from emery.lm.base import LM
@@ -23,7 +20,8 @@ from emery.systems.graph.system import GraphSystem
 from emery.systems.prompt_program import PromptProgram
 from emery.systems.registry import build_system, parse_system_config
 from emery.verifiers.base import Verifier
-from emery.verifiers.config import VerifierConfig, build_verifier
+from emery.verifiers.config import VerifierConfig, build_verifier, parse_verifier_config
+from emery.verifiers.kinds import AgreementConfig, ExactConfig
 from emery.verifiers.rubric import RubricJudge
 
 VAL_SHARE_OF_BUDGET = 5
@@ -93,14 +91,12 @@ def resolve_verifier(config: JobConfig, dataset: Dataset, judge: LM | None = Non
         verifier = build_verifier(config.verifier, judge)
     elif dataset.verifier is not None:
         try:
-            suggested = VerifierConfig.model_validate(dataset.verifier)
-        except ValidationError as exc:
-            raise ConfigError(
-                f"dataset {dataset.name!r}: {describe(exc, VerifierConfig, 'verifier')}"
-            ) from None
+            suggested = parse_verifier_config(dataset.verifier)
+        except ConfigError as exc:
+            raise ConfigError(f"dataset {dataset.name!r}: {exc}") from None
         verifier = build_verifier(suggested, judge)
     else:
-        verifier = build_verifier(VerifierConfig(), judge)
+        verifier = build_verifier(ExactConfig(), judge)
     if isinstance(verifier, RubricJudge):
         verifier.check_examples(dataset)
     return verifier
@@ -114,7 +110,7 @@ def _agreement(config: JobConfig) -> VerifierConfig:
             f" dataset's gold scores: verifier.kind must be 'agreement' or unset, not"
             f" {config.verifier.kind!r}"
         )
-    return config.verifier or VerifierConfig(kind="agreement")
+    return config.verifier or AgreementConfig()
 
 
 def check_system_inputs(system: System, dataset: Dataset) -> None:

@@ -12,7 +12,7 @@ from emery.evaluation.budget import BudgetConfig
 from emery.evaluation.health import ErrorPolicy
 from emery.lm.config import LMConfig
 from emery.systems.registry import parse_system_config
-from emery.verifiers.config import VerifierConfig
+from emery.verifiers.config import VerifierConfig, parse_verifier_config
 
 
 class Section(Settings):
@@ -196,7 +196,7 @@ class JobConfig(Section):
     system: SerializeAsAny[BaseModel] | None = None
     dataset: DatasetConfig
     lm: LMSection = LMSection()
-    verifier: VerifierConfig | None = None
+    verifier: SerializeAsAny[VerifierConfig] | None = None
     runtime: RuntimeConfig = RuntimeConfig()
     algorithm: dict[str, dict[str, Any]] = Field(default_factory=dict)
     references: dict[str, dict[str, str]] = Field(default_factory=dict)
@@ -229,3 +229,8 @@ class JobConfig(Section):
     @classmethod
     def _system_kind(cls, value: Any) -> Any:
         return None if value is None else parse_system_config(value)
+
+    @field_validator("verifier", mode="before")
+    @classmethod
+    def _verifier_kind(cls, value: Any) -> Any:
+        return None if value is None else parse_verifier_config(value)

@@ -1,116 +1,112 @@
-"""Verifier settings as they appear in a config file, and the factory that builds them."""
+"""Verifier settings as they appear in a config file, and the factory that builds them.
+
+``[verifier] kind`` picks a ``VerifierKind``: a built-in (``VERIFIER_KINDS``, defined in
+``verifiers/kinds.py``), a ``"module:attr"`` reference or an entry point of the
+``emery.verifiers`` group (``core/plugins.py``). Each kind has a settings model of its
+own, so a key another kind reads is an error that names it.
+"""
 
 from __future__ import annotations
 
-import re
-from typing import Any, Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Self, cast
 
-from pydantic import Field
+from pydantic import ValidationError
 
 from emery.core.errors import ConfigError
+from emery.core.plugins import PluginRegistry
 from emery.core.settings import Settings
+from emery.core.validation import describe
 from emery.lm.base import LM
-from emery.verifiers.agreement import Agreement, RankAgreement
 from emery.verifiers.base import Verifier
-from emery.verifiers.contrastive import ContrastiveJudge
-from emery.verifiers.json_field import JsonFieldMatch
-from emery.verifiers.json_object import JsonMatch, JsonObjectMatch
-from emery.verifiers.numeric import NumericMatch
-from emery.verifiers.python import CallableVerifier
-from emery.verifiers.rubric import Criterion, RubricJudge
-from emery.verifiers.text import Contains, ExactMatch, NormalizedMatch, RegexMatch, TokenF1
-
-VerifierKind = Literal[
-    "exact",
-    "gold_examples",
-    "normalized",
-    "numeric",
-    "regex",
-    "contains",
-    "json_field",
-    "json_object",
-    "f1",
-    "python",
-    "rubric",
-    "contrastive",
-    "agreement",
-]
-
-JUDGE_KINDS = frozenset({"rubric", "contrastive"})
-"""The kinds that ask the judge model (``[lm.judge]``, the task model when unset)."""
 
 
 class VerifierConfig(Settings):
-    """``[verifier]``: ``kind`` and the options that kind reads."""
+    """``[verifier]``: the base of every kind's settings model.
 
-    kind: VerifierKind = "exact"
-    abs_tol: float = 1e-6
-    rel_tol: float = 0.0
-    pattern: str | None = None
-    full: bool = False
-    ignore_case: bool = False
-    case_sensitive: bool = False
-    fields: list[str] | None = None
-    function: str | None = None
-    criteria: list[Criterion] = Field(default_factory=list)
-    agreement: Literal["mae", "rank"] = "mae"
-    """``kind = "agreement"`` (a verifier graph): ``mae`` scores each trace ``1 - |score -
-    gold|``; ``rank`` scores each batch by Spearman's rho with the gold scores."""
-    match: JsonMatch = "f1"
-    """``kind = "json_object"``: ``f1`` scores key–value F1 after light normalisation,
-    ``exact`` scores 1 only for an equal object (``verifiers.json_object``)."""
+    ``VerifierConfig(kind="numeric", abs_tol=0.5)`` and ``VerifierConfig.model_validate``
+    give the model of the kind named (here ``NumericConfig``), as a config file does.
+    """
+
+    kind: str = "exact"
+
+    def __new__(cls, *args: Any, **data: Any) -> VerifierConfig:
+        if cls is VerifierConfig:
+            return parse_verifier_config(data)
+        return super().__new__(cls)
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        if cls is VerifierConfig:
+            return cast(Self, parse_verifier_config(obj))
+        return super().model_validate(obj, *args, **kwargs)
 
     def scope_settings(self) -> dict[str, Any]:
-        """The settings that make an evaluation reusable: every field, but the ones added
-        after evaluations were first stored are left out at their defaults, so those
-        scopes still match."""
-        at_default = {
-            name
-            for name in _LATER_SETTINGS
-            if getattr(self, name) == type(self).model_fields[name].default
-        }
-        return self.model_dump(mode="json", exclude=at_default or None)
+        """The settings that make an evaluation reusable (part of the evaluation scope)."""
+        return self.model_dump(mode="json")
 
 
-_LATER_SETTINGS = ("agreement", "match")
+@dataclass(frozen=True)
+class VerifierKind:
+    """One kind of verifier: its settings model and how to build the verifier from it
+    (``judge``: the model a judge kind asks; None where none is needed or given)."""
+
+    name: str
+    config: type[VerifierConfig]
+    build: Callable[[Any, LM | None], Verifier]
+
+
+VERIFIER_KINDS: dict[str, str] = {
+    name: f"emery.verifiers.kinds:{name.upper()}"
+    for name in (
+        "exact",
+        "gold_examples",
+        "normalized",
+        "numeric",
+        "regex",
+        "contains",
+        "json_field",
+        "json_object",
+        "f1",
+        "python",
+        "rubric",
+        "contrastive",
+        "agreement",
+    )
+}
+
+VERIFIERS = PluginRegistry(
+    what="kind",
+    plural="kinds",
+    where="verifier.kind",
+    builtins=VERIFIER_KINDS,
+    attribute="KIND",
+    group="emery.verifiers",
+    type=VerifierKind,
+)
+
+
+def verifier_kind(name: str) -> VerifierKind:
+    """The kind ``name`` refers to, or a one-line error listing the known kinds."""
+    return VERIFIERS.get(name)
+
+
+def parse_verifier_config(data: Any, where: str = "verifier") -> VerifierConfig:
+    """Validate a ``[verifier]`` table (or pass a settings model through); errors name the
+    offending key under ``where``."""
+    if isinstance(data, VerifierConfig):
+        return data
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: must be a table with a 'kind' key")
+    kind = verifier_kind(str(data.get("kind", "exact")))
+    try:
+        return kind.config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe(exc, kind.config, prefix=where)) from None
 
 
 def build_verifier(config: VerifierConfig, judge: LM | None = None) -> Verifier:
     """The verifier a config describes; ``judge`` is the model the judge kinds ask
     (without one they can be built and checked, but not asked)."""
-    match config.kind:
-        case "exact" | "gold_examples":
-            return ExactMatch()
-        case "normalized":
-            return NormalizedMatch()
-        case "numeric":
-            return NumericMatch(abs_tol=config.abs_tol, rel_tol=config.rel_tol)
-        case "regex":
-            if not config.pattern:
-                raise ConfigError("verifier.pattern is required for kind = 'regex'")
-            try:
-                return RegexMatch(config.pattern, full=config.full, ignore_case=config.ignore_case)
-            except re.error as exc:
-                raise ConfigError(
-                    f"verifier.pattern {config.pattern!r} is not a valid regex: {exc}"
-                ) from None
-        case "contains":
-            return Contains(case_sensitive=config.case_sensitive)
-        case "json_field":
-            return JsonFieldMatch(fields=config.fields)
-        case "json_object":
-            return JsonObjectMatch(match=config.match)
-        case "f1":
-            return TokenF1()
-        case "python":
-            if not config.function:
-                raise ConfigError(
-                    "verifier.function ('module:attr') is required for kind = 'python'"
-                )
-            return CallableVerifier(config.function)
-        case "rubric":
-            return RubricJudge(config.criteria, judge=judge)
-        case "contrastive":
-            return ContrastiveJudge(judge)
-        case "agreement":
-            return RankAgreement() if config.agreement == "rank" else Agreement()
+    return verifier_kind(config.kind).build(config, judge)

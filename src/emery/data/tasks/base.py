@@ -66,5 +66,8 @@ class BuiltinTask:
             train=examples[:n_train],
             val=examples[n_train : n_train + n_val],
             test=examples[n_train + n_val :],
-            verifier=self.verifier.model_dump(exclude_defaults=True),
+            verifier={
+                "kind": self.verifier.kind,
+                **self.verifier.model_dump(exclude_defaults=True),
+            },
         )

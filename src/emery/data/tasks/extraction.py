@@ -8,7 +8,7 @@ from typing import Any
 from emery.data.tasks.base import BuiltinTask
 from emery.systems.parsers import ParserConfig
 from emery.systems.prompt_program import MessageTemplate, PromptProgramConfig, StageConfig
-from emery.verifiers.config import VerifierConfig
+from emery.verifiers.kinds import JsonFieldConfig
 
 FIRST = [
     "Maria",
@@ -94,5 +94,5 @@ TASK = BuiltinTask(
             )
         ],
     ),
-    verifier=VerifierConfig(kind="json_field", fields=["name", "age", "city"]),
+    verifier=JsonFieldConfig(fields=["name", "age", "city"]),
 )

@@ -7,7 +7,7 @@ from emery.data.tasks.base import BuiltinTask
 from emery.systems.harness.envs.calculator import CalculatorEnv
 from emery.systems.harness.envs.files import FilesEnv
 from emery.systems.harness.envs.kv_store import KeyValueEnv
-from emery.verifiers.config import VerifierConfig
+from emery.verifiers.kinds import NormalizedConfig, NumericConfig
 
 
 def _harness(environment: str) -> dict[str, str]:
@@ -19,7 +19,7 @@ CALCULATOR = BuiltinTask(
     description="Answer a quantity question with the calculate and convert tools.",
     generate=CalculatorEnv.generate,
     program=None,
-    verifier=VerifierConfig(kind="numeric"),
+    verifier=NumericConfig(),
     system=_harness("calculator"),
 )
 KV_STORE = BuiltinTask(
@@ -27,7 +27,7 @@ KV_STORE = BuiltinTask(
     description="Answer a question about people and teams with several key-value lookups.",
     generate=KeyValueEnv.generate,
     program=None,
-    verifier=VerifierConfig(kind="normalized"),
+    verifier=NormalizedConfig(),
     system=_harness("kv_store"),
 )
 FILES = BuiltinTask(
@@ -35,7 +35,7 @@ FILES = BuiltinTask(
     description="Find a number in a small directory of notes with list, read and search.",
     generate=FilesEnv.generate,
     program=None,
-    verifier=VerifierConfig(kind="numeric"),
+    verifier=NumericConfig(),
     system=_harness("files"),
 )
 TASKS = (CALCULATOR, KV_STORE, FILES)

@@ -7,7 +7,7 @@ from typing import Any
 
 from emery.data.tasks.base import BuiltinTask
 from emery.systems.prompt_program import MessageTemplate, PromptProgramConfig, StageConfig
-from emery.verifiers.config import VerifierConfig
+from emery.verifiers.kinds import NormalizedConfig
 
 CITIES = ["Lisbon", "Denver", "Osaka", "Nairobi", "Toronto", "Madrid", "Oslo", "Lima"]
 MONTHS = ["March", "April", "June", "September", "October", "December"]
@@ -92,6 +92,6 @@ TASK = BuiltinTask(
             )
         ],
     ),
-    verifier=VerifierConfig(kind="normalized"),
+    verifier=NormalizedConfig(),
     sizes=(40, 40, 60),
 )

@@ -20,7 +20,7 @@ import random
 from typing import Any
 
 from emery.data.tasks.base import BuiltinTask
-from emery.verifiers.config import VerifierConfig
+from emery.verifiers.kinds import ContainsConfig
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -159,7 +159,7 @@ TASK = BuiltinTask(
     ),
     generate=generate,
     program=None,
-    verifier=VerifierConfig(kind="contains"),
+    verifier=ContainsConfig(),
     sizes=(10, 10, 30),
     system=rlm_graph(),
 )
