@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import get_args
 
 import pytest
 
 from emery.algorithms.context import build_search_context
 from emery.config.schema import RuntimeConfig
+from emery.core.errors import ConfigError
 from emery.core.models import Candidate, Dataset, Example, Split
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.executor import Done, LocalExecutor, RolloutHost
@@ -19,7 +19,7 @@ from emery.evaluation.queue import QueueExecutor
 from emery.evaluation.ray_executor import RayExecutor
 from emery.evaluation.results import ExampleResult
 from emery.evaluation.service import eval_key
-from emery.jobs.executors import EXECUTORS, ExecutorSetup, build_executor
+from emery.jobs.executors import EXECUTORS, ExecutorSetup, build_executor, executor_kind
 from emery.lm import FakeLM
 from emery.lm.usage import UsageMeter
 from emery.store import MemoryStore
@@ -156,9 +156,16 @@ def test_closing_the_evaluator_closes_its_executor() -> None:
     assert executor.closed
 
 
-def test_every_configured_executor_name_has_one_table_entry() -> None:
-    names = get_args(RuntimeConfig.model_fields["executor"].annotation)
-    assert sorted(EXECUTORS) == sorted(names)
+def test_the_built_in_executors_are_looked_up_by_name_and_a_typo_is_one_line() -> None:
+    assert EXECUTORS.names() == ["local", "ray", "runners"]
+    assert executor_kind("local").elsewhere is False
+    assert executor_kind("runners").elsewhere is executor_kind("ray").elsewhere is True
+    with pytest.raises(ConfigError) as info:
+        executor_kind("rey")
+    assert str(info.value) == (
+        "runtime.executor: unknown executor 'rey'; known executors: local, ray, runners"
+        " (or name one as 'module:attr')"
+    )
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,9 @@
-"""Where a job's rollouts run (``[runtime] executor``), looked up by name in ``EXECUTORS``:
-in its own process (``local``), on ``emery runner`` processes through the store's queue
-(``runners``) or as Ray tasks (``ray``). Remote workers rebuild the job from its stored
-config. The executor is built before the job's search context and given to it complete.
+"""Where a job's rollouts run (``[runtime] executor``), looked up in ``EXECUTORS``
+(``core/plugins.py``): a built-in name, in its own process (``local``), on ``emery runner``
+processes through the store's queue (``runners``) or as Ray tasks (``ray``); or an
+``ExecutorKind`` named as ``"module:attr"`` or by an entry point of the ``emery.executors``
+group. Remote workers rebuild the job from its stored config. The executor is built
+before the job's search context and given to it complete.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from functools import partial
 
 from emery.config.schema import RuntimeConfig
 from emery.core.errors import ConfigError
+from emery.core.plugins import PluginRegistry
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.executor import Executor, LocalExecutor
 from emery.evaluation.queue import QueueExecutor
@@ -48,6 +51,11 @@ class ExecutorKind:
     available: Callable[[], object] | None = None
 
 
+def local_executor(setup: ExecutorSetup) -> Executor:
+    """Rollouts in the job's own process."""
+    return LocalExecutor()
+
+
 def runners_executor(setup: ExecutorSetup) -> Executor:
     """Rollouts queued in the store for ``emery runner`` processes."""
     runtime = setup.runtime
@@ -74,16 +82,33 @@ def ray_executor(setup: ExecutorSetup) -> Executor:
     )
 
 
-EXECUTORS: dict[str, ExecutorKind] = {
-    "local": ExecutorKind(lambda setup: LocalExecutor(), elsewhere=False),
-    "runners": ExecutorKind(runners_executor),
-    "ray": ExecutorKind(ray_executor, available=import_ray),
-}
+LOCAL = ExecutorKind(local_executor, elsewhere=False)
+RUNNERS = ExecutorKind(runners_executor)
+RAY = ExecutorKind(ray_executor, available=import_ray)
+
+EXECUTORS = PluginRegistry(
+    what="executor",
+    plural="executors",
+    where="runtime.executor",
+    builtins={
+        "local": "emery.jobs.executors:LOCAL",
+        "runners": "emery.jobs.executors:RUNNERS",
+        "ray": "emery.jobs.executors:RAY",
+    },
+    attribute="EXECUTOR",
+    group="emery.executors",
+    type=ExecutorKind,
+)
+
+
+def executor_kind(name: str) -> ExecutorKind:
+    """The executor ``name`` refers to, or a one-line ConfigError listing the known names."""
+    return EXECUTORS.get(name)
 
 
 def check_executor(runtime: RuntimeConfig, store: Store, *, in_process_inputs: bool) -> None:
     """Refuse an executor this job cannot use, in one line (ConfigError)."""
-    kind = EXECUTORS[runtime.executor]
+    kind = executor_kind(runtime.executor)
     if not kind.elsewhere:
         return
     if kind.available is not None:
@@ -102,7 +127,7 @@ def check_executor(runtime: RuntimeConfig, store: Store, *, in_process_inputs: b
 
 def build_executor(setup: ExecutorSetup) -> Executor:
     """The configured executor of a job."""
-    return EXECUTORS[setup.runtime.executor].build(setup)
+    return executor_kind(setup.runtime.executor).build(setup)
 
 
 def build_ray_evaluator(store_url: str, job_id: str) -> Evaluator:
