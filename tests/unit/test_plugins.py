@@ -52,7 +52,7 @@ def test_a_broken_entry_point_is_one_line(monkeypatch: pytest.MonkeyPatch) -> No
         ("magic", "job.algorithm: unknown algorithm 'magic'; known algorithms: apo, baseline"),
         ("no_such_module_x:SPEC", "job.algorithm: cannot import module 'no_such_module_x'"),
         ("jobs_support:NOPE", "job.algorithm: module 'jobs_support' has no attribute 'NOPE'"),
-        ("jobs_support:task_lm", "job.algorithm: 'jobs_support:task_lm' is a function, not"),
+        ("jobs_support:task_lm", "job.algorithm: 'jobs_support:task_lm' is a function; expected"),
     ],
 )
 def test_a_bad_reference_is_a_one_line_config_error(ref: str, message: str) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from emery.algorithms.registry import parse_settings
+from emery.algorithms.registry import ALGORITHM_MODULES, checked_settings, parse_settings
 from emery.config import JobConfig
 from emery.config.loading import parse_config
 from emery.core.errors import ConfigError
@@ -24,6 +24,8 @@ README = REPO / "README.md"
 PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
 DEMO = REPO / "src" / "emery" / "demos" / "word_problems.toml"
 MINIMAL: dict[str, Any] = {"dataset": {"task": "word_problems"}}
+PLUGINS = REPO / "examples" / "custom_algorithm"
+"""The plug-ins the docs name by ``module:attr`` (``docs/plugins.md``)."""
 
 TOML_BLOCK = re.compile(r"^```toml\n(.*?)^```", re.MULTILINE | re.DOTALL)
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -39,9 +41,15 @@ def readme_blocks(pattern: re.Pattern[str] = TOML_BLOCK) -> list[str]:
 def validate(data: dict[str, Any]) -> JobConfig:
     """``data`` (completed by ``MINIMAL``) as a job config, algorithm settings included."""
     config = parse_config({**MINIMAL, **data})
-    for name in {config.job.algorithm, *config.algorithm}:
-        parse_settings(name, config.algorithm.get(name))
+    checked_settings(config.job.algorithm, config.algorithm)
+    for name in set(config.algorithm) & set(ALGORITHM_MODULES):
+        parse_settings(name, config.algorithm[name])
     return config
+
+
+@pytest.fixture(autouse=True)
+def _plugins_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(PLUGINS))
 
 
 def alternatives(block: str) -> list[tuple[list[str], str, str, str]]:

@@ -94,6 +94,6 @@ class PluginRegistry(Generic[T]):
                 )
         if not isinstance(found, self.type):
             raise ConfigError(
-                f"{self.where}: {ref!r} is a {type(found).__name__}, not a {self.type.__name__}"
+                f"{self.where}: {ref!r} is a {type(found).__name__}; expected {self.type.__name__}"
             )
         return found

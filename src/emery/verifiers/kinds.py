@@ -52,19 +52,21 @@ class BuiltinConfig(VerifierConfig):
 
 
 class ExactConfig(BuiltinConfig):
-    """``exact`` (and ``gold_examples``): the output equals the gold output."""
+    """``exact`` (and ``gold_examples``): the output equals the gold output as text."""
 
     kind: Literal["exact", "gold_examples"] = "exact"
 
 
 class NormalizedConfig(BuiltinConfig):
-    """``normalized``: equal after case, space and punctuation are normalised."""
+    """``normalized``: equal after lowercasing, removing punctuation, articles and extra
+    spaces."""
 
     kind: Literal["normalized"] = "normalized"
 
 
 class NumericConfig(BuiltinConfig):
-    """``numeric``: the number within ``abs_tol`` or ``rel_tol`` of the gold number."""
+    """``numeric``: the last number equals the gold number (within ``abs_tol`` or
+    ``rel_tol``)."""
 
     kind: Literal["numeric"] = "numeric"
     abs_tol: float = 1e-6
@@ -88,7 +90,8 @@ class ContainsConfig(BuiltinConfig):
 
 
 class JsonFieldConfig(BuiltinConfig):
-    """``json_field``: the output's JSON ``fields`` (default: all gold fields) match."""
+    """``json_field``: the share of the gold JSON's ``fields`` (default: all) the output
+    gets right."""
 
     kind: Literal["json_field"] = "json_field"
     fields: list[str] | None = None
