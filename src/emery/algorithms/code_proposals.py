@@ -16,7 +16,7 @@ from emery.algorithms.base import SearchContext
 from emery.core.models import Candidate, ChatMessage, Example
 from emery.evaluation.results import ExampleResult
 from emery.lm.base import LM
-from emery.systems.base import RunContext, System
+from emery.systems.base import RunContext
 from emery.systems.capabilities import ProposesCode
 from emery.verifiers.base import as_text
 
@@ -56,11 +56,6 @@ module identical to the current one is refused."""
 
 REFUSED = """
 Your last reply was refused: {problem}. Make the change this time."""
-
-
-def is_code_component(system: System, name: str) -> bool:
-    """Whether ``name`` is a code module of ``system`` (one that offers ``ProposesCode``)."""
-    return isinstance(system, ProposesCode) and system.is_code_component(name)
 
 
 def _clip(text: str, limit: int) -> str:

@@ -303,8 +303,9 @@ async def smoke_rejects(ctx: SearchContext, state: GepaState, mutation: Mutation
     """Whether a child with new code crashed, raised, exited or hung on one example of its
     minibatch (then it is rejected with the reason and never scored)."""
     code = code_proposals(ctx)
-    changed_code = code is not None and any(map(code.system.is_code_component, mutation.changed))
-    if code is None or not changed_code or not mutation.batch:
+    if code is None or not mutation.batch:
+        return False
+    if not any(map(code.system.is_code_component, mutation.changed)):
         return False
     reason = await code.smoke_rejection(mutation.child, mutation.batch[0], ctx.lm("task"))
     if reason is None:
