@@ -35,10 +35,11 @@ class Trained:
     job_id: str
     result: JobResult
 
-    def chat_spans(self) -> list[SpanRecord]:
-        """The job's stored LM call spans (every rollout, every attempt)."""
+    def spans(self, operation: str = "chat") -> list[SpanRecord]:
+        """The job's stored spans of a GenAI ``operation`` (``chat``: LM calls,
+        ``execute_tool``: tool calls), of every rollout and attempt."""
         spans = self.store.list_spans(SpanFilter(job_id=self.job_id), limit=None).items
-        return [s for s in spans if sc.GEN_AI_OPERATION_NAME in s.attributes]
+        return [s for s in spans if s.attributes.get(sc.GEN_AI_OPERATION_NAME) == operation]
 
     def feedback(self, candidate_id: str, split: str = "val") -> list[str]:
         """The verifier's feedback on each of a candidate's runs on ``split``."""

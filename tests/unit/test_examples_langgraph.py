@@ -14,7 +14,7 @@ from emery.core.imports import import_object
 from emery.core.models import ChatMessage
 from emery.data.tasks.intent import LABELS, UTTERANCES
 from emery.lm import FakeLM
-from emery.server import BackgroundServer, free_port
+from emery.proxy import BackgroundServer, free_port
 from emery.systems.function_agent import FunctionAgent
 from emery.taskapp import create_task_app
 from emery.tracing import conventions as sc
@@ -73,7 +73,7 @@ def test_the_langgraph_agent_is_optimized_through_the_proxy(
     assert "one of these labels" in result.best_candidate.components["CLASSIFY_PROMPT"]
     assert result.best_test is not None
     assert result.best_test.mean == 1.0
-    calls = trained.chat_spans()
+    calls = trained.spans()
     assert len(calls) == trained.rollout_count()  # one model call per run of the graph
     for span in calls:
         assert span.attributes[sc.LM_SOURCE] == "proxy"
