@@ -10,9 +10,11 @@ from rich.markup import escape
 
 from emery.cli.common import JsonOption, StoreOption, open_cli_store, resolve
 from emery.cli.console import out, print_json
+from emery.core.errors import EmeryError
 from emery.jobs.html_report import gather, write_html
+from emery.jobs.kinds import kind_of
 from emery.jobs.report import render_report
-from emery.jobs.results import JobResult, build_result, result_paths
+from emery.jobs.results import JobResult, result_paths
 
 
 def report(
@@ -27,14 +29,25 @@ def report(
     store_location: StoreOption = None,
 ) -> None:
     """Baseline and best scores, lift, the best candidate in full, the top candidates,
-    budget and LM usage. A job that has not finished is reported as it stands."""
+    budget and LM usage. A prompt job that has not finished is reported as it stands; an
+    SFT or RL job reports its tuned model and test scores once it succeeded."""
     store = open_cli_store(store_location)
     record = store.get_job(resolve(store, job))
-    result = (
-        JobResult.model_validate(record.result)
-        if record.state == "succeeded" and record.result
-        else build_result(store, record)
-    )
+    kind = kind_of(record)
+    found = kind.result(store, record)
+    if found is None:
+        raise EmeryError(
+            f"job {record.id} is {record.state}: a {kind.name} job reports once it succeeds"
+        )
+    if not isinstance(found, JobResult):
+        if html:
+            raise EmeryError(f"job {record.id} is a {kind.name} job: --html reports a prompt job")
+        if as_json:
+            print_json(found.model_dump(mode="json"))
+        else:
+            out.print(escape(kind.report(store, record) or ""), highlight=False, end="")
+        return
+    result = found
     if html:
         json_path, _ = result_paths(record, Path(record.base_dir or "."))
         target = write_html(gather(store, record, result), output or json_path.with_suffix(".html"))

@@ -171,7 +171,8 @@ def finish(store: Store, outcome: ForegroundOutcome, *, as_json: bool) -> None:
         payload |= {"stop_reason": job.stop_reason, "error": job.error}
         if outcome.worker_pid is not None:
             payload["pid"] = outcome.worker_pid
-        payload["result"] = kind.result_document(store, job)
+        result = kind.result(store, job)
+        payload["result"] = None if result is None else result.model_dump(mode="json")
         print_json(payload)
     elif (report := kind.report(store, job)) is not None:
         out.print(escape(report), highlight=False, end="")

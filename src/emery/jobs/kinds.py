@@ -1,10 +1,10 @@
 """Job kinds: what a job is (prompt search, evaluation, SFT, RL), looked up by its kind.
 
 A ``JobKind`` checks a config and stores its job (``create``), makes the run of a stored
-job in this process (``runner``: a ``JobRun``) and says what a finished job reports. Every
-run has the same lifecycle (``ownership``: claim or take over, heartbeat; ``control``:
-pause / resume / cancel; checkpoints; the end state), so the CLI, the SDK and the server
-create, run, steer and show a job of any kind the same way.
+job in this process (``runner``: a ``JobRun``) and says what a job reports (``result``,
+``report``). Every run has the same lifecycle (``ownership``: claim or take over,
+heartbeat; ``control``: pause / resume / cancel; checkpoints; the end state), so the CLI,
+the SDK and the server create, run, steer and show a job of any kind the same way.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from emery.config.schema import JobConfig
 from emery.core.errors import EmeryError
 from emery.core.events import Event
 from emery.evaluation.progress import ProgressSink
+from emery.jobs.results import JobResult
 from emery.jobs.runtime import JobInputs
 from emery.jobs.search_kind import EVAL, OPTIMIZE, search_kind_name
 from emery.jobs.training_kinds import RL, SFT
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
+from emery.training.job import SFTResult
 
 EventSink = Callable[[Sequence[Event]], None]
 
@@ -79,8 +81,9 @@ class JobKind(Protocol):
         """The finished job's report in words (None before it succeeds)."""
         ...
 
-    def result_document(self, store: Store, job: JobRecord) -> dict[str, Any] | None:
-        """The job's result as JSON, if it has one."""
+    def result(self, store: Store, job: JobRecord) -> JobResult | SFTResult | None:
+        """The job's result: final once it succeeded; before, what it has so far, or None
+        for a kind that has nothing to show until it ends."""
         ...
 
 

@@ -25,7 +25,7 @@ from emery.jobs.inference import run_inference
 from emery.jobs.kinds import JobRun, kind_of
 from emery.jobs.ownership import is_stale
 from emery.jobs.progress_text import TextReporter
-from emery.jobs.results import JobResult, build_result
+from emery.jobs.results import JobResult
 from emery.jobs.runtime import JobInputs
 from emery.jobs.sdk_config import (
     BudgetArg,
@@ -40,6 +40,7 @@ from emery.store.backends import open_store
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 from emery.systems.base import System
+from emery.training.job import SFTResult
 from emery.verifiers.agreement import VerifierReward
 from emery.verifiers.base import Verifier
 
@@ -213,12 +214,12 @@ class Job:
 
     # --- results ----------------------------------------------------------------------
 
-    def result(self) -> JobResult:
-        """The result: final when the job succeeded, else the state of things so far."""
+    def result(self) -> JobResult | SFTResult | None:
+        """The result: a prompt job's final one when it succeeded, else the search so far;
+        an SFT or RL job's tuned model and test scores (``SFTResult``, ``RLResult``) once it
+        succeeded, None before."""
         job = self.record()
-        if job.state == "succeeded" and job.result:
-            return JobResult.model_validate(job.result)
-        return build_result(self.store, job)
+        return kind_of(job).result(self.store, job)
 
     def best_candidate(self) -> Candidate:
         """The best candidate found so far (by val score)."""
@@ -304,7 +305,10 @@ def optimize(
     )
     if final.state == "failed":
         raise EmeryError(f"job {final.id} failed: {final.error}")
-    return job.result()
+    result = job.result()
+    if not isinstance(result, JobResult):  # a prompt job's result is one
+        raise EmeryError(f"job {final.id} is a {final.kind} job, not a prompt search")
+    return result
 
 
 def _both(

@@ -27,6 +27,7 @@ from emery.core.hashing import content_hash
 from emery.evaluation.health import check_gold
 from emery.evaluation.progress import ProgressSink
 from emery.jobs.engine import EventSink, JobEngine
+from emery.jobs.executors import executor_kind
 from emery.jobs.report import render_report
 from emery.jobs.results import JobResult, build_result
 from emery.jobs.runtime import JobInputs
@@ -69,6 +70,7 @@ class SearchKind:
         it names) and store a new job of this kind."""
         inputs = inputs or JobInputs()
         check_tracking(config.tracking)
+        executor_kind(config.runtime.executor)
         base_dir = job_base_dir(config_path, base_dir)
         system = _checked_system(config, inputs, base_dir)
         resolved = config.model_dump(mode="json")
@@ -123,17 +125,17 @@ class SearchKind:
             on_progress=on_progress,
         )
 
+    def result(self, store: Store, job: JobRecord) -> JobResult:
+        """The job's result: its stored one once it succeeded, else the search so far."""
+        if job.state == "succeeded" and job.result:
+            return JobResult.model_validate(job.result)
+        return build_result(store, job)
+
     def report(self, store: Store, job: JobRecord) -> str | None:
         """The finished job's report in words (None before it succeeds)."""
         if job.state != "succeeded" or not job.result:
             return None
         return render_report(JobResult.model_validate(job.result))
-
-    def result_document(self, store: Store, job: JobRecord) -> dict[str, Any] | None:
-        """The job's result as JSON: its stored one, or what it has so far."""
-        if job.state == "succeeded" and job.result:
-            return JobResult.model_validate(job.result).model_dump(mode="json")
-        return build_result(store, job).model_dump(mode="json")
 
 
 def _checked_system(config: JobConfig, inputs: JobInputs, base_dir: Path) -> System:

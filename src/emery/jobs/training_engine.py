@@ -55,7 +55,7 @@ class Trainer(Protocol):
         self, store: Store, config: JobConfig, base_dir: Path, job_id: str, hooks: TrainingHooks
     ) -> tuple[TrainingStats, Path | None]: ...
 
-    def result(
+    def trained(
         self, model: str, adapter: Path, stats: TrainingStats, lift: Lift | None
     ) -> BaseModel: ...
 
@@ -169,7 +169,7 @@ class TrainingEngine:
                 )
             )
         stats = whole_job_stats(self.store, self.job_id, stats)
-        result = self.trainer.result(tuned, target, stats, lift)
+        result = self.trainer.trained(tuned, target, stats, lift)
         fields: dict[str, Any] = {"result": result.model_dump(mode="json")}
         if lift is not None:
             fields |= {"best_score": lift.tuned.mean, "baseline_score": lift.base.mean}

@@ -90,15 +90,16 @@ class TrainingKind:
         """The run of job ``job_id`` in this process (a trainer reports no batches)."""
         return TrainingEngine(store, job_id, self, on_event=on_event)
 
-    def report(self, store: Store, job: JobRecord) -> str | None:
-        """The finished job's report in words (None before it succeeds)."""
+    def result(self, store: Store, job: JobRecord) -> SFTResult | None:
+        """The trained model, its training and its test scores (None before it succeeds)."""
         if job.state != "succeeded" or not job.result:
             return None
-        return self.result_type.model_validate(job.result).report()
+        return self.result_type.model_validate(job.result)
 
-    def result_document(self, store: Store, job: JobRecord) -> dict[str, Any] | None:
-        """The job's result as JSON (None before it succeeds)."""
-        return job.result
+    def report(self, store: Store, job: JobRecord) -> str | None:
+        """The finished job's report in words (None before it succeeds)."""
+        result = self.result(store, job)
+        return None if result is None else result.report()
 
     # --- the trainer, for the TrainingEngine ----------------------------------------------
 
@@ -114,7 +115,7 @@ class TrainingKind:
         self.settings(config)
         return self.trainer(store, config, base_dir, job_id, hooks)
 
-    def result(
+    def trained(
         self, model: str, adapter: Path, stats: TrainingStats, lift: Lift | None
     ) -> BaseModel:
         return self.result_type(model=model, adapter_path=str(adapter), training=stats, test=lift)
