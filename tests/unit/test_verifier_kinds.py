@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from importlib.metadata import EntryPoint
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from emery.config.loading import parse_config
 from emery.core import plugins
 from emery.core.errors import ConfigError
 from emery.core.models import Example
+from emery.jobs.sdk_config import optimize_config
 from emery.lm.base import LM
 from emery.verifiers.base import Verdict
 from emery.verifiers.config import VerifierConfig, VerifierKind, build_verifier
@@ -99,3 +101,22 @@ def test_an_unknown_kind_lists_the_known_ones() -> None:
     assert str(info.value).startswith("config: verifier.kind: unknown kind 'judge'; known kinds:")
     assert "numeric" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_the_sdk_writes_down_a_kinds_settings(tmp_path: Path) -> None:
+    config, data, _ = optimize_config(
+        system=None,
+        dataset="word_problems",
+        algorithm="baseline",
+        budget=None,
+        verifier=VerifierConfig(kind="numeric", rel_tol=0.1),
+        lm="python/jobs_support:task_lm",
+        reflection_lm=None,
+        seed=0,
+        settings=None,
+        runtime=None,
+        name=None,
+        workdir=tmp_path,
+    )
+    assert data["verifier"] == {"kind": "numeric", "rel_tol": 0.1}
+    assert config.verifier == NumericConfig(rel_tol=0.1)

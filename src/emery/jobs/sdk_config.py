@@ -132,7 +132,7 @@ def _verifier_section(verifier: VerifierArg, inputs: JobInputs) -> dict[str, Any
     if isinstance(verifier, str):
         return {"kind": verifier}
     if isinstance(verifier, VerifierConfig):
-        return verifier.model_dump(mode="json", exclude_defaults=True)
+        return {"kind": verifier.kind, **verifier.model_dump(mode="json", exclude_defaults=True)}
     if isinstance(verifier, Mapping):
         return dict(verifier)
     if verifier is not None:
