@@ -31,9 +31,9 @@ from malformed import malformed_requests
 from scripted_lm import task_reply
 
 from emery.lm.fake import FakeLM
-from emery.server.app import create_app
-from emery.server.chat_request import ChatRequest
-from emery.server.serving import BackgroundServer
+from emery.proxy.app import create_app
+from emery.proxy.chat_request import ChatRequest
+from emery.proxy.serving import BackgroundServer
 from emery.taskapp import create_task_app
 
 

@@ -42,7 +42,7 @@ from scripted_lm import reflection_lm, task_lm  # noqa: E402
 from spans import SpanBatches  # noqa: E402
 
 import emery  # noqa: E402
-from emery.server.serving import free_port  # noqa: E402
+from emery.proxy.serving import free_port  # noqa: E402
 from emery.server.views import candidate_views, job_view, seed_id  # noqa: E402
 from emery.store import PostgresStore, SQLiteStore  # noqa: E402
 from emery.store.protocol import Store  # noqa: E402

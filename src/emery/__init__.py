@@ -15,8 +15,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from emery.core import providers as _providers
-
 if TYPE_CHECKING:  # The one list of exports: mypy and IDEs read it, and so does _exports().
     from emery.core.events import Event as Event
     from emery.core.models import Candidate as Candidate
@@ -40,9 +38,6 @@ if TYPE_CHECKING:  # The one list of exports: mypy and IDEs read it, and so does
     Result = JobResult
 
 __version__ = "0.1.0"
-
-# The evaluation layer runs agents that need an LM proxy; the server layer has it.
-_providers.provide(_providers.ROLLOUT_PROXY, "emery.server.embedded:shared_proxy")
 
 _exported: dict[str, tuple[str, str]] = {}
 

@@ -13,7 +13,7 @@ from emery.core.models import Example
 from emery.data.tasks import builtin_task
 from emery.evaluation import Evaluator
 from emery.lm import LMConfig, UsageMeter, build_lm
-from emery.server import BackgroundServer
+from emery.proxy import BackgroundServer
 from emery.systems.function_agent import FunctionAgent, PromptTemplate, agent
 from emery.systems.task_app import TaskApp, TaskAppConfig
 from emery.taskapp import create_task_app

@@ -13,7 +13,7 @@ from bad_input_support import one_error_line, run_cli
 from fastapi.testclient import TestClient
 
 from emery.lm import FakeLM
-from emery.server import create_app
+from emery.proxy import create_app
 from emery.taskapp import create_task_app
 
 KEY = "k-123"
@@ -187,7 +187,7 @@ def test_task_app_validation_errors_never_fail_to_render(body: bytes) -> None:
 
 
 def test_proxy_drops_empty_stop_strings(proxy: TestClient, model: FakeLM) -> None:
-    from emery.server.chat_request import ChatRequest
+    from emery.proxy.chat_request import ChatRequest
 
     # an empty stop string broke the model call (502): it stops nothing, so it is dropped
     response = proxy.post(CHAT, json={"messages": HELLO, "stop": ["", "\n", ""]})

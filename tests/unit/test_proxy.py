@@ -20,8 +20,8 @@ import pytest
 from emery.core.models import Example
 from emery.evaluation import Evaluator
 from emery.lm import FakeLM
-from emery.server import BackgroundServer, create_app, free_port
-from emery.server.embedded import RegistryProxy
+from emery.proxy import BackgroundServer, create_app, free_port
+from emery.proxy.embedded import RegistryProxy
 from emery.systems.function_agent import FunctionAgent, agent
 from emery.tracing import LiveRollouts, MemoryRecorder
 from emery.tracing import conventions as sc

@@ -17,7 +17,7 @@ import faults  # noqa: E402
 import fuzz  # noqa: E402
 import kills  # noqa: E402
 
-from emery.server.serving import BackgroundServer  # noqa: E402
+from emery.proxy.serving import BackgroundServer  # noqa: E402
 
 
 @pytest.mark.slow

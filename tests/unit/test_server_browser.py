@@ -15,9 +15,9 @@ import jobs_support as js
 import pytest
 from server_support import PLAN_SUMMARY, job_config, plan_event
 
+from emery.proxy.serving import BackgroundServer
 from emery.server.api import create_server_app
 from emery.server.launcher import ThreadLauncher
-from emery.server.serving import BackgroundServer
 from emery.store import MemoryStore
 from emery.store.records import NewJob
 

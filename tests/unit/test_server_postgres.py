@@ -20,7 +20,7 @@ import jobs_support as js
 import pytest
 from store_fixtures import postgres_url
 
-from emery.server.serving import free_port
+from emery.proxy.serving import free_port
 from emery.store import PostgresStore
 from emery.store.schema import metadata
 

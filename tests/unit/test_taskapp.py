@@ -24,8 +24,8 @@ from emery.core.errors import ConfigError
 from emery.core.models import Example
 from emery.evaluation import Evaluator
 from emery.lm import FakeLM
-from emery.server import BackgroundServer, create_app, free_port
-from emery.server.embedded import RegistryProxy
+from emery.proxy import BackgroundServer, create_app, free_port
+from emery.proxy.embedded import RegistryProxy
 from emery.systems.function_agent import agent
 from emery.systems.registry import build_system, parse_system_config
 from emery.systems.task_app import TaskApp, TaskAppConfig

@@ -13,7 +13,7 @@ import pytest
 from emery.core.models import Example
 from emery.evaluation import Evaluator
 from emery.lm import FakeLM, OpenAICompatibleLM
-from emery.server import BackgroundServer, create_app
+from emery.proxy import BackgroundServer, create_app
 from emery.systems.function_agent import FunctionAgent, agent
 from emery.tracing import MemoryRecorder, SpanRecord
 from emery.tracing import conventions as sc

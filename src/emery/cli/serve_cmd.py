@@ -18,8 +18,8 @@ from emery.core.errors import ConfigError
 from emery.lm.base import LM
 from emery.lm.config import LMConfig, build_lm
 from emery.lm.usage import UsageMeter
-from emery.server.app import create_app
-from emery.server.guards import refuse_open_binding
+from emery.proxy.app import create_app
+from emery.proxy.guards import refuse_open_binding
 
 API_KEY_ENV = "EMERY_API_KEY"
 

@@ -11,8 +11,8 @@ import uvicorn
 from emery.cli.common import StoreOption, open_cli_store
 from emery.cli.console import err
 from emery.cli.serve_cmd import API_KEY_ENV, task_model
+from emery.proxy.guards import MAX_BODY_BYTES, refuse_open_binding
 from emery.server.api import create_server_app
-from emery.server.guards import MAX_BODY_BYTES, refuse_open_binding
 
 
 def server(

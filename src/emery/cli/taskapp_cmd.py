@@ -11,7 +11,7 @@ import typer
 
 from emery.cli.console import err
 from emery.core.imports import import_object
-from emery.server.guards import refuse_open_binding
+from emery.proxy.guards import refuse_open_binding
 from emery.systems.task_app_protocol import API_KEY_ENV
 
 app = typer.Typer(help="Host agents as task apps (agents behind HTTP).", no_args_is_help=True)

@@ -1,7 +1,7 @@
 """Pydantic models, ids and small helpers shared by every layer of emery.
 
 Names are imported on first use, so the packages above may import ``emery.core`` modules
-(and ``emery`` itself may register its providers) without loading pydantic."""
+without loading pydantic."""
 
 from __future__ import annotations
 

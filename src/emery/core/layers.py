@@ -12,6 +12,7 @@ LAYERS: dict[str, int] = {
     "verifiers": 3,
     "data": 3,
     "systems": 3,
+    "proxy": 3,
     "evaluation": 4,
     "config": 5,
     "algorithms": 5,

@@ -25,7 +25,7 @@ from emery.tracing.adapters import trace_excerpt
 from emery.tracing.lm import TracedLM
 from emery.tracing.processor import RolloutTracing
 from emery.tracing.recorder import NullRecorder, RolloutRecorder
-from emery.tracing.registry import RolloutProxy, embedded_proxy
+from emery.tracing.registry import RolloutProxy
 from emery.tracing.scope import AttemptScope
 from emery.verifiers.base import Verdict, Verifier
 
@@ -129,7 +129,9 @@ class Evaluator:
 
     def _prepare(self) -> dict[str, str] | None:
         if self.runner.proxy is None and getattr(self.system, "needs_proxy", False):
-            self.runner.proxy = embedded_proxy()
+            from emery.proxy.embedded import shared_proxy  # starts a server: only when needed
+
+            self.runner.proxy = shared_proxy()
         if not getattr(self.system, "rewrite_prompts", False):
             return None
         if self._seed_components is None:

@@ -14,13 +14,13 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from emery.lm.base import LM
+from emery.proxy.guards import MAX_BODY_BYTES, ApiKeyMiddleware, BodyLimitMiddleware
+from emery.proxy.routes import LiveBackend, proxy_router
 from emery.server.dashboard import KEY_COOKIE, dashboard_router
 from emery.server.errors import API_ERRORS, PROXY_ERRORS, install_error_handlers, json_error
-from emery.server.guards import MAX_BODY_BYTES, ApiKeyMiddleware, BodyLimitMiddleware
 from emery.server.jobs_api import jobs_router
 from emery.server.launcher import JobLauncher, launcher_for
 from emery.server.otlp_route import otlp_router
-from emery.server.proxy import LiveBackend, proxy_router
 from emery.server.results_api import candidates_router, rollouts_router
 from emery.store.protocol import Store
 from emery.tracing.registry import LiveRollouts

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from emery.server.guards import key_matches
+from emery.proxy.guards import key_matches
 from emery.store.states import NotFound
 
 KEY_COOKIE = "emery_key"

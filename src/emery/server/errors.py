@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from emery.core.errors import EmeryError, IllegalTransition
-from emery.server.guards import render_validation_errors
+from emery.proxy.guards import render_validation_errors
 from emery.store.states import NotFound
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from opentelemetry.context import Context
 from emery.core.models import Candidate, ChatMessage, Example
 from emery.core.rollouts import Attempt, Rollout, jsonable
 from emery.lm.base import Completion, LMError, TokenUsage, sampling_params
-from emery.server.guards import (
+from emery.proxy.guards import (
     MAX_BODY_BYTES,
     ApiKeyMiddleware,
     BodyLimitMiddleware,

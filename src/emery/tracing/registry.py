@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 from typing import Protocol, runtime_checkable
 
-from emery.core.providers import ROLLOUT_PROXY, provided
 from emery.tracing.scope import AttemptScope
 
 
@@ -64,13 +63,3 @@ class RolloutProxy(Protocol):
     def close(self, scope: AttemptScope) -> None:
         """Stop serving ``scope``."""
         ...
-
-
-def embedded_proxy() -> RolloutProxy:
-    """The process-wide LM proxy, started on first use.
-
-    It lives in the server layer, above this one: the ``emery`` package provides it (the
-    ``ROLLOUT_PROXY`` slot of ``emery.core.providers``).
-    """
-    proxy: RolloutProxy = provided(ROLLOUT_PROXY)
-    return proxy

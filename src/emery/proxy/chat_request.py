@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from emery.core.models import ChatMessage
-from emery.server.guards import has_lone_surrogate
+from emery.proxy.guards import has_lone_surrogate
 
 
 class BadRequest(Exception):

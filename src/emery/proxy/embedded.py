@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from emery.server.app import create_app
-from emery.server.serving import BackgroundServer
+from emery.proxy.app import create_app
+from emery.proxy.serving import BackgroundServer
 from emery.tracing.registry import LiveRollouts, attempt_path
 from emery.tracing.scope import AttemptScope
 

@@ -1,5 +1,5 @@
-"""The ``emery serve`` application: health, the LM proxy (and later the REST API and
-dashboard)."""
+"""The LM proxy's own app (``emery serve``, and the embedded proxy jobs use): health and
+the OpenAI-compatible routes, behind the shared body-limit and API-key guards."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from fastapi import FastAPI
 from starlette.responses import Response
 
 from emery.lm.base import LM
-from emery.server.guards import (
+from emery.proxy.guards import (
     MAX_BODY_BYTES,
     ApiKeyMiddleware,
     BodyLimitMiddleware,
     render_validation_errors,
 )
-from emery.server.proxy import LiveBackend, ProxyBackend, error_response, proxy_router
+from emery.proxy.routes import LiveBackend, ProxyBackend, error_response, proxy_router
 from emery.tracing.registry import LiveRollouts
 
 

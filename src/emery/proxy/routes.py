@@ -26,7 +26,7 @@ from starlette.requests import ClientDisconnect
 
 from emery.core.models import ChatMessage
 from emery.lm.base import LM, Completion
-from emery.server.chat_request import BadRequest, ChatRequest, parse_chat_request
+from emery.proxy.chat_request import BadRequest, ChatRequest, parse_chat_request
 from emery.tracing.lm import open_chat_span, suppress_instrumentation
 from emery.tracing.registry import LiveRollouts
 from emery.tracing.scope import AttemptScope, activate
