@@ -246,3 +246,29 @@ def test_report_shows_a_trained_job_and_refuses_what_it_cannot_show(
     err = capsys.readouterr().err
     assert f"job {job.id} is a {kind} job: --html reports a prompt job" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_train_without_a_config_reads_the_one_it_finds_once(
+    trainer: ts.ScriptedTrainer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ts.training_config(tmp_path, "sft")  # writes chats.jsonl
+    (tmp_path / "sft.toml").write_text(
+        '[job]\ntype = "sft"\n[sft]\ndata = "chats.jsonl"\nmax_steps = 2\nevaluate = false\n'
+        '[dataset]\ntask = "word_problems"\nn_train = 4\nn_val = 0\nn_test = 2\n'
+        '[lm.task]\nmodel = "local/smollm2-135m"\n[runtime]\nworkdir = "work"\n'
+    )
+    reads: list[str] = []
+    read_text = Path.read_text
+
+    def counted(path: Path, *args: object, **kwargs: object) -> str:
+        reads.append(path.name)
+        return read_text(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    assert run_cli(["train", "--stream-format", "none"]) == 0
+    assert "using sft.toml" in capsys.readouterr().err
+    assert reads.count("sft.toml") == 1
+    assert only_job().state == "succeeded"

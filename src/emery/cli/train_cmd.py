@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +26,7 @@ from emery.cli.override_options import (
     command_line_overrides,
 )
 from emery.cli.progress import StreamFormat
+from emery.config.loading import read_config_data
 from emery.config.overrides import load_overridden
 from emery.core.errors import ConfigError
 from emery.core.events import SearchNotRun
@@ -37,30 +37,32 @@ from emery.store.protocol import Store
 from emery.store.records import JobRecord
 
 
-def discover_configs(folder: Path) -> list[Path]:
-    """The job configs (``*.toml`` files with a ``[dataset]`` table) in ``folder``."""
-    found = []
+def discover_configs(folder: Path) -> dict[Path, dict[str, Any]]:
+    """The job configs (``*.toml`` files with a ``[dataset]`` table) in ``folder``, each
+    with its table as read."""
+    found = {}
     for path in sorted(folder.glob("*.toml")):
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            data = read_config_data(path)
+        except ConfigError:
             continue
         if isinstance(data.get("dataset"), dict):
-            found.append(path)
+            found[path] = data
     return found
 
 
-def choose_config(folder: Path) -> Path:
-    """The one config in ``folder``; asks which one when there are several (only when a
-    person can answer)."""
-    configs = discover_configs(folder)
+def choose_config(folder: Path) -> tuple[Path, dict[str, Any]]:
+    """The one config in ``folder`` and its table; asks which one when there are several
+    (only when a person can answer)."""
+    found = discover_configs(folder)
+    configs = list(found)
     if not configs:
         raise ConfigError(
             f"no CONFIG given and no job config (*.toml with a [dataset] table) in {folder}"
         )
     if len(configs) == 1:
         err.print(f"using {configs[0].name}")
-        return configs[0]
+        return configs[0], found[configs[0]]
     names = ", ".join(path.name for path in configs)
     if not interactive():
         raise ConfigError(f"several job configs here ({names}): name the one to train")
@@ -69,7 +71,7 @@ def choose_config(folder: Path) -> Path:
     choice: int = typer.prompt("which config?", type=int, err=True)
     if not 1 <= choice <= len(configs):
         raise ConfigError(f"choose a number from 1 to {len(configs)}")
-    return configs[choice - 1]
+    return configs[choice - 1], found[configs[choice - 1]]
 
 
 def _resumable(store: Store, config_hash: str, config_path: Path, fresh: bool) -> JobRecord | None:
@@ -139,8 +141,8 @@ def train(
         raise ConfigError(f"--stream-format must be cli, chart or none, not {stream_format!r}")
     stream: StreamFormat = "none" if quiet else stream_format  # type: ignore[assignment]
     overrides = command_line_overrides(sets, model, dataset, env_file)
-    path = config_path if config_path is not None else choose_config(Path.cwd())
-    config, given = load_overridden(path, overrides, job_type)
+    path, data = (config_path, None) if config_path is not None else choose_config(Path.cwd())
+    config, given = load_overridden(path, overrides, job_type, data=data)
     if job_type is not None:  # stored with the config as written, as a --set would be
         given.setdefault("job", {})["type"] = config.job.type
     store = open_cli_store(store_location)

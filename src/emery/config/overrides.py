@@ -96,11 +96,16 @@ def data_source(value: str, option: str = "--dataset") -> tuple[str, str]:
 
 
 def load_overridden(
-    path: Path, overrides: Overrides, job_type: str | None = None
+    path: Path,
+    overrides: Overrides,
+    job_type: str | None = None,
+    *,
+    data: dict[str, Any] | None = None,
 ) -> tuple[JobConfig, dict[str, Any]]:
-    """The config at ``path`` with ``overrides`` (and ``[job] type`` from ``--type``),
-    validated, and the data it was validated from (what the job stores as given)."""
-    data = overrides.apply(read_config_data(path))
+    """The config at ``path`` (``data``: its table, already read) with ``overrides`` (and
+    ``[job] type`` from ``--type``), validated, and the data it was validated from (what
+    the job stores as given)."""
+    data = overrides.apply(read_config_data(path) if data is None else data)
     if job_type is not None:
         if job_type not in ("prompt", "sft", "rl"):
             raise ConfigError(f"--type must be prompt, sft or rl, not {job_type!r}")
