@@ -16,7 +16,7 @@ from emery.store.protocol import Store
 from emery.systems.graph.export import candidate_graph
 from emery.systems.graph.spec import GraphConfig
 from emery.systems.graph.system import SPEC_COMPONENT, GraphSystem, read_spec
-from emery.verifiers.agreement import VerifierReward, reward_of
+from emery.verifiers.agreement import GraphVerdict, reward_of
 
 
 def job_graph(
@@ -59,7 +59,7 @@ async def run_verifier(
     *,
     candidate: Candidate | str | None = None,
     objects: JobInputs | None = None,
-) -> VerifierReward:
+) -> GraphVerdict:
     """The reward the job's verifier graph (its best candidate, or ``candidate``) gives
     ``trace`` (the graph's input fields: input, output, transcript, ...); EmeryError when
     the job's graph is not a verifier or its output holds no score."""

@@ -41,7 +41,7 @@ from emery.store.protocol import Store
 from emery.store.records import JobRecord
 from emery.systems.base import System
 from emery.training.job import SFTResult
-from emery.verifiers.agreement import VerifierReward
+from emery.verifiers.agreement import GraphVerdict
 from emery.verifiers.base import Verifier
 
 ACTIVE = ("created", "queued", "running")
@@ -238,7 +238,7 @@ class Job:
 
     def run_verifier(
         self, trace: Mapping[str, Any], *, candidate: str | None = None
-    ) -> VerifierReward:
+    ) -> GraphVerdict:
         """Score ``trace`` (input, output, transcript, ...) with the best candidate (or
         ``candidate``) of this job's verifier graph; returns the structured reward."""
         return run_sync(

@@ -53,14 +53,14 @@ def score_of(value: Any) -> float:
     return float(value)
 
 
-class VerifierReward(Verdict):
+class GraphVerdict(Verdict):
     """What a verifier graph says of one trace: a verdict (score in [0, 1], its reasons) and
     the graph's whole output (per-criterion scores, say)."""
 
     output: Any = None
 
 
-def reward_of(output: Any) -> VerifierReward:
+def reward_of(output: Any) -> GraphVerdict:
     """The structured reward in a verifier graph's output (ValueError without a score)."""
     feedback = ""
     value = output
@@ -71,7 +71,7 @@ def reward_of(output: Any) -> VerifierReward:
             feedback = output
     if isinstance(value, Mapping):
         feedback = next((str(value[key]) for key in FEEDBACK_KEYS if key in value), "")
-    return VerifierReward(score=score_of(output), feedback=feedback, output=output)
+    return GraphVerdict(score=score_of(output), feedback=feedback, output=output)
 
 
 class Agreement(SyncVerifier):

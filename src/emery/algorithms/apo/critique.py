@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from emery.algorithms.apo.prompts import PromptTemplate
+from emery.algorithms.apo.prompts import MetaPrompt
 from emery.core.models import ChatMessage
 from emery.lm.base import LM, Completion
 from emery.systems.templates import placeholders
@@ -59,7 +59,7 @@ class Critique:
 
 async def critique_prompt(
     lm: LM,
-    template: PromptTemplate,
+    template: MetaPrompt,
     *,
     prompt: str,
     component: str,

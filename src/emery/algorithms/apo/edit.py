@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from emery.algorithms.apo.critique import Sampling, ask, template_fields
-from emery.algorithms.apo.prompts import PromptTemplate
+from emery.algorithms.apo.prompts import MetaPrompt
 from emery.algorithms.proposals import (
     extract_proposal,
     instruction_problem,
@@ -145,7 +145,7 @@ def addition_problem(original: str, addition: str) -> str | None:
 
 async def edit_prompt(
     lm: LM,
-    template: PromptTemplate,
+    template: MetaPrompt,
     *,
     prompt: str,
     component: str,

@@ -37,7 +37,7 @@ DEFAULT_FILES: dict[PromptKind, tuple[str, ...]] = {
 
 
 @dataclass(frozen=True)
-class PromptTemplate:
+class MetaPrompt:
     """One critique or edit prompt: a variant name (the file's stem), an optional system
     message and the user message."""
 
@@ -56,7 +56,7 @@ class PromptTemplate:
         return chat
 
 
-def parse_template(kind: PromptKind, name: str, raw: str, source: str) -> PromptTemplate:
+def parse_template(kind: PromptKind, name: str, raw: str, source: str) -> MetaPrompt:
     """A template from a file's text, split into system and user parts when marked."""
     lines = raw.strip().splitlines()
     append = bool(lines) and lines[0].strip().lower() == "[append]"
@@ -77,7 +77,7 @@ def parse_template(kind: PromptKind, name: str, raw: str, source: str) -> Prompt
     if not user:
         raise ConfigError(f"{kind} prompt {source} has no user message")
     check_template(kind, f"{system}\n{user}", source)
-    return PromptTemplate(kind=kind, name=name, text=user, system=system, append=append)
+    return MetaPrompt(kind=kind, name=name, text=user, system=system, append=append)
 
 
 def check_template(kind: PromptKind, text: str, source: str) -> None:
@@ -96,9 +96,7 @@ def check_template(kind: PromptKind, text: str, source: str) -> None:
         )
 
 
-def load_prompts(
-    kind: PromptKind, paths: Sequence[str | Path] | None = None
-) -> list[PromptTemplate]:
+def load_prompts(kind: PromptKind, paths: Sequence[str | Path] | None = None) -> list[MetaPrompt]:
     """The user's prompt files for ``kind``, or the shipped ones when ``paths`` is None."""
     if paths is None:
         folder = resources.files("emery.algorithms.apo") / "prompts"

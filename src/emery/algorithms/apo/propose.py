@@ -10,7 +10,7 @@ from typing import Any
 from emery.algorithms.apo.critique import Critique, Sampling, critique_prompt
 from emery.algorithms.apo.edit import Edit, edit_prompt
 from emery.algorithms.apo.experiments import as_text, build_experiments
-from emery.algorithms.apo.prompts import PromptTemplate
+from emery.algorithms.apo.prompts import MetaPrompt
 from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.apo.state import ApoState
 from emery.algorithms.base import SearchContext
@@ -60,8 +60,8 @@ class Proposer:
     """
 
     settings: ApoSettings
-    critique_prompts: Sequence[PromptTemplate]
-    edit_prompts: Sequence[PromptTemplate]
+    critique_prompts: Sequence[MetaPrompt]
+    edit_prompts: Sequence[MetaPrompt]
 
     async def propose(
         self,
@@ -159,7 +159,7 @@ class Proposer:
         state: ApoState,
         rng: random.Random,
         expansion: Expansion,
-        template: PromptTemplate,
+        template: MetaPrompt,
     ) -> Critique:
         """The gradient LM's critique of the prompt from the experiments (reported)."""
         critique = await critique_prompt(
@@ -195,7 +195,7 @@ class Proposer:
         ctx: SearchContext,
         rng: random.Random,
         expansion: Expansion,
-        template: PromptTemplate,
+        template: MetaPrompt,
         critique: Critique,
     ) -> Edit:
         """The edit LM's rewrite of the prompt from the critique, checked for usability."""
