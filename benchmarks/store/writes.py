@@ -25,7 +25,7 @@ from pathlib import Path
 
 from emery.core.events import event
 from emery.core.models import Candidate
-from emery.evaluation.results import ExampleResult
+from emery.core.results import ExampleResult
 from emery.store import (
     AttemptRecord,
     CheckpointRecord,

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from emery.core.models import Candidate, ChatMessage, Example
-from emery.evaluation import EvalResult, Evaluator, ExampleResult, TallyLM, summarize
+from emery.core.results import ExampleResult
+from emery.evaluation import EvalResult, Evaluator, TallyLM, summarize
 from emery.lm import CachedLM, Completion, FakeLM, ResponseCache
 from emery.systems import (
     MessageTemplate,

@@ -12,12 +12,12 @@ from emery.algorithms.context import build_search_context
 from emery.config.schema import RuntimeConfig
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate, Dataset, Example, Split
+from emery.core.results import ExampleResult
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.executor import Done, LocalExecutor, RolloutHost
 from emery.evaluation.progress import BatchProgress
 from emery.evaluation.queue import QueueExecutor
 from emery.evaluation.ray_executor import RayExecutor
-from emery.evaluation.results import ExampleResult
 from emery.evaluation.service import eval_key
 from emery.jobs.executors import EXECUTORS, ExecutorSetup, build_executor, executor_kind
 from emery.lm import FakeLM

@@ -17,11 +17,11 @@ from pydantic import ValidationError
 
 from emery.config import parse_config
 from emery.core.models import Example
+from emery.core.results import ExampleResult
 from emery.core.rollouts import RolloutConfig
 from emery.core.work_clock import waiting_on_model
 from emery.evaluation import Evaluator
 from emery.evaluation.health import ErrorPolicy, ErrorWatch, RolloutErrors
-from emery.evaluation.results import ExampleResult
 from emery.jobs import create_job
 from emery.lm import FakeLM
 from emery.store import MemoryStore

@@ -17,7 +17,7 @@ from emery.algorithms.code_proposals import CodeProposals, parse_code, render_ep
 from emery.algorithms.lineage import component_diff
 from emery.cli.app import main
 from emery.core.models import ChatMessage
-from emery.evaluation.results import ExampleResult
+from emery.core.results import ExampleResult
 from emery.lm import FakeLM
 from emery.store.backends import open_store
 from emery.systems.harness.code import CODE_COMPONENT, SEED_CODE, code_problem

@@ -13,8 +13,8 @@ from harness_support import calculator_examples, calculator_lm
 
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate
+from emery.core.results import ExampleResult
 from emery.evaluation import Evaluator
-from emery.evaluation.results import ExampleResult
 from emery.systems.harness.code import CODE_COMPONENT
 from emery.systems.harness.pool import WorkerPool
 from emery.systems.harness.system import CodeHarness, CodeHarnessConfig

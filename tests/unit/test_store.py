@@ -18,7 +18,7 @@ from store_fixtures import BACKENDS, make_store
 from emery.core.errors import ConfigError
 from emery.core.events import Event, event
 from emery.core.models import Candidate, Lineage
-from emery.evaluation.results import ExampleResult
+from emery.core.results import ExampleResult
 from emery.store import (
     JOB_STATES,
     JOB_TRANSITIONS,

@@ -19,11 +19,11 @@ from cases import PROGRAM
 from exiting_code import RELEASE, hangs
 
 from emery.core.models import Example
+from emery.core.results import ExampleResult
 from emery.core.rollouts import RolloutConfig
 from emery.core.user_code import UserCodeExited, call_user_function
 from emery.core.work_clock import waiting_on_model
 from emery.evaluation import Evaluator
-from emery.evaluation.results import ExampleResult
 from emery.lm import FakeLM, LMConfig, build_base_lm
 from emery.systems.function_agent import FunctionAgent, agent
 from emery.tracing import MemoryRecorder

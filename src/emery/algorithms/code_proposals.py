@@ -14,7 +14,7 @@ from typing import Any
 
 from emery.algorithms.base import SearchContext
 from emery.core.models import Candidate, ChatMessage, Example
-from emery.evaluation.results import ExampleResult
+from emery.core.results import ExampleResult
 from emery.lm.base import LM
 from emery.systems.base import RunContext
 from emery.systems.capabilities import ProposesCode

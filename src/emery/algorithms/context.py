@@ -7,13 +7,13 @@ from collections.abc import Mapping
 
 from emery.algorithms.base import SearchContext, StepLog
 from emery.core.models import Candidate, Dataset
+from emery.core.results import ExampleResult
 from emery.core.rollouts import RolloutConfig
 from emery.evaluation.budget import Budget, BudgetConfig, BudgetUsage, Clock
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.executor import Executor
 from emery.evaluation.health import ErrorPolicy
 from emery.evaluation.progress import ProgressSink
-from emery.evaluation.results import ExampleResult
 from emery.evaluation.service import EvalKey, EvaluationService
 from emery.lm.base import LM
 from emery.lm.usage import UsageMeter

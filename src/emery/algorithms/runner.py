@@ -21,8 +21,8 @@ from emery.algorithms.pace import check_seed_spending
 from emery.algorithms.stopping import StopPolicy, StopRequest
 from emery.core.events import BudgetWarning, Event, IterationCompleted
 from emery.core.models import Candidate
+from emery.core.results import ExampleResult
 from emery.evaluation.budget import BudgetExhausted, BudgetUsage
-from emery.evaluation.results import ExampleResult
 from emery.lm.usage import RoleUsage
 
 

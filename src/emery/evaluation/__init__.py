@@ -8,7 +8,7 @@ from emery.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from emery.evaluation.evaluator import Evaluator, TallyLM
-    from emery.evaluation.results import EvalResult, ExampleResult
+    from emery.evaluation.results import EvalResult
     from emery.evaluation.stats import ScoreSummary, summarize
 
 __getattr__, __dir__ = lazy_exports(
@@ -17,10 +17,9 @@ __getattr__, __dir__ = lazy_exports(
         "Evaluator": "emery.evaluation.evaluator",
         "TallyLM": "emery.evaluation.evaluator",
         "EvalResult": "emery.evaluation.results",
-        "ExampleResult": "emery.evaluation.results",
         "ScoreSummary": "emery.evaluation.stats",
         "summarize": "emery.evaluation.stats",
     },
 )
 
-__all__ = ["EvalResult", "Evaluator", "ExampleResult", "ScoreSummary", "TallyLM", "summarize"]
+__all__ = ["EvalResult", "Evaluator", "ScoreSummary", "TallyLM", "summarize"]

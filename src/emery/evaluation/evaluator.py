@@ -11,11 +11,11 @@ from functools import partial
 from typing import Any
 
 from emery.core.models import Candidate, ChatMessage, Example, Split
-from emery.core.results import FailureKind
+from emery.core.results import ExampleResult, FailureKind
 from emery.core.rollouts import Rollout, RolloutConfig
 from emery.core.work_clock import WorkTimeExceeded, within_work_time
 from emery.evaluation.executor import Done, Executor, LocalExecutor
-from emery.evaluation.results import EvalResult, ExampleResult
+from emery.evaluation.results import EvalResult
 from emery.evaluation.rollouts import RolloutOutcome, RolloutRunner
 from emery.lm.base import LM, Completion, TokenUsage
 from emery.lm.usage import usage_scope

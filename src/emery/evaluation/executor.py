@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from emery.core.models import Candidate, Example, Split
-from emery.evaluation.results import ExampleResult
+from emery.core.results import ExampleResult
 from emery.evaluation.rollouts import RolloutRunner
 
 Done = Callable[[int, ExampleResult], None]

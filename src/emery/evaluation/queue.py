@@ -23,9 +23,9 @@ from typing import cast
 
 from emery.core.errors import EmeryError, StoreError
 from emery.core.models import Candidate, Example, Split
+from emery.core.results import ExampleResult
 from emery.core.rollouts import Rollout, RolloutConfig
 from emery.evaluation.executor import Done, RolloutHost
-from emery.evaluation.results import ExampleResult
 from emery.lm.usage import UsageMeter
 from emery.store.errors import store_label
 from emery.store.protocol import Store

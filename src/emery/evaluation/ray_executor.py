@@ -16,11 +16,11 @@ from collections.abc import Sequence
 
 from emery.core.errors import EmeryError
 from emery.core.models import Candidate, Example, Split
+from emery.core.results import ExampleResult
 from emery.core.rollouts import Rollout
 from emery.evaluation.executor import Done, RolloutHost
 from emery.evaluation.ray_dispatch import ActorPool, Dispatch, TaskDispatch
 from emery.evaluation.ray_worker import Build, import_ray, start_ray
-from emery.evaluation.results import ExampleResult
 from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
 from emery.store.queue import FINAL_ROLLOUT, LIVE_ATTEMPT

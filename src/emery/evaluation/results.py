@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from emery.core.models import Split
-from emery.core.results import ExampleResult as ExampleResult
+from emery.core.results import ExampleResult
 from emery.evaluation.health import failure_counts
 from emery.evaluation.rank import rank_agreement, rank_interval
 from emery.evaluation.stats import ScoreSummary, summarize

@@ -20,9 +20,10 @@ from emery.config.resolve import (
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate, Split
+from emery.core.results import ExampleResult
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.health import check_gold
-from emery.evaluation.results import EvalResult, ExampleResult
+from emery.evaluation.results import EvalResult
 from emery.evaluation.stats import ScoreSummary
 from emery.lm.usage import RoleUsage
 from emery.verifiers.judge import uses_judge, with_judge

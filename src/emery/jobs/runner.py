@@ -21,8 +21,8 @@ import uuid
 from typing import cast
 
 from emery.core.models import Split
+from emery.core.results import ExampleResult
 from emery.core.rollouts import Rollout
-from emery.evaluation.results import ExampleResult
 from emery.jobs.runner_work import Heartbeats, JobWork, build_job_work, fetch_candidate
 from emery.store.protocol import Store
 from emery.store.queue import DEFAULT_LEASE_S, LEASE_KEY

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from emery.core.models import Example
-from emery.evaluation.results import ExampleResult
+from emery.core.results import ExampleResult
 from emery.systems.base import ComponentCall
 
 _LM_LINE = re.compile(r"^\d+\. LM call\b|^…$")

@@ -27,7 +27,7 @@ from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.proposals import restore_placeholders
 from emery.core.events import GepaProposal, GepaProposalInvalid, GepaReflectiveDataset
 from emery.core.models import ChatMessage, Example
-from emery.evaluation.results import ExampleResult
+from emery.core.results import ExampleResult
 from emery.lm.base import LM
 from emery.verifiers.base import as_text
 

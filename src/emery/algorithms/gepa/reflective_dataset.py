@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from emery.core.models import Example
-from emery.evaluation.results import ExampleResult
+from emery.core.results import ExampleResult
 from emery.verifiers.base import as_text
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from emery.core.models import ChatMessage, Example
-from emery.evaluation.results import ExampleResult
+from emery.core.results import ExampleResult
 from emery.systems.capabilities import StructureEdit
 from emery.verifiers.base import as_text
 
