@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
-from emery.jobs.training_kinds import RL
+from emery.jobs.manage import create_job
 from emery.lm import FakeLM
 from emery.store import MemoryStore
 from emery.training.reward import VerifierReward, completion_text
@@ -151,7 +151,7 @@ def test_a_multi_stage_system_is_refused_in_one_line() -> None:
     assert "\n" not in str(caught.value)
     store = MemoryStore()
     with pytest.raises(ConfigError, match="a prompt program of 2 stages"):
-        RL.create(store, config)
+        create_job(store, config)
     assert store.list_jobs().items == []
 
 
@@ -160,7 +160,7 @@ def test_an_rl_job_without_training_examples_is_refused_before_it_exists() -> No
     dataset = {"task": "word_problems", "n_train": 0, "n_val": 0, "n_test": 2}
     config = JobConfig.model_validate(_config(dataset=dataset))
     with pytest.raises(ConfigError, match="no examples on train: nothing to train"):
-        RL.create(store, config)
+        create_job(store, config)
     assert store.list_jobs().items == []
 
 
@@ -222,7 +222,7 @@ def test_an_rl_job_trains_and_scores_its_source_job_s_best_prompt() -> None:
     }
     seed = resolve_system(config).seed_candidate()
     assert scored_candidate(store, config, seed) == reward.candidate != seed
-    job = RL.create(store, config)
+    job = create_job(store, config)
     assert job.kind == "rl"
     plain = JobConfig.model_validate(_config())
     assert job_reward(plain, Path.cwd(), store).candidate == seed
@@ -233,7 +233,7 @@ def test_an_rl_source_job_without_a_best_prompt_is_refused_in_one_line() -> None
     config = JobConfig.model_validate(_config(rl={"source_job": "j-prompt"}))
     _prompt_job(store, config, None)
     with pytest.raises(ConfigError, match="j-prompt has no best candidate") as caught:
-        RL.create(store, config)
+        create_job(store, config)
     assert "\n" not in str(caught.value)
     assert [job.id for job in store.list_jobs().items] == ["j-prompt"]
     with pytest.raises(ConfigError, match="needs the store"):

@@ -115,7 +115,7 @@ def scripted_kinds(
     monkeypatch.setattr(training_engine, "write_gguf_adapter", write_adapter)
     monkeypatch.setenv("EMERY_ADAPTER_DIR", str(tmp_path / "adapters"))
     for kind in (SFT, RL):
-        scripted = TrainingKind(kind.name, kind.check, trainer, kind.result_type)
+        scripted = TrainingKind(kind.name, kind.checks, trainer, kind.result_type)
         monkeypatch.setitem(kinds.KINDS, kind.name, scripted)
 
 

@@ -17,7 +17,7 @@ from emery.cli.console import err
 from emery.cli.progress import RunDisplay, StreamFormat
 from emery.jobs.kinds import kind_of
 from emery.jobs.manage import spawn_worker
-from emery.jobs.runtime import job_config
+from emery.jobs.runtime import ConfigObjects, job_config
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 
@@ -40,14 +40,21 @@ def run_foreground(
     *,
     stream: StreamFormat = "cli",
     poll_timeout_s: float | None = None,
+    objects: ConfigObjects | None = None,
 ) -> ForegroundOutcome:
-    """Run (or resume) ``job_id`` here until it stops; see the module docstring."""
+    """Run (or resume) ``job_id`` here until it stops; see the module docstring.
+    ``objects``: what creating the job in this process resolved its config to."""
     job = store.get_job(job_id)
     limit = job_config(job).job.budget.metric_calls
     display = RunDisplay(stream, err, job_id=job_id, limit=limit)
     display.replay(store.list_events(job_id))
     engine = kind_of(job).runner(
-        store, job_id, on_event=display.feed, on_note=display.note, on_progress=display.progress
+        store,
+        job_id,
+        on_event=display.feed,
+        on_note=display.note,
+        on_progress=display.progress,
+        objects=objects,
     )
     presses = 0
 

@@ -32,7 +32,7 @@ from emery.core.errors import ConfigError
 from emery.core.events import SearchNotRun
 from emery.core.hashing import content_hash
 from emery.jobs.kinds import kind_of
-from emery.jobs.manage import create_job, find_resumable, spawn_worker
+from emery.jobs.manage import create_job_with_objects, find_resumable, spawn_worker
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 
@@ -146,10 +146,14 @@ def train(
     if job_type is not None:  # stored with the config as written, as a --set would be
         given.setdefault("job", {})["type"] = config.job.type
     store = open_cli_store(store_location)
-    found = _resumable(store, content_hash(config.model_dump(mode="json")), path, new)
-    job = found or create_job(store, config, given=given, config_path=path, name=name)
-    if found is None and not quiet:
-        err.print(f"created job [bold]{job.id}[/bold] ({escape(job.name)}, {job.algorithm})")
+    job = _resumable(store, content_hash(config.model_dump(mode="json")), path, new)
+    objects = None  # what the config resolved to, when this command creates the job
+    if job is None:
+        job, objects = create_job_with_objects(
+            store, config, given=given, config_path=path, name=name
+        )
+        if not quiet:
+            err.print(f"created job [bold]{job.id}[/bold] ({escape(job.name)}, {job.algorithm})")
     if no_poll:
         pid = spawn_worker(store, job.id)
         if as_json:
@@ -160,7 +164,9 @@ def train(
                 f"running in the background (pid {pid}); follow: emery jobs events {job.id} -f"
             )
         return
-    outcome = run_foreground(store, job.id, stream=stream, poll_timeout_s=poll_timeout)
+    outcome = run_foreground(
+        store, job.id, stream=stream, poll_timeout_s=poll_timeout, objects=objects
+    )
     finish(store, outcome, as_json=as_json)
 
 

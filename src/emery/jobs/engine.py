@@ -42,7 +42,7 @@ from emery.jobs.finishing import finish_job
 from emery.jobs.ownership import JobBusy, check_runnable, claim_job, owner_id
 from emery.jobs.prepaid import PREPAID, metadata_after, prepaid_keys, split_stored, stop_write
 from emery.jobs.rows import EvaluationRows, evaluation_rows
-from emery.jobs.runtime import JobInputs, Runtime, build_runtime
+from emery.jobs.runtime import ConfigObjects, JobInputs, Runtime, build_runtime
 from emery.jobs.tracking import JobTracker, start_tracking
 from emery.lm.unavailable import ModelUnavailable, guard_search_roles
 from emery.lm.usage import RoleUsage
@@ -67,7 +67,8 @@ class AlgorithmContractError(RuntimeError):
 class JobEngine:
     """Runs one stored job in this process: ``on_event`` hears its events as they are
     stored, ``on_note`` its notes, ``on_progress`` each rollout of a batch as it finishes;
-    ``clock`` times the search against its wall-time budget."""
+    ``clock`` times the search against its wall-time budget; ``objects``: what this process
+    resolved the job's config to when it created it (not resolved again)."""
 
     def __init__(
         self,
@@ -81,10 +82,12 @@ class JobEngine:
         poll_s: float = 0.2,
         heartbeat_s: float = 2.0,
         clock: Clock = time.perf_counter,
+        objects: ConfigObjects | None = None,
     ) -> None:
         self.store = store
         self.job_id = job_id
         self.inputs = inputs or JobInputs()
+        self.objects = objects
         self.on_event = on_event
         self.on_note = on_note
         self.on_progress = on_progress
@@ -154,8 +157,13 @@ class JobEngine:
             )
             inputs = bool(job.metadata.get("in_process_inputs"))
             check_executor(config.runtime, self.store, in_process_inputs=inputs)
+            objects, self.objects = self.objects, None  # once: a later run resolves anew
             return build_runtime(
-                config, base_dir=Path(job.base_dir or "."), inputs=self.inputs, usage=usage
+                config,
+                base_dir=Path(job.base_dir or "."),
+                inputs=self.inputs,
+                usage=usage,
+                objects=objects,
             )
         except EmeryError as exc:
             if job.state in ("created", "queued"):

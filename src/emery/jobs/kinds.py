@@ -1,10 +1,12 @@
 """Job kinds: what a job is (prompt search, evaluation, SFT, RL), looked up by its kind.
 
-A ``JobKind`` checks a config and stores its job (``create``), makes the run of a stored
-job in this process (``runner``: a ``JobRun``) and says what a job reports (``result``,
-``report``). Every run has the same lifecycle (``ownership``: claim or take over,
-heartbeat; ``control``: pause / resume / cancel; checkpoints; the end state), so the CLI,
-the SDK and the server create, run, steer and show a job of any kind the same way.
+A ``JobKind`` checks a config (``check``) and stores its job (``create``), makes the run
+of a stored job in this process (``runner``: a ``JobRun``) and says what a job reports
+(``result``, ``report``). Every run has the same lifecycle (``ownership``: claim or take
+over, heartbeat; ``control``: pause / resume / cancel; checkpoints; the end state), so the
+CLI, the SDK and the server create, run, steer and show a job of any kind the same way.
+What ``check`` resolved a config to goes to the run of the job made in the same process,
+which does not resolve it again.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from emery.core.errors import EmeryError
 from emery.core.events import Event
 from emery.evaluation.progress import ProgressSink
 from emery.jobs.results import JobResult
-from emery.jobs.runtime import JobInputs
+from emery.jobs.runtime import ConfigObjects, JobInputs
 from emery.jobs.search_kind import EVAL, OPTIMIZE, search_kind_name
 from emery.jobs.training_kinds import RL, SFT
 from emery.store.protocol import Store
@@ -53,10 +55,24 @@ class JobKind(Protocol):
         """The kind stored on its jobs (``JobRecord.kind``)."""
         ...
 
+    def check(
+        self,
+        store: Store,
+        config: JobConfig,
+        *,
+        config_path: Path | None = None,
+        base_dir: Path | None = None,
+        inputs: JobInputs | None = None,
+    ) -> ConfigObjects | None:
+        """Refuse, in one line, a config this kind cannot run; what it resolved the config
+        to, for a run in this process (None: the run resolves it)."""
+        ...
+
     def create(
         self,
         store: Store,
         config: JobConfig,
+        objects: ConfigObjects | None,
         *,
         given: dict[str, Any] | None = None,
         config_path: Path | None = None,
@@ -64,7 +80,10 @@ class JobKind(Protocol):
         name: str | None = None,
         metadata: dict[str, Any] | None = None,
         inputs: JobInputs | None = None,
-    ) -> JobRecord: ...
+    ) -> JobRecord:
+        """Store a new job for ``config``, which ``check`` passed and resolved to
+        ``objects``."""
+        ...
 
     def runner(
         self,
@@ -75,7 +94,11 @@ class JobKind(Protocol):
         on_event: EventSink | None = None,
         on_note: Callable[[str], None] | None = None,
         on_progress: ProgressSink | None = None,
-    ) -> JobRun: ...
+        objects: ConfigObjects | None = None,
+    ) -> JobRun:
+        """The run of job ``job_id`` in this process (``objects``: from ``check``, in this
+        process, for the job it created)."""
+        ...
 
     def report(self, store: Store, job: JobRecord) -> str | None:
         """The finished job's report in words (None before it succeeds)."""

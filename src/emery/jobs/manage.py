@@ -23,7 +23,7 @@ from emery.core.events import Event
 from emery.jobs.engine import EventSink
 from emery.jobs.kinds import JobRun, kind_for, kind_of
 from emery.jobs.ownership import is_stale
-from emery.jobs.runtime import JobInputs
+from emery.jobs.runtime import ConfigObjects, JobInputs
 from emery.store.backends import STORE_ENV
 from emery.store.protocol import Store
 from emery.store.records import JobFilter, JobRecord
@@ -51,9 +51,7 @@ def create_job(
 
     ``given`` is the config as the user wrote it (stored beside the resolved one).
     """
-    if name is not None:
-        check_storable(name, "the job name")
-    return kind_for(config).create(
+    job, _ = create_job_with_objects(
         store,
         config,
         given=given,
@@ -63,6 +61,38 @@ def create_job(
         metadata=metadata,
         inputs=inputs,
     )
+    return job
+
+
+def create_job_with_objects(
+    store: Store,
+    config: JobConfig,
+    *,
+    given: dict[str, Any] | None = None,
+    config_path: Path | None = None,
+    base_dir: Path | None = None,
+    name: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    inputs: JobInputs | None = None,
+) -> tuple[JobRecord, ConfigObjects | None]:
+    """``create_job``, and what the config resolved to on the way, for a run of the job in
+    this process (its kind's runner takes it as ``objects``)."""
+    if name is not None:
+        check_storable(name, "the job name")
+    kind = kind_for(config)
+    objects = kind.check(store, config, config_path=config_path, base_dir=base_dir, inputs=inputs)
+    job = kind.create(
+        store,
+        config,
+        objects,
+        given=given,
+        config_path=config_path,
+        base_dir=base_dir,
+        name=name,
+        metadata=metadata,
+        inputs=inputs,
+    )
+    return job, objects
 
 
 def run_job(

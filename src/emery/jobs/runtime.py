@@ -99,21 +99,45 @@ class Runtime:
             self.cache = None
 
 
+@dataclass
+class ConfigObjects:
+    """What a prompt job's config resolves to before it runs: its dataset, system, verifier
+    and reference candidates, checked against each other."""
+
+    dataset: Dataset
+    system: System
+    verifier: Verifier
+    references: dict[str, Candidate]
+
+
+def resolve_objects(config: JobConfig, base_dir: Path, inputs: JobInputs) -> ConfigObjects:
+    """Resolve ``config`` (``inputs`` in place of what it names) into its dataset, system,
+    verifier and references; a system that cannot read the data, a verifier that needs
+    gold outputs the data lacks, or a bad reference is a one-line error."""
+    dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
+    system = inputs.system if inputs.system is not None else resolve_system(config, dataset)
+    check_system_inputs(system, dataset)
+    verifier = inputs.verifier if inputs.verifier is not None else resolve_verifier(config, dataset)
+    check_gold(system, verifier, dataset)
+    references = reference_candidates(config, system, dataset)
+    return ConfigObjects(dataset, system, verifier, references)
+
+
 def build_runtime(
     config: JobConfig,
     *,
     base_dir: Path,
     inputs: JobInputs | None = None,
     usage: Mapping[str, RoleUsage] | None = None,
+    objects: ConfigObjects | None = None,
 ) -> Runtime:
-    """Resolve the config into live objects; LM usage continues from ``usage``."""
+    """Resolve the config into live objects (its dataset, system, verifier and references
+    from ``objects`` when this process resolved them already); LM usage continues from
+    ``usage``."""
     inputs = inputs or JobInputs()
-    dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
-    system = inputs.system if inputs.system is not None else resolve_system(config, dataset)
-    check_system_inputs(system, dataset)
-    references = reference_candidates(config, system, dataset)
-    verifier = inputs.verifier if inputs.verifier is not None else resolve_verifier(config, dataset)
-    check_gold(system, verifier, dataset)
+    objects = objects or resolve_objects(config, base_dir, inputs)
+    dataset, system, references = objects.dataset, objects.system, objects.references
+    verifier = objects.verifier
     chosen = config.job.algorithm
     algorithm = build_algorithm(chosen, settings_table(chosen, config.algorithm))
     meter = UsageMeter(initial=dict(usage or {}))

@@ -2,8 +2,9 @@
 the search engine (``JobEngine``).
 
 The kind is ``optimize`` for a search and ``eval`` for the baseline (scoring only). A
-config is checked before its job is stored: its algorithm settings, its system against
-its data, the gold outputs and the reference candidates.
+config is checked before its job is stored (``check``: its algorithm settings, its
+system against its data, the gold outputs and the reference candidates), and what it
+resolved to can go to the run in the same process instead of being resolved again.
 """
 
 from __future__ import annotations
@@ -15,26 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from emery.algorithms.registry import checked_settings
-from emery.config.resolve import (
-    check_system_inputs,
-    reference_candidates,
-    resolve_dataset,
-    resolve_system,
-    resolve_verifier,
-)
 from emery.config.schema import JobConfig
 from emery.core.hashing import content_hash
-from emery.evaluation.health import check_gold
 from emery.evaluation.progress import ProgressSink
 from emery.jobs.engine import EventSink, JobEngine
 from emery.jobs.executors import executor_kind
 from emery.jobs.report import render_report
 from emery.jobs.results import JobResult, build_result
-from emery.jobs.runtime import JobInputs
+from emery.jobs.runtime import ConfigObjects, JobInputs, resolve_objects
 from emery.jobs.tracking import check_tracking
 from emery.store.protocol import Store
 from emery.store.records import JobRecord, NewJob
-from emery.systems.base import System
 from emery.training.paths import job_base_dir
 
 
@@ -54,10 +46,28 @@ class SearchKind:
 
     name: str
 
+    def check(
+        self,
+        store: Store,
+        config: JobConfig,
+        *,
+        config_path: Path | None = None,
+        base_dir: Path | None = None,
+        inputs: JobInputs | None = None,
+    ) -> ConfigObjects:
+        """Refuse a config a search cannot run (its tracking, executor and algorithm
+        settings, its system against its data, the gold outputs, the references); the
+        objects it resolved to (``inputs``: objects of this process in place of some)."""
+        check_tracking(config.tracking)
+        executor_kind(config.runtime.executor)
+        checked_settings(config.job.algorithm, config.algorithm)
+        return resolve_objects(config, job_base_dir(config_path, base_dir), inputs or JobInputs())
+
     def create(
         self,
         store: Store,
         config: JobConfig,
+        objects: ConfigObjects | None,
         *,
         given: dict[str, Any] | None = None,
         config_path: Path | None = None,
@@ -66,13 +76,12 @@ class SearchKind:
         metadata: dict[str, Any] | None = None,
         inputs: JobInputs | None = None,
     ) -> JobRecord:
-        """Check ``config`` (with ``inputs``, the objects of this process that replace what
-        it names) and store a new job of this kind."""
+        """Store a new job of this kind for ``config``, which ``check`` resolved to
+        ``objects``."""
+        assert objects is not None, "a prompt job's config is checked first"
         inputs = inputs or JobInputs()
-        check_tracking(config.tracking)
-        executor_kind(config.runtime.executor)
         base_dir = job_base_dir(config_path, base_dir)
-        system = _checked_system(config, inputs, base_dir)
+        system = objects.system
         resolved = config.model_dump(mode="json")
         system_config = resolved.get("system")
         system_kind = str((system_config or {}).get("kind", type(system).__name__))
@@ -114,8 +123,10 @@ class SearchKind:
         on_event: EventSink | None = None,
         on_note: Callable[[str], None] | None = None,
         on_progress: ProgressSink | None = None,
+        objects: ConfigObjects | None = None,
     ) -> JobEngine:
-        """The run of job ``job_id`` in this process."""
+        """The run of job ``job_id`` in this process (``objects``: what ``check`` resolved
+        its config to in this process, used instead of resolving it again)."""
         return JobEngine(
             store,
             job_id,
@@ -123,6 +134,7 @@ class SearchKind:
             on_event=on_event,
             on_note=on_note,
             on_progress=on_progress,
+            objects=objects,
         )
 
     def result(self, store: Store, job: JobRecord) -> JobResult:
@@ -136,19 +148,6 @@ class SearchKind:
         if job.state != "succeeded" or not job.result:
             return None
         return render_report(JobResult.model_validate(job.result))
-
-
-def _checked_system(config: JobConfig, inputs: JobInputs, base_dir: Path) -> System:
-    """The job's system, once its algorithm settings, inputs, gold outputs and references
-    are known to fit: a job that cannot run is refused before it is stored."""
-    checked_settings(config.job.algorithm, config.algorithm)
-    dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
-    system = inputs.system if inputs.system is not None else resolve_system(config, dataset)
-    check_system_inputs(system, dataset)
-    verifier = inputs.verifier if inputs.verifier is not None else resolve_verifier(config, dataset)
-    check_gold(system, verifier, dataset)
-    reference_candidates(config, system, dataset)
-    return system
 
 
 OPTIMIZE = SearchKind("optimize")

@@ -19,7 +19,7 @@ from emery.config.schema import JobConfig, LoRASection
 from emery.core.errors import EmeryError
 from emery.core.hashing import content_hash
 from emery.evaluation.progress import ProgressSink
-from emery.jobs.runtime import JobInputs
+from emery.jobs.runtime import ConfigObjects, JobInputs
 from emery.jobs.training_engine import EventSink, TrainingEngine
 from emery.store.protocol import Store
 from emery.store.records import JobRecord, NewJob
@@ -35,18 +35,35 @@ Train = Callable[[Store, JobConfig, Path, str, TrainingHooks], tuple[TrainingSta
 
 @dataclass(frozen=True)
 class TrainingKind:
-    """A job kind whose run trains the task model: ``check`` refuses a config it cannot
-    train, ``train`` trains (or resumes) it, ``result_type`` is what it reports."""
+    """A job kind whose run trains the task model: ``checks`` refuses a config it cannot
+    train, ``trainer`` trains (or resumes) it, ``result_type`` is what it reports."""
 
     name: str
-    check: Check
+    checks: Check
     trainer: Train
     result_type: type[SFTResult]
+
+    def check(
+        self,
+        store: Store,
+        config: JobConfig,
+        *,
+        config_path: Path | None = None,
+        base_dir: Path | None = None,
+        inputs: JobInputs | None = None,
+    ) -> None:
+        """Refuse a config this kind cannot train (its data, source job, reward, base model;
+        ``inputs``, Python objects in place of the config's, are a prompt job's). The
+        trainer resolves the config when it runs: nothing is kept."""
+        if inputs is not None and not inputs.empty:
+            raise EmeryError(f"an {self.name} job is made from its config alone, not from objects")
+        self.checks(store, config, job_base_dir(config_path, base_dir))
 
     def create(
         self,
         store: Store,
         config: JobConfig,
+        objects: ConfigObjects | None,
         *,
         given: dict[str, Any] | None = None,
         config_path: Path | None = None,
@@ -55,12 +72,8 @@ class TrainingKind:
         metadata: dict[str, Any] | None = None,
         inputs: JobInputs | None = None,
     ) -> JobRecord:
-        """Check ``config`` and store a new job of this kind (``inputs``, Python objects in
-        place of the config's, are a prompt job's: refused)."""
-        if inputs is not None and not inputs.empty:
-            raise EmeryError(f"an {self.name} job is made from its config alone, not from objects")
+        """Store a new job of this kind for ``config`` (checked by ``check``)."""
         base = job_base_dir(config_path, base_dir)
-        self.check(store, config, base)
         resolved = config.model_dump(mode="json")
         return store.create_job(
             NewJob(
@@ -86,6 +99,7 @@ class TrainingKind:
         on_event: EventSink | None = None,
         on_note: Callable[[str], None] | None = None,
         on_progress: ProgressSink | None = None,
+        objects: ConfigObjects | None = None,
     ) -> TrainingEngine:
         """The run of job ``job_id`` in this process (a trainer reports no batches)."""
         return TrainingEngine(store, job_id, self, on_event=on_event)
