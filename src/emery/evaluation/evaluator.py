@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -281,8 +281,9 @@ class Evaluator:
             if on_result is not None:
                 on_result(result)
 
-        chunks = list(_chunks(examples, self.executor.chunk))
-        todo = iter(chunks)
+        size = self.executor.chunk or max(len(examples), 1)  # None: the batch is one chunk
+        offsets = range(0, len(examples), size)
+        todo = ((offset, examples[offset : offset + size]) for offset in offsets)
 
         async def worker() -> None:
             for offset, chunk in todo:
@@ -290,7 +291,7 @@ class Evaluator:
                 await self.executor.run(self, candidate, chunk, split, tell)
 
         lanes = self.executor.lanes(self.concurrency)
-        width = len(chunks) if lanes is None else min(lanes, len(chunks))
+        width = len(offsets) if lanes is None else min(lanes, len(offsets))
         workers = [asyncio.ensure_future(worker()) for _ in range(width)]
         try:
             await asyncio.gather(*workers)
@@ -300,12 +301,3 @@ class Evaluator:
             self.tracing.flush()
         finished = [result for result in results if result is not None]
         return EvalResult(candidate_id=candidate.id, split=split, results=finished)
-
-
-def _chunks(
-    examples: Sequence[Example], size: int | None
-) -> Iterator[tuple[int, Sequence[Example]]]:
-    """(offset, examples) pieces of ``size`` (``None``: one piece; none for no examples)."""
-    step = size or len(examples)
-    for offset in range(0, len(examples), max(step, 1)):
-        yield offset, examples[offset : offset + step]
