@@ -79,7 +79,7 @@ class RuntimeConfig(Section):
     min_error_rollouts: int = Field(default=3, ge=1)
     workdir: str = ".emery"
     cache: bool = True
-    executor: Literal["local", "runners", "ray"] = "local"
+    executor: str = "local"
     """Where rollouts run: ``local`` (in the job's process), ``runners`` (queued in the
     store for ``emery runner`` processes, which hold each claimed attempt for ``lease_s``
     between heartbeats; the job fails when no runner claims any of a batch's rollouts for
@@ -88,7 +88,8 @@ class RuntimeConfig(Section):
     systems) unless ``ray_actors`` is set: then the job keeps that many actors, each
     building the system once (a loaded local model, a code-harness worker), and runs
     rollouts on them in turn. A rollout whose Ray worker is lost is retried as
-    ``max_attempts`` allow."""
+    ``max_attempts`` allow. Any other executor is an ``ExecutorKind`` named as
+    ``"module:attr"`` or by an ``emery.executors`` entry point (``jobs/executors.py``)."""
     lease_s: float = Field(default=30.0, gt=0)
     runner_wait_s: float = Field(default=600.0, gt=0)
     ray_address: str | None = None
