@@ -18,6 +18,7 @@ from typing import TypedDict
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 
 CLASSIFY_PROMPT = "Classify the intent of the customer's message."
 
@@ -56,7 +57,8 @@ def route(ticket: Ticket) -> Ticket:
     return {"queue": QUEUES.get(label, "triage")}
 
 
-def build_graph():  # type: ignore[no-untyped-def]
+def build_graph() -> CompiledStateGraph:
+    """START -> classify -> route -> END."""
     graph = StateGraph(Ticket)
     graph.add_node("classify", classify)
     graph.add_node("route", route)
