@@ -17,17 +17,30 @@ counted per source (``state.sources``, ``proposal_sources`` events).
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
-from typing import ClassVar
+from collections.abc import Coroutine
+from typing import Any, ClassVar
 
 from emery.algorithms.base import SearchContext, load_rng, save_rng
+from emery.algorithms.concurrent_scoring import ScoreRequest, score_concurrently
 from emery.algorithms.evidence import Evidence
 from emery.algorithms.gepa.batches import next_minibatch
+from emery.algorithms.gepa.judging import judge_all
 from emery.algorithms.gepa.merge import find_merge, run_merge
-from emery.algorithms.gepa.mutation import Basis, Mutation, judge, operate, reflect, smoke_rejects
+from emery.algorithms.gepa.mutation import (
+    Basis,
+    Mutation,
+    operate,
+    reflect,
+    reflected_child,
+    reflection_texts,
+    smoke_rejects,
+)
 from emery.algorithms.gepa.plan import evidence_examples, plan_inputs, record_gepa_plan
 from emery.algorithms.gepa.pool import add_to_pool, lean, restore_candidates
+from emery.algorithms.gepa.proposal import Proposal
 from emery.algorithms.gepa.propose import Proposer
 from emery.algorithms.gepa.selection import parent_selector, select_components
 from emery.algorithms.gepa.settings import GepaSettings
@@ -114,7 +127,8 @@ class Gepa:
     # -- one step --------------------------------------------------------------------------
 
     async def step(self, ctx: SearchContext, state: GepaState) -> GepaState:
-        """One iteration: a merge if one is due and possible, else a reflective mutation."""
+        """A merge if one is due and possible (one iteration), else ``proposals_per_step``
+        reflective mutations (one iteration each)."""
         rng = load_rng(state.rng_state, ctx.seed)
         restore_candidates(ctx, state)
         number = state.iteration + 1
@@ -125,9 +139,11 @@ class Gepa:
         plan = find_merge(state, rng) if merge_due else None
         if plan is not None:
             await run_merge(ctx, state, plan, number, rng, self.settings.merge_subsample)
+            state.iteration = number
         else:
-            await self._reflect(ctx, state, number, rng)
-        state.iteration = number
+            children = self._children_due(ctx, state)
+            await self._reflect(ctx, state, number, children, rng)
+            state.iteration = number + children - 1
         state.rng_state = save_rng(rng)
         stale = ctx.budget.usage.metric_calls == paid_before
         state.counters.stale_in_a_row = state.counters.stale_in_a_row + 1 if stale else 0
@@ -163,45 +179,133 @@ class Gepa:
 
     # -- reflective mutation: propose → score → accept → promote ---------------------------
 
+    def _children_due(self, ctx: SearchContext, state: GepaState) -> int:
+        """How many children this step proposes: ``proposals_per_step``, fewer when
+        ``max_iterations`` or the metric calls left (2 x minibatch a child at most) allow
+        fewer, never none."""
+        settings, wanted = self.settings, self.settings.proposals_per_step
+        if settings.max_iterations is not None:
+            wanted = min(wanted, settings.max_iterations - state.iteration)
+        remaining = ctx.budget.remaining_metric_calls()
+        if remaining is not None:
+            per_child = 2 * min(settings.minibatch_size, len(ctx.train))
+            wanted = min(wanted, remaining // per_child)
+        return max(1, wanted)
+
     async def _reflect(
-        self, ctx: SearchContext, state: GepaState, number: int, rng: random.Random
+        self, ctx: SearchContext, state: GepaState, first: int, children: int, rng: random.Random
     ) -> None:
-        """Propose a child of a front parent, score it on the parent's minibatch (and on
-        more while the evidence is undecided), accept it only if the evidence says it is
-        better there, and promote an accepted child to all of val."""
-        mutation = await self._propose(ctx, state, number, rng)
-        if mutation is None or await smoke_rejects(ctx, state, mutation):
+        """Propose ``children`` children of front parents (iterations ``first`` on), score
+        each on its parent's minibatch (and on more while the evidence is undecided), accept
+        each only if the evidence says it is better there, and promote the accepted ones to
+        all of val. The children are proposed and scored at once, and decided in order."""
+        bases = await self._bases(ctx, state, first, children, rng)
+        proposed = await self._children(ctx, state, bases, rng) if bases else []
+        mutations = [
+            m for m in proposed if m is not None and not await smoke_rejects(ctx, state, m)
+        ]
+        if not mutations:
             return
-        after = await ctx.evaluate(mutation.child, mutation.batch, "train")
-        evidence = None
-        if not after.ranked:
-            mutation, after, evidence = await judge(
+        requests = [ScoreRequest(m.child, m.batch, "train") for m in mutations]
+        afters = await score_concurrently(ctx, requests)
+        verdicts = await self._judge(ctx, state, mutations, afters, rng)
+        accepted = []
+        for mutation, after, evidence in verdicts:
+            ok = self._accepts(mutation.before.total, after.total, evidence)
+            child = self._record_verdict(
+                ctx, state, mutation, after, ok, mutation.basis.number, evidence
+            )
+            if ok:
+                accepted.append((mutation, child, after))
+        if accepted:
+            await self._promote(ctx, state, accepted)
+
+    async def _judge(
+        self,
+        ctx: SearchContext,
+        state: GepaState,
+        mutations: list[Mutation],
+        afters: list[EvalResult],
+        rng: random.Random,
+    ) -> list[tuple[Mutation, EvalResult, Evidence | None]]:
+        """Each child with its results and evidence (none for a batch scored by rank
+        agreement, which has no per-example pairs), in order."""
+        paired = [(m, a) for m, a in zip(mutations, afters, strict=True) if not a.ranked]
+        judged = iter(
+            await judge_all(
                 ctx,
                 state,
-                mutation,
-                after,
+                paired,
                 rng,
                 cap=self._evidence_cap(ctx),
                 confidence=self.settings.confidence,
                 extend_ties=self.settings.extend_ties,
             )
-        accepted = self._accepts(mutation.before.total, after.total, evidence)
-        child = self._record_verdict(ctx, state, mutation, after, accepted, number, evidence)
-        if accepted:
-            await self._promote(ctx, state, mutation, child, after, number)
+        )
+        verdicts: list[tuple[Mutation, EvalResult, Evidence | None]] = []
+        for mutation, after in zip(mutations, afters, strict=True):
+            if after.ranked:
+                verdicts.append((mutation, after, None))
+            else:
+                item = next(judged)
+                verdicts.append((item.mutation, item.after, item.evidence))
+        return verdicts
 
-    async def _propose(
-        self, ctx: SearchContext, state: GepaState, number: int, rng: random.Random
-    ) -> Mutation | None:
-        """A new child of a selected parent, or None (a perfect minibatch, or neither the
-        reflection nor an operator gave a text not already in the pool)."""
-        parent, components = self._select(ctx, state, number, rng)
-        batch = self._sample(ctx, state, number, rng)
-        before = await ctx.evaluate(parent.candidate, batch, "train")
-        if self._skip(ctx, state, number, parent, before):
-            return None
-        self._check_affordable(ctx, batch)
-        return await self._child(ctx, state, Basis(parent, components, batch, before, number), rng)
+    async def _bases(
+        self, ctx: SearchContext, state: GepaState, first: int, children: int, rng: random.Random
+    ) -> list[Basis]:
+        """What each child is proposed from: a selected parent (drawn anew for each child,
+        so a small front gives one parent several children) and the next minibatch, with
+        the parent's results there; minibatches a parent already solves are skipped."""
+        picks = []
+        for number in range(first, first + children):
+            parent, components = self._select(ctx, state, number, rng)
+            picks.append((number, parent, components, self._sample(ctx, state, number, rng)))
+        requests = [ScoreRequest(parent.candidate, batch, "train") for _, parent, _, batch in picks]
+        befores = await score_concurrently(ctx, requests)
+        bases = [
+            Basis(parent, components, batch, before, number)
+            for (number, parent, components, batch), before in zip(picks, befores, strict=True)
+            if not self._skip(ctx, state, number, parent, before)
+        ]
+        self._check_affordable(ctx, sum(len({e.id for e in basis.batch}) for basis in bases))
+        return bases
+
+    async def _children(
+        self, ctx: SearchContext, state: GepaState, bases: list[Basis], rng: random.Random
+    ) -> list[Mutation | None]:
+        """A child of each basis (None where none was made). One basis: ``_child``. More:
+        the edit operators due first, then every reflection at once (each with its own RNG
+        drawn from the search's, in order), then, in order, the children the reflections
+        make and the operator fallbacks, none repeating an earlier child of the step."""
+        if len(bases) == 1:
+            return [await self._child(ctx, state, bases[0], rng)]
+        settings = self.settings
+        fallback = settings.operator_fallback
+        every = settings.operator_every
+        made: list[Mutation | None] = [
+            operate(ctx, state, basis) if every and basis.number % every == 0 else None
+            for basis in bases
+        ]
+        rngs = [random.Random(rng.getrandbits(64)) for _ in bases]
+        pending = [i for i, mutation in enumerate(made) if mutation is None]
+        texts = await _all(
+            [
+                reflection_texts(self.proposer, ctx, state, bases[i], rngs[i], fallback=fallback)
+                for i in pending
+            ]
+        )
+        siblings: set[str] = {m.child.id for m in made if m is not None}
+        for i, proposals in zip(pending, texts, strict=True):
+            mutation = reflected_child(ctx, state, bases[i], proposals, frozenset(siblings))
+            if mutation is None and fallback:
+                mutation = operate(ctx, state, bases[i])
+            if mutation is not None and mutation.child.id in siblings:
+                mutation = None  # an operator child another child of the step already is
+            if mutation is not None:
+                siblings.add(mutation.child.id)
+            made[i] = mutation
+        return made
 
     async def _child(
         self, ctx: SearchContext, state: GepaState, basis: Basis, rng: random.Random
@@ -278,9 +382,10 @@ class Gepa:
         return True
 
     @staticmethod
-    def _check_affordable(ctx: SearchContext, batch: list[Example]) -> None:
-        """Stop before the reflection call if the budget cannot score the child afterwards."""
-        if not ctx.budget.can_afford(len({example.id for example in batch})):
+    def _check_affordable(ctx: SearchContext, calls: int) -> None:
+        """Stop before the reflection calls if the budget cannot score the children on
+        their minibatches afterwards (``calls``)."""
+        if not ctx.budget.can_afford(calls):
             raise BudgetExhausted(
                 "metric_calls: the budget cannot score a new candidate on the minibatch"
             )
@@ -346,26 +451,37 @@ class Gepa:
         self,
         ctx: SearchContext,
         state: GepaState,
-        mutation: Mutation,
-        child: Candidate,
-        after: EvalResult,
-        number: int,
+        accepted: list[tuple[Mutation, Candidate, EvalResult]],
     ) -> None:
-        """Score an accepted child on all of val, add it to the pool, and schedule a merge."""
+        """Score the accepted children on all of val (at once), add them to the pool in
+        order, and schedule a merge for each."""
         settings = self.settings
-        result = await ctx.evaluate(child, ctx.val, "val")
-        entry = PoolEntry(
-            candidate=lean(child),
-            parents=[mutation.parent.id],
-            iteration=number,
-            operation=child.lineage.operation,
-            components_changed=mutation.changed,
-            minibatch_before=mutation.before.total,
-            minibatch_after=after.total,
-            next_component=mutation.parent.next_component,
-        )
-        add_to_pool(ctx, state, entry, result)
-        state.last_accepted = True
-        merges = state.counters.merges_attempted + state.merges_due
-        if settings.use_merge and merges < settings.max_merges:
-            state.merges_due += 1
+        requests = [ScoreRequest(child, ctx.val, "val") for _, child, _ in accepted]
+        results = await score_concurrently(ctx, requests)
+        for (mutation, child, after), result in zip(accepted, results, strict=True):
+            entry = PoolEntry(
+                candidate=lean(child),
+                parents=[mutation.parent.id],
+                iteration=mutation.basis.number,
+                operation=child.lineage.operation,
+                components_changed=mutation.changed,
+                minibatch_before=mutation.before.total,
+                minibatch_after=after.total,
+                next_component=mutation.parent.next_component,
+            )
+            add_to_pool(ctx, state, entry, result)
+            state.last_accepted = True
+            merges = state.counters.merges_attempted + state.merges_due
+            if settings.use_merge and merges < settings.max_merges:
+                state.merges_due += 1
+
+
+async def _all(work: list[Coroutine[Any, Any, list[Proposal]]]) -> list[list[Proposal]]:
+    """Every reflection's texts, run at once, in order; the first error is raised as itself
+    (the others are cancelled)."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(item) for item in work]
+    except BaseExceptionGroup as errors:
+        raise errors.exceptions[0] from None
+    return [task.result() for task in tasks]

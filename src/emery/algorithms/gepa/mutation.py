@@ -4,9 +4,8 @@ evidence when the minibatch cannot tell child and parent apart.
 ``reflect`` asks the reflection LM for new texts of the chosen components; ``operate``
 takes the parent's next untried LM-free edit operator child in those components' stages
 (prompt programs only). Both return None when they have no new child to offer.
-``judge`` compares child and parent paired on the minibatch (``algorithms.evidence``);
-while the comparison is undecided and the child is ahead (or, once, tied), it scores both
-on as many more train examples again (``extend_batch``: the batch doubles), up to a cap.
+``draw_extension`` picks the further train examples a child undecided on its minibatch
+is judged on (``judging.py`` decides when), ``extended`` joins them to the mutation.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.code_proposals import code_proposals
-from emery.algorithms.evidence import Evidence, paired
+from emery.algorithms.evidence import Evidence
 from emery.algorithms.gepa.batches import next_minibatch
 from emery.algorithms.gepa.proposal import Proposal
 from emery.algorithms.gepa.propose import Proposer
@@ -131,14 +130,40 @@ async def reflect(
     fallback: bool,
 ) -> Mutation | None:
     """The reflection LM's child, or None (no usable text, or one already in the pool)."""
+    proposals = await reflection_texts(proposer, ctx, state, basis, rng, fallback=fallback)
+    return reflected_child(ctx, state, basis, proposals)
+
+
+async def reflection_texts(
+    proposer: Proposer,
+    ctx: SearchContext,
+    state: GepaState,
+    basis: Basis,
+    rng: random.Random,
+    *,
+    fallback: bool,
+) -> list[Proposal]:
+    """The reflection LM's new texts of ``basis.components`` (the LM calls of ``reflect``)."""
     state.counters.reflections += 1
-    proposals = await _texts(proposer, ctx, basis, rng, fallback=fallback)
+    return await _texts(proposer, ctx, basis, rng, fallback=fallback)
+
+
+def reflected_child(
+    ctx: SearchContext,
+    state: GepaState,
+    basis: Basis,
+    proposals: list[Proposal],
+    siblings: frozenset[str] = frozenset(),
+) -> Mutation | None:
+    """The child ``proposals`` make, or None (no usable text, or a candidate already in the
+    pool or among ``siblings``, the children proposed before it in the same step)."""
     mutation = Mutation.reflected(basis, proposals)
     if mutation is None:
         state.counters.invalid_proposals += 1
         count(state.sources, REFLECTION, "invalid")
         return None
-    if state.has(mutation.child.id):
+    known = state.has(mutation.child.id)
+    if known or mutation.child.id in siblings:
         state.counters.rejected += 1
         count(state.sources, REFLECTION, "invalid")
         ctx.emit(
@@ -146,7 +171,9 @@ async def reflect(
                 iteration=basis.number,
                 candidate_id=mutation.child.id,
                 parent_id=basis.parent.id,
-                reason="the proposed text is already in the pool",
+                reason="the proposed text is already in the pool"
+                if known
+                else "the proposed text is another child's of the same step",
                 source=REFLECTION,
             )
         )
@@ -214,48 +241,6 @@ def operate(ctx: SearchContext, state: GepaState, basis: Basis) -> Mutation | No
     return None if child is None else Mutation.operated(basis, child)
 
 
-async def judge(
-    ctx: SearchContext,
-    state: GepaState,
-    mutation: Mutation,
-    after: EvalResult,
-    rng: random.Random,
-    *,
-    cap: int,
-    confidence: float,
-    extend_ties: bool,
-) -> tuple[Mutation, EvalResult, Evidence]:
-    """The child against its parent, paired on the minibatch, with more examples while that
-    cannot decide: the batch doubles while the evidence is undecided, the batch holds fewer
-    than ``cap`` examples and the child is ahead (or tied, once, with ``extend_ties``); a
-    child behind its parent is not worth more calls. Returns the
-    mutation and the child's results on the whole batch, and the last evidence."""
-    tie_extended = False
-    while True:
-        evidence = paired(after.scores, mutation.before.scores, confidence)
-        tied = evidence.difference == 0
-        if (
-            evidence.verdict != "undecided"
-            or len(mutation.batch) >= cap
-            or evidence.difference < 0
-            or (tied and (not extend_ties or tie_extended))
-        ):
-            return mutation, after, evidence
-        tie_extended = tie_extended or tied
-        longer, longer_after = await extend_batch(
-            ctx,
-            state,
-            mutation,
-            after,
-            rng,
-            size=len(mutation.batch),  # doubles: few rounds, each filling the rollout slots
-            room=cap - len(mutation.batch),
-        )
-        if longer is mutation:
-            return mutation, after, evidence
-        mutation, after = longer, longer_after
-
-
 async def extend_batch(
     ctx: SearchContext,
     state: GepaState,
@@ -266,11 +251,31 @@ async def extend_batch(
     size: int | None = None,
     room: int | None = None,
 ) -> tuple[Mutation, EvalResult]:
-    """Parent and child scored on the next minibatch (of ``size``, default the batch's) too
-    (at most ``room`` of its examples,
-    none already judged or shown to either as a demo), both results joined to the first
-    ones; unchanged when no such example is left or the budget cannot pay for both and
-    still score an accepted child on all of val."""
+    """Parent and child scored on the next minibatch too (``draw_extension``), both results
+    joined to the first ones; unchanged when no example is left or the budget is short."""
+    extra = draw_extension(ctx, state, mutation, rng, size=size, room=room)
+    if not extra:
+        return mutation, after
+    before_more = await ctx.evaluate(mutation.parent.candidate, extra, "train")
+    after_more = await ctx.evaluate(mutation.child, extra, "train")
+    return extended(mutation, after, extra, before_more, after_more)
+
+
+def draw_extension(
+    ctx: SearchContext,
+    state: GepaState,
+    mutation: Mutation,
+    rng: random.Random,
+    *,
+    size: int | None = None,
+    room: int | None = None,
+    reserved: int = 0,
+) -> list[Example]:
+    """The examples of the next minibatch (of ``size``, default the batch's) to judge
+    ``mutation`` on as well: at most ``room`` of them, none already judged or shown to
+    either as a demo; none when no such example is left or the budget cannot pay for both
+    on them (besides ``reserved`` calls other children of the step will spend) and still
+    score an accepted child on all of val."""
     train = {example.id: example for example in ctx.train}
     shown = {
         demo.example_id
@@ -281,12 +286,21 @@ async def extend_batch(
     used = {example.id for example in mutation.batch} | shown
     ids = next_minibatch(state.sampler, list(train), size or len(mutation.batch), rng)
     extra = [train[i] for i in dict.fromkeys(ids) if i not in used][:room]
-    if not extra or not ctx.budget.can_afford(2 * len(extra) + len(ctx.val)):
-        return mutation, after
+    if not extra or not ctx.budget.can_afford(reserved + 2 * len(extra) + len(ctx.val)):
+        return []
     number = mutation.basis.number
     ctx.emit(GepaMinibatchSampled(iteration=number, example_ids=ids, epoch=state.sampler.epoch))
-    before_more = await ctx.evaluate(mutation.parent.candidate, extra, "train")
-    after_more = await ctx.evaluate(mutation.child, extra, "train")
+    return extra
+
+
+def extended(
+    mutation: Mutation,
+    after: EvalResult,
+    extra: list[Example],
+    before_more: EvalResult,
+    after_more: EvalResult,
+) -> tuple[Mutation, EvalResult]:
+    """``mutation`` judged on ``extra`` as well: its batch and both results joined."""
     basis = replace(
         mutation.basis,
         batch=mutation.batch + extra,

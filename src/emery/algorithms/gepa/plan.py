@@ -9,7 +9,9 @@ besides. So the budget left after the seed's val score pays for at most
 minibatch and none accepted), and for about ``(budget - val) // (2 x evidence + val)``
 children judged on all the evidence examples and accepted: the children the budget can
 separate (``algorithms.separation``). Train rollouts already scored are free, so the real
-counts can differ a little either way.
+counts can differ a little either way. An iteration is one child: with
+``proposals_per_step`` k, a step runs k iterations at once (fewer when the metric calls
+left pay for fewer), so the counts above hold for any k.
 
 The evidence examples default to what a 20-point difference needs for a typical pair
 (``algorithms.separation``, 55) rather than a fixed number of minibatches: the minibatch
@@ -144,6 +146,14 @@ def _notes(
         )
     if iterations == 0:
         notes.append(f"the budget pays for the seed's val score but not one iteration ({cost})")
+    k = settings.proposals_per_step
+    if k > 1:
+        steps = "" if iterations is None else f": about {math.ceil(iterations / k)} steps"
+        notes.append(
+            f"{k} children a step, proposed and scored at once{steps}; a step proposes only"
+            f" as many as the metric calls left pay for ({cost} each) and is kept or"
+            " repeated whole"
+        )
     if settings.operator_every and not inputs.operators:
         notes.append("edit operators need a prompt program: every iteration reflects")
     if settings.use_merge and settings.max_merges:

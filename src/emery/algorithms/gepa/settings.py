@@ -86,6 +86,15 @@ class GepaSettings(AlgorithmSettings):
         default=True, description="stop once the best candidate scores perfect on all of val"
     )
     max_iterations: int | None = Field(default=None, ge=1)
+    proposals_per_step: int = Field(
+        default=1,
+        ge=1,
+        description=(
+            "children proposed per step, each from its own parent draw and minibatch: their"
+            " reflections and scoring run at once, each is accepted on its own evidence"
+            " (an iteration is one child; a step is all of them or none)"
+        ),
+    )
     use_merge: bool = Field(default=True, description="try merges after accepted proposals")
     max_merges: int = Field(default=5, ge=0, description="most merge attempts in a job")
     merge_subsample: int = Field(

@@ -79,6 +79,13 @@ class GraphGepa(Gepa):
         mutation = await super()._child(ctx, state, basis, rng)
         return mutation or await self._structure(ctx, state, basis)
 
+    async def _children(
+        self, ctx: SearchContext, state: GepaState, bases: list[Basis], rng: random.Random
+    ) -> list[Mutation | None]:
+        """One child after another (a structural child changes what the next one sees);
+        with ``proposals_per_step`` above 1 the children are still scored at once."""
+        return [await self._child(ctx, state, basis, rng) for basis in bases]
+
     async def _structure(
         self, ctx: SearchContext, state: GepaState, basis: Basis
     ) -> Mutation | None:
