@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -96,10 +97,62 @@ def _reflect(messages: Sequence[ChatMessage]) -> str:
     return f"Solve it carefully (variant {content_hash([dict(m) for m in messages])[:6]})."
 
 
+class CallGate:
+    """Holds the scripted models' calls in this process until a test lets them through.
+
+    Open by default. ``hold()`` stops every later call at the gate, ``allow(n)`` lets
+    ``n`` more through, ``open()`` lets all through. A held call awaits an event of its own
+    loop, so pausing or cancelling its job cancels it at once; safe from any thread.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._permits: int | None = None  # None: open
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+
+    def hold(self) -> None:
+        with self._lock:
+            self._permits = 0
+
+    def allow(self, calls: int) -> None:
+        with self._lock:
+            self._permits = (self._permits or 0) + calls
+            self._wake()
+
+    def open(self) -> None:
+        with self._lock:
+            self._permits = None
+            self._wake()
+
+    def _wake(self) -> None:
+        for loop, event in self._waiters:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(event.set)
+        self._waiters.clear()
+
+    async def enter(self) -> None:
+        """Return once this call may go through."""
+        while True:
+            with self._lock:
+                if self._permits is None:
+                    return
+                if self._permits > 0:
+                    self._permits -= 1
+                    return
+                event = asyncio.Event()
+                self._waiters.append((asyncio.get_running_loop(), event))
+            await event.wait()
+
+
+GATE = CallGate()
+
+
 class SlowFakeLM(FakeLM):
-    """A FakeLM that sleeps ``$EMERY_TEST_LM_DELAY`` seconds per call (default none)."""
+    """A FakeLM that passes ``GATE`` and then sleeps ``$EMERY_TEST_LM_DELAY`` seconds per
+    call (default none)."""
 
     async def complete(self, messages: Sequence[ChatMessage], **params: Any) -> Completion:
+        await GATE.enter()
         delay = float(os.environ.get(DELAY_ENV, "0") or 0)
         if delay:
             await asyncio.sleep(delay)

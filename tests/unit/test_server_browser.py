@@ -22,6 +22,7 @@ from emery.store import MemoryStore
 from emery.store.records import NewJob
 
 CHROMIUM = Path("/usr/bin/chromium")
+VAL = 8  # val examples of job_config's dataset
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -65,14 +66,30 @@ def live(tmp_path: Path) -> Iterator[tuple[MemoryStore, str]]:
 
 
 @pytest.fixture
-def page() -> Iterator[Any]:
+def held_models() -> Iterator[js.CallGate]:
+    """The scripted models' gate, open again after the test whatever happened."""
+    try:
+        yield js.GATE
+    finally:
+        js.GATE.open()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One Chromium for the module's tests (each gets a fresh context)."""
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
-        tab = context.new_page()
-        tab.set_default_timeout(60_000)
-        yield tab
-        browser.close()
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    tab = context.new_page()
+    tab.set_default_timeout(60_000)
+    yield tab
+    context.close()
 
 
 def post(url: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -89,10 +106,10 @@ def test_follow_steer_and_inspect_a_running_job(
     page: Any,
     artifacts: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    held_models: js.CallGate,
 ) -> None:
     store, url = live
-    monkeypatch.setenv(js.DELAY_ENV, "0.2")  # slow until resumed: time to click Pause
+    held_models.hold()  # the job runs but makes no progress until the test lets it
     job_id = post(f"{url}/api/jobs", {"config": job_config(tmp_path, iterations=40)})["id"]
     page.goto(url + "/")
     page.wait_for_selector(f"tr[data-job='{job_id}']")
@@ -100,6 +117,7 @@ def test_follow_steer_and_inspect_a_running_job(
     row = f"tr[data-job='{job_id}']"
     page.evaluate("window.stillHere = true")
     calls = page.locator(f"{row} td:nth-child(7)").inner_text()
+    held_models.allow(VAL)  # the baseline's val calls; the job then waits again
     page.wait_for_function(  # the row follows the job's SSE stream without a reload
         "([row, calls]) => document.querySelector(row).cells[6].innerText !== calls",
         arg=[row, calls],
@@ -108,10 +126,10 @@ def test_follow_steer_and_inspect_a_running_job(
     page.click(row)
     page.wait_for_selector("#chart svg")
     page.wait_for_selector("#pause:not([disabled])")
-    page.click("#pause")
+    page.click("#pause")  # cancels the held model call: no race with the job's end
     page.wait_for_selector("h1 [data-state='paused']")
     assert store.get_job(job_id).state == "paused"
-    monkeypatch.setenv(js.DELAY_ENV, "0")  # read per model call: the rest runs fast
+    held_models.open()  # the rest runs at once
     page.click("#resume")
     page.wait_for_selector("h1 [data-state='succeeded']", timeout=120_000)
     kinds = [e.kind for e in store.list_events(job_id)]
