@@ -4,7 +4,7 @@ A step that proposes several children scores their batches together
 (``score_concurrently``): one ``ctx.evaluate`` per distinct candidate and split, on the
 union of its batches, all running at once (an ``asyncio.TaskGroup``, so an error or a
 budget stop cancels the others, the first error is raised as itself, and the runner
-rolls the step back whole). The charges
+rolls the step back whole: ``run_all``, which the proposers' LM calls use too). The charges
 happen in the order of the requests, before anything runs, so they do not depend on which
 batch finishes first; no rollout runs twice when two requests share a candidate and an
 example. A single request is exactly one ``ctx.evaluate``.
@@ -13,8 +13,9 @@ example. A single request is exactly one ``ctx.evaluate``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from emery.algorithms.base import SearchContext
 from emery.core.models import Candidate, Example, Split
@@ -42,12 +43,12 @@ async def score_concurrently(
         key = (request.candidate.id, request.split)
         _, examples = unions.setdefault(key, (request.candidate, {}))
         examples.update({example.id: example for example in request.examples})
-    try:
-        async with asyncio.TaskGroup() as group:
-            for (_, split), (candidate, examples) in unions.items():
-                group.create_task(ctx.evaluate(candidate, list(examples.values()), split))
-    except BaseExceptionGroup as errors:
-        raise errors.exceptions[0] from None  # the runner handles a BudgetExhausted, say
+    await run_all(
+        [
+            ctx.evaluate(candidate, list(examples.values()), split)
+            for (_, split), (candidate, examples) in unions.items()
+        ]
+    )
     return [_from_known(ctx, request) for request in requests]
 
 
@@ -59,3 +60,18 @@ def _from_known(ctx: SearchContext, request: ScoreRequest) -> EvalResult:
             raise RuntimeError(f"no result for {request.candidate.id} on {example.id}")
         results.append(result)
     return EvalResult(candidate_id=request.candidate.id, split=request.split, results=results)
+
+
+T = TypeVar("T")
+
+
+async def run_all(work: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
+    """Every coroutine run at once, their results in order. They start in order (so what
+    each does before its first wait happens in order); the first error cancels the others
+    and is raised as itself (the runner tells a ``BudgetExhausted`` by its type)."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(item) for item in work]
+    except BaseExceptionGroup as errors:
+        raise errors.exceptions[0] from None
+    return [task.result() for task in tasks]

@@ -16,7 +16,10 @@ only if it beats the best so far.
 
 Steps are finer than rounds so that a pause or a crash loses little work: one step per
 expansion (train batch, critique, edit), one per candidate scored on the val batch, and
-one for the selection (with the contenders' full val). Budget limits counted in iterations
+one for the selection (with the contenders' full val). With ``proposals_per_step`` k, a
+step runs k expansions (their train batches, then their critiques and edits, at once, each
+with its own RNG drawn in order from the search's; recorded in order) or scores k
+candidates on the val batch at once. Budget limits counted in iterations
 (``no_improvement_iterations``) therefore count these steps.
 """
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from emery.algorithms.apo.batches import ShuffledBatches
@@ -37,10 +41,12 @@ from emery.algorithms.apo.beam import (
 from emery.algorithms.apo.operate import add_operator_children, operator_children_due
 from emery.algorithms.apo.plan import record_apo_plan, val_batch_size
 from emery.algorithms.apo.prompts import load_prompts
-from emery.algorithms.apo.propose import Proposer
+from emery.algorithms.apo.propose import Draft, Proposer
 from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.apo.state import ApoState
 from emery.algorithms.base import SearchContext, load_rng, save_rng
+from emery.algorithms.code_proposals import code_proposals
+from emery.algorithms.concurrent_scoring import ScoreRequest, run_all, score_concurrently
 from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.labeled import labeled_pool
 from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
@@ -56,6 +62,19 @@ from emery.core.events import (
     BestUpdated,
 )
 from emery.core.models import Candidate, Example, Split
+from emery.evaluation.results import EvalResult
+
+
+@dataclass(frozen=True)
+class PlannedExpansion:
+    """An expansion this step runs: the parent, the component to critique, the branch,
+    the train batch and the edit-operator children due with it."""
+
+    parent: Candidate
+    component: str
+    branch: int
+    examples: list[Example]
+    operators: int
 
 
 class Apo:
@@ -159,42 +178,99 @@ class Apo:
         )
 
     async def _expand(self, ctx: SearchContext, state: ApoState, rng: random.Random) -> None:
+        """Up to ``proposals_per_step`` expansions of the round (train batch, critique,
+        edit): planned in order, their parents scored and their critiques and edits asked
+        at once, then recorded in order."""
         if not state.parents:
             self._start_round(ctx, state, rng)
-        slot, branch = divmod(state.expansions_done, self.settings.branch_factor)
-        parent = state.pool[state.parents[slot]]
-        operators = operator_children_due(ctx, state, self.settings.operator_children, slot, branch)
-        batches = ShuffledBatches([e.id for e in ctx.train], ctx.seed, state.train_cursor)
-        need = self._cost_of_one_more_child(ctx, state, parent, batches, 1 + operators)
-        remaining = ctx.budget.remaining_metric_calls()
-        if remaining is not None and need > remaining:
-            await self._cut_round(ctx, state, need, remaining)
+        planned = await self._plan_expansions(ctx, state, rng)
+        if not planned:
             return
-        by_id = {e.id: e for e in ctx.train}
-        examples = [by_id[i] for i in batches.next(self.settings.gradient_batch_size)]
-        state.train_cursor = batches.cursor
-        component = self._next_component(ctx, state, rng)
-        result = await ctx.evaluate(parent, examples, "train")
-        if self.settings.skip_perfect_batches and all(s >= 1.0 for s in result.scores):
-            state.expansions_skipped += 1
-            ctx.emit(
-                ApoExpansionSkipped(
-                    round=state.round,
-                    expansion=state.expansions_done,
-                    parent_id=parent.id,
-                    component=component,
-                    train_examples=[e.id for e in examples],
-                    reason="every run on the train batch scored 1",
+        requests = [ScoreRequest(p.parent, p.examples, "train") for p in planned]
+        results = await score_concurrently(ctx, requests)
+        drafts = await self._drafts(ctx, state, rng, planned, results)
+        for item, result, draft in zip(planned, results, drafts, strict=True):
+            if self.settings.skip_perfect_batches and all(s >= 1.0 for s in result.scores):
+                state.expansions_skipped += 1
+                ctx.emit(
+                    ApoExpansionSkipped(
+                        round=state.round,
+                        expansion=state.expansions_done,
+                        parent_id=item.parent.id,
+                        component=item.component,
+                        train_examples=[e.id for e in item.examples],
+                        reason="every run on the train batch scored 1",
+                    )
                 )
-            )
-        else:
-            await self.proposer.propose(
-                ctx, state, rng, parent, component, branch, examples, result
-            )
-        add_operator_children(ctx, state, parent, component, operators)
-        state.expansions_done += 1
+            elif draft is not None:
+                self.proposer.commit(ctx, state, draft)
+            else:
+                await self.proposer.propose(
+                    ctx, state, rng, item.parent, item.component, item.branch, item.examples, result
+                )
+            add_operator_children(ctx, state, item.parent, item.component, item.operators)
+            state.expansions_done += 1
         if state.expansions_done >= len(state.parents) * self.settings.branch_factor:
             self._end_expansion(ctx, state)
+
+    async def _plan_expansions(
+        self, ctx: SearchContext, state: ApoState, rng: random.Random
+    ) -> list[PlannedExpansion]:
+        """The next expansions of the round, as many as ``proposals_per_step``, the round
+        and the metric calls left allow; none when the budget cut the round here."""
+        settings, reserved = self.settings, 0
+        planned: list[PlannedExpansion] = []
+        total = len(state.parents) * settings.branch_factor
+        batches = ShuffledBatches([e.id for e in ctx.train], ctx.seed, state.train_cursor)
+        by_id = {e.id: e for e in ctx.train}
+        for index in range(state.expansions_done, total):
+            if len(planned) == settings.proposals_per_step:
+                break
+            slot, branch = divmod(index, settings.branch_factor)
+            parent = state.pool[state.parents[slot]]
+            operators = operator_children_due(ctx, state, settings.operator_children, slot, branch)
+            need = reserved + self._cost_of_one_more_child(
+                ctx, state, parent, batches, 1 + operators
+            )
+            remaining = ctx.budget.remaining_metric_calls()
+            if remaining is not None and need > remaining:
+                if not planned:
+                    await self._cut_round(ctx, state, need, remaining)
+                break
+            examples = [by_id[i] for i in batches.next(settings.gradient_batch_size)]
+            state.train_cursor = batches.cursor
+            reserved += self._uncached(ctx, parent, examples, "train") + (1 + operators) * len(
+                state.val_batch
+            )
+            component = self._next_component(ctx, state, rng)
+            planned.append(PlannedExpansion(parent, component, branch, examples, operators))
+        return planned
+
+    async def _drafts(
+        self,
+        ctx: SearchContext,
+        state: ApoState,
+        rng: random.Random,
+        planned: list[PlannedExpansion],
+        results: list[EvalResult],
+    ) -> list[Draft | None]:
+        """The critiques and edits of several text expansions, asked at once (each with its
+        own RNG drawn from the search's, in order); None where the expansion is proposed
+        on its own (a lone one, a skipped batch, a code module)."""
+        code = code_proposals(ctx)
+        if len(planned) == 1 or code is not None:
+            return [None] * len(planned)
+        rngs = [random.Random(rng.getrandbits(64)) for _ in planned]
+        work = {
+            index: self.proposer.draft(
+                ctx, rngs[index], item.parent, item.component, item.branch, item.examples, result
+            )
+            for index, (item, result) in enumerate(zip(planned, results, strict=True))
+            if not (self.settings.skip_perfect_batches and all(s >= 1.0 for s in result.scores))
+        }
+        drafts = await run_all(list(work.values()))
+        found = dict(zip(work, drafts, strict=True))
+        return [found.get(index) for index in range(len(planned))]
 
     def _cost_of_one_more_child(
         self,
@@ -269,10 +345,12 @@ class Apo:
         pending = [
             cid for cid in unique(state.beam + state.children) if cid not in state.val_batch_scores
         ]
-        candidate_id = pending[0]
-        result = await ctx.evaluate(state.pool[candidate_id], self._val_batch(ctx, state), "val")
-        state.val_batch_scores[candidate_id] = result.mean
-        if len(pending) == 1:
+        now = pending[: self.settings.proposals_per_step]
+        batch = self._val_batch(ctx, state)
+        requests = [ScoreRequest(state.pool[cid], batch, "val") for cid in now]
+        for candidate_id, result in zip(now, await score_concurrently(ctx, requests), strict=True):
+            state.val_batch_scores[candidate_id] = result.mean
+        if len(pending) == len(now):
             state.phase = "select"
 
     def _beam_entry(

@@ -6,7 +6,8 @@ then critiqued and edited (one child per expansion). On a prompt program each di
 parent also gets ``operator_children`` LM-free children. The beam and the children are
 scored on a val batch, and the batch's best on the rest of val. The figures are upper
 bounds (rollouts already scored are free); a round the budget cannot finish is cut and
-scores the children it has.
+scores the children it has. ``proposals_per_step`` changes how many expansions and scorings
+a step runs at once, not these figures.
 
 The val batch is what ranks the children and decides whether a beam member is shown
 worse, so by default it holds what a 20-point difference between two typical candidates
@@ -146,6 +147,12 @@ def _notes(settings: ApoSettings, inputs: ApoPlanInputs, affordable: int | None)
         notes.append("edit operators need a prompt program: only the LM's edits are children")
     if settings.skip_perfect_batches:
         notes.append("an expansion whose train batch is all correct proposes nothing")
+    k = settings.proposals_per_step
+    if k > 1:
+        notes.append(
+            f"{k} expansions (and {k} val-batch scorings) a step, run at once: the same"
+            " calls in fewer steps; a step takes only the expansions the budget left pays for"
+        )
     return notes
 
 

@@ -52,6 +52,16 @@ class Expansion:
 
 
 @dataclass(frozen=True)
+class Draft:
+    """An expansion's critique and edit (none when the critique was empty), not yet
+    recorded."""
+
+    expansion: Expansion
+    critique: Critique
+    edit: Edit | None
+
+
+@dataclass(frozen=True)
 class Proposer:
     """Turns a parent and its train-batch results into a child (or a recorded rejection).
 
@@ -81,6 +91,21 @@ class Proposer:
             expansion = Expansion(parent, component, branch, examples, result, experiments="")
             await self.propose_module(ctx, code, state, rng, expansion)
             return
+        draft = await self.draft(ctx, rng, parent, component, branch, examples, result)
+        self.commit(ctx, state, draft)
+
+    async def draft(
+        self,
+        ctx: SearchContext,
+        rng: random.Random,
+        parent: Candidate,
+        component: str,
+        branch: int,
+        examples: Sequence[Example],
+        result: EvalResult,
+    ) -> Draft:
+        """The critique and the edit of a text component (the LM calls of ``propose``; it
+        changes no state, so several run at once, each with its own ``rng``)."""
         experiments = build_experiments(
             examples,
             result.results,
@@ -91,11 +116,20 @@ class Proposer:
         expansion = Expansion(parent, component, branch, examples, result, experiments)
         critique_template = rng.choice(self.critique_prompts)
         edit_template = rng.choice(self.edit_prompts)
-        critique = await self.critique(ctx, state, rng, expansion, critique_template)
+        critique = await self.critique(ctx, rng, expansion, critique_template)
         if not critique.text:
+            return Draft(expansion, critique, None)
+        edit = await self.edit(ctx, rng, expansion, edit_template, critique)
+        return Draft(expansion, critique, edit)
+
+    def commit(self, ctx: SearchContext, state: ApoState, draft: Draft) -> None:
+        """Report the draft's critique and edit and keep its usable child (drafts of one
+        step are committed in order)."""
+        expansion, critique, edit = draft.expansion, draft.critique, draft.edit
+        self.record_critique(ctx, state, expansion, critique)
+        if edit is None:
             self.reject(ctx, state, expansion, "the critique was empty")
             return
-        edit = await self.edit(ctx, rng, expansion, edit_template, critique)
         problem, child_id = edit.problem, None
         if edit.accepted and edit.proposal is not None:
             child = self.child(state, expansion, critique, edit.proposal, edit.variant)
@@ -156,13 +190,12 @@ class Proposer:
     async def critique(
         self,
         ctx: SearchContext,
-        state: ApoState,
         rng: random.Random,
         expansion: Expansion,
         template: MetaPrompt,
     ) -> Critique:
-        """The gradient LM's critique of the prompt from the experiments (reported)."""
-        critique = await critique_prompt(
+        """The gradient LM's critique of the prompt from the experiments."""
+        return await critique_prompt(
             ctx.lm(self.settings.gradient_role),
             template,
             prompt=expansion.prompt,
@@ -171,8 +204,6 @@ class Proposer:
             experiments=expansion.experiments,
             sampling=self.sampling(rng, self.settings.critique_max_tokens),
         )
-        self.record_critique(ctx, state, expansion, critique)
-        return critique
 
     @staticmethod
     def record_critique(

@@ -64,6 +64,14 @@ class ApoSettings(AlgorithmSettings):
             " beside the LM's edits"
         ),
     )
+    proposals_per_step: int = Field(
+        default=1,
+        ge=1,
+        description=(
+            "expansions per step (their train batches, critiques and edits run at once), and"
+            " candidates scored on the val batch per step"
+        ),
+    )
     seed_lm_calls: bool = Field(
         default=True,
         description="send a seed drawn from the search RNG with each critique and edit call",

@@ -13,18 +13,23 @@ On a prompt program, LM-free edit operators (``operators.py``) propose too: ever
 ``operator_every``-th iteration instead of the reflection, and as the fallback whenever the
 reflection gives no usable new text. Each child is scored and judged the same way, and
 counted per source (``state.sources``, ``proposal_sources`` events).
+
+With ``proposals_per_step`` k, a step that does not merge runs k iterations at once: k
+parent draws and minibatches (in order, from the search's RNG), the parents scored at
+once, the reflections asked at once (each with its own RNG drawn in order), the children
+scored and judged at once (``judging.py``: in lock step), each accepted on its own
+evidence and recorded in order, the accepted ones scored on val at once. A step is kept or
+repeated whole (``algorithms.runner``), so a resumed search makes the same candidates.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import random
-from collections.abc import Coroutine
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from emery.algorithms.base import SearchContext, load_rng, save_rng
-from emery.algorithms.concurrent_scoring import ScoreRequest, score_concurrently
+from emery.algorithms.concurrent_scoring import ScoreRequest, run_all, score_concurrently
 from emery.algorithms.evidence import Evidence
 from emery.algorithms.gepa.batches import next_minibatch
 from emery.algorithms.gepa.judging import judge_all
@@ -40,7 +45,6 @@ from emery.algorithms.gepa.mutation import (
 )
 from emery.algorithms.gepa.plan import evidence_examples, plan_inputs, record_gepa_plan
 from emery.algorithms.gepa.pool import add_to_pool, lean, restore_candidates
-from emery.algorithms.gepa.proposal import Proposal
 from emery.algorithms.gepa.propose import Proposer
 from emery.algorithms.gepa.selection import parent_selector, select_components
 from emery.algorithms.gepa.settings import GepaSettings
@@ -289,7 +293,7 @@ class Gepa:
         ]
         rngs = [random.Random(rng.getrandbits(64)) for _ in bases]
         pending = [i for i, mutation in enumerate(made) if mutation is None]
-        texts = await _all(
+        texts = await run_all(
             [
                 reflection_texts(self.proposer, ctx, state, bases[i], rngs[i], fallback=fallback)
                 for i in pending
@@ -474,14 +478,3 @@ class Gepa:
             merges = state.counters.merges_attempted + state.merges_due
             if settings.use_merge and merges < settings.max_merges:
                 state.merges_due += 1
-
-
-async def _all(work: list[Coroutine[Any, Any, list[Proposal]]]) -> list[list[Proposal]]:
-    """Every reflection's texts, run at once, in order; the first error is raised as itself
-    (the others are cancelled)."""
-    try:
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(item) for item in work]
-    except BaseExceptionGroup as errors:
-        raise errors.exceptions[0] from None
-    return [task.result() for task in tasks]
