@@ -18,13 +18,16 @@ demo: $(VENV)/.installed
 
 # Both embedded models: the integration tests run SmolLM2, and the batching and harness
 # tests Qwen2.5 too (a machine that ran the demo had it cached; a fresh one does not).
+# Every test, on one xdist process per logical CPU up to TEST_WORKERS (each with its own
+# PostgreSQL database); the 25 slowest are listed at the end.
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed
 	$(EMERY) models pull smollm2-135m
 	$(EMERY) models pull qwen2.5-coder-0.5b
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n logical --maxprocesses $(TEST_WORKERS) --dist loadgroup --durations=25
 
 unit: $(VENV)/.installed
 	$(VENV)/bin/pytest tests/unit -q
@@ -34,7 +37,7 @@ check: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest tests/unit -q -m "not slow" -n 2
+	$(VENV)/bin/pytest tests/unit -q -m "not slow" -n logical --maxprocesses $(TEST_WORKERS) --dist loadgroup
 
 # The bad-input corpus as subprocesses (permission cases as nobody when run as root); not part of `make test`.
 reliability: $(VENV)/.installed

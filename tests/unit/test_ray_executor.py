@@ -22,7 +22,13 @@ from emery.store import RolloutFilter, SpanFilter, SQLiteStore
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'emery[ray]'")
 
-pytestmark = [pytest.mark.usefixtures("random_search_algorithm"), pytest.mark.slow]
+# One xdist worker runs them all (``--dist loadgroup``): two local Rays at once on 2 cores
+# would each get half the machine they are bounded to.
+pytestmark = [
+    pytest.mark.usefixtures("random_search_algorithm"),
+    pytest.mark.slow,
+    pytest.mark.xdist_group("ray"),
+]
 
 
 @pytest.fixture
