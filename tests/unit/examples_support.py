@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,10 +69,14 @@ def example_config(folder: Path, overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def copy_example(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of ``examples/<name>`` in ``tmp_path``, importable (on ``sys.path``)."""
+    """A copy of ``examples/<name>`` in ``tmp_path``, importable (on ``sys.path``); its
+    modules are imported afresh from the copy. What a hand run left there is not copied."""
     folder = tmp_path / name
-    shutil.copytree(EXAMPLES / name, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    left = shutil.ignore_patterns("__pycache__", ".emery", "results")
+    shutil.copytree(EXAMPLES / name, folder, ignore=left)
     monkeypatch.syspath_prepend(str(folder))
+    for module in folder.glob("*.py"):
+        sys.modules.pop(module.stem, None)
     return folder
 
 
