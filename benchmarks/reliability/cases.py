@@ -51,6 +51,7 @@ def all_cases() -> list[Case]:
     """Every case of the corpus."""
     from cases_cliinit import cliinit_cases
     from cases_configs import config_cases
+    from cases_executor import executor_cases
     from cases_flags import dataset_cases, flag_cases
     from cases_graphcode import graphcode_cases
     from cases_inputs import inputs_cases
@@ -68,4 +69,5 @@ def all_cases() -> list[Case]:
         *workers_cases(),
         *cliinit_cases(),
         *registry_cases(),
+        *executor_cases(),
     ]
