@@ -25,13 +25,12 @@ from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.mipro.presets import PlanInputs, make_plan
 from emery.algorithms.mipro.settings import MiproSettings
 from emery.algorithms.pace import Pace, pace_warning
-from emery.cli import foreground
 from emery.cli.app import main
 from emery.config import parse_config
 from emery.core.events import MiproPlanned, PaceWarning, PlanPayload, SearchNotRun
 from emery.core.plan_events import BaselinePlanned
 from emery.evaluation.budget import BudgetConfig
-from emery.jobs import JobEngine, create_job, run_job
+from emery.jobs import JobEngine, create_job, run_job, search_kind
 from emery.jobs.event_text import describe_event
 from emery.jobs.report import render_report
 from emery.jobs.results import JobResult
@@ -122,7 +121,7 @@ def test_train_ends_with_the_line_that_the_search_never_ran(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("EMERY_STORE", raising=False)
-    monkeypatch.setattr(foreground, "JobEngine", functools.partial(JobEngine, clock=wt.CLOCK))
+    monkeypatch.setattr(search_kind, "JobEngine", functools.partial(JobEngine, clock=wt.CLOCK))
     (tmp_path / "job.toml").write_text(TRAIN)
 
     with pytest.raises(SystemExit) as exit_info:
