@@ -12,12 +12,12 @@ import jobs_support as js
 import pytest
 
 from emery.config import parse_config
+from emery.config.evaluation_scope import evaluation_scope
 from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
 from emery.core.errors import ConfigError
 from emery.core.events import Event
 from emery.jobs import JobBusy, JobEngine, JobResult, create_job, run_job
 from emery.jobs.ownership import owner_id
-from emery.jobs.scope import evaluation_scope
 from emery.store import IllegalTransition, MemoryStore, SQLiteStore
 from emery.store.sql import SqlStore
 

@@ -14,10 +14,10 @@ import pytest
 
 from emery.algorithms.operators import apply_operator
 from emery.config import load_config, parse_config
+from emery.config.evaluation_scope import evaluation_scope
 from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
 from emery.core.models import ChatMessage, Example
 from emery.jobs.evaluate import evaluate_config
-from emery.jobs.scope import evaluation_scope
 from emery.lm import FakeLM
 from emery.systems import ParseError, ParserConfig
 from emery.systems.formats import format_sentence, labeled_replies, parse_reply

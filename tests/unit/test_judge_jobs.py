@@ -17,12 +17,12 @@ from test_gepa_support import KeywordSystem, keyword_example, keyword_reflection
 
 import emery
 from emery.config import parse_config
+from emery.config.evaluation_scope import evaluation_scope, verifier_identity
 from emery.config.resolve import build_models, resolve_dataset, resolve_system, resolve_verifier
 from emery.core.models import ChatMessage, Dataset, Example
 from emery.jobs import create_job
 from emery.jobs.evaluate import evaluate_config
 from emery.jobs.runner_work import build_job_work
-from emery.jobs.scope import evaluation_scope, verifier_identity
 from emery.lm import FakeLM
 from emery.lm.cache import ResponseCache
 from emery.store import MemoryStore

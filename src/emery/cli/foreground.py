@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from emery.cli.console import err
 from emery.cli.progress import RunDisplay, StreamFormat
+from emery.config.loading import job_config
 from emery.jobs.kinds import kind_of
 from emery.jobs.manage import spawn_worker
-from emery.jobs.runtime import ConfigObjects, job_config
+from emery.jobs.runtime import ConfigObjects
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 

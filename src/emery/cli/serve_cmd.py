@@ -39,7 +39,7 @@ def task_model(
     if config_path is not None:
         config, base_dir = load_config(config_path), config_path.parent
     elif job is not None:
-        from emery.jobs.runtime import job_config
+        from emery.config.loading import job_config
 
         store = open_cli_store(store_location)
         record = store.get_job(resolve(store, job))

@@ -14,6 +14,7 @@ from emery.config.storable import check_storable
 from emery.core.errors import ConfigError
 from emery.core.files import read_text
 from emery.core.validation import describe
+from emery.store.records import JobRecord
 
 
 def parse_config(data: dict[str, Any], source: str = "config") -> JobConfig:
@@ -25,6 +26,11 @@ def parse_config(data: dict[str, Any], source: str = "config") -> JobConfig:
         raise ConfigError(f"{source}: {describe(exc, JobConfig)}") from None
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+
+
+def job_config(job: JobRecord) -> JobConfig:
+    """The validated config a stored job runs with."""
+    return parse_config(job.resolved_config or job.config, f"job {job.id}")
 
 
 def load_config(path: str | Path) -> JobConfig:

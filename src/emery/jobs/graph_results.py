@@ -8,10 +8,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from emery.config.loading import job_config
 from emery.core.errors import EmeryError
 from emery.core.models import Candidate
 from emery.jobs.inference import chosen_candidate, job_system, run_inference
-from emery.jobs.runtime import JobInputs, job_config
+from emery.jobs.runtime import JobInputs
 from emery.store.protocol import Store
 from emery.systems.graph.export import candidate_graph
 from emery.systems.graph.spec import GraphConfig

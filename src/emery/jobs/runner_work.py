@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from emery.config.evaluation_scope import evaluation_scope
 from emery.config.loading import parse_config
 from emery.config.resolve import (
     check_system_inputs,
@@ -25,7 +26,6 @@ from emery.core.models import Candidate, Example
 from emery.core.rollouts import Attempt, Rollout, RolloutConfig
 from emery.core.spans import SpanRecord
 from emery.evaluation.evaluator import Evaluator
-from emery.jobs.scope import evaluation_scope
 from emery.lm.cache import ResponseCache
 from emery.lm.config import build_lm
 from emery.lm.usage import UsageMeter

@@ -9,7 +9,7 @@ from typing import Any
 
 from emery.algorithms.base import Algorithm
 from emery.algorithms.registry import build_algorithm, settings_table
-from emery.config.loading import parse_config
+from emery.config.evaluation_scope import evaluation_scope, example_hashes
 from emery.config.resolve import (
     Models,
     build_models,
@@ -24,12 +24,10 @@ from emery.config.schema import JobConfig
 from emery.core.models import Candidate, Dataset, Example
 from emery.evaluation.budget import BudgetConfig
 from emery.evaluation.health import check_gold
-from emery.jobs.scope import evaluation_scope, example_hashes
 from emery.lm.base import LM
 from emery.lm.cache import ResponseCache
 from emery.lm.config import build_lm
 from emery.lm.usage import ROLES, RoleUsage, UsageMeter
-from emery.store.records import JobRecord
 from emery.systems.base import System
 from emery.verifiers.base import Verifier
 from emery.verifiers.judge import with_judge
@@ -180,8 +178,3 @@ def build_runtime(
         references=references,
         hashes=example_hashes(dataset),
     )
-
-
-def job_config(job: JobRecord) -> JobConfig:
-    """The validated config a job runs with."""
-    return parse_config(job.resolved_config or job.config, f"job {job.id}")
