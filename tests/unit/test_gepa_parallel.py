@@ -4,7 +4,9 @@ a step cut short (a crash mid-way, or the budget) is repeated whole on resume.""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,14 +14,26 @@ from pydantic import ValidationError
 from test_gepa_resume import checkpoint, known_results, restore_candidates, summary
 from test_gepa_support import events, reflection_lm, run_gepa, word_problem_context, word_problems
 
-from emery.algorithms import StepRecord
+from emery.algorithms import StepRecord, build_algorithm, run_search
+from emery.algorithms.base import SearchContext
+from emery.algorithms.context import build_search_context
 from emery.algorithms.gepa import GepaSettings, GepaState
 from emery.algorithms.gepa.plan import GepaPlanInputs, make_gepa_plan
 from emery.core.models import ChatMessage
 from emery.evaluation.budget import BudgetConfig
-from emery.lm import Completion
+from emery.lm import Completion, FakeLM
+from emery.systems.parsers import ParserConfig
+from emery.systems.prompt_program import (
+    MessageTemplate,
+    PromptProgram,
+    PromptProgramConfig,
+    StageConfig,
+)
+from emery.verifiers.config import VerifierConfig, build_verifier
 
 pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
+
+EFFICIENCY = Path(__file__).resolve().parents[2] / "benchmarks" / "efficiency"
 
 # The candidates (in order) these runs made before proposals_per_step existed.
 BEFORE = [
@@ -150,3 +164,48 @@ def test_the_plan_counts_the_children_of_a_step() -> None:
     assert one.metric_calls == four.metric_calls
     assert not any("children a step" in note for note in one.notes)
     assert any("4 children a step" in n and "about 5 steps" in n for n in four.notes)
+
+
+def mock_context(budget: int, seed: int) -> SearchContext:
+    """The efficiency benchmark's mock task and proposer (``benchmarks/efficiency``),
+    called in-process through scripted models."""
+    sys.path.insert(0, str(EFFICIENCY))
+    import mock_endpoint as mock
+
+    program = PromptProgram(
+        PromptProgramConfig(
+            name="sums",
+            stages=[
+                StageConfig(
+                    name="solve",
+                    instruction="Answer the question.",
+                    messages=[MessageTemplate(template="{question}")],
+                    parser=ParserConfig(kind="regex", pattern=r"Answer:\s*(-?\d+)"),
+                )
+            ],
+        )
+    )
+    return build_search_context(
+        system=program,
+        dataset=mock.sums(),
+        verifier=build_verifier(VerifierConfig(kind="numeric")),
+        lms={
+            "task": FakeLM(lambda m: mock.task_reply(list(m)), model="mock-task"),
+            "reflection": FakeLM(lambda m: mock.proposer_reply(list(m), None), model="mock"),
+        },
+        budget=BudgetConfig(metric_calls=budget),
+        seed=seed,
+        concurrency=8,
+    )
+
+
+async def test_children_shown_better_at_once_never_overrun_the_budget_for_val() -> None:
+    # Several children of one step shown better each need all of val (30 here): the
+    # step keeps those the budget pays for instead of failing whole (here it once ended
+    # the search after one step with 225 of 500 calls unspent).
+    ctx = mock_context(500, seed=1)
+    outcome = await run_search(build_algorithm("gepa", {"proposals_per_step": 8}), ctx)
+    state = outcome.state
+    assert isinstance(state, GepaState)
+    assert ctx.budget.usage.iterations > 1
+    assert ctx.budget.usage.metric_calls > 500 - len(ctx.val)

@@ -213,11 +213,14 @@ class Gepa:
         requests = [ScoreRequest(m.child, m.batch, "train") for m in mutations]
         afters = await score_concurrently(ctx, requests)
         verdicts = await self._judge(ctx, state, mutations, afters, rng)
-        accepted = []
+        accepted: list[tuple[Mutation, Candidate, EvalResult]] = []
         for mutation, after, evidence in verdicts:
             ok = self._accepts(mutation.before.total, after.total, evidence)
+            reason = None
+            if ok and accepted and not ctx.budget.can_afford(len(ctx.val) * (len(accepted) + 1)):
+                ok, reason = False, "shown better, but the budget cannot also score it on val"
             child = self._record_verdict(
-                ctx, state, mutation, after, ok, mutation.basis.number, evidence
+                ctx, state, mutation, after, ok, mutation.basis.number, evidence, reason
             )
             if ok:
                 accepted.append((mutation, child, after))
@@ -419,13 +422,14 @@ class Gepa:
         accepted: bool,
         number: int,
         evidence: Evidence | None = None,
+        reason: str | None = None,
     ) -> Candidate:
         """Record the child with its verdict, evidence (and reflection) in its lineage;
-        report and count the verdict."""
+        report and count the verdict (a rejection with ``reason`` when one is given)."""
         child = ctx.add_candidate(mutation.with_details(after, accepted, evidence))
         verdict = GepaMinibatchAccepted if accepted else GepaMinibatchRejected
-        reason = None
-        if evidence is not None and evidence.verdict == "undecided" and not accepted:
+        undecided = evidence is not None and evidence.verdict == "undecided" and not accepted
+        if undecided and evidence is not None and reason is None:
             reason = f"undecided on {evidence.n} examples: not shown better (nor worse)"
         ctx.emit(
             verdict(
@@ -441,7 +445,7 @@ class Gepa:
             )
         )
         state.counters.proposals += 1
-        if reason is not None:
+        if undecided:
             state.counters.undecided += 1
         count(state.sources, mutation.source, "proposed")
         if accepted:

@@ -6,6 +6,8 @@ examples and the child is ahead (or tied, once, with ``extend_ties``); a child b
 parent is not worth more calls. The children of one step are judged in lock step: each
 round draws every still-undecided child's further examples in child order (the sampler
 and the RNG advance the same way whatever finishes first), then scores all of them at once.
+A child is extended only while the budget also holds all of val for it and for every
+other child of the step that is shown better or extended before it.
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ async def judge_all(
     ]
     while True:
         rounds: list[tuple[Judged, list[Example]]] = []
-        reserved = 0
+        shown_better = sum(item.decided and item.evidence.verdict == "better" for item in judged)
+        reserved = shown_better * len(ctx.val)  # each will be scored on all of val
         for item in judged:
             if item.decided:
                 continue
@@ -84,7 +87,7 @@ async def judge_all(
             if not extra:
                 item.decided = True
                 continue
-            reserved += 2 * len(extra)
+            reserved += 2 * len(extra) + len(ctx.val)
             rounds.append((item, extra))
         if not rounds:
             return judged

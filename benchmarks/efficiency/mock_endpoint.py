@@ -1,0 +1,177 @@
+"""A mock OpenAI-compatible endpoint for measuring search efficiency without a model.
+
+``POST /v1/chat/completions`` answers after a fixed latency (``latency_s``), by model name:
+
+- ``mock-task`` answers "What is A + B?" (the last user message). How often it is right
+  depends on which instruction phrases the system prompt contains (``accuracy``: a base
+  of 0.25, plus each ``HELPFUL`` phrase's weight, minus each harmful ``DECOY``'s). Whether
+  it is right on one question is decided by hashes: the question's difficulty (a hash of
+  the question) against that accuracy, the answer flipped on 10% of (system prompt,
+  question) pairs (a hash of both). So a better prompt solves the easy questions first,
+  as a real model's would, and every prompt has some luck of its own; the same request
+  always gets the same reply.
+- ``mock-proposer`` plays the reflection model: it reads the current instruction (the
+  first fenced block of the prompt) and returns it with one phrase it lacks appended,
+  picked by a hash of the prompt and the request's seed among all ten phrases (helpful or
+  not), so about half the proposals help.
+
+No state, no model. ``sums`` is a dataset of such questions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import re
+import threading
+import time
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from emery.core.models import Dataset, Example
+
+HELPFUL = {
+    "Add the two numbers.": 0.20,
+    "Check the sum twice.": 0.15,
+    "Reply with the number only.": 0.12,
+    "Carry the tens carefully.": 0.10,
+    "Write digits without units.": 0.08,
+}
+DECOY = {
+    "Be concise.": 0.0,
+    "Think about the problem.": 0.0,
+    "Use a friendly tone.": -0.05,
+    "Mention your confidence.": -0.08,
+    "Restate the question first.": -0.10,
+}
+PHRASES = {**HELPFUL, **DECOY}
+BASE = 0.25
+FLIP = 0.10
+_FENCED = re.compile(r"```[a-z]*\n?(.*?)```", re.DOTALL)
+_NUMBERS = re.compile(r"-?\d+")
+
+
+def accuracy(instruction: str) -> float:
+    """The chance that ``mock-task`` answers a question right under ``instruction``."""
+    gain = sum(weight for phrase, weight in PHRASES.items() if phrase in instruction)
+    return min(0.95, max(0.05, BASE + gain))
+
+
+def unit(*parts: str) -> float:
+    """A number in [0, 1) from a hash of ``parts``."""
+    digest = hashlib.sha256("\x00".join(parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def difficulty(question: str) -> float:
+    """How hard a question is: the prompt's accuracy must exceed it (before the flips)."""
+    return unit(question)
+
+
+def task_reply(messages: list[dict[str, Any]]) -> str:
+    question = str(messages[-1]["content"])
+    system = "\n".join(str(m["content"]) for m in messages[:-1])
+    numbers = [int(n) for n in _NUMBERS.findall(question)]
+    right = sum(numbers[-2:])
+    solved = difficulty(question) < accuracy(system)
+    if unit(system, question) < FLIP:
+        solved = not solved
+    answer = right if solved else right + 1
+    return f"Adding them up.\nAnswer: {answer}"
+
+
+def proposer_reply(messages: list[dict[str, Any]], seed: Any) -> str:
+    prompt = "\n".join(str(m["content"]) for m in messages)
+    fenced = _FENCED.findall(prompt)
+    current = fenced[0].strip() if fenced else ""
+    missing = [phrase for phrase in PHRASES if phrase not in current]
+    if not missing:
+        return f"```\n{current}\n```"
+    phrase = missing[int(unit(prompt, str(seed)) * len(missing))]
+    return f"```\n{current} {phrase}\n```"
+
+
+def sums(n_train: int = 60, n_val: int = 30, n_test: int = 200) -> Dataset:
+    """'What is A + B?' questions, the same every run. Each split's questions are spread
+    evenly over the mock's difficulty (one in each of n equal slices), so a prompt's
+    accuracy is about the same on every split and a split is not luckily easy."""
+    rng = random.Random(7)
+    seen: set[str] = set()
+
+    def split(name: str, n: int) -> list[Example]:
+        examples = []
+        for i in range(n):
+            while True:
+                a, b = rng.randrange(10, 99), rng.randrange(10, 99)
+                question = f"What is {a} + {b}?"
+                if question not in seen and i / n <= difficulty(question) < (i + 1) / n:
+                    break
+            seen.add(question)
+            examples.append(Example(id=f"{name}-{i}", input={"question": question}, expected=a + b))
+        rng.shuffle(examples)
+        return examples
+
+    return Dataset(
+        name="sums",
+        description="Add two numbers. End with a line 'Answer: <number>'.",
+        train=split("train", n_train),
+        val=split("val", n_val),
+        test=split("test", n_test),
+    )
+
+
+def mock_app(latency_s: float = 0.05) -> FastAPI:
+    """The endpoint (module doc), answering after ``latency_s`` seconds."""
+    app = FastAPI()
+    app.state.calls = 0
+
+    @app.post("/v1/chat/completions")
+    async def complete(body: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.sleep(latency_s)
+        app.state.calls += 1
+        messages = body["messages"]
+        if body.get("model") == "mock-proposer":
+            text = proposer_reply(messages, body.get("seed"))
+        else:
+            text = task_reply(messages)
+        return {
+            "id": f"mock-{app.state.calls}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "mock"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+        }
+
+    return app
+
+
+class BackgroundServer:
+    """The mock endpoint served by uvicorn in a thread, on ``127.0.0.1:port``."""
+
+    def __init__(self, port: int, latency_s: float) -> None:
+        config = uvicorn.Config(
+            mock_app(latency_s), host="127.0.0.1", port=port, log_level="warning"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+
+    def __enter__(self) -> BackgroundServer:
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
