@@ -24,7 +24,7 @@ from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.separation import examples_for
 from emery.core.events import ApoPlanned, ApoRoundCut, Event, GepaPlanned
 from emery.evaluation.budget import BudgetConfig
-from emery.jobs.event_text import describe_event, event_line
+from emery.reports.event_text import describe_event, event_line
 from emery.server.views import plan_view
 from emery.store import MemoryStore
 from emery.store.records import NewJob

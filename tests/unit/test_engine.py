@@ -16,8 +16,9 @@ from emery.config.evaluation_scope import evaluation_scope
 from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
 from emery.core.errors import ConfigError
 from emery.core.events import Event
-from emery.jobs import JobBusy, JobEngine, JobResult, create_job, run_job
+from emery.jobs import JobBusy, JobEngine, create_job, run_job
 from emery.jobs.ownership import owner_id
+from emery.reports import JobResult
 from emery.store import IllegalTransition, MemoryStore, SQLiteStore
 from emery.store.sql import SqlStore
 

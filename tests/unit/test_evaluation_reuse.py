@@ -13,7 +13,8 @@ from emery.config import parse_config
 from emery.config.evaluation_scope import verifier_identity
 from emery.core.models import Candidate
 from emery.core.results import ExampleResult
-from emery.jobs import JobResult, create_job, run_job
+from emery.jobs import create_job, run_job
+from emery.reports import JobResult
 from emery.store import MemoryStore, SQLiteStore
 from emery.store import schema as t
 from emery.store.records import EvaluationRecord

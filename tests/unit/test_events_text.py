@@ -12,7 +12,7 @@ from emery.core.events import (
     IterationCompleted,
     StateChanged,
 )
-from emery.jobs.event_text import describe_event
+from emery.reports.event_text import describe_event
 
 
 def test_known_kinds_read_as_words() -> None:

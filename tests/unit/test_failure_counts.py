@@ -16,14 +16,14 @@ from typer.testing import CliRunner
 
 from emery.cli.app import app
 from emery.config import parse_config
-from emery.config.resolve import resolve_dataset
+from emery.config.resolve import JobInputs, resolve_dataset
 from emery.core.models import Candidate, ChatMessage, Example
 from emery.core.rollouts import RolloutConfig
 from emery.evaluation import Evaluator
-from emery.jobs import JobEngine, JobResult, create_job, run_job
-from emery.jobs.event_text import describe_event
-from emery.jobs.runtime import JobInputs
+from emery.jobs import JobEngine, create_job, run_job
 from emery.lm import Completion, FakeLM
+from emery.reports import JobResult
+from emery.reports.event_text import describe_event
 from emery.store import SQLiteStore
 from emery.systems import (
     MessageTemplate,

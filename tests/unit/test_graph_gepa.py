@@ -32,11 +32,11 @@ from emery.data.tasks import builtin_task
 from emery.evaluation.budget import BudgetConfig
 from emery.jobs import create_job, run_job
 from emery.jobs.engine import JobEngine
-from emery.jobs.report import render_report
-from emery.jobs.results import JobResult
 from emery.lm import FakeLM
 from emery.lm.base import LM
 from emery.lm.usage import MeteredLM, UsageMeter
+from emery.reports.report import render_report
+from emery.reports.results import JobResult
 from emery.store import MemoryStore
 from emery.systems.graph.spec import GraphConfig
 from emery.systems.graph.system import SPEC_COMPONENT, GraphSystem

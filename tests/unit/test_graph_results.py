@@ -18,15 +18,15 @@ from test_graph_dataset_only import CAPITALS, task_set
 
 import emery
 from emery.cli.app import main
+from emery.config.resolve import JobInputs
 from emery.core.aio import run_sync
 from emery.core.errors import EmeryError
 from emery.core.models import Candidate, ChatMessage, Demo, Example
 from emery.data.tasks import builtin_task
-from emery.jobs.graph_results import job_graph
-from emery.jobs.html_report import gather, render_html
-from emery.jobs.results import build_result
-from emery.jobs.runtime import JobInputs
 from emery.lm import FakeLM
+from emery.reports.graph_results import job_graph
+from emery.reports.html_report import gather, render_html
+from emery.reports.results import build_result
 from emery.store import MemoryStore, open_store
 from emery.systems.base import RunContext
 from emery.systems.graph.export import candidate_graph, graph_json

@@ -11,7 +11,7 @@ from test_cli_jobs import write
 
 from emery.cli.app import main
 from emery.core.events import event
-from emery.jobs.plots import score_points
+from emery.reports.plots import score_points
 from emery.store import SQLiteStore
 
 pytestmark = pytest.mark.usefixtures("random_search_algorithm")

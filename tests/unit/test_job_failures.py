@@ -12,12 +12,12 @@ import jobs_support as js
 import pytest
 
 from emery.config import parse_config
+from emery.config.resolve import JobInputs
 from emery.core.errors import DataError
 from emery.core.models import Candidate, ChatMessage, Lineage
 from emery.core.results import ExampleResult, FailureKind
 from emery.evaluation.health import ErrorPolicy, ErrorWatch, RolloutErrors
 from emery.jobs import JobEngine, create_job, run_job
-from emery.jobs.runtime import JobInputs
 from emery.lm import Completion
 from emery.store import MemoryStore
 from emery.verifiers.python import CallableVerifier

@@ -19,9 +19,9 @@ from test_mlflow_tracking import artifacts, history, tracked_config, val_scores
 
 from emery.config import parse_config
 from emery.core.events import Event
+from emery.integrations.tracking import RUN_ID_KEY
 from emery.jobs import create_job, run_job
 from emery.jobs.engine import JobEngine
-from emery.jobs.tracking import RUN_ID_KEY
 from emery.store import MemoryStore
 
 mlflow_tracking = pytest.importorskip("mlflow.tracking")

@@ -18,10 +18,10 @@ from emery.config import parse_config
 from emery.core.errors import ConfigError
 from emery.core.events import Event
 from emery.data.tasks import builtin_task
+from emery.integrations.mlflow_run import tracking_uri
+from emery.integrations.tracking import RUN_ID_KEY
 from emery.jobs import create_job, run_job
 from emery.jobs.engine import JobEngine
-from emery.jobs.mlflow_run import tracking_uri
-from emery.jobs.tracking import RUN_ID_KEY
 from emery.store import MemoryStore
 from emery.systems.prompt_program import PromptProgram
 

@@ -12,9 +12,9 @@ import pytest
 
 from emery.cli.app import main
 from emery.config import parse_config
+from emery.config.resolve import JobInputs
 from emery.core.models import ChatMessage
 from emery.jobs import JobEngine, create_job, run_job
-from emery.jobs.runtime import JobInputs
 from emery.lm import Completion
 from emery.store import MemoryStore, SQLiteStore
 

@@ -11,10 +11,10 @@ import jobs_support as js
 import pytest
 
 from emery.config import parse_config
+from emery.config.resolve import JobInputs
 from emery.core.models import ChatMessage
 from emery.jobs import JobEngine, create_job, run_job
 from emery.jobs.prepaid import PREPAID
-from emery.jobs.runtime import JobInputs
 from emery.lm import Completion
 from emery.store import MemoryStore
 from emery.store.records import JobRecord

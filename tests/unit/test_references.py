@@ -9,8 +9,9 @@ import pytest
 
 from emery.config import parse_config
 from emery.core.errors import ConfigError
-from emery.jobs import JobResult, create_job, run_job
-from emery.jobs.report import render_report
+from emery.jobs import create_job, run_job
+from emery.reports import JobResult
+from emery.reports.report import render_report
 from emery.store import MemoryStore
 
 pytestmark = pytest.mark.usefixtures("random_search_algorithm")

@@ -16,8 +16,8 @@ from emery.core.errors import EmeryError
 from emery.core.events import Event
 from emery.core.models import Dataset, Example
 from emery.data.tasks import builtin_task
-from emery.jobs import JobResult
 from emery.jobs.manage import run_job
+from emery.reports import JobResult
 from emery.store import MemoryStore, NewJob, SQLiteStore
 from emery.systems.prompt_program import PromptProgram
 from emery.verifiers.text import ExactMatch

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 import emery
+from emery.config.resolve import JobInputs
 from emery.core.errors import ConfigError, EmeryError
 from emery.core.models import ChatMessage, Dataset, Example
 from emery.data.tasks import builtin_task
-from emery.jobs.runtime import JobInputs
 from emery.lm import FakeLM
 from emery.store import MemoryStore
 from emery.verifiers.agreement import Agreement, reward_of, score_of

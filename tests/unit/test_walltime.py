@@ -31,9 +31,9 @@ from emery.core.events import MiproPlanned, PaceWarning, PlanPayload, SearchNotR
 from emery.core.plan_events import BaselinePlanned
 from emery.evaluation.budget import BudgetConfig
 from emery.jobs import JobEngine, create_job, run_job, search_kind
-from emery.jobs.event_text import describe_event
-from emery.jobs.report import render_report
-from emery.jobs.results import JobResult
+from emery.reports.event_text import describe_event
+from emery.reports.report import render_report
+from emery.reports.results import JobResult
 from emery.store import MemoryStore
 from emery.store.records import JobRecord
 

@@ -21,10 +21,10 @@ from emery.config.schema import JobConfig
 from emery.core.hashing import content_hash
 from emery.core.models import Candidate
 from emery.evaluation.stats import ScoreSummary
-from emery.jobs.html_report import gather, write_html
 from emery.jobs.manage import create_job, find_resumable
-from emery.jobs.results import JobResult, result_paths
 from emery.lm.config import local_model_path
+from emery.reports.html_report import gather, write_html
+from emery.reports.results import JobResult, result_paths
 
 DEMO_CONFIG = "word_problems.toml"
 

@@ -13,7 +13,7 @@ from emery.cli.common import StoreOption, open_cli_store, resolve
 from emery.cli.console import err
 from emery.cli.run_cmd import candidate_id
 from emery.core.errors import ConfigError
-from emery.jobs.graph_results import job_graph
+from emery.reports.graph_results import job_graph
 from emery.systems.graph.export import graph_json
 from emery.systems.graph.render import graph_text
 from emery.tracing.export import export_openai_jsonl

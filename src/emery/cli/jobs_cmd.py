@@ -15,7 +15,6 @@ from emery.cli.common import JsonOption, QuietOption, StoreOption, open_cli_stor
 from emery.cli.console import err, json_text, out, print_json, print_table, printable
 from emery.config.loading import job_config
 from emery.core.errors import EmeryError
-from emery.jobs.event_text import event_line
 from emery.jobs.manage import (
     cancel_job,
     follow_events,
@@ -24,6 +23,7 @@ from emery.jobs.manage import (
     spawn_worker,
 )
 from emery.jobs.ownership import is_stale, owner_alive
+from emery.reports.event_text import event_line
 from emery.store.protocol import Store
 from emery.store.records import EvaluationFilter, JobFilter, JobRecord, RolloutFilter
 from emery.store.states import JOB_STATES, IllegalTransition

@@ -11,10 +11,10 @@ from rich.markup import escape
 from emery.cli.common import JsonOption, StoreOption, open_cli_store, resolve
 from emery.cli.console import out, print_json
 from emery.core.errors import EmeryError
-from emery.jobs.html_report import gather, write_html
 from emery.jobs.kinds import kind_of
-from emery.jobs.report import render_report
-from emery.jobs.results import JobResult, result_paths
+from emery.reports.html_report import gather, write_html
+from emery.reports.report import render_report
+from emery.reports.results import JobResult, result_paths
 
 
 def report(

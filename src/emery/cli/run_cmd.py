@@ -11,7 +11,7 @@ from emery.cli.common import StoreOption, open_cli_store, resolve
 from emery.cli.console import json_text, printable
 from emery.core.aio import run_sync
 from emery.core.errors import ConfigError
-from emery.jobs.inference import run_inference
+from emery.reports.inference import run_inference
 from emery.store.protocol import Store
 from emery.tracing.export import chosen_candidates
 

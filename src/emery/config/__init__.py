@@ -9,6 +9,7 @@ from emery.core.lazy import lazy_exports
 if TYPE_CHECKING:
     from emery.config.loading import load_config, parse_config
     from emery.config.resolve import (
+        JobInputs,
         Models,
         build_models,
         check_system_inputs,
@@ -24,6 +25,7 @@ __getattr__, __dir__ = lazy_exports(
     {
         "load_config": "emery.config.loading",
         "parse_config": "emery.config.loading",
+        "JobInputs": "emery.config.resolve",
         "Models": "emery.config.resolve",
         "build_models": "emery.config.resolve",
         "check_system_inputs": "emery.config.resolve",
@@ -41,6 +43,7 @@ __getattr__, __dir__ = lazy_exports(
 __all__ = [
     "DatasetConfig",
     "JobConfig",
+    "JobInputs",
     "LMSection",
     "Models",
     "RuntimeConfig",

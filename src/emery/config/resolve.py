@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,30 @@ from emery.verifiers.base import Verifier
 from emery.verifiers.config import VerifierConfig, build_verifier, parse_verifier_config
 from emery.verifiers.kinds import AgreementConfig, ExactConfig
 from emery.verifiers.rubric import RubricJudge
+
+
+@dataclass
+class JobInputs:
+    """Objects that replace what the config describes, for jobs started from Python.
+
+    ``lms`` maps roles to base models (``"task"`` stands in for roles not given); they are
+    still wrapped in the response cache and the usage meter.
+    """
+
+    system: System | None = None
+    dataset: Dataset | None = None
+    verifier: Verifier | None = None
+    lms: Mapping[str, LM] | None = None
+
+    @property
+    def empty(self) -> bool:
+        return (
+            self.system is None
+            and self.dataset is None
+            and self.verifier is None
+            and not (self.lms)
+        )
+
 
 VAL_SHARE_OF_BUDGET = 5
 MIN_DEFAULT_VAL = 10

@@ -17,13 +17,15 @@ LAYERS: dict[str, int] = {
     "config": 5,
     "algorithms": 5,
     "training": 5,
-    "jobs": 6,
-    "cli": 7,
-    "server": 7,
-    "taskapp": 7,
-    "demos": 7,
-    "__init__": 8,
-    "__main__": 8,
+    "reports": 6,
+    "integrations": 6,
+    "jobs": 7,
+    "cli": 8,
+    "server": 8,
+    "taskapp": 8,
+    "demos": 8,
+    "__init__": 9,
+    "__main__": 9,
 }
 """Package (``__init__`` and ``__main__``: the modules of the ``emery`` package itself) → rank."""
 

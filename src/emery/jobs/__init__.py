@@ -19,9 +19,6 @@ if TYPE_CHECKING:
         wait_for,
     )
     from emery.jobs.ownership import JobBusy
-    from emery.jobs.report import render_report
-    from emery.jobs.results import CandidateSummary, JobResult, build_result
-    from emery.jobs.runtime import JobInputs
     from emery.jobs.sdk import Job, optimize
 
 __getattr__, __dir__ = lazy_exports(
@@ -38,32 +35,22 @@ __getattr__, __dir__ = lazy_exports(
         "run_job": "emery.jobs.manage",
         "spawn_worker": "emery.jobs.manage",
         "wait_for": "emery.jobs.manage",
-        "render_report": "emery.jobs.report",
-        "CandidateSummary": "emery.jobs.results",
-        "JobResult": "emery.jobs.results",
-        "build_result": "emery.jobs.results",
-        "JobInputs": "emery.jobs.runtime",
         "Job": "emery.jobs.sdk",
         "optimize": "emery.jobs.sdk",
     },
 )
 
 __all__ = [
-    "CandidateSummary",
     "EvaluationReport",
     "Job",
     "JobBusy",
     "JobEngine",
-    "JobInputs",
-    "JobResult",
-    "build_result",
     "cancel_job",
     "create_job",
     "evaluate_config",
     "follow_events",
     "optimize",
     "pause_job",
-    "render_report",
     "run_job",
     "spawn_worker",
     "wait_for",

@@ -30,11 +30,13 @@ from emery.algorithms.base import AlgorithmState, SearchContext
 from emery.algorithms.context import build_search_context
 from emery.algorithms.runner import StepRecord, run_search
 from emery.config.loading import parse_config
+from emery.config.resolve import JobInputs
 from emery.core.errors import EmeryError
 from emery.core.events import BestUpdated, CheckpointSaved, Event
 from emery.core.rollouts import RolloutConfig
 from emery.evaluation.budget import BudgetExhausted, BudgetUsage, Clock
 from emery.evaluation.progress import ProgressSink
+from emery.integrations.tracking import JobTracker, start_tracking
 from emery.jobs.collector import quiet_collector
 from emery.jobs.control import LOST, ControlWatcher, StopRequest, fail_job, stop_job
 from emery.jobs.executors import ExecutorSetup, build_executor, check_executor
@@ -42,8 +44,7 @@ from emery.jobs.finishing import finish_job
 from emery.jobs.ownership import JobBusy, check_runnable, claim_job, owner_id
 from emery.jobs.prepaid import PREPAID, metadata_after, prepaid_keys, split_stored, stop_write
 from emery.jobs.rows import EvaluationRows, evaluation_rows
-from emery.jobs.runtime import ConfigObjects, JobInputs, Runtime, build_runtime
-from emery.jobs.tracking import JobTracker, start_tracking
+from emery.jobs.runtime import ConfigObjects, Runtime, build_runtime
 from emery.lm.unavailable import ModelUnavailable, guard_search_roles
 from emery.lm.usage import RoleUsage
 from emery.store.protocol import Store
@@ -125,7 +126,9 @@ class JobEngine:
         try:
             claim_job(self.store, job, owner=self.owner, scope=runtime.scope, emit=self._emit)
             self.store.set_job_examples(job.id, runtime.hashes)
-            self._tracker = start_tracking(self.store, job, runtime, checkpoint)
+            self._tracker = start_tracking(
+                self.store, job, runtime.config.tracking, runtime.base_dir, checkpoint
+            )
             if self._tracker is not None:  # its run id may have joined the job's metadata
                 self._metadata = dict(self.store.get_job(self.job_id).metadata)
             with quiet_collector():  # the collector's passes took 1/5 of a fast run's CPU

@@ -17,10 +17,10 @@ from emery.algorithms.runner import SearchOutcome
 from emery.core.events import Event
 from emery.core.models import Candidate
 from emery.evaluation.stats import ScoreSummary
-from emery.jobs.report import render_report
-from emery.jobs.results import JobResult, build_result, result_paths, write_result
 from emery.jobs.rows import evaluation_rows
 from emery.jobs.runtime import Runtime
+from emery.reports.report import render_report
+from emery.reports.results import JobResult, build_result, result_paths, write_result
 from emery.store.protocol import Store
 from emery.store.records import JobRecord, StepWrite
 

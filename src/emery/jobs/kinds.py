@@ -15,14 +15,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from emery.config.resolve import JobInputs
 from emery.config.schema import JobConfig
 from emery.core.errors import EmeryError
 from emery.core.events import Event
 from emery.evaluation.progress import ProgressSink
-from emery.jobs.results import JobResult
-from emery.jobs.runtime import ConfigObjects, JobInputs
+from emery.jobs.runtime import ConfigObjects
 from emery.jobs.search_kind import EVAL, OPTIMIZE, search_kind_name
 from emery.jobs.training_kinds import RL, SFT
+from emery.reports.results import JobResult
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 from emery.training.job import SFTResult

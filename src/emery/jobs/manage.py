@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from emery.config.resolve import JobInputs
 from emery.config.schema import JobConfig
 from emery.config.storable import check_storable
 from emery.core.errors import EmeryError
@@ -23,7 +24,7 @@ from emery.core.events import Event
 from emery.jobs.engine import EventSink
 from emery.jobs.kinds import JobRun, kind_for, kind_of
 from emery.jobs.ownership import is_stale
-from emery.jobs.runtime import ConfigObjects, JobInputs
+from emery.jobs.runtime import ConfigObjects
 from emery.store.backends import STORE_ENV
 from emery.store.protocol import Store
 from emery.store.records import JobFilter, JobRecord

@@ -11,7 +11,7 @@ from typing import TextIO
 
 from emery.core.events import Event
 from emery.evaluation.progress import BatchProgress
-from emery.jobs.event_text import event_line, progress_line
+from emery.reports.event_text import event_line, progress_line
 
 PROGRESS_EVERY_S = 5.0
 

@@ -11,6 +11,7 @@ from emery.algorithms.base import Algorithm
 from emery.algorithms.registry import build_algorithm, settings_table
 from emery.config.evaluation_scope import evaluation_scope, example_hashes
 from emery.config.resolve import (
+    JobInputs,
     Models,
     build_models,
     check_system_inputs,
@@ -24,36 +25,12 @@ from emery.config.schema import JobConfig
 from emery.core.models import Candidate, Dataset, Example
 from emery.evaluation.budget import BudgetConfig
 from emery.evaluation.health import check_gold
-from emery.lm.base import LM
 from emery.lm.cache import ResponseCache
 from emery.lm.config import build_lm
 from emery.lm.usage import ROLES, RoleUsage, UsageMeter
 from emery.systems.base import System
 from emery.verifiers.base import Verifier
 from emery.verifiers.judge import with_judge
-
-
-@dataclass
-class JobInputs:
-    """Objects that replace what the config describes, for jobs started from Python.
-
-    ``lms`` maps roles to base models (``"task"`` stands in for roles not given); they are
-    still wrapped in the response cache and the usage meter.
-    """
-
-    system: System | None = None
-    dataset: Dataset | None = None
-    verifier: Verifier | None = None
-    lms: Mapping[str, LM] | None = None
-
-    @property
-    def empty(self) -> bool:
-        return (
-            self.system is None
-            and self.dataset is None
-            and self.verifier is None
-            and not (self.lms)
-        )
 
 
 @dataclass

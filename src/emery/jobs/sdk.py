@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from emery.config.loading import load_config, parse_config
+from emery.config.resolve import JobInputs
 from emery.config.schema import JobConfig
 from emery.core.aio import run_sync
 from emery.core.errors import EmeryError
@@ -20,13 +21,9 @@ from emery.core.events import Event
 from emery.core.models import Candidate
 from emery.evaluation.progress import ProgressSink
 from emery.jobs import manage
-from emery.jobs.graph_results import run_verifier
-from emery.jobs.inference import run_inference
 from emery.jobs.kinds import JobRun, kind_of
 from emery.jobs.ownership import is_stale
 from emery.jobs.progress_text import TextReporter
-from emery.jobs.results import JobResult
-from emery.jobs.runtime import JobInputs
 from emery.jobs.sdk_config import (
     BudgetArg,
     DatasetArg,
@@ -36,6 +33,9 @@ from emery.jobs.sdk_config import (
     optimize_config,
 )
 from emery.lm.base import LM
+from emery.reports.graph_results import run_verifier
+from emery.reports.inference import run_inference
+from emery.reports.results import JobResult
 from emery.store.backends import open_store
 from emery.store.protocol import Store
 from emery.store.records import JobRecord

@@ -17,12 +17,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from emery.config.loading import parse_config
+from emery.config.resolve import JobInputs
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 from emery.core.hashing import content_hash
 from emery.core.models import Dataset, Example
 from emery.evaluation.budget import BudgetConfig
-from emery.jobs.runtime import JobInputs
 from emery.lm.base import LM
 from emery.lm.config import LMConfig
 from emery.systems.base import System

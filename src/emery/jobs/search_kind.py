@@ -16,15 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from emery.algorithms.registry import checked_settings
+from emery.config.resolve import JobInputs
 from emery.config.schema import JobConfig
 from emery.core.hashing import content_hash
 from emery.evaluation.progress import ProgressSink
+from emery.integrations.tracking import check_tracking
 from emery.jobs.engine import EventSink, JobEngine
 from emery.jobs.executors import executor_kind
-from emery.jobs.report import render_report
-from emery.jobs.results import JobResult, build_result
-from emery.jobs.runtime import ConfigObjects, JobInputs, resolve_objects
-from emery.jobs.tracking import check_tracking
+from emery.jobs.runtime import ConfigObjects, resolve_objects
+from emery.reports.report import render_report
+from emery.reports.results import JobResult, build_result
 from emery.store.protocol import Store
 from emery.store.records import JobRecord, NewJob
 from emery.training.paths import job_base_dir

@@ -15,11 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from emery.config.resolve import JobInputs
 from emery.config.schema import JobConfig, LoRASection
 from emery.core.errors import EmeryError
 from emery.core.hashing import content_hash
 from emery.evaluation.progress import ProgressSink
-from emery.jobs.runtime import ConfigObjects, JobInputs
+from emery.jobs.runtime import ConfigObjects
 from emery.jobs.training_engine import EventSink, TrainingEngine
 from emery.store.protocol import Store
 from emery.store.records import JobRecord, NewJob

@@ -12,10 +12,10 @@ from emery.algorithms.lineage import component_diff, lineage_tree
 from emery.core.events import Event
 from emery.core.models import Candidate
 from emery.evaluation.stats import ScoreSummary, failed_cell, failure_note
-from emery.jobs.graph_diagram import graph_svg
-from emery.jobs.graph_results import report_graph
-from emery.jobs.plots import lineage_plot, score_over_budget, score_points
-from emery.jobs.results import JobResult
+from emery.reports.graph_diagram import graph_svg
+from emery.reports.graph_results import report_graph
+from emery.reports.plots import lineage_plot, score_over_budget, score_points
+from emery.reports.results import JobResult
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 from emery.systems.graph.render import graph_text

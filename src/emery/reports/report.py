@@ -7,7 +7,7 @@ import textwrap
 from emery.algorithms.lineage import component_diff
 from emery.core.models import Candidate
 from emery.evaluation.stats import ScoreSummary, failed_cell
-from emery.jobs.results import JobResult
+from emery.reports.results import JobResult
 
 
 def _pct(value: float | None) -> str:

@@ -9,10 +9,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from emery.config.loading import job_config
+from emery.config.resolve import JobInputs
 from emery.core.errors import EmeryError
 from emery.core.models import Candidate
-from emery.jobs.inference import chosen_candidate, job_system, run_inference
-from emery.jobs.runtime import JobInputs
+from emery.reports.inference import chosen_candidate, job_system, run_inference
 from emery.store.protocol import Store
 from emery.systems.graph.export import candidate_graph
 from emery.systems.graph.spec import GraphConfig

@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from emery.config.loading import job_config
-from emery.config.resolve import build_models, open_cache, resolve_system
+from emery.config.resolve import JobInputs, build_models, open_cache, resolve_system
 from emery.core.errors import EmeryError
 from emery.core.models import Candidate, Example
-from emery.jobs.runtime import JobInputs
 from emery.lm.config import build_lm
 from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store

@@ -28,15 +28,14 @@ from emery.core.events import (
     Event,
     IterationCompleted,
 )
-from emery.jobs.mlflow_run import (
+from emery.integrations.mlflow_run import (
     DEFAULT_EXPERIMENT,
     MetricPoint,
     MlflowRun,
     check_mlflow,
     tracking_uri,
 )
-from emery.jobs.results import JobResult
-from emery.jobs.runtime import Runtime
+from emery.reports.results import JobResult
 from emery.store.protocol import Store
 from emery.store.records import CheckpointRecord, JobRecord
 
@@ -54,18 +53,22 @@ def check_tracking(config: TrackingConfig) -> None:
 
 
 def start_tracking(
-    store: Store, job: JobRecord, runtime: Runtime, checkpoint: CheckpointRecord | None
+    store: Store,
+    job: JobRecord,
+    config: TrackingConfig,
+    base_dir: Path,
+    checkpoint: CheckpointRecord | None,
 ) -> JobTracker | None:
-    """The job's run, reopened if the job has one (a resumed job, whose ``checkpoint``
+    """The job's run (its ``[tracking]`` section ``config``, a relative tracking URI read
+    from ``base_dir``), reopened if the job has one (a resumed job, whose ``checkpoint``
     says the metric calls spent before); None when tracking is off or MLflow cannot be
     reached (a warning: the job runs on untracked)."""
-    config = runtime.config.tracking
     if not config.mlflow:
         return None
     calls = int(checkpoint.budget.get("metric_calls", 0)) if checkpoint else 0
     try:
         run = MlflowRun.open(
-            tracking_uri(config.tracking_uri, runtime.base_dir),
+            tracking_uri(config.tracking_uri, base_dir),
             config.experiment or DEFAULT_EXPERIMENT,
             run_id=job.metadata.get(RUN_ID_KEY),
             run_name=job.name,
@@ -155,7 +158,7 @@ class JobTracker:
 def _write_artifacts(folder: Path, store: Store, job: JobRecord, result: JobResult) -> None:
     """``best_candidate/`` (``candidate.json`` and each component as text),
     ``reports/`` (the JSON result, the text and HTML reports) and ``config.json``."""
-    from emery.jobs.html_report import gather, write_html  # imports the engine's callers
+    from emery.reports.html_report import gather, write_html  # matplotlib: only when needed
 
     best = result.best_candidate
     if best is not None:

@@ -1,0 +1,1 @@
+"""Integrations with outside tools: a job tracked as an MLflow run."""
