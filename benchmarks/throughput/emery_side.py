@@ -18,8 +18,8 @@ from pathlib import Path
 
 import emery
 import emery.jobs.engine
-import emery.jobs.sdk
 import emery.lm.openai_compat
+import emery.sdk.job
 import emery.store.backends
 from emery.core.models import Dataset, Example
 from emery.systems.parsers import ParserConfig

@@ -20,9 +20,9 @@ if TYPE_CHECKING:  # The one list of exports: mypy and IDEs read it, and so does
     from emery.core.models import Candidate as Candidate
     from emery.core.models import Dataset as Dataset
     from emery.core.models import Example as Example
-    from emery.jobs.sdk import Job as Job
-    from emery.jobs.sdk import optimize as optimize
     from emery.reports.results import JobResult as JobResult
+    from emery.sdk.job import Job as Job
+    from emery.sdk.job import optimize as optimize
     from emery.store.backends import open_store as open_store
     from emery.systems.function_agent import FunctionAgent as FunctionAgent
     from emery.systems.function_agent import PromptTemplate as PromptTemplate

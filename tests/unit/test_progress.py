@@ -16,8 +16,8 @@ from emery.core.results import ExampleResult
 from emery.evaluation.budget import Budget, BudgetConfig
 from emery.evaluation.progress import BatchProgress
 from emery.evaluation.service import EvaluationService, eval_key
-from emery.jobs.progress_text import ProgressLines
 from emery.reports.event_text import progress_line
+from emery.sdk.progress_text import ProgressLines
 from emery.store import MemoryStore
 
 pytestmark = pytest.mark.usefixtures("random_search_algorithm")

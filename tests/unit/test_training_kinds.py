@@ -183,7 +183,7 @@ def test_a_job_whose_run_died_is_taken_over_from_its_checkpoint(
 
 
 def test_the_sdk_runs_a_training_job(trainer: ts.ScriptedTrainer, tmp_path: Path) -> None:
-    from emery.jobs.sdk import Job
+    from emery.sdk.job import Job
 
     job = Job.create(ts.training_config(tmp_path, "rl"), store=MemoryStore())
     record = job.start(wait=True).record()

@@ -13,8 +13,8 @@ from emery.config.loading import parse_config
 from emery.core import plugins
 from emery.core.errors import ConfigError
 from emery.core.models import Example
-from emery.jobs.sdk_config import optimize_config
 from emery.lm.base import LM
+from emery.sdk.arguments import optimize_config
 from emery.verifiers.base import Verdict
 from emery.verifiers.config import VerifierConfig, VerifierKind, build_verifier
 from emery.verifiers.kinds import NumericConfig, RegexConfig

@@ -16,8 +16,8 @@ from emery.cli.batch_bar import BatchBar
 from emery.cli.chart import ScoreChart
 from emery.core.events import Event
 from emery.evaluation.progress import BatchProgress
-from emery.jobs.progress_text import ProgressLines
 from emery.reports.event_text import event_line, progress_line
+from emery.sdk.progress_text import ProgressLines
 
 StreamFormat = Literal["cli", "chart", "none"]
 

@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "server": 8,
     "taskapp": 8,
     "demos": 8,
+    "sdk": 8,
     "__init__": 9,
     "__main__": 9,
 }

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
         wait_for,
     )
     from emery.jobs.ownership import JobBusy
-    from emery.jobs.sdk import Job, optimize
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
@@ -35,21 +34,17 @@ __getattr__, __dir__ = lazy_exports(
         "run_job": "emery.jobs.manage",
         "spawn_worker": "emery.jobs.manage",
         "wait_for": "emery.jobs.manage",
-        "Job": "emery.jobs.sdk",
-        "optimize": "emery.jobs.sdk",
     },
 )
 
 __all__ = [
     "EvaluationReport",
-    "Job",
     "JobBusy",
     "JobEngine",
     "cancel_job",
     "create_job",
     "evaluate_config",
     "follow_events",
-    "optimize",
     "pause_job",
     "run_job",
     "spawn_worker",

@@ -23,8 +23,11 @@ from emery.evaluation.progress import ProgressSink
 from emery.jobs import manage
 from emery.jobs.kinds import JobRun, kind_of
 from emery.jobs.ownership import is_stale
-from emery.jobs.progress_text import TextReporter
-from emery.jobs.sdk_config import (
+from emery.lm.base import LM
+from emery.reports.graph_results import run_verifier
+from emery.reports.inference import run_inference
+from emery.reports.results import JobResult
+from emery.sdk.arguments import (
     BudgetArg,
     DatasetArg,
     LMArg,
@@ -32,10 +35,7 @@ from emery.jobs.sdk_config import (
     VerifierArg,
     optimize_config,
 )
-from emery.lm.base import LM
-from emery.reports.graph_results import run_verifier
-from emery.reports.inference import run_inference
-from emery.reports.results import JobResult
+from emery.sdk.progress_text import TextReporter
 from emery.store.backends import open_store
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
