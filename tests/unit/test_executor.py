@@ -19,12 +19,12 @@ from emery.evaluation.progress import BatchProgress
 from emery.evaluation.queue import QueueExecutor
 from emery.evaluation.ray_executor import RayExecutor
 from emery.evaluation.service import eval_key
-from emery.jobs.executors import EXECUTORS, ExecutorSetup, build_executor, executor_kind
 from emery.lm import FakeLM
 from emery.lm.usage import UsageMeter
 from emery.store import MemoryStore
 from emery.systems import MessageTemplate, PromptProgram, PromptProgramConfig, StageConfig
 from emery.verifiers import ExactMatch
+from emery.workers.executors import EXECUTORS, ExecutorSetup, build_executor, executor_kind
 
 
 def echo_program() -> PromptProgram:

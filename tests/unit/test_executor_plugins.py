@@ -17,8 +17,8 @@ from cases_executor import executor_cases
 from emery.core.models import Candidate, Example, Split
 from emery.evaluation.executor import Done, LocalExecutor, RolloutHost
 from emery.jobs import run_job
-from emery.jobs.executors import ExecutorKind, ExecutorSetup
 from emery.store import MemoryStore
+from emery.workers.executors import ExecutorKind, ExecutorSetup
 
 
 class CountingExecutor(LocalExecutor):

@@ -22,12 +22,12 @@ from emery.config.resolve import build_models, resolve_dataset, resolve_system, 
 from emery.core.models import ChatMessage, Dataset, Example
 from emery.jobs import create_job
 from emery.jobs.evaluate import evaluate_config
-from emery.jobs.runner_work import build_job_work
 from emery.lm import FakeLM
 from emery.lm.cache import ResponseCache
 from emery.store import MemoryStore
 from emery.verifiers.judge import JUDGE_SYSTEM, with_judge
 from emery.verifiers.rubric import Criterion, RubricJudge
+from emery.workers.runner import build_job_work
 
 RULES = {"name": "rules", "description": "Every component follows the rule it is given."}
 

@@ -11,8 +11,8 @@ import typer
 from emery.cli.common import StoreOption, open_cli_store, resolve
 from emery.cli.console import err
 from emery.core.errors import ConfigError
-from emery.jobs.runner import RolloutWorker
 from emery.store.backends import store_file
+from emery.workers.runner import RolloutWorker
 
 
 def refuse_missing_store(location: str | None) -> None:

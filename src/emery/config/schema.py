@@ -89,7 +89,7 @@ class RuntimeConfig(Section):
     building the system once (a loaded local model, a code-harness worker), and runs
     rollouts on them in turn. A rollout whose Ray worker is lost is retried as
     ``max_attempts`` allow. Any other executor is an ``ExecutorKind`` named as
-    ``"module:attr"`` or by an ``emery.executors`` entry point (``jobs/executors.py``)."""
+    ``"module:attr"`` or by an ``emery.executors`` entry point (``workers/executors.py``)."""
     lease_s: float = Field(default=30.0, gt=0)
     runner_wait_s: float = Field(default=600.0, gt=0)
     ray_address: str | None = None

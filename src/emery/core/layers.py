@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
     "training": 5,
     "reports": 6,
     "integrations": 6,
+    "workers": 6,
     "jobs": 7,
     "cli": 8,
     "server": 8,

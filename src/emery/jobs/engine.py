@@ -39,7 +39,6 @@ from emery.evaluation.progress import ProgressSink
 from emery.integrations.tracking import JobTracker, start_tracking
 from emery.jobs.collector import quiet_collector
 from emery.jobs.control import LOST, ControlWatcher, StopRequest, fail_job, stop_job
-from emery.jobs.executors import ExecutorSetup, build_executor, check_executor
 from emery.jobs.finishing import finish_job
 from emery.jobs.ownership import JobBusy, check_runnable, claim_job, owner_id
 from emery.jobs.prepaid import PREPAID, metadata_after, prepaid_keys, split_stored, stop_write
@@ -51,6 +50,7 @@ from emery.store.protocol import Store
 from emery.store.records import CheckpointRecord, JobRecord, StepWrite
 from emery.store.states import OwnershipLost
 from emery.tracing.store_recorder import StoreRecorder
+from emery.workers.executors import ExecutorSetup, build_executor, check_executor
 
 log = logging.getLogger(__name__)
 

@@ -22,13 +22,13 @@ from emery.core.hashing import content_hash
 from emery.evaluation.progress import ProgressSink
 from emery.integrations.tracking import check_tracking
 from emery.jobs.engine import EventSink, JobEngine
-from emery.jobs.executors import executor_kind
 from emery.jobs.runtime import ConfigObjects, resolve_objects
 from emery.reports.report import render_report
 from emery.reports.results import JobResult, build_result
 from emery.store.protocol import Store
 from emery.store.records import JobRecord, NewJob
 from emery.training.paths import job_base_dir
+from emery.workers.executors import executor_kind
 
 
 def new_job_id() -> str:

@@ -22,10 +22,10 @@ from emery.evaluation.executor import Executor, LocalExecutor
 from emery.evaluation.queue import QueueExecutor
 from emery.evaluation.ray_executor import RayExecutor
 from emery.evaluation.ray_worker import import_ray
-from emery.jobs.runner_work import build_job_work
 from emery.lm.usage import UsageMeter
 from emery.store.backends import open_store
 from emery.store.protocol import Store
+from emery.workers.runner import build_job_work
 
 
 @dataclass(frozen=True)
@@ -91,9 +91,9 @@ EXECUTORS = PluginRegistry(
     plural="executors",
     where="runtime.executor",
     builtins={
-        "local": "emery.jobs.executors:LOCAL",
-        "runners": "emery.jobs.executors:RUNNERS",
-        "ray": "emery.jobs.executors:RAY",
+        "local": "emery.workers.executors:LOCAL",
+        "runners": "emery.workers.executors:RUNNERS",
+        "ray": "emery.workers.executors:RAY",
     },
     attribute="EXECUTOR",
     group="emery.executors",

@@ -1,0 +1,397 @@
+"""``emery runner``: a process that runs queued rollouts of ``executor = "runners"`` jobs.
+
+A runner registers in the store's worker table, then each of its ``concurrency`` slots
+claims the oldest queued rollout of a running job (a lease on its next attempt), runs that
+one attempt with the job's system, task model and verifier (rebuilt from the job's stored
+config, once per job), stores its spans, and writes the result. A heartbeat thread renews
+the leases it holds; a runner that dies or stalls loses them after the rollout's
+``lease_s`` and any runner or the job puts the rollout back in the queue. A retriable
+failed attempt with attempts left is requeued rather than retried in place, so another
+runner may take it.
+
+What it rebuilds per job (``build_job_work``: the job's system, data, verifier and task
+model from its stored config, an evaluator whose spans go to the job's store) is also what
+the Ray executor's workers run a rollout with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from emery.config.evaluation_scope import evaluation_scope
+from emery.config.loading import parse_config
+from emery.config.resolve import (
+    check_system_inputs,
+    open_cache,
+    resolve_dataset,
+    resolve_system,
+    resolve_verifier,
+)
+from emery.core.errors import EmeryError
+from emery.core.models import Candidate, Example, Split
+from emery.core.results import ExampleResult
+from emery.core.rollouts import Attempt, Rollout, RolloutConfig
+from emery.core.spans import SpanRecord
+from emery.evaluation.evaluator import Evaluator
+from emery.lm.cache import ResponseCache
+from emery.lm.config import build_lm
+from emery.lm.usage import UsageMeter
+from emery.store.protocol import Store
+from emery.store.queue import DEFAULT_LEASE_S, LEASE_KEY, RESOURCE_KEY, VERSION_KEY
+from emery.store.records import WorkerRecord
+from emery.tracing.store_recorder import StoreRecorder
+from emery.verifiers.judge import uses_judge, with_judge
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.05
+
+
+class QueueRecorder:
+    """Spans go to the job's store; rollout and attempt rows belong to the queue protocol
+    (claims, leases, results), so they are only remembered here, never written (``rows``:
+    written as a local job writes them, for executors without a queue)."""
+
+    def __init__(self, inner: StoreRecorder, *, rows: bool = False) -> None:
+        self.inner = inner
+        self.rows = rows
+        self._attempts: dict[str, Attempt] = {}
+        self._lock = threading.Lock()
+
+    def save_rollout(self, rollout: Rollout) -> None:
+        if self.rows:
+            self.inner.save_rollout(rollout)
+
+    def save_attempt(self, attempt: Attempt) -> None:
+        if self.rows:
+            self.inner.save_attempt(attempt)
+            return
+        with self._lock:
+            self._attempts[attempt.id] = attempt.model_copy()
+
+    def add_spans(self, spans: Sequence[SpanRecord]) -> None:
+        self.inner.add_spans(spans)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def attempt(self, attempt_id: str) -> Attempt | None:
+        """The last state this runner saw of an attempt, popped."""
+        with self._lock:
+            return self._attempts.pop(attempt_id, None)
+
+
+@dataclass
+class JobWork:
+    """One job's live objects in a runner."""
+
+    job_id: str
+    examples: dict[tuple[str, str], Example]
+    evaluator: Evaluator
+    recorder: QueueRecorder
+    cache: ResponseCache | None
+
+    def example(self, rollout: Rollout) -> Example:
+        example = self.examples.get((rollout.split or "", rollout.example_id or ""))
+        if example is None:
+            raise EmeryError(
+                f"job {self.job_id} has no {rollout.split} example {rollout.example_id!r}"
+                " in this runner's copy of its dataset"
+            )
+        return example
+
+    def close(self) -> None:
+        self.recorder.flush()
+        if self.cache is not None:
+            self.cache.close()
+
+
+def build_job_work(store: Store, job_id: str, worker_id: str, *, queued: bool = True) -> JobWork:
+    """Rebuild a job's system, dataset, verifier and task model from its stored config;
+    refuse a job made from Python objects or whose evaluation scope differs here."""
+    job = store.get_job(job_id)
+    if job.metadata.get("in_process_inputs"):
+        raise EmeryError(
+            f"job {job_id} was created from Python objects: runners can only run jobs"
+            " described by their config"
+        )
+    config = parse_config(job.resolved_config or job.config, f"job {job_id}")
+    base_dir = Path(job.base_dir or ".")
+    dataset = resolve_dataset(config, base_dir)
+    system = resolve_system(config, dataset)
+    check_system_inputs(system, dataset)
+    verifier = resolve_verifier(config, dataset)
+    scope = evaluation_scope(config, system, verifier, dataset=dataset)
+    if job.eval_scope is not None and scope != job.eval_scope:
+        raise EmeryError(
+            f"job {job_id}'s system, task model or verifier differ in this runner"
+            " (another version of the code or config?): its results would not be comparable"
+        )
+    cache = open_cache(config, base_dir)
+    lm = build_lm(config.lm.task, role="task", meter=UsageMeter(), cache=cache)
+    if uses_judge(verifier):
+        judge = build_lm(config.lm.for_role("judge"), role="judge", meter=UsageMeter(), cache=cache)
+        verifier = with_judge(verifier, judge)
+    # queued: rollout and attempt rows belong to the queue; else recorded as a local job does
+    recorder = QueueRecorder(StoreRecorder(store, job_id, worker_id=worker_id), rows=not queued)
+    evaluator = Evaluator(
+        system,
+        verifier,
+        lm,
+        concurrency=1,
+        rollouts=RolloutConfig.from_runtime(config.runtime),
+        recorder=recorder,
+        job_id=job_id,
+    )
+    examples = {
+        (split, example.id): example
+        for split in ("train", "val", "test")
+        for example in dataset.split(split)
+    }
+    return JobWork(job_id, examples, evaluator, recorder, cache)
+
+
+def fetch_candidate(store: Store, rollout: Rollout) -> Candidate:
+    """The candidate a queued rollout names, from its versioned resource."""
+    name = rollout.metadata.get(RESOURCE_KEY)
+    version = rollout.metadata.get(VERSION_KEY)
+    if not isinstance(name, str):
+        raise EmeryError(f"rollout {rollout.id} names no candidate resource")
+    record = store.get_resource(name, int(version) if version is not None else None)
+    candidate = Candidate.model_validate(record.content)
+    if candidate.id != rollout.candidate_id:
+        raise EmeryError(
+            f"resource {name} v{record.version} holds candidate {candidate.id[:12]},"
+            f" not {str(rollout.candidate_id)[:12]}"
+        )
+    return candidate
+
+
+class Heartbeats:
+    """A thread renewing the leases of the attempts this runner holds and the worker row,
+    every ``period_s``: a rollout that blocks the event loop does not lose its lease."""
+
+    def __init__(self, store: Store, worker_id: str, period_s: float) -> None:
+        self.store = store
+        self.worker_id = worker_id
+        self.period_s = period_s
+        self._held: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="emery-runner-beat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def hold(self, attempt_id: str, lease_s: float) -> None:
+        """Keep ``attempt_id``'s lease, beating at least four times per lease."""
+        with self._lock:
+            self._held.add(attempt_id)
+            self.period_s = min(self.period_s, lease_s / 4)
+
+    def release(self, attempt_id: str) -> None:
+        with self._lock:
+            self._held.discard(attempt_id)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        last = time.monotonic()
+        while not self._stop.wait(TICK_S):
+            if time.monotonic() - last < self.period_s:
+                continue
+            last = time.monotonic()
+            with self._lock:
+                held = sorted(self._held)
+            try:
+                for attempt_id in held:
+                    if not self.store.heartbeat_attempt(attempt_id):
+                        log.warning("attempt %s lost its lease", attempt_id)
+                        self.release(attempt_id)
+                self.store.worker_heartbeat(
+                    self.worker_id, status="busy" if held else "idle", job_id=None
+                )
+            except Exception as exc:  # a store hiccup: try again next beat
+                log.warning("runner heartbeat failed: %s", exc)
+
+
+def runner_id() -> str:
+    """A worker id: host, pid and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class RolloutWorker:
+    """Claims and runs queued rollouts until stopped, idle for ``idle_exit_s`` or done with
+    ``max_rollouts``; ``job_id`` limits it to one job."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        worker_id: str | None = None,
+        job_id: str | None = None,
+        concurrency: int = 1,
+        poll_s: float = 0.2,
+        idle_exit_s: float | None = None,
+        max_rollouts: int | None = None,
+        heartbeat_s: float | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.store = store
+        self.worker_id = worker_id or runner_id()
+        self.job_id = job_id
+        self.concurrency = concurrency
+        self.poll_s = poll_s
+        self.idle_exit_s = idle_exit_s
+        self.max_rollouts = max_rollouts
+        self.beats = Heartbeats(store, self.worker_id, heartbeat_s or DEFAULT_LEASE_S / 6)
+        self.ran = 0
+        self.kept = 0
+        self._jobs: dict[str, JobWork] = {}
+        self._broken: dict[str, str] = {}
+        self._stopping = False
+        self._last_work = time.monotonic()
+
+    def stop(self) -> None:
+        """Finish the rollouts in hand, claim no more."""
+        self._stopping = True
+
+    async def run(self) -> int:
+        """Run until stopped; returns how many rollouts this runner ran."""
+        self.store.register_worker(
+            WorkerRecord(
+                id=self.worker_id,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                metadata={"kind": "runner", "job_id": self.job_id},
+            )
+        )
+        self.beats.start()
+        try:
+            await asyncio.gather(*(self._slot() for _ in range(self.concurrency)))
+        finally:
+            self.beats.stop()
+            for work in self._jobs.values():
+                work.close()
+            self.store.worker_heartbeat(self.worker_id, status="stopped")
+        return self.ran
+
+    def _done(self) -> bool:
+        if self._stopping:
+            return True
+        if self.max_rollouts is not None and self.ran >= self.max_rollouts:
+            return True
+        idle = time.monotonic() - self._last_work
+        return self.idle_exit_s is not None and idle >= self.idle_exit_s
+
+    async def _slot(self) -> None:
+        while not self._done():
+            self.store.expire_leases()
+            rollout = self.store.claim_rollout(self.worker_id, job_id=self.job_id)
+            if rollout is None:
+                await asyncio.sleep(self.poll_s)
+                continue
+            self.ran += 1
+            await self._execute(rollout)
+            self._last_work = time.monotonic()
+
+    async def _execute(self, rollout: Rollout) -> None:
+        """Run the claimed attempt of ``rollout`` and report how it ended."""
+        number = rollout.attempt_count
+        attempt_id = f"{rollout.id}:{number}"
+        self.beats.hold(attempt_id, lease_of(rollout))
+        try:
+            work = self._work(str(rollout.job_id))
+            candidate = fetch_candidate(self.store, rollout)
+            example = work.example(rollout)
+        except Exception as exc:  # a rollout this runner cannot run: fail it, once
+            self.beats.release(attempt_id)
+            self._fail(rollout, attempt_id, f"{type(exc).__name__}: {exc}")
+            return
+        before = rollout.model_copy(update={"status": "queuing", "attempt_count": number - 1})
+        try:
+            result = await work.evaluator.run_one(
+                candidate, example, as_split(rollout.split), rollout=before
+            )
+        finally:
+            self.beats.release(attempt_id)
+        attempt = work.recorder.attempt(attempt_id)
+        status = attempt.status if attempt is not None else "failed"
+        retriable = status in rollout.config.retry_on and number < rollout.config.max_attempts
+        if status != "succeeded" and retriable:
+            error = (attempt.error if attempt is not None else None) or result.error or status
+            self.store.requeue_rollout(
+                rollout.id, attempt_id, number, attempt_status=status, error=error
+            )
+            return
+        self._finish(rollout, attempt_id, status, result)
+
+    def _finish(
+        self, rollout: Rollout, attempt_id: str, status: str, result: ExampleResult
+    ) -> None:
+        kept = self.store.finish_rollout(
+            rollout.id,
+            attempt_id,
+            status=result.rollout_status or ("succeeded" if result.error is None else "failed"),
+            attempt_status=status,
+            error=result.error,
+            output=result.output,
+            score=result.score,
+            result=result.model_dump(mode="json"),
+        )
+        self.kept += int(kept)
+        if not kept:
+            log.info("rollout %s already had a result: this one was dropped", rollout.id)
+
+    def _fail(self, rollout: Rollout, attempt_id: str, error: str) -> None:
+        log.warning("rollout %s cannot run here: %s", rollout.id, error)
+        result = ExampleResult(
+            candidate_id=rollout.candidate_id or "",
+            example_id=rollout.example_id or "",
+            split=as_split(rollout.split),
+            feedback=f"The run failed: {error}",
+            error=error,
+            failure="error",
+            rollout_id=rollout.id,
+            rollout_status="failed",
+            attempts=rollout.attempt_count,
+        )
+        self._finish(rollout, attempt_id, "failed", result)
+
+    def _work(self, job_id: str) -> JobWork:
+        """The job's live objects, built on its first rollout (a job that cannot be built
+        here fails every rollout with the same reason)."""
+        if job_id in self._broken:
+            raise RuntimeError(self._broken[job_id])
+        work = self._jobs.get(job_id)
+        if work is None:
+            try:
+                work = build_job_work(self.store, job_id, self.worker_id)
+            except Exception as exc:
+                self._broken[job_id] = f"{type(exc).__name__}: {exc}"
+                raise
+            self._jobs[job_id] = work
+        return work
+
+
+def as_split(value: str | None) -> Split | None:
+    """A stored split name as a ``Split`` (None for none or an unknown name)."""
+    return cast(Split, value) if value in ("train", "val", "test") else None
+
+
+def lease_of(rollout: Rollout) -> float:
+    """The lease of a queued rollout, in seconds."""
+    return float(rollout.metadata.get(LEASE_KEY) or DEFAULT_LEASE_S)
