@@ -4,6 +4,7 @@ import circle between their modules, and a long module says why it is long."""
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -181,3 +182,13 @@ def test_a_long_module_says_why() -> None:
         f"modules over {LONG_MODULE_LINES} lines whose docstring does not say why this is long "
         f"(a long module is often two concepts): {unexplained}"
     )
+
+
+def test_the_architecture_page_shows_the_layer_table() -> None:
+    page = (SRC.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    shown = {
+        ("__init__" if name == "emery" else name): int(rank)
+        for rank, name in re.findall(r"^\| (\d+) \| `(\w+)`", page, flags=re.MULTILINE)
+    }
+    expected = {name: rank for name, rank in LAYERS.items() if name != "__main__"}
+    assert shown == expected, "docs/architecture.md's package table differs from LAYERS"
