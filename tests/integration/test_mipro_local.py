@@ -8,7 +8,7 @@ import pytest
 
 from emery.algorithms.context import build_search_context
 from emery.algorithms.mipro import Mipro, MiproSettings, MiproState
-from emery.algorithms.runner import StepRecord, run_search
+from emery.algorithms.search_loop import StepRecord, run_search
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import BudgetConfig
 from emery.lm.cache import ResponseCache

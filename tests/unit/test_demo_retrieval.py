@@ -9,7 +9,7 @@ from emery.algorithms.context import build_search_context
 from emery.algorithms.mipro import Mipro, MiproSettings, MiproState
 from emery.algorithms.mipro.demos import assemble
 from emery.algorithms.operators import Materials, apply_operator
-from emery.algorithms.runner import run_search
+from emery.algorithms.search_loop import run_search
 from emery.core.models import Candidate, ChatMessage, Dataset, Demo, Example
 from emery.evaluation.budget import BudgetConfig
 from emery.lm import FakeLM

@@ -25,7 +25,7 @@ from test_mipro_support import (
 from emery.algorithms.base import SearchContext
 from emery.algorithms.context import build_search_context
 from emery.algorithms.mipro import Mipro, MiproSettings, MiproState
-from emery.algorithms.runner import StepRecord, run_search
+from emery.algorithms.search_loop import StepRecord, run_search
 from emery.core.errors import ConfigError
 from emery.core.events import (
     BestUpdated,

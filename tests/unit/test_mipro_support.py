@@ -9,7 +9,7 @@ from typing import Any
 from emery.algorithms.base import SearchContext
 from emery.algorithms.context import build_search_context
 from emery.algorithms.mipro import Mipro, MiproSettings
-from emery.algorithms.runner import SearchOutcome, StepRecord, run_search
+from emery.algorithms.search_loop import SearchOutcome, StepRecord, run_search
 from emery.core.models import ChatMessage, Dataset
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import BudgetConfig, BudgetUsage

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from test_gepa_support import FORMAT_RULE, RULES, word_problem_context, word_problems
 
 from emery.algorithms import build_algorithm, run_search
-from emery.algorithms.runner import StepRecord
+from emery.algorithms.search_loop import StepRecord
 from emery.core.events import (
     PAYLOADS,
     STATE_KINDS,

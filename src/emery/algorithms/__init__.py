@@ -22,7 +22,7 @@ if TYPE_CHECKING:
         build_algorithm,
         parse_settings,
     )
-    from emery.algorithms.runner import SearchOutcome, StepRecord, run_search
+    from emery.algorithms.search_loop import SearchOutcome, StepRecord, run_search
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
@@ -38,9 +38,9 @@ __getattr__, __dir__ = lazy_exports(
         "algorithm_spec": "emery.algorithms.registry",
         "build_algorithm": "emery.algorithms.registry",
         "parse_settings": "emery.algorithms.registry",
-        "SearchOutcome": "emery.algorithms.runner",
-        "StepRecord": "emery.algorithms.runner",
-        "run_search": "emery.algorithms.runner",
+        "SearchOutcome": "emery.algorithms.search_loop",
+        "StepRecord": "emery.algorithms.search_loop",
+        "run_search": "emery.algorithms.search_loop",
     },
 )
 

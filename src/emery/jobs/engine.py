@@ -28,7 +28,7 @@ from typing import Any
 
 from emery.algorithms.base import AlgorithmState, SearchContext
 from emery.algorithms.context import build_search_context
-from emery.algorithms.runner import StepRecord, run_search
+from emery.algorithms.search_loop import StepRecord, run_search
 from emery.config.loading import parse_config
 from emery.config.resolve import JobInputs
 from emery.core.errors import EmeryError

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from emery.algorithms.base import SearchContext
-from emery.algorithms.runner import SearchOutcome
+from emery.algorithms.search_loop import SearchOutcome
 from emery.core.events import Event
 from emery.core.models import Candidate
 from emery.evaluation.stats import ScoreSummary
