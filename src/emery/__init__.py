@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # The one list of exports: mypy and IDEs read it, and so does _exports().
+if TYPE_CHECKING:  # What mypy and IDEs read; EXPORTS below is the same list (a test checks).
     from emery.core.events import Event as Event
     from emery.core.models import Candidate as Candidate
     from emery.core.models import Dataset as Dataset
@@ -39,45 +39,41 @@ if TYPE_CHECKING:  # The one list of exports: mypy and IDEs read it, and so does
 
 __version__ = "0.1.0"
 
-_exported: dict[str, tuple[str, str]] = {}
-
-
-def _exports() -> dict[str, tuple[str, str]]:
-    """Exported name → (module, attribute), read once from the ``TYPE_CHECKING`` imports."""
-    if not _exported:
-        import ast
-        from pathlib import Path
-
-        tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
-        block = next(
-            node
-            for node in tree.body
-            if isinstance(node, ast.If)
-            and isinstance(node.test, ast.Name)
-            and node.test.id == "TYPE_CHECKING"
-        )
-        for statement in block.body:
-            if isinstance(statement, ast.ImportFrom) and statement.module:
-                for alias in statement.names:
-                    _exported[alias.asname or alias.name] = (statement.module, alias.name)
-            elif isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Name):
-                for target in statement.targets:  # another name for an export
-                    if isinstance(target, ast.Name):
-                        _exported[target.id] = _exported[statement.value.id]
-    return _exported
+EXPORTS: dict[str, str] = {
+    "Event": "emery.core.events:Event",
+    "Candidate": "emery.core.models:Candidate",
+    "Dataset": "emery.core.models:Dataset",
+    "Example": "emery.core.models:Example",
+    "JobResult": "emery.reports.results:JobResult",
+    "Result": "emery.reports.results:JobResult",
+    "Job": "emery.sdk.job:Job",
+    "optimize": "emery.sdk.job:optimize",
+    "open_store": "emery.store.backends:open_store",
+    "FunctionAgent": "emery.systems.function_agent:FunctionAgent",
+    "PromptTemplate": "emery.systems.function_agent:PromptTemplate",
+    "agent": "emery.systems.function_agent:agent",
+    "emit_annotation": "emery.tracing.emitters:emit_annotation",
+    "emit_exception": "emery.tracing.emitters:emit_exception",
+    "emit_message": "emery.tracing.emitters:emit_message",
+    "emit_object": "emery.tracing.emitters:emit_object",
+    "emit_reward": "emery.tracing.emitters:emit_reward",
+    "tool_call": "emery.tracing.emitters:tool_call",
+    "heartbeat": "emery.tracing.scope:heartbeat",
+}
+"""Exported name → ``module:attribute``, imported on first read."""
 
 
 def __getattr__(name: str) -> Any:
     if name == "__all__":
-        return sorted(_exports())
-    target = _exports().get(name)
+        return sorted(EXPORTS)
+    target = EXPORTS.get(name)
     if target is None:
         raise AttributeError(f"module 'emery' has no attribute {name!r}")
-    module_name, attribute = target
+    module_name, attribute = target.split(":")
     value = getattr(importlib.import_module(module_name), attribute)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_exports()})
+    return sorted({*globals(), *EXPORTS})

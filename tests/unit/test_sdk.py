@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import subprocess
 import sys
@@ -72,6 +73,23 @@ def test_the_sdk_names_resolve_on_first_use() -> None:
     assert emery.Result is emery.JobResult is JobResult
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         _ = emery.nothing
+
+
+def test_the_typed_exports_are_the_exports() -> None:
+    """``emery/__init__.py`` lists its exports twice (typed imports for mypy, ``EXPORTS``
+    for the first read): the two lists must agree."""
+    tree = ast.parse(Path(emery.__file__).read_text(encoding="utf-8"))
+    block = next(
+        n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
+    )
+    typed: dict[str, str] = {}
+    for statement in block.body:
+        if isinstance(statement, ast.ImportFrom):
+            for alias in statement.names:
+                typed[alias.asname or alias.name] = f"{statement.module}:{alias.name}"
+        elif isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Name):
+            typed[ast.unparse(statement.targets[0])] = typed[statement.value.id]
+    assert typed == emery.EXPORTS
 
 
 def test_optimize_with_python_objects(tmp_path: Path) -> None:
