@@ -8,7 +8,11 @@ from pathlib import Path
 
 import emery
 from emery.core.models import Candidate
-from emery.systems.capabilities import MutatesStructure, ProposesCode, StagedPrompts
+from emery.systems.capabilities import (
+    MutatesStructure,
+    ProposesCode,
+    StagedPrompts,
+)
 from emery.systems.graph.spec import GraphConfig
 from emery.systems.graph.system import GraphSystem
 from emery.systems.harness.system import CodeHarness, CodeHarnessConfig

@@ -21,6 +21,7 @@ from emery.lm.base import LM, Completion, TokenUsage
 from emery.lm.usage import usage_scope
 from emery.lm.wrapper import LMWrapper
 from emery.systems.base import RunContext, System, SystemRun
+from emery.systems.capabilities import CallsThroughProxy
 from emery.tracing.adapters import trace_excerpt
 from emery.tracing.lm import TracedLM
 from emery.tracing.processor import RolloutTracing
@@ -89,10 +90,10 @@ class Evaluator:
     """Runs ``system`` under a candidate on examples and scores the outputs with ``verifier``.
 
     Each (candidate, example) is a rollout (``rollouts``: attempts, retries, time limits)
-    whose spans go to ``recorder``. A system with ``needs_proxy`` gets a per-attempt LM
-    proxy URL from ``proxy`` (default: the process-wide embedded proxy). ``executor`` says
-    where a batch's rollouts run (default: here, ``concurrency`` at a time); ``run_one``
-    always runs in this process.
+    whose spans go to ``recorder``. A system that ``CallsThroughProxy`` with ``needs_proxy``
+    gets a per-attempt LM proxy URL from ``proxy`` (default: the process-wide embedded
+    proxy). ``executor`` says where a batch's rollouts run (default: here, ``concurrency``
+    at a time); ``run_one`` always runs in this process.
     """
 
     def __init__(
@@ -128,11 +129,14 @@ class Evaluator:
         self.executor.close()
 
     def _prepare(self) -> dict[str, str] | None:
-        if self.runner.proxy is None and getattr(self.system, "needs_proxy", False):
+        system = self.system
+        if not isinstance(system, CallsThroughProxy):
+            return None
+        if self.runner.proxy is None and system.needs_proxy:
             from emery.proxy.embedded import shared_proxy  # starts a server: only when needed
 
             self.runner.proxy = shared_proxy()
-        if not getattr(self.system, "rewrite_prompts", False):
+        if not system.rewrite_prompts:
             return None
         if self._seed_components is None:
             self._seed_components = dict(self.system.seed_candidate().components)

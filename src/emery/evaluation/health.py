@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from emery.core.errors import DataError, EmeryError
 from emery.core.models import Candidate, Example
 from emery.core.results import ExampleResult, FailureKind
+from emery.systems.capabilities import ScoresItself
 
 SEED_ERRORS: frozenset[str] = frozenset({"model", "verifier", "timeout", "error"})
 """Failures that are not answers: the seed failing only with these cannot be scored."""
@@ -53,7 +54,8 @@ def failure_counts(results: Sequence[ExampleResult]) -> tuple[int, int]:
 def check_gold(system: Any, verifier: Any, examples: Iterable[Example]) -> None:
     """Refuse, before any model call, a dataset without a single gold output when the
     verifier compares with gold outputs and the system does not score itself."""
-    if not getattr(verifier, "needs_expected", False) or getattr(system, "reports_rewards", False):
+    scores_itself = isinstance(system, ScoresItself) and system.reports_rewards
+    if not getattr(verifier, "needs_expected", False) or scores_itself:
         return
     if any(example.expected is not None for example in examples):
         return

@@ -14,6 +14,14 @@ implementing the protocol's members (structurally: no base class to inherit).
 - ``MutatesStructure``: the system's structure (which LM calls it makes, in what order) is
   a component; the system offers structural edits of a candidate, reads a proposed
   structure back with its own validation and counts a candidate's LM calls (the graph).
+
+Two more are asked by the evaluation layer, not by algorithms:
+
+- ``CallsThroughProxy``: the agent calls its model over HTTP (a function agent or task app
+  with ``proxy = true``): each attempt gets an LM proxy URL, and the proxy may rewrite the
+  seed's texts in its requests (function agents, task apps).
+- ``ScoresItself``: a run may report its own reward, so a dataset needs no gold outputs
+  (function agents, task apps, a harness whose environment has a ``check``).
 """
 
 from __future__ import annotations
@@ -114,3 +122,22 @@ class MutatesStructure(Protocol):
     def lm_calls(self, candidate: Candidate) -> int:
         """LM calls one run of ``candidate`` makes."""
         ...
+
+
+@runtime_checkable
+class CallsThroughProxy(Protocol):
+    """A system whose agent may call its model over HTTP, through the LM proxy."""
+
+    needs_proxy: bool
+    """Whether each attempt gets a proxy URL whose calls are recorded."""
+    rewrite_prompts: bool
+    """Whether the proxy replaces the seed's component texts in requests with the
+    candidate's (for an agent that does not read its components)."""
+
+
+@runtime_checkable
+class ScoresItself(Protocol):
+    """A system whose runs may report their own reward."""
+
+    reports_rewards: bool
+    """Whether a dataset without gold outputs can still be scored."""
