@@ -1,0 +1,244 @@
+"""GEPA with ``proposals_per_step`` k = 1, 2, 4, 8 at one metric-call budget, on the mock
+OpenAI-compatible endpoint (``mock_endpoint.py``: fixed latency, answers whose quality
+depends on the instruction's phrases, a proposer that appends a phrase).
+
+For each k and seed: GEPA runs to its budget (``--budget`` metric calls), then the seed and
+the best candidate are scored on test (not charged). Printed per k (means over seeds):
+metric calls spent, wall seconds, best val, test lift (best - seed), and lift per 100
+metric calls and per wall second, with the ratios to k = 1. See README.md.
+
+    .venv/bin/python benchmarks/efficiency/run.py                 # about two minutes
+    .venv/bin/python benchmarks/efficiency/run.py --seeds 1 --budget 150   # a quick look
+    .venv/bin/python benchmarks/efficiency/run.py --model local/smollm2-135m --seeds 1
+
+``--model`` runs the same comparison on SVAMP (``../shared/datasets/svamp.jsonl``, the
+first ``--train/--val/--test`` rows) with a local model as task and reflection model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mock_endpoint import BackgroundServer, sums
+
+from emery.algorithms import build_algorithm, run_search
+from emery.algorithms.context import build_search_context
+from emery.core.models import Dataset
+from emery.data.loaders import load_dataset
+from emery.evaluation.budget import BudgetConfig
+from emery.lm.base import LM
+from emery.lm.config import LMConfig, build_base_lm
+from emery.lm.openai_compat import OpenAICompatibleLM
+from emery.systems.parsers import ParserConfig
+from emery.systems.prompt_program import (
+    MessageTemplate,
+    PromptProgram,
+    PromptProgramConfig,
+    StageConfig,
+)
+from emery.verifiers.config import VerifierConfig, build_verifier
+
+KS = (1, 2, 4, 8)
+ANSWER = r"Answer:\s*\$?(-?[\d,]*\.?\d+)"
+SVAMP = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "svamp.jsonl"
+
+
+def program(instruction: str = "Answer the question.") -> PromptProgram:
+    """One stage: the instruction, the question, the number after 'Answer:'."""
+    return PromptProgram(
+        PromptProgramConfig(
+            name="solve",
+            stages=[
+                StageConfig(
+                    name="solve",
+                    instruction=instruction,
+                    messages=[MessageTemplate(template="{question}")],
+                    parser=ParserConfig(kind="regex", pattern=ANSWER),
+                )
+            ],
+        )
+    )
+
+
+def svamp(n_train: int, n_val: int, n_test: int) -> Dataset:
+    """The first rows of each split of ``../shared/datasets/svamp.jsonl``."""
+    data = load_dataset(SVAMP)
+    return data.model_copy(
+        update={"train": data.train[:n_train], "val": data.val[:n_val], "test": data.test[:n_test]}
+    )
+
+
+class Setup(NamedTuple):
+    """What one run searches with: the data, the program and the two models."""
+
+    dataset: Dataset
+    system: PromptProgram
+    task: LM
+    reflection: LM
+
+
+def mock_setup(base_url: str) -> Setup:
+    return Setup(
+        sums(),
+        program(),
+        OpenAICompatibleLM("mock-task", base_url=base_url, concurrency=64),
+        OpenAICompatibleLM("mock-proposer", base_url=base_url, concurrency=64),
+    )
+
+
+def local_setup(args: argparse.Namespace) -> Setup:
+    lm = build_base_lm(LMConfig(model=args.model, max_tokens=256, n_parallel=8))
+    return Setup(
+        svamp(args.train, args.val, args.test),
+        program("Solve the word problem. End with a line 'Answer: <number>'."),
+        lm,
+        lm,
+    )
+
+
+async def one_run(setup: Setup, k: int, seed: int, budget: int, concurrency: int) -> dict[str, Any]:
+    dataset = setup.dataset
+    lms = {"task": setup.task, "reflection": setup.reflection}
+    ctx = build_search_context(
+        system=setup.system,
+        dataset=dataset,
+        verifier=build_verifier(VerifierConfig(kind="numeric")),
+        lms=lms,
+        budget=BudgetConfig(metric_calls=budget),
+        seed=seed,
+        concurrency=concurrency,
+    )
+    algorithm = build_algorithm("gepa", {"proposals_per_step": k})
+    started = time.perf_counter()
+    outcome = await run_search(algorithm, ctx)
+    wall = time.perf_counter() - started
+    state = outcome.state
+    best = ctx.candidates[state.best_candidate_id]
+    seed_candidate = ctx.candidates[state.seed_candidate_id]
+    test = {}
+    for name, candidate in (("seed", seed_candidate), ("best", best)):
+        result = await ctx.evaluations.evaluate(candidate, dataset.test, "test", charge=False)
+        test[name] = result.mean
+    return {
+        "k": k,
+        "seed": seed,
+        "metric_calls": ctx.budget.usage.metric_calls,
+        "wall_s": wall,
+        "steps": ctx.budget.usage.iterations,
+        "iterations": getattr(state, "iteration", None),
+        "best_val": state.best_val_score,
+        "test_seed": test["seed"],
+        "test_best": test["best"],
+        "lift": test["best"] - test["seed"],
+        "reason": outcome.reason,
+    }
+
+
+def summarize(runs: list[dict[str, Any]], ks: Sequence[int] = KS) -> list[dict[str, Any]]:
+    rows = []
+    for k in ks:
+        mine = [r for r in runs if r["k"] == k]
+        if not mine:
+            continue
+
+        def mean(key: str, rows_: list[dict[str, Any]] = mine) -> float:
+            return statistics.fmean(r[key] for r in rows_)
+
+        rows.append(
+            {
+                "k": k,
+                "runs": len(mine),
+                "metric_calls": mean("metric_calls"),
+                "wall_s": mean("wall_s"),
+                "steps": mean("steps"),
+                "best_val": mean("best_val"),
+                "lift": mean("lift"),
+                "lift_sd": statistics.stdev(r["lift"] for r in mine) if len(mine) > 1 else 0.0,
+                "lift_per_100_calls": 100 * mean("lift") / mean("metric_calls"),
+                "lift_per_s": mean("lift") / mean("wall_s"),
+            }
+        )
+    base = rows[0]
+    for row in rows:
+        row["wall_ratio"] = row["wall_s"] / base["wall_s"]
+        row["lift_ratio"] = row["lift"] / base["lift"] if base["lift"] else float("nan")
+        row["lift_per_s_ratio"] = (
+            row["lift_per_s"] / base["lift_per_s"] if base["lift_per_s"] else float("nan")
+        )
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = (
+        "| k | runs | metric calls | steps | wall s | wall / k=1 | best val | test lift (sd)"
+        " | lift / k=1 | lift per 100 calls | lift per s | lift per s / k=1 |"
+    )
+    lines = [head, "|" + " --- |" * 12]
+    for r in rows:
+        lines.append(
+            f"| {r['k']} | {r['runs']} | {r['metric_calls']:.0f} | {r['steps']:.1f}"
+            f" | {r['wall_s']:.1f} | {r['wall_ratio']:.2f} | {r['best_val']:.3f}"
+            f" | {r['lift']:+.3f} ({r['lift_sd']:.3f}) | {r['lift_ratio']:.2f}"
+            f" | {r['lift_per_100_calls']:+.3f} | {r['lift_per_s']:+.4f}"
+            f" | {r['lift_per_s_ratio']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def main_async(args: argparse.Namespace, setup: Setup) -> list[dict[str, Any]]:
+    runs = []
+    for seed in range(args.seeds):
+        for k in args.ks:
+            run = await one_run(setup, k, seed, args.budget, args.concurrency)
+            shown = {key: round(v, 3) if isinstance(v, float) else v for key, v in run.items()}
+            print(json.dumps(shown), flush=True)
+            runs.append(run)
+    return runs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget", type=int, default=400, help="metric calls per run")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--latency", type=float, default=0.05, help="seconds per LM call")
+    parser.add_argument("--concurrency", type=int, default=8, help="rollouts at once per batch")
+    parser.add_argument("--out", type=Path, default=None, help="write the runs and rows as JSON")
+    parser.add_argument("--ks", type=lambda text: [int(k) for k in text.split(",")], default=KS)
+    parser.add_argument(
+        "--model", default=None, help="a local model (local/<name>) on SVAMP instead of the mock"
+    )
+    parser.add_argument("--train", type=int, default=60, help="--model: SVAMP train rows")
+    parser.add_argument("--val", type=int, default=30, help="--model: SVAMP val rows")
+    parser.add_argument("--test", type=int, default=100, help="--model: SVAMP test rows")
+    args = parser.parse_args()
+    if args.model is not None:
+        runs = asyncio.run(main_async(args, local_setup(args)))
+    else:
+        with BackgroundServer(free_port(), args.latency) as server:
+            runs = asyncio.run(main_async(args, mock_setup(server.base_url)))
+    rows = summarize(runs, args.ks)
+    print(table(rows))
+    if args.out is not None:
+        saved = {"args": vars(args) | {"out": str(args.out)}, "runs": runs, "rows": rows}
+        args.out.write_text(json.dumps(saved, indent=1))
+
+
+if __name__ == "__main__":
+    main()
