@@ -55,6 +55,7 @@ def all_cases() -> list[Case]:
     from cases_flags import dataset_cases, flag_cases
     from cases_graphcode import graphcode_cases
     from cases_inputs import inputs_cases
+    from cases_parallel import parallel_cases
     from cases_registry import registry_cases
     from cases_server import server_cases
     from cases_workers import workers_cases
@@ -70,4 +71,5 @@ def all_cases() -> list[Case]:
         *cliinit_cases(),
         *registry_cases(),
         *executor_cases(),
+        *parallel_cases(),
     ]
