@@ -13,6 +13,7 @@ from emery.config.schema import JobConfig
 from emery.config.storable import check_storable
 from emery.core.errors import ConfigError
 from emery.core.files import read_text
+from emery.core.imports import importable_from
 from emery.core.validation import describe
 from emery.store.records import JobRecord
 
@@ -29,7 +30,10 @@ def parse_config(data: dict[str, Any], source: str = "config") -> JobConfig:
 
 
 def job_config(job: JobRecord) -> JobConfig:
-    """The validated config a stored job runs with."""
+    """The validated config a stored job runs with (its ``module:attr`` names found beside
+    its config file, as when it was created)."""
+    if job.base_dir:
+        importable_from(Path(job.base_dir))
     return parse_config(job.resolved_config or job.config, f"job {job.id}")
 
 
@@ -41,7 +45,8 @@ def load_config(path: str | Path) -> JobConfig:
 
 def read_config_data(path: Path) -> dict[str, Any]:
     """The config file's table as written (not validated yet); ConfigError in one line when
-    the file is missing or does not read as a table."""
+    the file is missing or does not read as a table. Its ``module:attr`` names (verifiers,
+    agents, environments, plug-ins) may name modules beside it."""
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     text = read_text(path, ConfigError)
@@ -55,4 +60,5 @@ def read_config_data(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: nested too deeply") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the config must be a table/object")
+    importable_from(path.parent)
     return data

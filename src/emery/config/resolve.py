@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate, Dataset, Lineage
@@ -18,6 +20,7 @@ from emery.lm.usage import ROLES, MeteredLM, UsageMeter
 from emery.systems.base import System
 from emery.systems.graph.seed import starting_graph
 from emery.systems.graph.system import GraphSystem
+from emery.systems.harness.system import CodeHarnessConfig
 from emery.systems.prompt_program import PromptProgram
 from emery.systems.registry import build_system, parse_system_config
 from emery.verifiers.base import Verifier
@@ -95,7 +98,7 @@ def resolve_system(
     file dataset a one-node graph built from the file (``dataset``, else loaded from the
     config relative to ``base_dir``)."""
     if config.system is not None:
-        return build_system(config.system)
+        return build_system(beside(config.system, base_dir))
     if config.dataset.task is not None:
         task = builtin_task(config.dataset.task)
         if task.system is not None:
@@ -103,6 +106,17 @@ def resolve_system(
         assert task.program is not None
         return PromptProgram(task.program)
     return GraphSystem(starting_graph(dataset or resolve_dataset(config, base_dir)))
+
+
+def beside(system: BaseModel, base_dir: Path | None) -> BaseModel:
+    """``system`` with a relative harness ``code_path`` read from ``base_dir`` (the config's
+    folder), as data paths are."""
+    if not isinstance(system, CodeHarnessConfig) or system.code_path is None or base_dir is None:
+        return system
+    path = Path(system.code_path).expanduser()
+    if path.is_absolute():
+        return system
+    return system.model_copy(update={"code_path": str(base_dir / path)})
 
 
 def resolve_verifier(config: JobConfig, dataset: Dataset, judge: LM | None = None) -> Verifier:

@@ -1,6 +1,8 @@
 """Resolve ``module:attribute`` references in configs."""
 
 import importlib
+import sys
+from pathlib import Path
 from typing import Any
 
 from emery.core.errors import ConfigError
@@ -25,3 +27,12 @@ def import_object(ref: str) -> Any:
         except AttributeError:
             raise ConfigError(f"module {module_name!r} has no attribute {attribute!r}") from None
     return obj
+
+
+def importable_from(folder: Path) -> None:
+    """Let ``module:attribute`` names find modules in ``folder`` (a config file's folder, a
+    stored job's base directory): it joins ``sys.path`` once, at the end, so an installed
+    package of the same name still wins."""
+    entry = str(folder.resolve())
+    if entry not in sys.path:
+        sys.path.append(entry)
