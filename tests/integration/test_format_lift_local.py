@@ -1,9 +1,12 @@
 """A seed that states the format but that the real local model does not follow is lifted.
 
 SmolLM2-135M answers an intent-classification seed ("... End your reply with 'Intent:
-<label>'.") with free text, so the seed scores 0 on val; MIPRO's search over demo sets and
-layouts finds a program the model follows (labeled demos in the format: measured 25% on 12
-val messages when written, against 0% for the seed and each layout alone).
+<label>'.") with free text, so the seed scores 0 on val; MIPRO's search over demo sets
+finds a program the model follows (labeled demos in the format). A true real-model test,
+kept as cheap as it can be while it can still fail: no proposer, no bootstrapping, no
+layouts, two trials on all 12 val messages, 36 metric calls (measured: the seed 0/12, the
+labeled demos 1/12, the format-hint instruction without demos 0/12; 437 s on 2 heavily
+loaded cores, where the earlier search over demo sets, layouts and instructions took 762 s).
 """
 
 from __future__ import annotations
@@ -66,22 +69,22 @@ async def test_mipro_lifts_a_seed_whose_format_the_model_ignores(tmp_path: Path)
             verifier=build_verifier(task.verifier),
             lms=lms,
             meter=meter,
-            budget=BudgetConfig(metric_calls=100),
+            budget=BudgetConfig(metric_calls=40),
             concurrency=2,
         )
         settings = MiproSettings(
-            num_instructions=2,
-            num_demo_sets=4,
-            num_trials=6,
-            minibatch_size=6,
-            full_eval_every=3,
-            max_bootstrapped_demos=2,
+            num_instructions=1,
+            num_demo_sets=2,
+            num_trials=2,
+            minibatch_size=12,
+            full_eval_every=1,
+            max_bootstrapped_demos=0,
             max_labeled_demos=4,
-            bootstrap_examples=6,
+            bootstrap_examples=0,
             summary_batches=0,
             use_dataset_summary=False,
-            proposer_max_tokens=40,
-            proposal_attempts=1,
+            proposal_attempts=0,
+            search_layouts=False,
         )
         outcome = await run_search(Mipro(settings), ctx)
     finally:
@@ -93,4 +96,4 @@ async def test_mipro_lifts_a_seed_whose_format_the_model_ignores(tmp_path: Path)
     assert state.reasoning_stages == []  # it rambles without reaching the label
     assert state.best_val_score is not None
     assert state.best_val_score > 0.0
-    assert ctx.budget.usage.metric_calls <= 100
+    assert ctx.budget.usage.metric_calls <= 40
