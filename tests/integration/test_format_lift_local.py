@@ -4,9 +4,9 @@ SmolLM2-135M answers an intent-classification seed ("... End your reply with 'In
 <label>'.") with free text, so the seed scores 0 on val; MIPRO's search over demo sets
 finds a program the model follows (labeled demos in the format). A true real-model test,
 kept as cheap as it can be while it can still fail: no proposer, no bootstrapping, no
-layouts, two trials on all 12 val messages, 36 metric calls (measured: the seed 0/12, the
-labeled demos 1/12, the format-hint instruction without demos 0/12; 437 s on 2 heavily
-loaded cores, where the earlier search over demo sets, layouts and instructions took 762 s).
+layouts, two trials on all 12 val messages, 36 metric calls instead of the earlier search's
+up to 100 (measured: the seed 0/12, the labeled demos 1/12, the format-hint instruction
+without demos 0/12).
 """
 
 from __future__ import annotations
