@@ -7,18 +7,25 @@ two candidates' scores on the SAME examples and says ``better``, ``worse`` or
 and drops those the evidence shows worse than the leader, until one is left or the
 examples (or the budget) run out.
 
-The interval (``paired``) is Newcombe's hybrid score interval for a difference of paired
-proportions with continuity correction (Newcombe 1998, Stat. Med. 17:2635, method 11): the
-continuity-corrected Wilson intervals of both means, combined through the (corrected)
-correlation of the pairs. For 0/1 scores it stays inside [-1, 1], is never degenerate (two
-candidates that agree on all of 10 examples get about +/-0.19, not a point) and errs on
-the conservative side: in simulation (n = 3..40, means 0.2..0.95, correlation 0..0.9) it
-covered the true difference at least 95% of the time, where the uncorrected method 10 fell
-to 90% at n = 5 and a t interval on the differences is a point whenever they are all equal.
-It still decides a clear case early: 3 wins in 3 pairs is ``better``. Graded scores in
-[0, 1] enter as fractional counts (the 2 x 2 table each pair contributes in expectation
-when every score is rounded to 1 with its own probability): the same mean difference with
-a variance at least as large as the scores' own, so the interval stays valid, if wider.
+The interval (``paired``) depends on the scores:
+
+- 0/1 scores: Newcombe's hybrid score interval for a difference of paired proportions with
+  continuity correction (Newcombe 1998, Stat. Med. 17:2635, method 11): the
+  continuity-corrected Wilson intervals of both means, combined through the (corrected)
+  correlation of the pairs. It stays inside [-1, 1], is never degenerate (two candidates
+  that agree on all of 10 examples get about +/-0.19, not a point) and errs on the
+  conservative side: in simulation (n = 3..40, means 0.2..0.95, correlation 0..0.9) it
+  covered the true difference at least 95% of the time, where the uncorrected method 10
+  fell to 90% at n = 5. It still decides a clear case early: 3 wins in 3 pairs is
+  ``better``.
+- Graded scores (any score strictly between 0 and 1: F1, rubric judges, partial credit):
+  a paired t interval on the per-example differences, whose variance counts one more pair
+  half a point apart, so equal differences on every example still give an interval (+0.25
+  on each of 3 examples is undecided, on each of 10 ``better``). Treating graded scores as
+  0/1 outcomes instead had almost no power: a steady +0.2 on 40 examples was shown better
+  in 11% of simulated runs (the t interval: all). In simulation (smooth, quarter-step,
+  mostly-equal and 0/0.5/1 judge-like scores, n = 3..40) this interval covered the true
+  difference in at least 93% of runs and called an equal pair ``better`` in at most 2.8%.
 
 The confidence level is two-sided (``CONFIDENCE`` = 0.95 by default): a verdict ``better``
 or ``worse`` is wrong at most 2.5% of the time when the candidates are equally good.
@@ -89,11 +96,48 @@ def paired(
         return Evidence(n=0, difference=0.0, low=-1.0, high=1.0, verdict="undecided")
     a = [min(1.0, max(0.0, s)) for s in first]
     b = [min(1.0, max(0.0, s)) for s in second]
+    if any(0.0 < x < 1.0 for x in (*a, *b)):
+        return _graded(a, b, confidence)
     both = sum(x * y for x, y in zip(a, b, strict=True))
     only_first = sum(x * (1 - y) for x, y in zip(a, b, strict=True))
     only_second = sum((1 - x) * y for x, y in zip(a, b, strict=True))
     return from_table(
         both, only_first, only_second, n - both - only_first - only_second, confidence
+    )
+
+
+PSEUDO_PAIR_SPREAD = 0.25
+"""The squared deviation of the one extra pair a graded interval's variance counts."""
+
+
+def _graded(first: Sequence[float], second: Sequence[float], confidence: float) -> Evidence:
+    """``paired`` for graded scores: a t interval on the differences (module doc)."""
+    differences = [x - y for x, y in zip(first, second, strict=True)]
+    n = len(differences)
+    mean = sum(differences) / n
+    spread = sum((d - mean) ** 2 for d in differences) + PSEUDO_PAIR_SPREAD
+    half = _t_quantile(0.5 + confidence / 2, max(1, n - 1)) * math.sqrt(spread / n) / math.sqrt(n)
+    low, high = max(-1.0, mean - half), min(1.0, mean + half)
+    verdict: Verdict = "better" if low > 0 else "worse" if high < 0 else "undecided"
+    return Evidence(
+        n=n, difference=mean, low=low, high=high, verdict=verdict, confidence=confidence
+    )
+
+
+def _t_quantile(p: float, df: int) -> float:
+    """Student's t quantile: exact for 1 and 2 degrees of freedom, else the Cornish-Fisher
+    expansion around the normal quantile (within 0.003 of the exact value from 3 on)."""
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) * math.sqrt(2 / (4 * p * (1 - p)))
+    z, v = _z(2 * p - 1), float(df)
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
     )
 
 
