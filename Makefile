@@ -24,8 +24,8 @@ TEST_WORKERS ?= 2
 test: $(VENV)/.installed
 	$(EMERY) models pull smollm2-135m
 	$(EMERY) models pull qwen2.5-coder-0.5b
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -n logical --maxprocesses $(TEST_WORKERS) --dist loadgroup --durations=25
 
@@ -34,8 +34,8 @@ unit: $(VENV)/.installed
 
 # The edit loop: lint, types and the unit tests not marked slow, on two processes.
 check: $(VENV)/.installed
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest tests/unit -q -m "not slow" -n logical --maxprocesses $(TEST_WORKERS) --dist loadgroup
 
@@ -59,8 +59,8 @@ reliability-fuzz: $(VENV)/.installed
 reliability-all: reliability reliability-kills reliability-faults reliability-fuzz
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
 	$(VENV)/bin/mypy
 
 $(WHEELS)/.llama-$(LLAMA_VERSION):
