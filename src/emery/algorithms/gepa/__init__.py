@@ -5,7 +5,8 @@ Learning". Works on any system whose candidates have text components.
 
 Modules: ``settings`` (``[algorithm.gepa]``), ``state`` (the checkpointed state),
 ``pareto`` and ``selection`` (fronts, dominance, parent and component choice),
-``batches`` (epoch-shuffled minibatches), ``reflective_dataset`` (what the reflection model
+``batches`` (epoch-shuffled minibatches), ``failure_batches`` (the failure-aware
+minibatches the reflection is shown with ``failure_share``), ``reflective_dataset`` (what the reflection model
 is shown), ``reflection`` and ``compact`` (the prompts and reply parsing), ``checks`` (is a
 reply a usable instruction?), ``propose`` (one component's proposal), ``mutation`` (a child
 from the reflection or, on a prompt program, from an LM-free edit operator), ``merge``

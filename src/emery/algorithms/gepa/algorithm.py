@@ -32,6 +32,11 @@ from emery.algorithms.base import SearchContext, load_rng, save_rng
 from emery.algorithms.concurrent_scoring import ScoreRequest, run_all, score_concurrently
 from emery.algorithms.evidence import Evidence
 from emery.algorithms.gepa.batches import next_minibatch
+from emery.algorithms.gepa.failure_batches import (
+    remember_judged,
+    scores_by_example,
+    show_failures,
+)
 from emery.algorithms.gepa.judging import judge_all
 from emery.algorithms.gepa.merge import find_merge, run_merge
 from emery.algorithms.gepa.mutation import (
@@ -185,14 +190,15 @@ class Gepa:
 
     def _children_due(self, ctx: SearchContext, state: GepaState) -> int:
         """How many children this step proposes: ``proposals_per_step``, fewer when
-        ``max_iterations`` or the metric calls left (2 x minibatch a child at most) allow
-        fewer, never none."""
+        ``max_iterations`` or the metric calls left (2 x minibatch a child at most, 3 x
+        with ``failure_share``) allow fewer, never none."""
         settings, wanted = self.settings, self.settings.proposals_per_step
         if settings.max_iterations is not None:
             wanted = min(wanted, settings.max_iterations - state.iteration)
         remaining = ctx.budget.remaining_metric_calls()
         if remaining is not None:
-            per_child = 2 * min(settings.minibatch_size, len(ctx.train))
+            batches = 2 if settings.failure_share is None else 3
+            per_child = batches * min(settings.minibatch_size, len(ctx.train))
             wanted = min(wanted, remaining // per_child)
         return max(1, wanted)
 
@@ -213,6 +219,7 @@ class Gepa:
         requests = [ScoreRequest(m.child, m.batch, "train") for m in mutations]
         afters = await score_concurrently(ctx, requests)
         verdicts = await self._judge(ctx, state, mutations, afters, rng)
+        remember_judged(state, self.settings, [mutation for mutation, _, _ in verdicts])
         accepted: list[tuple[Mutation, Candidate, EvalResult]] = []
         for mutation, after, evidence in verdicts:
             ok = self._accepts(mutation.before.total, after.total, evidence)
@@ -263,7 +270,9 @@ class Gepa:
     ) -> list[Basis]:
         """What each child is proposed from: a selected parent (drawn anew for each child,
         so a small front gives one parent several children) and the next minibatch, with
-        the parent's results there; minibatches a parent already solves are skipped."""
+        the parent's results there; minibatches a parent already solves are skipped. With
+        ``failure_share`` the reflection is shown a failure-aware minibatch instead, and
+        the child is still judged on the uniform one (``failure_batches`` says why)."""
         picks = []
         for number in range(first, first + children):
             parent, components = self._select(ctx, state, number, rng)
@@ -273,7 +282,13 @@ class Gepa:
         bases = [
             Basis(parent, components, batch, before, number)
             for (number, parent, components, batch), before in zip(picks, befores, strict=True)
-            if not self._skip(ctx, state, number, parent, before)
+        ]
+        if self.settings.failure_share is not None:
+            bases = await show_failures(ctx, state, self.settings, bases, rng)
+        bases = [
+            basis
+            for basis in bases
+            if not self._skip(ctx, state, basis.number, basis.parent, basis.shown_before)
         ]
         self._check_affordable(ctx, sum(len({e.id for e in basis.batch}) for basis in bases))
         return bases
@@ -476,6 +491,7 @@ class Gepa:
                 minibatch_before=mutation.before.total,
                 minibatch_after=after.total,
                 next_component=mutation.parent.next_component,
+                train_scores={} if settings.failure_share is None else scores_by_example(after),
             )
             add_to_pool(ctx, state, entry, result)
             state.last_accepted = True

@@ -33,13 +33,26 @@ REFLECTION = "reflection"
 @dataclass(frozen=True)
 class Basis:
     """What a child is proposed from: the parent, the components to change in it, and the
-    minibatch with the parent's results there, in iteration ``number``."""
+    minibatch the child is judged on with the parent's results there, in iteration
+    ``number``; ``shown``, when given, is the minibatch the reflection is shown instead
+    (``failure_share``), with the parent's results there."""
 
     parent: PoolEntry
     components: list[str]
     batch: list[Example]
     before: EvalResult
     number: int
+    shown: tuple[list[Example], EvalResult] | None = None
+
+    @property
+    def shown_batch(self) -> list[Example]:
+        """The examples the reflection is shown."""
+        return self.batch if self.shown is None else self.shown[0]
+
+    @property
+    def shown_before(self) -> EvalResult:
+        """The parent's results on ``shown_batch``."""
+        return self.before if self.shown is None else self.shown[1]
 
 
 @dataclass
@@ -112,6 +125,8 @@ class Mutation:
             "minibatch_after": after.scores,
             "accepted": accepted,
         }
+        if self.basis.shown is not None:
+            details["minibatch_shown"] = [example.id for example in self.basis.shown_batch]
         if evidence is not None:
             details["evidence"] = evidence.model_dump()
         if self.proposals:
@@ -194,8 +209,8 @@ async def _texts(
                 iteration=basis.number,
                 component=component,
                 current=basis.parent.candidate.components.get(component, ""),
-                examples=basis.batch,
-                results=basis.before.results,
+                examples=basis.shown_batch,
+                results=basis.shown_before.results,
             )
             for component in basis.components
         ]
@@ -217,16 +232,17 @@ async def _texts(
 def operate(ctx: SearchContext, state: GepaState, basis: Basis) -> Mutation | None:
     """The parent's next untried edit-operator child in the components' stages (a prompt
     program only, with the stages the parent runs), or None when every one was tried.
-    Labeled demos never show an example of the minibatch the child is judged on. The ids
-    offered are kept per parent in the state, so a resumed search offers the same children
-    next."""
+    Labeled demos never show an example of the minibatch the child is judged on (nor of
+    the one the reflection is shown). The ids offered are kept per parent in the state, so
+    a resumed search offers the same children next."""
     program = staged_prompts(ctx)
     if program is None:
         return None
     parent = basis.parent
     program = program.for_candidate(parent.candidate)
     tried = state.operators_tried.get(parent.id, [])
-    materials = Materials(state.labeled, frozenset(example.id for example in basis.batch))
+    seen = basis.batch + basis.shown_batch
+    materials = Materials(state.labeled, frozenset(example.id for example in seen))
     child = next_operator_child(
         program,
         parent.candidate,

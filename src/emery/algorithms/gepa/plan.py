@@ -78,7 +78,7 @@ def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanne
     """The plan of a run with ``settings`` on data and a budget like ``inputs``."""
     n_val, budget = inputs.n_val, inputs.budget_metric_calls
     minibatch = min(settings.minibatch_size, inputs.n_train)
-    cost = 2 * minibatch
+    cost = (2 if settings.failure_share is None else 3) * minibatch
     evidence = evidence_examples(settings, inputs.n_train)
     judged = None if budget is None else max(0, budget - n_val) // (2 * evidence + n_val)
     iterations = None if budget is None else max(0, budget - n_val) // max(cost, 1)

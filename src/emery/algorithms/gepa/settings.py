@@ -27,6 +27,16 @@ class GepaSettings(AlgorithmSettings):
     """
 
     minibatch_size: int = Field(default=3, ge=1, description="train examples per reflection")
+    failure_share: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "show the reflection a minibatch with this share of train examples the parent"
+            " failed (the rest from the others) and judge the child on a uniform minibatch"
+            " (3 x minibatch calls an iteration); default: one uniform minibatch for both"
+        ),
+    )
     candidate_selection: CandidateSelection = Field(
         default="pareto", description="how a parent is chosen from the pool"
     )

@@ -28,6 +28,10 @@ class PoolEntry(BaseModel):
     minibatch_before: float | None = None
     minibatch_after: float | None = None
     next_component: int = 0
+    train_scores: dict[str, float] = Field(
+        default_factory=dict,
+        description="train example id → its score, where known (kept with failure_share only)",
+    )
 
     @property
     def id(self) -> str:
@@ -35,12 +39,14 @@ class PoolEntry(BaseModel):
 
 
 class SamplerState(BaseModel):
-    """Epoch-shuffled train order: ``order`` is the current epoch, ``cursor`` the next slot."""
+    """Epoch-shuffled train order: ``order`` is the current epoch, ``cursor`` the next slot;
+    ``shown``: how often the failure-aware sampler showed each example (``failure_batches``)."""
 
     order: list[str] = Field(default_factory=list)
     cursor: int = 0
     epoch: int = -1
     counts: dict[str, int] = Field(default_factory=dict)
+    shown: dict[str, int] = Field(default_factory=dict)
 
 
 class Counters(BaseModel):

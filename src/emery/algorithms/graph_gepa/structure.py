@@ -98,8 +98,8 @@ async def proposed_structure(
         system.structure_json(parent),
         parent.components,
         fields,
-        basis.batch,
-        basis.before.results,
+        basis.shown_batch,
+        basis.shown_before.results,
     )
     key, reply = f"{LM_SOURCE}#{basis.number}", ""
     try:
