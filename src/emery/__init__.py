@@ -6,6 +6,7 @@ The SDK in one import::
 
     result = emery.optimize(program, "word_problems", algorithm="gepa", budget=200)
     job = emery.Job.create("job.toml"); job.stream_until_complete(print)
+    instruction = emery.prompt("support-bot")["instruction"]  # a published prompt
 
 Names are imported on first use, so ``import emery`` stays cheap.
 """
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # What mypy and IDEs read; EXPORTS below is the same list (a 
     from emery.reports.results import JobResult as JobResult
     from emery.sdk.job import Job as Job
     from emery.sdk.job import optimize as optimize
+    from emery.sdk.prompts import prompt as prompt
     from emery.store.backends import open_store as open_store
     from emery.systems.function_agent import FunctionAgent as FunctionAgent
     from emery.systems.function_agent import PromptTemplate as PromptTemplate
@@ -48,6 +50,7 @@ EXPORTS: dict[str, str] = {
     "Result": "emery.reports.results:JobResult",
     "Job": "emery.sdk.job:Job",
     "optimize": "emery.sdk.job:optimize",
+    "prompt": "emery.sdk.prompts:prompt",
     "open_store": "emery.store.backends:open_store",
     "FunctionAgent": "emery.systems.function_agent:FunctionAgent",
     "PromptTemplate": "emery.systems.function_agent:PromptTemplate",

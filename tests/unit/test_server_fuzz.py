@@ -1,5 +1,6 @@
 """A schemathesis fuzz of ``emery server``'s OpenAPI, in process, over a store that holds
-a finished scripted job, a job waiting to run, and their candidates and rollouts.
+a finished scripted job (published as a prompt), a job waiting to run, and their
+candidates and rollouts.
 
 Every operation gets a bounded, derandomized run of schema-valid and schema-invalid
 requests (path parameters are often swapped for ids that exist, so the routes reach the
@@ -33,6 +34,7 @@ from schemathesis.checks import (
 from server_support import finished_job, random_search_module
 
 from emery.lm.fake import FakeLM
+from emery.reports import published
 from emery.server import jobs_api
 from emery.server.api import create_server_app
 from emery.server.sse import event_stream
@@ -85,12 +87,14 @@ def target(
     store = MemoryStore()
     job_id = finished_job(store, workdir)
     store.create_job(NewJob(id="j-waiting01", name="waiting", algorithm="baseline", config={}))
+    published.publish(store, job_id, "support-bot")
     rollouts = store.list_rollouts(limit=20).items
     ids = {
         "job": [job_id, job_id[:6], "waiting"],
         "candidate": [c.id for c in store.list_candidates(job_id, limit=5).items],
         "rollout_id": [r.id for r in rollouts],
         "attempt_id": [a.id for r in rollouts[:5] for a in store.list_attempts(r.id)],
+        "prompt": ["support-bot"],
     }
     app = create_server_app(
         store, launcher=NoLaunch(), base_dir=workdir, default_lm=FakeLM(lambda _: "ok")

@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runner": ("emery.cli.runner_cmd", "runner"),
     "taskapp": ("emery.cli.taskapp_cmd", "app"),
     "export": ("emery.cli.export_cmd", "export"),
+    "publish": ("emery.cli.prompts_cmd", "publish"),
+    "prompts": ("emery.cli.prompts_cmd", "app"),
 }
 
 

@@ -1,4 +1,4 @@
-"""The Python SDK: ``emery.Job`` and ``emery.optimize``."""
+"""The Python SDK: ``emery.Job``, ``emery.optimize`` and ``emery.prompt``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,11 @@ from emery.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from emery.sdk.job import Job, optimize
+    from emery.sdk.prompts import prompt
 
-__getattr__, __dir__ = lazy_exports(__name__, {"Job": "emery.sdk.job", "optimize": "emery.sdk.job"})
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {"Job": "emery.sdk.job", "optimize": "emery.sdk.job", "prompt": "emery.sdk.prompts"},
+)
 
-__all__ = ["Job", "optimize"]
+__all__ = ["Job", "optimize", "prompt"]

@@ -21,6 +21,7 @@ from emery.server.errors import API_ERRORS, PROXY_ERRORS, install_error_handlers
 from emery.server.jobs_api import jobs_router
 from emery.server.launcher import JobLauncher, launcher_for
 from emery.server.otlp_route import otlp_router
+from emery.server.prompts_api import prompts_router
 from emery.server.results_api import candidates_router, rollouts_router
 from emery.store.protocol import Store
 from emery.tracing.registry import LiveRollouts
@@ -65,6 +66,7 @@ def create_server_app(
         jobs_router(store, app.state.launcher, base),
         candidates_router(store),
         rollouts_router(store),
+        prompts_router(store),
         otlp_router(store),
     ):
         app.include_router(router, responses=API_ERRORS)

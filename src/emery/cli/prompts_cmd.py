@@ -1,0 +1,131 @@
+"""``emery publish JOB --name NAME`` and ``emery prompts list|show|rollback``: a job's best
+candidate as a named, versioned prompt that applications fetch (``emery.prompt``)."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from emery.cli.common import JsonOption, StoreOption, open_cli_store
+from emery.cli.console import err, out, print_json, print_table
+from emery.reports import published
+from emery.reports.published import PublishedPrompt
+
+NameArgument = Annotated[str, typer.Argument(help="The prompt's name.")]
+
+app = typer.Typer(help="List, show and roll back published prompts.", no_args_is_help=True)
+
+
+def publish(
+    job: Annotated[str, typer.Argument(help="Job id, id prefix or name (a succeeded job).")],
+    name: Annotated[str, typer.Option("--name", help="The prompt's name.")],
+    as_json: JsonOption = False,
+    store_location: StoreOption = None,
+) -> None:
+    """Publish a succeeded job's best candidate as the next version of a named prompt."""
+    prompt = published.publish(open_cli_store(store_location), job, name)
+    if as_json:
+        print_json(prompt.model_dump(mode="json"))
+        return
+    err.print(
+        f"published {escape(prompt.name)} version {prompt.version}"
+        f" (job {prompt.job_id}, candidate {prompt.candidate_id[:12]})"
+    )
+
+
+@app.command("list")
+def list_prompts(
+    name: Annotated[
+        str | None, typer.Argument(help="List this prompt's versions (default: every prompt).")
+    ] = None,
+    as_json: JsonOption = False,
+    store_location: StoreOption = None,
+) -> None:
+    """Each published prompt's latest version, or every version of one prompt."""
+    store = open_cli_store(store_location)
+    prompts = published.latest_versions(store) if name is None else published.versions(store, name)
+    if as_json:
+        print_json({"prompts": [p.model_dump(mode="json") for p in prompts]})
+        return
+    if not prompts:
+        out.print("no published prompts (emery publish JOB --name NAME makes one)")
+        return
+    table = Table()
+    for header in ("name", "version", "job", "candidate", "val", "test", "published"):
+        table.add_column(header, overflow="fold" if header == "name" else "ellipsis")
+    for prompt in prompts:
+        table.add_row(
+            escape(prompt.name),
+            _version(prompt),
+            prompt.job_id,
+            prompt.candidate_id[:12],
+            _score(prompt.scores.val),
+            _score(prompt.scores.test),
+            f"{prompt.published_at:%Y-%m-%d %H:%M}" if prompt.published_at else "-",
+        )
+    print_table(table)
+
+
+@app.command("show")
+def show(
+    name: NameArgument,
+    version: Annotated[
+        int | None, typer.Option("--version", help="This version (default: the latest).")
+    ] = None,
+    as_json: JsonOption = False,
+    store_location: StoreOption = None,
+) -> None:
+    """A version of a prompt: its components, where it came from, its scores and diff."""
+    prompt = published.show(open_cli_store(store_location), name, version)
+    if as_json:
+        print_json(prompt.model_dump(mode="json"))
+        return
+    _print(prompt)
+
+
+@app.command("rollback")
+def rollback(
+    name: NameArgument,
+    to: Annotated[int, typer.Option("--to", help="The version to serve again.")],
+    as_json: JsonOption = False,
+    store_location: StoreOption = None,
+) -> None:
+    """Publish an older version again as the newest one (the history is kept)."""
+    prompt = published.rollback(open_cli_store(store_location), name, to)
+    if as_json:
+        print_json(prompt.model_dump(mode="json"))
+        return
+    err.print(f"{escape(prompt.name)} version {prompt.version} repeats version {to}")
+
+
+def _print(prompt: PublishedPrompt) -> None:
+    out.print(f"[bold]{escape(prompt.name)} version {_version(prompt)}[/bold]")
+    out.print(f"job {prompt.job_id} ({escape(prompt.job_name)}) · candidate {prompt.candidate_id}")
+    scores = prompt.scores
+    out.print(
+        f"val {_score(scores.val)} (seed {_score(scores.seed_val)})"
+        f" · test {_score(scores.test)} (seed {_score(scores.seed_test)})"
+    )
+    for component, text in prompt.components.items():
+        out.print(f"\n[bold][{escape(component)}][/bold]")
+        out.print(escape(textwrap.indent(text or "(empty)", "  ")), highlight=False)
+    for stage, demos in prompt.demos.items():
+        out.print(f"\n[bold][{escape(stage)} demos][/bold]")
+        for demo in demos:
+            out.print(escape(f"  {demo.inputs} → {demo.output}"), highlight=False)
+    if prompt.diff:
+        out.print(f"\n[bold]{escape('[diff against the seed]')}[/bold]")
+        out.print(escape(textwrap.indent(prompt.diff, "  ")), highlight=False)
+
+
+def _version(prompt: PublishedPrompt) -> str:
+    again = f" (= v{prompt.rolled_back_to})" if prompt.rolled_back_to is not None else ""
+    return f"{prompt.version}{again}"
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
