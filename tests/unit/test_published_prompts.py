@@ -18,6 +18,7 @@ from server_support import finished_job, random_search_module
 
 import emery
 from emery.core.errors import ConfigError, EmeryError, StoreError
+from emery.lm.fake import FakeLM
 from emery.reports import published
 from emery.reports.published import PublishedPrompt
 from emery.server.api import create_server_app
@@ -237,3 +238,43 @@ def test_emery_prompt_keeps_working_from_its_copy_when_the_store_is_gone(
         emery.prompt("support-bot", version=99, store=app_store)
     with pytest.raises(ConfigError, match="must be"):
         emery.prompt("../../etc/passwd", store=app_store)
+
+
+def test_the_proxy_fills_the_system_prompt_from_a_published_prompt(done: Published) -> None:
+    lm = FakeLM(lambda messages: f"{messages[0]['role']}: {messages[0]['content']}")
+    app = create_server_app(done.store, default_lm=lm, launcher=ThreadLauncher())
+    prompt = published.show(done.store, "support-bot", 1)
+    component, text = next(iter(prompt.components.items()))
+    chat = {"model": "m", "messages": [{"role": "user", "content": "How many?"}]}
+    with TestClient(app) as client:
+        path = "/prompts/support-bot/v1/chat/completions"
+        answer = client.post(path, params={"version": 1, "component": component}, json=chat)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["message"]["content"] == f"system: {text}"
+        assert lm.calls[-1] == [
+            {"role": "system", "content": text},
+            {"role": "user", "content": "How many?"},
+        ]
+        replaced = {**chat, "messages": [{"role": "system", "content": "Old."}, *chat["messages"]]}
+        answer = client.post(path, params={"version": 1, "component": component}, json=replaced)
+        assert answer.status_code == 200, answer.text
+        assert lm.calls[-1][0] == {"role": "system", "content": text}
+        assert len(lm.calls[-1]) == 2
+        missing = client.post("/prompts/nobody/v1/chat/completions", json=chat)
+        assert missing.status_code == 404
+        assert "no published prompt 'nobody'" in missing.json()["error"]["message"]
+        wrong = client.post(path, params={"component": "nothing"}, json=chat)
+        assert wrong.status_code == 404
+        assert "has no component 'nothing'" in wrong.json()["error"]["message"]
+    assert len(lm.calls) == 2
+
+
+def test_a_prompt_text_is_its_only_component_or_a_named_one(done: Published) -> None:
+    one = done.first.model_copy(update={"components": {"instruction": "Be brief."}})
+    assert one.text() == "Be brief."
+    two = done.first.model_copy(update={"components": {"a": "A.", "b": "B."}})
+    assert two.text("b") == "B."
+    with pytest.raises(ConfigError, match="has the components a, b: name one"):
+        two.text()
+    with pytest.raises(NotFound, match=r"has no component 'c' \(it has a, b\)"):
+        two.text("c")

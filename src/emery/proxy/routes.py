@@ -15,7 +15,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import nullcontext
 from typing import Any, Protocol, TypeVar
 
@@ -241,18 +241,28 @@ async def _complete(
     return await _on_loop(_recorded(scope, scope.lm, requested, messages, body), scope.loop)
 
 
+MessagesRewrite = Callable[[list[ChatMessage]], list[ChatMessage]]
+
+
 async def handle_chat(
-    backend: ProxyBackend, request: Request, scope: AttemptScope | None
+    backend: ProxyBackend,
+    request: Request,
+    scope: AttemptScope | None,
+    rewrite: MessagesRewrite | None = None,
 ) -> Response:
-    """Answer one chat completion request, streamed when it asks for it."""
+    """Answer one chat completion request, streamed when it asks for it; ``rewrite``
+    changes the request's messages before they are forwarded."""
     try:
         body = await _read_chat_request(request)
     except BadRequest as exc:
         return error_response(exc.status, str(exc), "invalid_request_error")
     requested = body.model
     response_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+    messages = body.chat_messages()
+    if rewrite is not None:
+        messages = rewrite(messages)
     try:
-        completion = await _complete(backend, scope, body.chat_messages(), requested, body)
+        completion = await _complete(backend, scope, messages, requested, body)
     except ProxyError as exc:
         return error_response(exc.status, str(exc), exc.kind)
     except Exception as exc:

@@ -54,6 +54,23 @@ class PublishedPrompt(BaseModel):
     """The version this one repeats, for a version made by a rollback."""
     published_at: datetime | None = None
 
+    def text(self, component: str | None = None) -> str:
+        """The text of ``component``; without one, of the only component there is."""
+        names = ", ".join(self.components) or "none"
+        if component is None:
+            if len(self.components) != 1:
+                raise ConfigError(
+                    f"prompt {self.name!r} version {self.version} has the components {names}:"
+                    " name one"
+                )
+            return next(iter(self.components.values()))
+        if component not in self.components:
+            raise NotFound(
+                f"prompt {self.name!r} version {self.version} has no component {component!r}"
+                f" (it has {names})"
+            )
+        return self.components[component]
+
 
 def check_name(name: str) -> str:
     """``name`` if it can name a prompt (letters, digits, ``.``, ``_``, ``-``; at most 100)."""

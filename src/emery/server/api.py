@@ -21,7 +21,7 @@ from emery.server.errors import API_ERRORS, PROXY_ERRORS, install_error_handlers
 from emery.server.jobs_api import jobs_router
 from emery.server.launcher import JobLauncher, launcher_for
 from emery.server.otlp_route import otlp_router
-from emery.server.prompts_api import prompts_router
+from emery.server.prompts_api import prompt_proxy_router, prompts_router
 from emery.server.results_api import candidates_router, rollouts_router
 from emery.store.protocol import Store
 from emery.tracing.registry import LiveRollouts
@@ -71,6 +71,7 @@ def create_server_app(
     ):
         app.include_router(router, responses=API_ERRORS)
     app.include_router(proxy_router(backend), responses=PROXY_ERRORS)
+    app.include_router(prompt_proxy_router(store, backend), responses=PROXY_ERRORS)
     app.include_router(dashboard_router(api_key))
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes, render=json_error)

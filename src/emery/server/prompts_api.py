@@ -1,13 +1,20 @@
-"""Published prompts for applications: each prompt's latest version, and one version of a
-prompt in full (``emery publish`` makes them)."""
+"""Published prompts for applications: each prompt's latest version, one version of a
+prompt in full (``emery publish`` makes them), and the LM proxy route that fills the
+system prompt of a chat from a published prompt."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
+from emery.core.errors import EmeryError
+from emery.core.models import ChatMessage
+from emery.proxy.routes import ProxyBackend, error_response, handle_chat
 from emery.reports import published
+from emery.server.errors import status_of
 from emery.store.protocol import Store
 
 PromptName = Annotated[str, Path(pattern=f"^{published.NAME_PATTERN.pattern}$")]
@@ -37,3 +44,37 @@ def prompts_router(store: Store) -> APIRouter:
         return {"name": prompt, "versions": [found.model_dump(mode="json") for found in every]}
 
     return router
+
+
+def prompt_proxy_router(store: Store, backend: ProxyBackend) -> APIRouter:
+    """``/prompts/NAME/v1/chat/completions``: the proxy's default model, called with the
+    system prompt set to a published prompt's text."""
+    router = APIRouter(tags=["lm-proxy"])
+
+    @router.post("/prompts/{prompt}/v1/chat/completions")
+    async def chat_with_prompt(
+        request: Request,
+        prompt: PromptName,
+        version: VersionQuery = None,
+        component: str | None = None,
+    ) -> Response:
+        """A chat completion whose system message is the prompt's text (of ``component``,
+        or of its only component), replaced or put first."""
+        try:
+            found = await run_in_threadpool(published.show, store, prompt, version)
+            text = found.text(component)
+        except EmeryError as exc:
+            status = status_of(exc)
+            kind = "not_found" if status == 404 else "invalid_request_error"
+            return error_response(status, str(exc), kind)
+        return await handle_chat(backend, request, None, lambda m: with_system(m, text))
+
+    return router
+
+
+def with_system(messages: list[ChatMessage], text: str) -> list[ChatMessage]:
+    """``messages`` with ``text`` as the system message: the first one's content
+    replaced, or one put first."""
+    if messages and messages[0]["role"] == "system":
+        return [{**messages[0], "content": text}, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
