@@ -1,4 +1,4 @@
-"""The code harness on the real local model: the baseline loop runs calculator episodes in
+"""The code harness on the real local model (SmolLM2, the fastest): the baseline loop runs calculator episodes in
 worker processes, every model call and tool action recorded under the rollout."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def calculator_examples(n: int) -> list[Example]:
 def test_baseline_loop_runs_episodes_on_the_local_model() -> None:
     system = CodeHarness(CodeHarnessConfig(environment="calculator", max_llm_calls=4))
     lm = build_lm(
-        LMConfig(model="local/qwen2.5-coder-0.5b", max_tokens=96, n_ctx=2048, cache=False),
+        LMConfig(model="local/smollm2-135m", max_tokens=96, n_ctx=2048, cache=False),
         role="task",
         meter=UsageMeter(),
         cache=None,
