@@ -56,6 +56,7 @@ def all_cases() -> list[Case]:
     from cases_graphcode import graphcode_cases
     from cases_inputs import inputs_cases
     from cases_parallel import parallel_cases
+    from cases_publish import publish_cases
     from cases_registry import registry_cases
     from cases_server import server_cases
     from cases_workers import workers_cases
@@ -72,4 +73,5 @@ def all_cases() -> list[Case]:
         *registry_cases(),
         *executor_cases(),
         *parallel_cases(),
+        *publish_cases(),
     ]
