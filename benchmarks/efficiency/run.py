@@ -1,14 +1,18 @@
-"""GEPA with ``proposals_per_step`` k = 1, 2, 4, 8 at one metric-call budget, on the mock
+"""GEPA with ``proposals_per_step`` k = 1, 2, 4, 8 (and, with ``--failure-shares``, several
+``failure_share`` settings) at one metric-call budget, on the mock
 OpenAI-compatible endpoint (``mock_endpoint.py``: fixed latency, answers whose quality
 depends on the instruction's phrases, a proposer that appends a phrase).
 
 For each k and seed: GEPA runs to its budget (``--budget`` metric calls), then the seed and
 the best candidate are scored on test (not charged). Printed per k (means over seeds):
 metric calls spent, wall seconds, best val, test lift (best - seed), and lift per 100
-metric calls and per wall second, with the ratios to k = 1. See README.md.
+metric calls and per wall second, with the ratios to the first variant; with more than one
+failure share, also each share's lift and best val minus the first share's, paired by seed
+(mean, 95% t interval). See README.md.
 
     .venv/bin/python benchmarks/efficiency/run.py                 # about two minutes
     .venv/bin/python benchmarks/efficiency/run.py --seeds 1 --budget 150   # a quick look
+    .venv/bin/python benchmarks/efficiency/run.py --ks 1 --failure-shares none,0.5,1.0
     .venv/bin/python benchmarks/efficiency/run.py --model local/smollm2-135m --seeds 1
 
 ``--model`` runs the same comparison on SVAMP (``../shared/datasets/svamp.jsonl``, the
@@ -107,7 +111,9 @@ def local_setup(args: argparse.Namespace) -> Setup:
     )
 
 
-async def one_run(setup: Setup, k: int, seed: int, budget: int, concurrency: int) -> dict[str, Any]:
+async def one_run(
+    setup: Setup, k: int, seed: int, budget: int, concurrency: int, failure_share: float | None
+) -> dict[str, Any]:
     dataset = setup.dataset
     lms = {"task": setup.task, "reflection": setup.reflection}
     ctx = build_search_context(
@@ -119,7 +125,7 @@ async def one_run(setup: Setup, k: int, seed: int, budget: int, concurrency: int
         seed=seed,
         concurrency=concurrency,
     )
-    algorithm = build_algorithm("gepa", {"proposals_per_step": k})
+    algorithm = build_algorithm("gepa", {"proposals_per_step": k, "failure_share": failure_share})
     started = time.perf_counter()
     outcome = await run_search(algorithm, ctx)
     wall = time.perf_counter() - started
@@ -132,6 +138,7 @@ async def one_run(setup: Setup, k: int, seed: int, budget: int, concurrency: int
         test[name] = result.mean
     return {
         "k": k,
+        "failure_share": failure_share,
         "seed": seed,
         "metric_calls": ctx.budget.usage.metric_calls,
         "wall_s": wall,
@@ -145,10 +152,19 @@ async def one_run(setup: Setup, k: int, seed: int, budget: int, concurrency: int
     }
 
 
-def summarize(runs: list[dict[str, Any]], ks: Sequence[int] = KS) -> list[dict[str, Any]]:
+Variant = tuple[int, float | None]
+
+
+def variant(run: dict[str, Any]) -> Variant:
+    return run["k"], run.get("failure_share")
+
+
+def summarize(
+    runs: list[dict[str, Any]], variants: Sequence[Variant] = tuple((k, None) for k in KS)
+) -> list[dict[str, Any]]:
     rows = []
-    for k in ks:
-        mine = [r for r in runs if r["k"] == k]
+    for k, share in variants:
+        mine = [r for r in runs if variant(r) == (k, share)]
         if not mine:
             continue
 
@@ -158,6 +174,7 @@ def summarize(runs: list[dict[str, Any]], ks: Sequence[int] = KS) -> list[dict[s
         rows.append(
             {
                 "k": k,
+                "failure_share": share,
                 "runs": len(mine),
                 "metric_calls": mean("metric_calls"),
                 "wall_s": mean("wall_s"),
@@ -181,13 +198,14 @@ def summarize(runs: list[dict[str, Any]], ks: Sequence[int] = KS) -> list[dict[s
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
-        "| k | runs | metric calls | steps | wall s | wall / k=1 | best val | test lift (sd)"
-        " | lift / k=1 | lift per 100 calls | lift per s | lift per s / k=1 |"
+        "| k | failure share | runs | metric calls | steps | wall s | wall / first | best val"
+        " | test lift (sd) | lift / first | lift per 100 calls | lift per s | lift per s / first |"
     )
-    lines = [head, "|" + " --- |" * 12]
+    lines = [head, "|" + " --- |" * 13]
     for r in rows:
+        share = "None" if r["failure_share"] is None else f"{r['failure_share']:g}"
         lines.append(
-            f"| {r['k']} | {r['runs']} | {r['metric_calls']:.0f} | {r['steps']:.1f}"
+            f"| {r['k']} | {share} | {r['runs']} | {r['metric_calls']:.0f} | {r['steps']:.1f}"
             f" | {r['wall_s']:.1f} | {r['wall_ratio']:.2f} | {r['best_val']:.3f}"
             f" | {r['lift']:+.3f} ({r['lift_sd']:.3f}) | {r['lift_ratio']:.2f}"
             f" | {r['lift_per_100_calls']:+.3f} | {r['lift_per_s']:+.4f}"
@@ -196,17 +214,67 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# two-sided 95% Student t quantiles by degrees of freedom (more seeds: about 2)
+T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
+
+
+def paired(runs: list[dict[str, Any]], variants: Sequence[Variant]) -> list[dict[str, Any]]:
+    """Each variant's test lift and best val minus the first variant's, paired by seed:
+    the mean difference and its 95% t interval over the seeds both ran."""
+    first = {r["seed"]: r for r in runs if variant(r) == variants[0]}
+    rows = []
+    for other in variants[1:]:
+        mine = {r["seed"]: r for r in runs if variant(r) == other}
+        seeds = sorted(set(first) & set(mine))
+        row: dict[str, Any] = {"k": other[0], "failure_share": other[1], "seeds": len(seeds)}
+        for key in ("lift", "best_val"):
+            diffs = [mine[s][key] - first[s][key] for s in seeds]
+            centre = statistics.fmean(diffs) if diffs else float("nan")
+            half = (
+                T95.get(len(diffs) - 1, 2.0) * statistics.stdev(diffs) / len(diffs) ** 0.5
+                if len(diffs) > 1
+                else float("nan")
+            )
+            row[key] = (centre, centre - half, centre + half)
+        rows.append(row)
+    return rows
+
+
+def paired_table(rows: list[dict[str, Any]], first: Variant) -> str:
+    base = "None" if first[1] is None else f"{first[1]:g}"
+    lines = [
+        f"| k | failure share | seeds | test lift - {base}'s (95% CI) | best val - {base}'s"
+        " (95% CI) |",
+        "|" + " --- |" * 5,
+    ]
+    for r in rows:
+        share = "None" if r["failure_share"] is None else f"{r['failure_share']:g}"
+        cells = [f"{c:+.3f} [{lo:+.3f}, {hi:+.3f}]" for c, lo, hi in (r["lift"], r["best_val"])]
+        lines.append(f"| {r['k']} | {share} | {r['seeds']} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def shares(text: str) -> list[float | None]:
+    """``none,0.5,1.0`` → [None, 0.5, 1.0]."""
+    return [None if part.strip().lower() == "none" else float(part) for part in text.split(",")]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
+def variants(args: argparse.Namespace) -> list[Variant]:
+    """(k, failure share) of every run of a seed, shares outermost."""
+    return [(k, share) for share in args.failure_shares for k in args.ks]
+
+
 async def main_async(args: argparse.Namespace, setup: Setup) -> list[dict[str, Any]]:
     runs = []
     for seed in range(args.seeds):
-        for k in args.ks:
-            run = await one_run(setup, k, seed, args.budget, args.concurrency)
+        for k, share in variants(args):
+            run = await one_run(setup, k, seed, args.budget, args.concurrency, share)
             shown = {key: round(v, 3) if isinstance(v, float) else v for key, v in run.items()}
             print(json.dumps(shown), flush=True)
             runs.append(run)
@@ -222,6 +290,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="write the runs and rows as JSON")
     parser.add_argument("--ks", type=lambda text: [int(k) for k in text.split(",")], default=KS)
     parser.add_argument(
+        "--failure-shares",
+        type=shares,
+        default=[None],
+        help="GEPA failure_share values, comma-separated ('none' for None), each run at every k",
+    )
+    parser.add_argument(
         "--model", default=None, help="a local model (local/<name>) on SVAMP instead of the mock"
     )
     parser.add_argument("--train", type=int, default=60, help="--model: SVAMP train rows")
@@ -233,10 +307,18 @@ def main() -> None:
     else:
         with BackgroundServer(free_port(), args.latency) as server:
             runs = asyncio.run(main_async(args, mock_setup(server.base_url)))
-    rows = summarize(runs, args.ks)
+    rows = summarize(runs, variants(args))
     print(table(rows))
+    pairs = paired(runs, variants(args)) if len(variants(args)) > 1 else []
+    if pairs:
+        print(paired_table(pairs, variants(args)[0]))
     if args.out is not None:
-        saved = {"args": vars(args) | {"out": str(args.out)}, "runs": runs, "rows": rows}
+        saved = {
+            "args": vars(args) | {"out": str(args.out)},
+            "runs": runs,
+            "rows": rows,
+            "paired": pairs,
+        }
         args.out.write_text(json.dumps(saved, indent=1))
 
 
