@@ -52,6 +52,7 @@ def all_cases() -> list[Case]:
     from cases_cliinit import cliinit_cases
     from cases_configs import config_cases
     from cases_executor import executor_cases
+    from cases_failaware import failaware_cases
     from cases_flags import dataset_cases, flag_cases
     from cases_graphcode import graphcode_cases
     from cases_inputs import inputs_cases
@@ -74,4 +75,5 @@ def all_cases() -> list[Case]:
         *executor_cases(),
         *parallel_cases(),
         *publish_cases(),
+        *failaware_cases(),
     ]

@@ -3,15 +3,14 @@
 Agrawal et al. (2025), "GEPA: Reflective Prompt Evolution Can Outperform Reinforcement
 Learning". Works on any system whose candidates have text components.
 
-Modules: ``settings`` (``[algorithm.gepa]``), ``state`` (the checkpointed state),
-``pareto`` and ``selection`` (fronts, dominance, parent and component choice),
-``batches`` (epoch-shuffled minibatches), ``failure_batches`` (the failure-aware
-minibatches the reflection is shown with ``failure_share``), ``reflective_dataset`` (what the reflection model
-is shown), ``reflection`` and ``compact`` (the prompts and reply parsing), ``checks`` (is a
-reply a usable instruction?), ``propose`` (one component's proposal), ``mutation`` (a child
-from the reflection or, on a prompt program, from an LM-free edit operator), ``merge``
-(crossover of two front candidates), ``pool`` (val scores, fronts and best), ``algorithm``
-(the loop).
+Modules: ``settings`` (``[algorithm.gepa]``), ``state`` (the checkpointed state), ``pareto``
+and ``selection`` (fronts, dominance, parent and component choice), ``batches`` (epoch-
+shuffled minibatches), ``failure_batches`` (the failure-aware minibatches the reflection is
+shown with ``failure_share``), ``reflective_dataset`` (what the reflection model is shown),
+``reflection`` and ``compact`` (the prompts and reply parsing), ``checks`` (is a reply a
+usable instruction?), ``propose`` (one component's proposal), ``mutation`` (a child from the
+reflection or, on a prompt program, from an LM-free edit operator), ``merge`` (crossover of
+two front candidates), ``pool`` (val scores, fronts and best), ``algorithm`` (the loop).
 
 Small reflection models. The defaults follow the paper; what differs for weak models is
 opt-in or chosen by ``reflection_style = "auto"`` (compact for ``local/`` models):
