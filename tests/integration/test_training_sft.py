@@ -149,20 +149,3 @@ def test_a_sigkilled_sft_job_resumes_from_its_checkpoint(tmp_path: Path) -> None
     steps = [e.data["step"] for e in store.list_events(job.id, kinds=["train_loss"])]
     assert steps[:killed_at] == list(range(1, killed_at + 1))
     assert steps[killed_at:] == [3, 4]
-
-
-def test_emery_train_no_poll_trains_an_sft_job_in_a_background_worker(tmp_path: Path) -> None:
-    config = _config_data(tmp_path, max_steps=2)
-    (tmp_path / "job.json").write_text(json.dumps(config))
-    store_path = tmp_path / "emery.db"
-    env = os.environ | {"EMERY_ADAPTER_DIR": str(tmp_path / "adapters")}
-    train = ["train", "job.json", "--no-poll", "--json", "--store", str(store_path)]
-    job_id = emery_json(train, env, cwd=tmp_path)["job_id"]
-    store = SQLiteStore(store_path)
-    deadline = time.monotonic() + 240
-    while not store.get_job(job_id).terminal:
-        assert time.monotonic() < deadline, "the background SFT job did not finish in time"
-        time.sleep(0.5)
-    job = store.get_job(job_id)
-    assert job.state == "succeeded", job.error
-    assert [e.data["step"] for e in store.list_events(job_id, kinds=["train_loss"])] == [1, 2]
