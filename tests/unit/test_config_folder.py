@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from emery.config.loading import job_config, load_config
-from emery.config.resolve import resolve_system
+from emery.config.resolve import JobInputs, resolve_system
+from emery.jobs.runtime import resolve_objects
 from emery.store.records import JobRecord
 from emery.systems.function_agent import FunctionAgent
 from emery.systems.harness.system import CodeHarness
@@ -81,3 +82,12 @@ def test_a_harness_reads_its_code_path_beside_the_config(elsewhere: Path) -> Non
 
     assert isinstance(system, CodeHarness)
     assert "# the copy beside the config" in system.seed_candidate().components["code:runtime"]
+
+
+def test_a_job_resolves_its_harness_code_beside_the_config(elsewhere: Path) -> None:
+    shutil.copytree(EXAMPLES / "harness_agent", elsewhere)
+    (elsewhere / "loop.py").write_text((elsewhere / "loop.py").read_text() + "\n# beside\n")
+
+    objects = resolve_objects(load_config(elsewhere / "job.toml"), elsewhere, JobInputs())
+
+    assert "# beside" in objects.system.seed_candidate().components["code:runtime"]

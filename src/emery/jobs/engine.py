@@ -29,7 +29,7 @@ from typing import Any
 from emery.algorithms.base import AlgorithmState, SearchContext
 from emery.algorithms.context import build_search_context
 from emery.algorithms.search_loop import StepRecord, run_search
-from emery.config.loading import parse_config
+from emery.config.loading import job_config
 from emery.config.resolve import JobInputs
 from emery.core.errors import EmeryError
 from emery.core.events import BestUpdated, CheckpointSaved, Event
@@ -152,7 +152,7 @@ class JobEngine:
     def _build_runtime(self, job: JobRecord, checkpoint: CheckpointRecord | None) -> Runtime:
         """The job's runtime, its LM usage restored; a job that cannot start fails."""
         try:
-            config = parse_config(job.resolved_config or job.config, f"job {job.id}")
+            config = job_config(job)
             usage = (
                 {r: RoleUsage.model_validate(u) for r, u in checkpoint.usage.items()}
                 if checkpoint

@@ -57,7 +57,7 @@ async def evaluate_config(
 ) -> EvaluationReport:
     """Score ``candidate`` (default: the system as configured) on ``split``."""
     dataset = resolve_dataset(config, base_dir)
-    system = resolve_system(config, dataset)
+    system = resolve_system(config, dataset, base_dir)
     check_system_inputs(system, dataset)
     verifier = resolve_verifier(config, dataset)
     examples = dataset.split(split)

@@ -90,7 +90,9 @@ def resolve_objects(config: JobConfig, base_dir: Path, inputs: JobInputs) -> Con
     verifier and references; a system that cannot read the data, a verifier that needs
     gold outputs the data lacks, or a bad reference is a one-line error."""
     dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
-    system = inputs.system if inputs.system is not None else resolve_system(config, dataset)
+    system = (
+        inputs.system if inputs.system is not None else resolve_system(config, dataset, base_dir)
+    )
     check_system_inputs(system, dataset)
     verifier = inputs.verifier if inputs.verifier is not None else resolve_verifier(config, dataset)
     check_gold(system, verifier, dataset)

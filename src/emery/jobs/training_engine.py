@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from emery.config.loading import parse_config
+from emery.config.loading import job_config
 from emery.config.schema import JobConfig, LoRASection
 from emery.core.errors import EmeryError
 from emery.core.events import CheckpointSaved, Event, event
@@ -96,7 +96,7 @@ class TrainingEngine:
         """Run (or resume) the job until it succeeds, fails, pauses or is cancelled."""
         job = self.store.get_job(self.job_id)
         check_runnable(job, kinds=(self.trainer.name,))
-        config = parse_config(job.resolved_config or job.config, f"job {job.id}")
+        config = job_config(job)
         base_dir = Path(job.base_dir or ".")
         claim_job(self.store, job, owner=self.owner, emit=self._emit)
         watcher = ControlWatcher(

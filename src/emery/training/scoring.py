@@ -60,7 +60,7 @@ async def compare(store: Store, config: JobConfig, base_dir: Path, tuned_model: 
     examples = dataset.split("test")
     if not examples:
         raise ConfigError(f"the test split of dataset {dataset.name!r} is empty: nothing to score")
-    system = resolve_system(config)
+    system = resolve_system(config, dataset, base_dir)
     verifier = resolve_verifier(config, dataset)
     candidate = scored_candidate(store, config, system.seed_candidate())
     summaries = []

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import cast
 
 from emery.config.evaluation_scope import evaluation_scope
-from emery.config.loading import parse_config
+from emery.config.loading import job_config
 from emery.config.resolve import (
     check_system_inputs,
     open_cache,
@@ -125,10 +125,10 @@ def build_job_work(store: Store, job_id: str, worker_id: str, *, queued: bool = 
             f"job {job_id} was created from Python objects: runners can only run jobs"
             " described by their config"
         )
-    config = parse_config(job.resolved_config or job.config, f"job {job_id}")
+    config = job_config(job)
     base_dir = Path(job.base_dir or ".")
     dataset = resolve_dataset(config, base_dir)
-    system = resolve_system(config, dataset)
+    system = resolve_system(config, dataset, base_dir)
     check_system_inputs(system, dataset)
     verifier = resolve_verifier(config, dataset)
     scope = evaluation_scope(config, system, verifier, dataset=dataset)
