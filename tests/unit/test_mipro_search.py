@@ -295,6 +295,25 @@ async def test_metric_call_budget_is_respected_and_ends_with_a_full_evaluation()
     assert state.best_val_score > state.baseline_val_score
 
 
+@pytest.mark.parametrize(("n_val", "metric_calls"), [(40, 200), (80, 400)])
+async def test_trials_go_on_until_the_budget_cannot_pay_another(
+    n_val: int, metric_calls: int
+) -> None:
+    # races drop most racers early, so reserving every racer's worst case for the final
+    # promotion left a third of the budget unspent (130 of 200, 225 of 400)
+    data = dataset(n_train=60, n_val=n_val)
+    budget = BudgetConfig(metric_calls=metric_calls)
+    ctx = make_ctx(data, format_and_demos_lm(data), proposer_lm(), budget=budget)
+
+    _, records = await run_recorded(MiproSettings(), ctx)
+
+    plan = payloads(records, MiproPlanned)[0]
+    left = metric_calls - ctx.budget.usage.metric_calls
+    leader_rest = n_val - plan.minibatch_size
+    assert 0 <= left < plan.minibatch_size + leader_rest
+    assert len(payloads(records, MiproTrial)) > plan.num_trials
+
+
 class EchoSystem:
     name = "echo"
 

@@ -51,8 +51,7 @@ async def run_trial(
     minibatch = min(plan.minibatch_size, len(ctx.val))
     whole = minibatch >= len(ctx.val)
     remaining = ctx.budget.remaining_metric_calls()
-    reserve = 0 if whole else len(ctx.val) - minibatch
-    if remaining is not None and remaining < minibatch + reserve:
+    if remaining is not None and remaining < minibatch + final_reserve(ctx, minibatch):
         await promote(ctx, state, number - 1, final=True, top_k=top_k)
         await restate_best(ctx, state, number - 1)
         state.done, state.done_reason = True, "budget reserved for the final full evaluation"
@@ -135,13 +134,22 @@ def repaired_seed_params(state: MiproState) -> dict[str, int] | None:
 
 
 def more_trials_affordable(ctx: SearchContext, state: MiproState, minibatch: int) -> bool:
-    """Whether a budget is set, holds one more trial plus two full-val scorings, and the
-    space has combinations no trial has tried."""
+    """Whether a budget is set, holds one more trial and what the final promotion needs,
+    and the space has combinations no trial has tried.
+
+    The final promotion needs the rest of val for the race's leader (nothing when trials
+    are judged on all of val): the race itself stops growing its prefix when only that
+    reserve is left, so reserving every racer's worst case would leave calls unspent."""
     remaining = ctx.budget.remaining_metric_calls()
     if remaining is None:
         return False
     space = math.prod(state.spaces().values())
-    return len(state.combos) < space and remaining >= minibatch + 2 * len(ctx.val)
+    return len(state.combos) < space and remaining >= minibatch + final_reserve(ctx, minibatch)
+
+
+def final_reserve(ctx: SearchContext, minibatch: int) -> int:
+    """The metric calls kept for scoring the final race's leader on the rest of val."""
+    return max(0, len(ctx.val) - minibatch)
 
 
 def race_order(ctx: SearchContext) -> list[Example]:
