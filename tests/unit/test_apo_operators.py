@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from events_support import payloads
 from fake_models import format_last_lm
-from test_apo_support import context, dataset, program, reflection_lm, run, settings
+from test_apo_support import context, dataset, fenced, program, reflection_lm, run, settings
 
 from emery.algorithms.apo import Apo, ApoState
 from emery.core.events import ApoEdit, ApoOperatorChild, ProposalSources
+from emery.evaluation.budget import BudgetConfig
 from emery.systems.formats import format_sentence
 from emery.systems.prompt_layout import StageLayout
 
@@ -60,3 +61,23 @@ async def test_without_operator_children_the_same_run_finds_nothing() -> None:
 
     assert outcome.state.best_val_score == 0.0
     assert outcome.state.best_candidate_id == outcome.state.seed_candidate_id
+
+
+async def test_a_budget_too_small_for_every_operator_child_still_pays_for_the_edit() -> None:
+    # val 40 (judged whole), budget 100: the baseline leaves 60, enough for the LM child
+    # (4 train + 40 val) but not for two operator children as well (124); the round was
+    # cut and APO returned the seed without trying anything
+    data = dataset(n_train=20, n_val=40)
+    ctx = context(
+        reflection_lm([fenced("Reply with the number.\nEnd with: Answer: <number>")]),
+        data=data,
+        budget=BudgetConfig(metric_calls=100),
+    )
+
+    outcome, records = await run(ctx, Apo(settings(operator_children=2, val_batch_size=None)))
+
+    assert ctx.budget.usage.metric_calls <= 100
+    assert payloads(records, ApoEdit)
+    state = outcome.state
+    assert isinstance(state, ApoState)
+    assert state.best_val_score == 1.0

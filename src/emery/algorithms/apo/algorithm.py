@@ -229,14 +229,15 @@ class Apo:
             slot, branch = divmod(index, settings.branch_factor)
             parent = state.pool[state.parents[slot]]
             operators = operator_children_due(ctx, state, settings.operator_children, slot, branch)
-            need = reserved + self._cost_of_one_more_child(
-                ctx, state, parent, batches, 1 + operators
-            )
+            need = reserved + self._cost_of_one_more_child(ctx, state, parent, batches)
             remaining = ctx.budget.remaining_metric_calls()
             if remaining is not None and need > remaining:
                 if not planned:
                     await self._cut_round(ctx, state, need, remaining)
                 break
+            if remaining is not None:  # the operator children the budget still pays for
+                each = max(1, len(self._val_batch(ctx, state)))
+                operators = min(operators, (remaining - need) // each)
             examples = [by_id[i] for i in batches.next(settings.gradient_batch_size)]
             state.train_cursor = batches.cursor
             reserved += self._uncached(ctx, parent, examples, "train") + (1 + operators) * len(
