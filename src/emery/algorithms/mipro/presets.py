@@ -42,7 +42,8 @@ PRESETS: dict[Preset, PresetValues] = {
 
 
 class MiproPlan(MiproPlanFields):
-    """The resolved numbers of one run and what they will cost (upper bounds)."""
+    """The resolved numbers of one run and what they will cost (races priced at their
+    leader's rest of val: a race that keeps more racers in the running costs more)."""
 
     preset: Preset
 
@@ -96,7 +97,6 @@ def make_plan(settings: MiproSettings, inputs: PlanInputs) -> MiproPlan:
     n_instr = settings.num_instructions or preset.candidates
     n_demo = settings.num_demo_sets or preset.candidates
     k = settings.full_eval_every or preset.full_eval_every
-    top_k = settings.top_k
     trials = (
         settings.num_trials
         if settings.num_trials is not None
@@ -110,7 +110,7 @@ def make_plan(settings: MiproSettings, inputs: PlanInputs) -> MiproPlan:
         fitted = _fit_to_budget(settings, inputs, budget, minibatch, trials, (n_instr, n_demo), k)
         minibatch, trials, bootstrap, (n_instr, n_demo), more = fitted
         notes += more
-    metric = _metric_calls(n_val, bootstrap, trials, minibatch, k, top_k)
+    metric = _metric_calls(n_val, bootstrap, trials, minibatch, k)
     summary_calls = _summary_calls(settings, inputs.n_train)
     wanted_proposals = max(0, n_instr - inputs.fixed_instructions)
     attempts = (
@@ -193,7 +193,7 @@ def _fit_to_budget(
             " a smaller n_val or a larger budget lets the search run"
         )
     if settings.num_trials is not None:
-        need = _cost(minibatch, trials, k, n_val, settings.top_k)
+        need = _cost(minibatch, trials, k, n_val)
         if need > available:
             notes.append(
                 f"the explicit settings need {need} metric calls for the search"
@@ -226,7 +226,7 @@ def _affordable_trials(
     if settings.num_trials is not None:
         return settings.num_trials
     trials = wanted
-    while trials > 0 and _cost(minibatch, trials, k, n_val, settings.top_k) > available:
+    while trials > 0 and _cost(minibatch, trials, k, n_val) > available:
         trials -= 1
     return trials
 
@@ -241,10 +241,10 @@ def _bootstrap_examples(settings: MiproSettings, inputs: PlanInputs, n_demo: int
 
 
 def _metric_calls(
-    n_val: int, bootstrap: int, trials: int, minibatch: int, k: int, top_k: int
+    n_val: int, bootstrap: int, trials: int, minibatch: int, k: int
 ) -> dict[str, int]:
-    """The planned metric calls of each phase and in total (races at their worst)."""
-    races = _race_calls(trials, k, minibatch, n_val, top_k)
+    """The planned metric calls of each phase and in total (``_race_calls``)."""
+    races = _race_calls(trials, k, minibatch, n_val)
     metric = {
         "baseline": n_val,
         "bootstrap": bootstrap,
@@ -263,16 +263,18 @@ def _summary_calls(settings: MiproSettings, n_train: int) -> int:
     return min(settings.summary_batches, available) + 1
 
 
-def _race_calls(trials: int, k: int, minibatch: int, n_val: int, top_k: int) -> int:
-    """The most the races cost: one every ``k`` trials (and one at the end), each scoring
-    up to ``top_k`` pending combinations (no more than the trials so far) on a doubling
-    prefix of val beyond their minibatch, at worst all of val. The seed's scores are free,
-    and so is the minibatch prefix each racer was scored on already."""
+def _race_calls(trials: int, k: int, minibatch: int, n_val: int) -> int:
+    """What the races typically cost: one every ``k`` trials (and one at the end), each
+    taking its leader from the minibatch to all of val (the seed's scores are free, and so
+    is the minibatch prefix each racer was scored on already). Racers the evidence drops
+    early cost a few examples more each; at worst every racer reaches all of val, but
+    pricing that left a third of the budget unspent: the trials go on while the budget
+    pays one more and the final leader's rest of val (``mipro.trials``), so the plan
+    counts the trials that rule runs."""
     if minibatch >= n_val or trials == 0:
         return 0
-    races = math.ceil(trials / k)
-    return races * min(top_k, trials) * (n_val - minibatch)
+    return math.ceil(trials / k) * (n_val - minibatch)
 
 
-def _cost(minibatch: int, trials: int, k: int, n_val: int, top_k: int) -> int:
-    return trials * minibatch + _race_calls(trials, k, minibatch, n_val, top_k)
+def _cost(minibatch: int, trials: int, k: int, n_val: int) -> int:
+    return trials * minibatch + _race_calls(trials, k, minibatch, n_val)
