@@ -6,11 +6,12 @@ schema. Every method is one transaction; ``commit_step`` is the engine's atomic 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from emery.core.events import Event
 from emery.core.models import Candidate
+from emery.core.feedback import FeedbackRecord
 from emery.core.rollouts import Attempt, Rollout
 from emery.core.spans import SpanRecord
 from emery.store.records import (
@@ -147,6 +148,10 @@ class Store(Protocol):
     ) -> Page[SpanRecord]: ...
 
     # resources and workers
+    # feedback on recorded traces (``emery.core.feedback``)
+    def add_feedback(self, record: FeedbackRecord) -> FeedbackRecord: ...
+    def list_feedback(self, trace_ids: Collection[str] | None = None) -> list[FeedbackRecord]: ...
+
     def put_resource(
         self, name: str, content: Any, *, kind: str = "document", job_id: str | None = None
     ) -> ResourceRecord: ...

@@ -165,6 +165,10 @@ class SpanFilter(BaseModel):
     name: str | None = None
     since_seq: int | None = None
 
+    started_after: datetime | None = None
+    """Spans that started at or after this time."""
+    started_before: datetime | None = None
+    """Spans that started before this time."""
 
 class ResourceRecord(BaseModel):
     """A versioned named document (a prompt set, a graph spec, a dataset summary)."""

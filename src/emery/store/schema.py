@@ -240,6 +240,23 @@ resources = Table(
     PrimaryKeyConstraint("name", "version"),
 )
 
+feedback = Table(
+    "feedback",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("trace_id", String(32), nullable=False),
+    Column("span_id", String(16), nullable=True),  # None: about the whole trace
+    Column("kind", String(16), nullable=False),  # score | thumb | reward
+    Column("score", Float, nullable=False),  # in [0, 1]
+    Column("raw", JSON, nullable=True),  # what was sent
+    Column("comment", Text, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Index("ix_feedback_trace", "trace_id", "span_id"),
+)
+"""Feedback on recorded traces (``POST /api/feedback``), read by ``emery dataset
+from-traces`` as labels. A table added without a schema bump: ``ensure_schema`` creates
+missing tables in older stores."""
+
 workers = Table(
     "workers",
     metadata,

@@ -51,6 +51,9 @@ GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 
 # emery attributes.
 ROLLOUT_ID = "emery.rollout.id"
+# OpenTelemetry resource attribute, copied onto each span by OTLP ingest.
+SERVICE_NAME = "service.name"
+
 ATTEMPT_ID = "emery.attempt.id"
 ATTEMPT_NUMBER = "emery.attempt.number"
 SEQUENCE = "emery.sequence"

@@ -4,7 +4,8 @@ The rollout and attempt a span belongs to come from its ``emery.rollout.id`` and
 ``emery.attempt.id`` attributes, else from its resource's (the LM proxy and emery's own
 tracer set them on spans; an exporter in another process can set them on its resource).
 OTLP JSON writes trace and span ids as hex, where protobuf's JSON mapping expects base64:
-they are converted before parsing.
+they are converted before parsing. The resource's ``service.name`` is copied onto each of
+its spans (unless the span sets one), so traces can be selected by service.
 """
 
 from __future__ import annotations
@@ -152,6 +153,8 @@ def to_record(span: Span, resource: dict[str, Any]) -> SpanRecord:
     if span.parent_span_id and len(span.parent_span_id) != 8:
         raise OtlpError("a parent span id must be 8 bytes")
     attrs = attributes(span.attributes)
+    if sc.SERVICE_NAME in resource:  # the service a span came from, kept for selection
+        attrs.setdefault(sc.SERVICE_NAME, resource[sc.SERVICE_NAME])
     start = _time(span.start_time_unix_nano)
     sequence = attrs.get(sc.SEQUENCE)
     return SpanRecord(

@@ -10,6 +10,7 @@ from emery.core.events import Event, StateChanged, event
 from emery.store import schema as t
 from emery.store.records import StepWrite
 from emery.store.sql.base import now
+from emery.store.sql.feedback import FeedbackMixin
 from emery.store.sql.jobs import JobsMixin
 from emery.store.sql.queue import QueueMixin
 from emery.store.sql.results import ResultsMixin
@@ -18,7 +19,7 @@ from emery.store.sql.traces import TracesMixin
 from emery.store.states import TERMINAL_STATES, OwnershipLost, check_job_transition
 
 
-class SqlStore(JobsMixin, ResultsMixin, TracesMixin, QueueMixin):
+class SqlStore(JobsMixin, ResultsMixin, TracesMixin, QueueMixin, FeedbackMixin):
     """The store on any SQLAlchemy engine (SQLite file, SQLite in memory, PostgreSQL)."""
 
     def commit_step(self, job_id: str, write: StepWrite) -> list[Event]:

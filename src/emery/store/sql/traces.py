@@ -196,6 +196,10 @@ class TracesMixin(SqlBase):
                 stmt = stmt.where(s.c[name] == value)
         if f.since_seq is not None:
             stmt = stmt.where(s.c.seq > f.since_seq)
+        if f.started_after is not None:
+            stmt = stmt.where(s.c.start_time >= f.started_after.timestamp())
+        if f.started_before is not None:
+            stmt = stmt.where(s.c.start_time < f.started_before.timestamp())
         stmt = stmt.order_by(s.c.rollout_id, s.c.attempt_id, s.c.seq, s.c.start_time, s.c.id)
         with self._tx() as conn:
             rows, total = paged(conn, stmt, limit, offset)

@@ -1,0 +1,240 @@
+"""Datasets from traces: selection, template matching, feedback as labels, redaction, time
+splits (``emery.data.from_traces``), with scripted spans in the in-memory store."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from emery.core.errors import ConfigError
+from emery.core.feedback import FeedbackRecord, NewFeedback
+from emery.core.spans import SpanRecord
+from emery.data.from_traces import TraceSelection, dataset_from_traces, time_split
+from emery.data.loaders import SplitFractions, load_dataset
+from emery.data.redaction import Redactor
+from emery.data.trace_template import TraceTemplate
+from emery.store.backends import MemoryStore
+from emery.systems.stages import StageConfig
+from emery.tracing import conventions as sc
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def chat_span(
+    n: int,
+    question: str,
+    reply: str | None = "an answer",
+    *,
+    service: str = "support",
+    model: str = "gpt-x",
+    system: str = "Answer briefly.",
+    parent: str | None = None,
+    job_id: str | None = None,
+) -> SpanRecord:
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    attributes = {
+        sc.GEN_AI_OPERATION_NAME: sc.CHAT_OPERATION,
+        sc.GEN_AI_REQUEST_MODEL: model,
+        sc.GEN_AI_INPUT_MESSAGES: json.dumps(messages),
+        sc.SERVICE_NAME: service,
+    }
+    if reply is not None:
+        attributes[sc.GEN_AI_OUTPUT_MESSAGES] = json.dumps(
+            [{"role": "assistant", "content": reply}]
+        )
+    start = T0 + timedelta(minutes=n)
+    return SpanRecord(
+        trace_id=f"{n:032x}",
+        span_id=f"{n:016x}",
+        parent_id=parent,
+        name=f"chat {model}",
+        start_time=start,
+        end_time=start + timedelta(seconds=1),
+        attributes=attributes,
+        job_id=job_id,
+    )
+
+
+def reward_span(n: int, value: float, *, after: int = 1) -> SpanRecord:
+    start = T0 + timedelta(minutes=n, seconds=after)
+    return SpanRecord(
+        trace_id=f"{n:032x}",
+        span_id=f"{n + 4096:016x}",
+        name=sc.REWARD_SPAN,
+        start_time=start,
+        end_time=start,
+        attributes={sc.REWARD_VALUE: value},
+    )
+
+
+QUESTION = TraceTemplate.from_text("Question: {question}")
+
+
+def build(store: MemoryStore, **kwargs: object):  # type: ignore[no-untyped-def]
+    return dataset_from_traces(store, kwargs.pop("template", QUESTION), **kwargs)  # type: ignore[arg-type]
+
+
+def test_template_matched_unmatched_and_ambiguous() -> None:
+    template = TraceTemplate.from_text("{city} to {country}")
+    user = [{"role": "system", "content": "x"}, {"role": "user", "content": "Lyon to France"}]
+    assert template.match(user).fields == {"city": "Lyon", "country": "France"}
+    assert template.match([{"role": "user", "content": "Lyon, France"}]).status == "unmatched"
+    twice = [{"role": "user", "content": "Lyon to Paris to France"}]
+    assert template.match(twice).status == "ambiguous"
+    assert TraceTemplate.from_text("{a}={a}").match(
+        [{"role": "user", "content": "1=2"}]
+    ).status == ("unmatched")
+    with pytest.raises(ConfigError, match="no \\{field\\}"):
+        TraceTemplate.from_text("no fields here")
+
+
+def test_stage_template_ignores_the_instruction_an_optimizer_changes() -> None:
+    stage = StageConfig.model_validate(
+        {
+            "name": "answer",
+            "instruction": "Answer briefly.",
+            "messages": [{"role": "user", "template": "Question: {question}"}],
+        }
+    )
+    template = TraceTemplate.from_stage(stage)
+    other_instruction = [
+        {"role": "system", "content": "A newer instruction."},
+        {"role": "user", "content": "Question: why?"},
+    ]
+    assert template.match(other_instruction).fields == {"question": "why?"}
+
+
+def test_calls_become_examples_and_unmatched_calls_are_counted() -> None:
+    store = MemoryStore()
+    store.add_spans(
+        [
+            chat_span(1, "Question: what is 2+2?", "4"),
+            chat_span(2, "what is 3+3?", "6"),  # not the template's prompt
+            chat_span(3, "Question: a", None),  # the call failed: no reply
+            chat_span(4, "Question: b", "B", service="billing"),
+            chat_span(5, "Question: c", "C", job_id="job1"),  # emery's own job
+        ]
+    )
+    built = build(store, selection=TraceSelection(service="support"))
+    summary = built.summary
+    assert (summary.selected, summary.matched, summary.unmatched, summary.no_reply) == (3, 1, 1, 1)
+    [(_, example)] = built.examples
+    assert example.input == {"question": "what is 2+2?"}
+    assert example.expected == "4"
+    assert example.meta["trace_id"] == f"{1:032x}"
+    assert "the user message does not fit the template" in summary.reasons
+
+
+def test_selection_by_time_model_name_and_attribute() -> None:
+    store = MemoryStore()
+    spans = [chat_span(n, f"Question: q{n}", model="m1" if n % 2 else "m2") for n in range(1, 7)]
+    spans[0].attributes["tenant"] = "acme"
+    store.add_spans(spans)
+    window = TraceSelection(since=T0 + timedelta(minutes=2), until=T0 + timedelta(minutes=5))
+    assert [e.input["question"] for _, e in build(store, selection=window)] == ["q2", "q3", "q4"]
+    by_model = build(store, selection=TraceSelection(model="m2"))
+    assert [e.input["question"] for _, e in by_model] == ["q2", "q4", "q6"]
+    assert build(store, selection=TraceSelection(span_name="chat m*")).summary.selected == 6
+    assert build(store, selection=TraceSelection(span_name="chat m1")).summary.selected == 3
+    tenant = build(store, selection=TraceSelection(attributes={"tenant": "acme"}))
+    assert [e.input["question"] for _, e in tenant] == ["q1"]
+
+
+def test_time_split_puts_the_newest_calls_in_test() -> None:
+    store = MemoryStore()
+    store.add_spans([chat_span(n, f"Question: q{n}") for n in (5, 1, 4, 2, 3, 9, 7, 8, 6, 10)])
+    built = build(store)
+    order = [(split, int(example.input["question"][1:])) for split, example in built]
+    assert order == [("train", n) for n in range(1, 7)] + [("val", 7), ("val", 8)] + [
+        ("test", 9),
+        ("test", 10),
+    ]
+    assert built.summary.splits == {"train": 6, "val": 2, "test": 2}
+    assert time_split(3, SplitFractions(train=1, val=0, test=1)) == ["train", "test", "test"]
+
+
+def test_feedback_by_span_trace_and_reward_becomes_the_label() -> None:
+    store = MemoryStore()
+    root = f"{99:016x}"
+    store.add_spans(
+        [
+            chat_span(1, "Question: a"),
+            chat_span(2, "Question: b"),
+            chat_span(3, "Question: c", parent=root),
+            chat_span(4, "Question: d"),
+            reward_span(4, 0.25),
+            reward_span(1, 1.0),  # a span's own feedback outranks the reward
+            chat_span(5, "Question: e"),
+        ]
+    )
+    store.add_spans(
+        [
+            SpanRecord(
+                trace_id=f"{3:032x}",
+                span_id=root,
+                name="agent",
+                start_time=T0,
+                end_time=T0 + timedelta(hours=1),
+            )
+        ]
+    )
+    store.add_feedback(
+        FeedbackRecord.of(NewFeedback(trace_id=f"{1:032x}", span_id=f"{1:016x}", thumb="down"))
+    )
+    store.add_feedback(FeedbackRecord.of(NewFeedback(trace_id=f"{2:032x}", score=0.5)))
+    store.add_feedback(FeedbackRecord.of(NewFeedback(trace_id=f"{2:032x}", score=0.75)))
+    store.add_feedback(
+        FeedbackRecord.of(NewFeedback(trace_id=f"{3:032x}", span_id=root, thumb="up"))
+    )
+    built = build(store)
+    labels = {e.input["question"]: e.meta.get("feedback") for _, e in built}
+    assert labels["a"] == {"score": 0.0, "kind": "thumb", "source": "span"}
+    assert labels["b"] == {"score": 0.75, "kind": "score", "source": "trace"}  # the latest
+    assert labels["c"] == {"score": 1.0, "kind": "thumb", "source": "span"}  # a span above it
+    assert labels["d"] == {"score": 0.25, "kind": "reward", "source": "reward"}
+    assert labels["e"] is None
+    assert built.summary.with_feedback == 4
+    labeled = build(store, labeled_only=True)
+    assert sorted(e.input["question"] for _, e in labeled) == ["a", "b", "c", "d"]
+
+
+def test_redaction_runs_before_the_example_is_made(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store = MemoryStore()
+    store.add_spans(
+        [
+            chat_span(
+                1, "Question: mail ann@example.com or call 555-123-4567", "Sure, ann@example.com"
+            )
+        ]
+    )
+    store.add_feedback(
+        FeedbackRecord.of(
+            NewFeedback(trace_id=f"{1:032x}", thumb="up", comment="from ann@example.com")
+        )
+    )
+    redactor = Redactor.of(
+        ["email", "phone", r"Sure"], function=lambda text: text.replace("mail", "m***")
+    )
+    built = build(store, redactor=redactor)
+    path = built.write(tmp_path / "traces.jsonl")
+    text = path.read_text()
+    assert "ann@example.com" not in text and "555-123-4567" not in text
+    [(_, example)] = built.examples
+    assert example.input["question"] == "m*** [EMAIL] or call [PHONE]"
+    assert example.expected == "[REDACTED], [EMAIL]"
+    assert example.meta["feedback"]["comment"] == "from [EMAIL]"
+    loaded = load_dataset(path)  # the file is a dataset emery reads, splits and all
+    assert loaded.train[0].input == example.input
+
+
+def test_bad_redaction_pattern_and_feedback_are_one_line_errors() -> None:
+    with pytest.raises(ConfigError, match="not a valid regex"):
+        Redactor.of(["(unclosed"])
+    with pytest.raises(ValueError, match="either score"):
+        NewFeedback(trace_id="a" * 32, score=0.5, thumb="up")
+    with pytest.raises(ValueError, match="32 hex digits"):
+        NewFeedback(trace_id="xyz", score=0.5)
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+        NewFeedback(trace_id="a" * 32, score=1.5)
