@@ -94,6 +94,11 @@ class FakeDecoder:
             self.kv[slot].append(token)
         return [self._next(slot) for slot, _, _ in entries]
 
+    def logprob(self, slot: int, token: int) -> float:
+        """A log-probability that says where it was asked: minus the slot's cache length
+        (what the cache held when the token was sampled) in thousandths."""
+        return -len(self.kv[slot]) / 1000
+
     def close(self) -> None:
         self.closed = True
 

@@ -6,7 +6,7 @@ import time
 from concurrent.futures import Future, wait
 
 import pytest
-from local_engine_support import FakeDecoder
+from local_engine_support import FakeDecoder, render
 
 from emery.core.models import ChatMessage
 from emery.lm import Completion, LMError
@@ -190,3 +190,22 @@ def test_common_prefix() -> None:
     assert common_prefix([1, 2, 3], [1, 2, 4]) == 2
     assert common_prefix([], [1]) == 0
     assert common_prefix([1, 2], [1, 2, 3]) == 2
+
+
+def test_a_request_for_tokens_gets_its_ids_and_a_logprob_per_reply_token() -> None:
+    decoder = FakeDecoder(slots=2)
+    engine = _engine(decoder)
+    plain = engine.submit(_chat("alpha"), {"temperature": 0.0})
+    recorded = engine.submit(_chat("beta"), {"temperature": 0.0}, tokens=True)
+    wait([plain, recorded], timeout=10)
+
+    assert plain.result().tokens is None
+    completion = recorded.result()
+    assert completion.text == "re: beta"
+    tokens = completion.tokens
+    assert tokens is not None
+    prompt = render(_chat("beta"))
+    assert "".join(map(chr, tokens.prompt_token_ids)) == prompt
+    assert "".join(map(chr, tokens.completion_token_ids)) == "re: beta"
+    # each reply token's log-probability was read where it was sampled, before the next step
+    assert tokens.completion_logprobs == [-(len(prompt) + k) / 1000 for k in range(len("re: beta"))]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 from collections.abc import Iterator
@@ -228,3 +229,39 @@ async def test_a_garbage_body_is_retried_like_a_server_error(server: Server) -> 
     completion = await _lm(server).complete(MESSAGES)
     assert completion.text == "echo: Say hello."
     assert len(server.state.requests) == 3
+
+
+def _reply_with_logprobs(tokens: list[str], **extra: Any) -> str:
+    body = _completion({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    body["choices"][0]["logprobs"] = {
+        "content": [
+            {"token": token, "logprob": -0.25 * (i + 1), "bytes": None, "top_logprobs": []}
+            for i, token in enumerate(tokens)
+        ]
+    }
+    body.update(extra)
+    return json.dumps(body)
+
+
+async def test_a_call_with_logprobs_reads_them_and_any_token_ids(server: Server) -> None:
+    lm = _lm(server)
+    server.state.body = _reply_with_logprobs(["echo", ":", " hi"])
+    plain = await lm.complete(MESSAGES)  # the reply carries them: read whether asked or not
+    completion = await lm.complete(MESSAGES, logprobs=True)
+    assert server.state.requests[1]["logprobs"] is True
+    assert "logprobs" not in server.state.requests[0]
+    assert plain.tokens == completion.tokens
+    assert completion.tokens is not None
+    assert completion.tokens.completion_logprobs == [-0.25, -0.5, -0.75]
+    assert completion.tokens.completion_token_ids == []  # OpenAI does not say
+
+    # vLLM: tokens spelt as ids (return_tokens_as_token_ids) and the prompt's ids
+    server.state.body = _reply_with_logprobs(
+        ["token_id:7", "token_id:3"], prompt_token_ids=[1, 2, 5]
+    )
+    tokens = (await lm.complete(MESSAGES, logprobs=True)).tokens
+    assert tokens is not None
+    assert (tokens.prompt_token_ids, tokens.completion_token_ids) == ([1, 2, 5], [7, 3])
+
+    server.state.body = None
+    assert (await lm.complete(MESSAGES)).tokens is None

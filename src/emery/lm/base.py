@@ -5,11 +5,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from emery.core.aio import run_sync
 from emery.core.models import ChatMessage
 from emery.core.results import TokenUsage as TokenUsage
+
+
+class TokenTrace(BaseModel):
+    """A call's tokens, for training on it: returned when the call asks ``logprobs=True``
+    of a model that can say (the local model; OpenAI-compatible servers that return them).
+
+    ``completion_token_ids`` are the tokens as sampled (a stop string's tokens included,
+    the end-of-generation token not); an empty list means the model did not say.
+    ``completion_logprobs`` are the model's log-probabilities of those tokens (log-softmax
+    of its logits, before the sampler's temperature and penalties), one per token.
+    """
+
+    prompt_token_ids: list[int] = Field(default_factory=list)
+    completion_token_ids: list[int] = Field(default_factory=list)
+    completion_logprobs: list[float] | None = None
 
 
 class Completion(BaseModel):
@@ -21,6 +36,8 @@ class Completion(BaseModel):
     latency_s: float = 0.0
     model: str = ""
     cached: bool = False
+    tokens: TokenTrace | None = None
+    """Token ids and log-probabilities, when the call asked for them (``logprobs=True``)."""
 
 
 class LMError(Exception):

@@ -19,6 +19,7 @@ from emery.lm.base import LM, Completion
 from emery.lm.cache import CachedLM, ResponseCache
 from emery.lm.catalog import installed_adapter, installed_path, split_adapter_name
 from emery.lm.local import LocalLM
+from emery.lm.tokens import TokenRecordingLM
 from emery.lm.usage import MeteredLM, Price, UsageMeter
 from emery.lm.wrapper import LMWrapper
 
@@ -49,6 +50,9 @@ class LMConfig(Settings):
     prefix_reuse: bool = True
     cache: bool = True
     cache_sampled: bool = False
+    record_tokens: bool = False
+    """Record each call's token ids and log-probabilities on its span (for RL on agents):
+    off by default, as they are several times the size of the text."""
     price_input_per_mtok: float | None = None
     price_output_per_mtok: float | None = None
 
@@ -186,10 +190,13 @@ def build_lm(
     cache: ResponseCache | None,
     base: LM | None = None,
 ) -> MeteredLM:
-    """A model for one role: cached (when enabled) and metered, with the role's defaults."""
+    """A model for one role: cached (when enabled), asked for its tokens (when
+    ``record_tokens``) and metered, with the role's defaults."""
     lm: LM = base if base is not None else build_base_lm(config)
     if cache is not None and config.cache:
         lm = CachedLM(lm, cache, cache_sampled=config.cache_sampled)
+    if config.record_tokens:  # outside the cache: a call with tokens has a key of its own
+        lm = TokenRecordingLM(lm)
     return MeteredLM(
         lm,
         meter,

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from emery.core.models import ChatMessage
-from emery.lm.base import Completion, TokenUsage
+from emery.lm.base import Completion, TokenTrace, TokenUsage
 
 Responder = Callable[[Sequence[ChatMessage]], str]
 
@@ -19,7 +19,10 @@ class FakeLM:
     - a mapping is looked up by the last user message (then ``default``);
     - a sequence is replayed in order (then ``default``).
 
-    Tokens are counted as whitespace-separated words. ``calls`` records every request.
+    Tokens are whitespace-separated words. A call with ``logprobs=True`` gets its tokens
+    (``Completion.tokens``): each word's id in ``vocabulary`` (``decode`` reads ids back)
+    and a log-probability of ``-0.1 * (1 + id % 5)`` per completion word. ``calls``
+    records every request.
     """
 
     def __init__(
@@ -36,6 +39,16 @@ class FakeLM:
         self._script = script
         self._default = default
         self._replayed = 0
+        self.vocabulary: dict[str, int] = {}
+
+    def encode(self, text: str) -> list[int]:
+        """The ids of ``text``'s words (new words get the next id)."""
+        return [self.vocabulary.setdefault(word, len(self.vocabulary)) for word in text.split()]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The words of ``ids``, joined by spaces."""
+        words = {i: word for word, i in self.vocabulary.items()}
+        return " ".join(words[i] for i in ids)
 
     async def complete(
         self,
@@ -62,6 +75,16 @@ class FakeLM:
             finish_reason=finish,
             usage=TokenUsage(prompt_tokens=prompt_tokens, completion_tokens=len(text.split())),
             model=self.model,
+            tokens=self._tokens(messages, text) if params.get("logprobs") else None,
+        )
+
+    def _tokens(self, messages: Sequence[ChatMessage], text: str) -> TokenTrace:
+        prompt = self.encode(" ".join(m["content"] for m in messages))
+        completion = self.encode(text)
+        return TokenTrace(
+            prompt_token_ids=prompt,
+            completion_token_ids=completion,
+            completion_logprobs=[-0.1 * (1 + i % 5) for i in completion],
         )
 
     def _reply(self, messages: Sequence[ChatMessage]) -> str:

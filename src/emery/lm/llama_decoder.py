@@ -20,6 +20,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from emery.core.models import ChatMessage
 from emery.lm.llama_prompt import Prompt, Sampling, build_prompt
 
@@ -77,6 +79,7 @@ class LlamaDecoder:
         self._n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self._batch = llama_cpp.llama_batch_init(params.n_batch, 0, 1)
         self._samplers: dict[int, Any] = {}
+        self._sampled_at: dict[int, int] = {}  # slot -> batch index of its last sample
         self._piece_buffer = ctypes.create_string_buffer(256)
         self.bos = int(self.llama.token_bos())
 
@@ -142,6 +145,15 @@ class LlamaDecoder:
         self._decode()
         return [self._sample(slot, i) for i, (slot, _, _) in enumerate(entries)]
 
+    def logprob(self, slot: int, token: int) -> float:
+        """The model's log-probability of ``token`` where ``slot`` last sampled (log-softmax
+        of the logits, before the sampler's penalties and temperature); asked before the
+        next decode, while those logits are still there."""
+        pointer = self._lib.llama_get_logits_ith(self._ctx, self._sampled_at[slot])
+        logits = np.ctypeslib.as_array(pointer, shape=(self._n_vocab,)).astype(np.float64)
+        top = logits.max()
+        return float(logits[token] - top - np.log(np.exp(logits - top).sum()))
+
     def close(self) -> None:
         for slot in list(self._samplers):
             self.end(slot)
@@ -179,6 +191,7 @@ class LlamaDecoder:
             raise RuntimeError(f"llama_decode failed ({code})")
 
     def _sample(self, slot: int, index: int) -> int:
+        self._sampled_at[slot] = index
         return int(self._lib.llama_sampler_sample(self._samplers[slot], self._ctx, index))
 
     def _sampler(self, s: Sampling) -> Any:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from emery.core.models import ChatMessage
-from emery.lm.base import Completion, LMError, TokenUsage
+from emery.lm.base import Completion, LMError, TokenTrace, TokenUsage
 from emery.lm.llama_prompt import Prompt, Sampling
 from emery.lm.llama_text import Generation
 
@@ -53,6 +53,7 @@ class Decoder(Protocol):
     def keep(self, slot: int, source: int, n: int) -> None: ...
     def prefill(self, slot: int, tokens: Sequence[int], pos: int) -> int: ...
     def step(self, entries: Sequence[tuple[int, int, int]]) -> list[int]: ...
+    def logprob(self, slot: int, token: int) -> float: ...
     def close(self) -> None: ...
 
 
@@ -78,6 +79,7 @@ class _Request:
     future: Future[Completion] = field(default_factory=Future)
     prompt: Prompt | None = None
     start: float = 0.0
+    logprobs: list[float] | None = None  # a list when the caller asked for its tokens
 
 
 @dataclass
@@ -121,9 +123,18 @@ class BatchEngine:
         self._closing = False
         self._stopping = False
 
-    def submit(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Future[Completion]:
-        """Queue a request; its future may be cancelled to free its slot."""
-        request = _Request(order=next(self._order), messages=list(messages), params=params)
+    def submit(
+        self, messages: Sequence[ChatMessage], params: dict[str, Any], *, tokens: bool = False
+    ) -> Future[Completion]:
+        """Queue a request; its future may be cancelled to free its slot. With ``tokens`` its
+        completion carries the prompt's and the reply's token ids and the model's
+        log-probability of each reply token (``Completion.tokens``)."""
+        request = _Request(
+            order=next(self._order),
+            messages=list(messages),
+            params=params,
+            logprobs=[] if tokens else None,
+        )
         with self._cond:
             self._incoming.append(request)
             if self._worker is None or not self._worker.is_alive():
@@ -333,7 +344,11 @@ class BatchEngine:
         generation, request = slot.generation, slot.request
         assert generation is not None
         assert request is not None
-        if not generation.push(token):
+        taken = len(generation.tokens)
+        done = generation.push(token)
+        if request.logprobs is not None and len(generation.tokens) > taken:
+            request.logprobs.append(decoder.logprob(slot.index, token))
+        if not done:
             slot.next_token = token
             return
         completion = Completion(
@@ -345,6 +360,7 @@ class BatchEngine:
             ),
             latency_s=time.perf_counter() - request.start,
             model=self.model,
+            tokens=_tokens(generation, request.logprobs),
         )
         self._release(decoder, slot)  # before the caller hears: the slot is free by then
         try:
@@ -357,6 +373,17 @@ class BatchEngine:
         slot.request = None
         slot.generation = None
         slot.used = next(self._stamp)
+
+
+def _tokens(generation: Generation, logprobs: list[float] | None) -> TokenTrace | None:
+    """What a request that asked for its tokens gets (None for the others)."""
+    if logprobs is None:
+        return None
+    return TokenTrace(
+        prompt_token_ids=list(generation.prompt.tokens),
+        completion_token_ids=list(generation.tokens),
+        completion_logprobs=list(logprobs),
+    )
 
 
 def _fail(request: _Request, error: Exception) -> None:

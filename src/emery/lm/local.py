@@ -8,6 +8,9 @@ greedy reply does not depend on the batch it ran in.
 
 A call waits inside ``waiting_on_model()``: the rollout that made it does not spend its
 ``timeout_seconds`` while queued behind other requests or decoding on a busy machine.
+A call with ``logprobs=True`` gets its token ids and the model's log-probability of each
+reply token in ``Completion.tokens``; the reply is the same as without.
+
 ``close()`` (or leaving ``with LocalLM(...)``) stops the decoder thread and frees the model.
 """
 
@@ -63,6 +66,8 @@ class LocalLM:
         stop: Sequence[str] | None = None,
         **params: Any,
     ) -> Completion:
+        tokens = bool(params.pop("logprobs", False))
+        params.pop("top_logprobs", None)  # only the sampled token's log-probability is kept
         request_params: dict[str, Any] = {
             "temperature": temperature or 0.0,
             "max_tokens": max_tokens,
@@ -71,7 +76,8 @@ class LocalLM:
         }
         request_params = {k: v for k, v in request_params.items() if v is not None}
         with waiting_on_model():
-            return await asyncio.wrap_future(self.engine.submit(messages, request_params))
+            future = self.engine.submit(messages, request_params, tokens=tokens)
+            return await asyncio.wrap_future(future)
 
     def close(self) -> None:
         """Stop the decoder thread (requests in flight fail) and free the model; a later

@@ -17,7 +17,7 @@ import openai
 
 from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage
-from emery.lm.base import Completion, LMError, TokenUsage, sampling_params
+from emery.lm.base import Completion, LMError, TokenTrace, TokenUsage, sampling_params
 from emery.lm.loop_local import LoopLocal
 from emery.lm.retry import RetryPolicy, retrying
 
@@ -61,6 +61,30 @@ def http_client(concurrency: int, timeout_s: float) -> httpx2.AsyncClient:
     return openai.DefaultAioHttpClient(limits=limits, timeout=timeout_s, verify=tls_context())
 
 
+TOKEN_ID_PREFIX = "token_id:"  # vLLM's ``return_tokens_as_token_ids`` spelling of a token
+
+
+def reply_tokens(reply: dict[str, Any], choice: dict[str, Any]) -> TokenTrace | None:
+    """The tokens a reply carries: ``choices[0].logprobs.content[*].logprob`` (a request
+    with ``logprobs: true``), and the token ids where the server gives them (vLLM's
+    ``prompt_token_ids`` and ``choices[0].token_ids``, or tokens spelt ``token_id:N``).
+    None when it carries neither."""
+    content = (choice.get("logprobs") or {}).get("content")
+    completion_ids = choice.get("token_ids")
+    if content is None and completion_ids is None:
+        return None
+    logprobs = [float(item["logprob"]) for item in content] if content is not None else None
+    if completion_ids is None and content is not None:
+        spelt = [str(item.get("token", "")) for item in content]
+        if spelt and all(token.startswith(TOKEN_ID_PREFIX) for token in spelt):
+            completion_ids = [int(token.removeprefix(TOKEN_ID_PREFIX)) for token in spelt]
+    return TokenTrace(
+        prompt_token_ids=list(reply.get("prompt_token_ids") or []),
+        completion_token_ids=list(completion_ids or []),
+        completion_logprobs=logprobs,
+    )
+
+
 class OpenAICompatibleLM:
     """Chat completions through the official ``openai`` client against any ``base_url``.
 
@@ -70,6 +94,8 @@ class OpenAICompatibleLM:
     client's ``post`` (its auth, headers, timeouts and error types) with a plain JSON
     body, and only the fields a ``Completion`` needs are read from the reply: building the
     SDK's typed request and response models costs more CPU than the rest of a call.
+    A call with ``logprobs=True`` sends it on and reads the reply's log-probabilities (and
+    token ids, where the server returns them) into ``Completion.tokens``.
     """
 
     def __init__(
@@ -152,6 +178,7 @@ class OpenAICompatibleLM:
                 ),
                 latency_s=latency_s,
                 model=reply.get("model") or self.model,
+                tokens=reply_tokens(reply, choice),
             )
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise MalformedReply(
