@@ -173,6 +173,7 @@ class Mipro:
                     rng,
                     top_k=self.settings.top_k,
                     final_promotions=self.settings.final_promotions,
+                    trials_per_step=self.settings.trials_per_step,
                 )
         state.iteration += 1
         state.rng_state = save_rng(rng)

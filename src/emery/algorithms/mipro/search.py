@@ -44,11 +44,19 @@ def next_params(
     *,
     seed: int,
     startup_trials: int,
-) -> dict[str, int]:
-    """TPE's next choice of indices given every trial so far."""
+    count: int = 1,
+) -> list[dict[str, int]]:
+    """TPE's next ``count`` choices of indices given every trial so far. Asked together,
+    the later ones see the earlier ones as running trials scored at the worst value so far
+    (Optuna's constant liar), so one step's trials spread instead of repeating."""
     dists = distributions(spaces)
     with _quiet_optuna():
-        sampler = TPESampler(seed=seed, n_startup_trials=startup_trials, multivariate=True)
+        sampler = TPESampler(
+            seed=seed,
+            n_startup_trials=startup_trials,
+            multivariate=True,
+            constant_liar=count > 1,
+        )
         study = optuna.create_study(direction="maximize", sampler=sampler)
         for record in history:
             study.add_trial(
@@ -59,8 +67,8 @@ def next_params(
                     user_attrs={"kind": record.kind, "number": record.number},
                 )
             )
-        trial = study.ask(dists)
-    return {name: int(trial.params[name]) for name in dists}
+        trials = [study.ask(dists) for _ in range(count)]
+    return [{name: int(trial.params[name]) for name in dists} for trial in trials]
 
 
 def top_combos(state: MiproState, k: int) -> list[ComboRecord]:

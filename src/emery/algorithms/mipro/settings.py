@@ -65,6 +65,10 @@ class MiproSettings(AlgorithmSettings):
     use_dataset_summary: bool = True
 
     tpe_startup_trials: int | None = Field(default=None, ge=0)
+    trials_per_step: int = Field(default=1, ge=1)
+    """Trials TPE picks at once (later ones see earlier ones as running: constant liar)
+    and scored together: the same trials in less wall time when the task model serves
+    requests in parallel; kill and resume repeat a step whole."""
     top_k: int = Field(default=5, ge=1)
     final_promotions: int = Field(default=3, ge=1)
     """At the end, the best combination not yet scored on full val is, and then the next

@@ -1,4 +1,5 @@
-"""MIPRO's search phase: one trial per step, with promotion of the best to full val.
+"""MIPRO's search phase: trials in steps (one by default), with promotion of the best to
+full val.
 
 Every trial scores its combination on the same val minibatch, the first examples of a
 fixed shuffle of val (``race_order``), so trials compare paired. A promotion races the best
@@ -15,6 +16,7 @@ import math
 import random
 
 from emery.algorithms.base import SearchContext
+from emery.algorithms.concurrent_scoring import ScoreRequest, score_concurrently
 from emery.algorithms.evidence import ContextScorer, Evidence, flipped, race
 from emery.algorithms.mipro.restate import restate_best
 from emery.algorithms.mipro.search import next_params, top_combos
@@ -40,26 +42,36 @@ async def run_trial(
     *,
     top_k: int,
     final_promotions: int = 3,
+    trials_per_step: int = 1,
 ) -> None:
-    """One trial: TPE picks the choices, a val minibatch scores them; every K trials the
-    best pending combination is scored on full val, and at the end the best few are.
+    """One search step: TPE picks the choices of up to ``trials_per_step`` trials, a val
+    minibatch scores them (together); every K trials the best pending combination is
+    raced and scored on full val, and at the end the best few are. A step is all its
+    trials or none: a step killed midway is repeated whole on resume.
 
     The planned trials are a floor: while the metric-call budget holds another trial and
     the final full-val scoring, and untried combinations remain, trials go on."""
     plan = state.resolved_plan()
-    number = state.trials_done + 1
+    first = state.trials_done + 1
     minibatch = min(plan.minibatch_size, len(ctx.val))
     whole = minibatch >= len(ctx.val)
+    reserve = final_reserve(ctx, minibatch)
     remaining = ctx.budget.remaining_metric_calls()
-    if remaining is not None and remaining < minibatch + final_reserve(ctx, minibatch):
-        await promote(ctx, state, number - 1, final=True, top_k=top_k)
-        await restate_best(ctx, state, number - 1)
+    if remaining is not None and remaining < minibatch + reserve:
+        await promote(ctx, state, first - 1, final=True, top_k=top_k)
+        await restate_best(ctx, state, first - 1)
         state.done, state.done_reason = True, "budget reserved for the final full evaluation"
         return
+    if remaining is None:  # no budget: the planned trials, then the end
+        size = min(trials_per_step, max(1, plan.num_trials - first + 1))
+    else:  # the trials the budget pays beside the final reserve
+        size = min(trials_per_step, (remaining - reserve) // max(1, minibatch))
     before = snapshot(state.sources)
-    combo, score = await _score_trial(ctx, state, rng, number, minibatch)
+    scored = await _score_trials(ctx, state, rng, first, size, minibatch)
+    number = first + len(scored) - 1
     if whole:
-        record_full(ctx, state, combo, score, number)
+        for trial, (combo, score) in enumerate(scored, first):
+            record_full(ctx, state, combo, score, trial)
     last = number >= plan.num_trials and not more_trials_affordable(ctx, state, minibatch)
     if last:
         for _ in range(final_promotions):  # another race only after one promoted
@@ -67,58 +79,75 @@ async def run_trial(
                 break
         await restate_best(ctx, state, number)
         state.done, state.done_reason = True, f"{number} trials done"
-    elif number % plan.full_eval_every == 0:
+    elif number // plan.full_eval_every > (first - 1) // plan.full_eval_every:
         await promote(ctx, state, number, final=False, top_k=top_k)
     state.top = top_combos(state, top_k)
     report_if_changed(ctx, "mipro", number, before, state.sources)
 
 
-async def _score_trial(
-    ctx: SearchContext, state: MiproState, rng: random.Random, number: int, minibatch: int
-) -> tuple[ComboRecord, float]:
-    """TPE's next choices as a candidate, scored on a val minibatch (all of val when the
-    minibatch is that big); records the trial and its combination."""
+async def _score_trials(
+    ctx: SearchContext,
+    state: MiproState,
+    rng: random.Random,
+    first: int,
+    size: int,
+    minibatch: int,
+) -> list[tuple[ComboRecord, float]]:
+    """TPE's next ``size`` choices as candidates, scored together on the same val
+    minibatch (all of val when the minibatch is that big); records each trial and its
+    combination in trial order."""
     whole = minibatch >= len(ctx.val)
-    params = next_params(
+    choices = next_params(
         state.spaces(),
         state.trials,
         seed=rng.randrange(2**31),
         startup_trials=state.resolved_plan().tpe_startup_trials,
+        count=size,
     )
     if all(trial.kind == "baseline" for trial in state.trials):
-        params = repaired_seed_params(state) or params
-    candidate = ctx.add_candidate(combo_candidate(ctx, state, params, number))
+        choices[0] = repaired_seed_params(state) or choices[0]
+    candidates = [
+        ctx.add_candidate(combo_candidate(ctx, state, params, number))
+        for number, params in enumerate(choices, first)
+    ]
     batch = list(ctx.val) if whole else race_order(ctx)[:minibatch]
-    result = await ctx.evaluate(candidate, batch, "val")
-    state.trials_done = number
-    state.trials.append(
-        TrialRecord(
-            number=number,
-            kind="full" if whole else "minibatch",
-            params=params,
-            candidate_id=candidate.id,
-            score=result.mean,
-            n=len(batch),
+    results = await score_concurrently(
+        ctx, [ScoreRequest(candidate, batch, "val") for candidate in candidates]
+    )
+    scored = []
+    for number, params, candidate, result in zip(
+        range(first, first + size), choices, candidates, results, strict=True
+    ):
+        state.trials_done = number
+        state.trials.append(
+            TrialRecord(
+                number=number,
+                kind="full" if whole else "minibatch",
+                params=params,
+                candidate_id=candidate.id,
+                score=result.mean,
+                n=len(batch),
+            )
         )
-    )
-    combo = state.combos.setdefault(
-        candidate.id, ComboRecord(candidate_id=candidate.id, params=params)
-    )
-    combo.minibatch_scores.append(result.mean)
-    combo.minibatch_n += len(batch)
-    for source in combo_sources(state, params):
-        count(state.sources, source, "proposed")
-    ctx.emit(
-        MiproTrial(
-            number=number,
-            params=params,
-            candidate_id=candidate.id,
-            score=result.mean,
-            n=len(batch),
-            full=whole,
+        combo = state.combos.setdefault(
+            candidate.id, ComboRecord(candidate_id=candidate.id, params=params)
         )
-    )
-    return combo, result.mean
+        combo.minibatch_scores.append(result.mean)
+        combo.minibatch_n += len(batch)
+        for source in combo_sources(state, params):
+            count(state.sources, source, "proposed")
+        ctx.emit(
+            MiproTrial(
+                number=number,
+                params=params,
+                candidate_id=candidate.id,
+                score=result.mean,
+                n=len(batch),
+                full=whole,
+            )
+        )
+        scored.append((combo, result.mean))
+    return scored
 
 
 def repaired_seed_params(state: MiproState) -> dict[str, int] | None:
