@@ -8,9 +8,11 @@ import json
 import os
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import cost_front_support
 import jobs_support as js
 import pytest
 from server_support import PLAN_SUMMARY, job_config, plan_event
@@ -189,3 +191,25 @@ def test_the_job_page_shows_the_plan_live(
     ]
     page.screenshot(path=str(artifacts / "plan.png"), full_page=True)
     store.transition("j-planned01", "cancelled", reason="test over")
+
+
+def test_the_job_page_shows_the_cost_front(
+    live: tuple[MemoryStore, str], page: Any, artifacts: Path, tmp_path: Path
+) -> None:
+    store, url = live
+    with ThreadPoolExecutor(1) as pool:  # Playwright's loop runs in this thread
+        done = pool.submit(
+            cost_front_support.run_job_in,
+            store,
+            tmp_path,
+            objectives=["score", "tokens"],
+            select="cheapest_within:0.02",
+        ).result()
+    ids = cost_front_support.ids_by_text(store, done)
+    page.goto(f"{url}/#/jobs/{done}")
+    chosen = page.locator(f"#front tr[data-front='{ids[cost_front_support.SHORT]}']")
+    chosen.wait_for()
+    assert chosen.locator("td").nth(5).inner_text() == "chosen"
+    best = page.locator(f"#front tr[data-front='{ids[cost_front_support.LONG]}']")
+    assert best.locator("td").nth(5).inner_text() == "best score, not on the front"
+    page.screenshot(path=str(artifacts / "front.png"), full_page=True)

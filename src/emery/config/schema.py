@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SerializeAsAny, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializeAsAny,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from emery.core.settings import Settings
 from emery.data.loaders import FieldMap, SplitFractions
 from emery.evaluation.budget import BudgetConfig
 from emery.evaluation.health import ErrorPolicy
+from emery.evaluation.objectives import check_objectives
+from emery.evaluation.selection import SelectRule, parse_select
 from emery.lm.config import LMConfig
 from emery.systems.registry import parse_system_config
 from emery.verifiers.config import VerifierConfig, parse_verifier_config
@@ -181,13 +190,40 @@ class TrackingConfig(Section):
 class JobSection(Section):
     """``[job]``: name, type (``prompt``: search the system's text; ``sft``: fine-tune the
     task model, see ``[sft]``; ``rl``: train it on the verifier's reward, see ``[rl]``),
-    algorithm, seed and ``[job.budget]``."""
+    algorithm, seed and ``[job.budget]``; ``objectives`` (the score and any costs per
+    example, ``evaluation.objectives``) and ``select`` (how the winner is chosen among the
+    candidates scored on val, ``evaluation.selection``)."""
 
     name: str | None = None
     type: Literal["prompt", "sft", "rl"] = "prompt"
     algorithm: str = "baseline"
     seed: int = 0
     budget: BudgetConfig = BudgetConfig()
+    approve: Literal["best"] | None = None
+    """``"best"``: a candidate becomes the best only once a person approves it
+    (``emery approvals``, the dashboard); the job waits meanwhile."""
+    objectives: tuple[str, ...] = ("score",)
+    select: str = "best_score"
+
+    @field_validator("objectives")
+    @classmethod
+    def _known_objectives(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return check_objectives(value)
+
+    @field_validator("select")
+    @classmethod
+    def _known_rule(cls, value: str, info: ValidationInfo) -> str:
+        parse_select(value, info.data.get("objectives", ("score",)))
+        return value
+
+    def select_rule(self) -> SelectRule:
+        """The ``select`` setting as a rule object."""
+        return parse_select(self.select, self.objectives)
+
+    @property
+    def chooses_by_cost(self) -> bool:
+        """Whether the job names a cost or a rule besides the default ``best_score``."""
+        return self.objectives != ("score",) or self.select != "best_score"
 
 
 class JobConfig(Section):

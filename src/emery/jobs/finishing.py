@@ -1,8 +1,10 @@
 """Finishing a job whose search ended: test scores, the result and its files, success.
 
-The seed and the best candidate are scored on the test split (not charged to the budget),
-the result is built from the store and written as JSON and text next to the config, and
-the last rows, the result and the ``succeeded`` state are stored in one commit.
+The winner is the search's best, or the candidate the job's ``select`` rule picks among
+those scored on val (``jobs/winner.py``). The seed and the winner are scored on the test
+split (not charged to the budget), the result is built from the store and written as JSON
+and text next to the config, and the last rows, the result and the ``succeeded`` state are
+stored in one commit.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from emery.core.models import Candidate
 from emery.evaluation.stats import ScoreSummary
 from emery.jobs.rows import evaluation_rows
 from emery.jobs.runtime import Runtime
+from emery.jobs.winner import cost_front
 from emery.reports.report import render_report
 from emery.reports.results import JobResult, build_result, result_paths, write_result
 from emery.store.protocol import Store
@@ -39,7 +42,8 @@ async def finish_job(
     Returns the events stored."""
     state = outcome.state
     seed = ctx.candidates.get(state.seed_candidate_id, ctx.seed_candidate)
-    best = ctx.candidates.get(state.best_candidate_id, seed)
+    front = cost_front(ctx, runtime.config.job, state)
+    best = ctx.candidates.get(front.winner_id if front else state.best_candidate_id, seed)
     tests = await score_on_test(ctx, runtime, seed, best, note)
     references = await score_references(ctx, runtime, note)
     events, candidates = ctx.log.drain()
@@ -57,6 +61,7 @@ async def finish_job(
         state="succeeded",
         stop_reason=outcome.reason,
         dataset_sizes={str(k): v for k, v in runtime.dataset.sizes().items()},
+        front=front,
     )
     result.evaluations_paid += len(evaluations)
     result.finished_at = datetime.now(UTC)
@@ -82,7 +87,7 @@ def _final_fields(result: JobResult, outcome: SearchOutcome, best_id: str) -> di
         "result": result.model_dump(mode="json"),
         "stop_reason": outcome.reason,
         "best_candidate_id": best_id,
-        "best_score": state.best_val_score,
+        "best_score": result.best_val if result.front else state.best_val_score,
         "baseline_score": state.baseline_val_score,
     }
     if result.finished_at is not None:

@@ -12,6 +12,8 @@ from emery.algorithms.lineage import component_diff, lineage_tree
 from emery.core.events import Event
 from emery.core.models import Candidate
 from emery.evaluation.stats import ScoreSummary, failed_cell, failure_note
+from emery.reports.front_table import HEADER as FRONT_HEADER
+from emery.reports.front_table import front_rows, front_sentence
 from emery.reports.graph_diagram import graph_svg
 from emery.reports.graph_results import report_graph
 from emery.reports.plots import lineage_plot, score_over_budget, score_points
@@ -124,6 +126,7 @@ def render_html(data: ReportData) -> str:
         "<h2>Score over budget</h2>",
         score_over_budget(score_points(data.events), r.dataset_sizes.get("val", 0)),
         *_best(r),
+        *_front(r),
         *_graph(data),
         *_lineage(data),
         *_candidates(data),
@@ -174,6 +177,18 @@ def _scores(r: JobResult) -> list[str]:
             f"{r.lift_abs * 100:+.1f} points{relative}</p>"
         )
     return sections
+
+
+def _front(r: JobResult) -> list[str]:
+    """The front of the job's objectives and what ``select`` chose."""
+    if r.front is None:
+        return []
+    rows = [[_e(cell) for cell in row] for row in front_rows(r.front)]
+    return [
+        f"<h2>Front over {_e(', '.join(r.front.objectives))} on val</h2>",
+        f"<p>{_e(front_sentence(r.front))}</p>",
+        _table(FRONT_HEADER, rows),
+    ]
 
 
 def _best(r: JobResult) -> list[str]:

@@ -7,6 +7,8 @@ import textwrap
 from emery.algorithms.lineage import component_diff
 from emery.core.models import Candidate
 from emery.evaluation.stats import ScoreSummary, failed_cell
+from emery.reports.front_table import HEADER as FRONT_HEADER
+from emery.reports.front_table import front_rows, front_sentence
 from emery.reports.results import JobResult
 
 
@@ -58,6 +60,7 @@ def render_report(result: JobResult) -> str:
         *_heading(result),
         *_scores(result),
         *_best(result),
+        *_front(result),
         *_top_candidates(result),
         *_budget(result),
         *_usage(result),
@@ -132,6 +135,15 @@ def _best(result: JobResult) -> list[str]:
             lines += ["", "Diff against the seed"]
             lines += textwrap.indent(diff, "  ").splitlines()
     return lines
+
+
+def _front(result: JobResult) -> list[str]:
+    """The candidates on the front of the job's objectives and what ``select`` chose."""
+    if result.front is None:
+        return []
+    rows = [FRONT_HEADER, *front_rows(result.front)]
+    title = f"Front over {', '.join(result.front.objectives)} on val (means per example)"
+    return ["", title, f"  {front_sentence(result.front)}", *_table(rows)]
 
 
 def _top_candidates(result: JobResult) -> list[str]:

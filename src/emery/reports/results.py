@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from emery.core.events import PaceWarning, RolloutsFailed, SearchNotRun
 from emery.core.models import Candidate
 from emery.evaluation.budget import BudgetConfig, BudgetUsage
+from emery.evaluation.front import CostFront
 from emery.evaluation.stats import ScoreSummary
 from emery.lm.usage import RoleUsage
 from emery.store.protocol import Store
@@ -67,6 +68,9 @@ class JobResult(BaseModel):
     budget: BudgetUsage = BudgetUsage()
     limits: BudgetConfig = BudgetConfig()
     usage: dict[str, RoleUsage] = Field(default_factory=dict)
+    front: CostFront | None = None
+    """The candidates scored on val with their cost per example, the front over ``[job]
+    objectives`` and the winner ``select`` chose (``best_candidate``); None on the defaults."""
     created_at: datetime | None = None
     finished_at: datetime | None = None
     files: dict[str, str] = Field(default_factory=dict)
@@ -110,9 +114,11 @@ def build_result(
     state: str | None = None,
     stop_reason: str | None = None,
     dataset_sizes: dict[str, int] | None = None,
+    front: CostFront | None = None,
     top: int = TOP_CANDIDATES,
 ) -> JobResult:
-    """The result of ``job`` as the store holds it now (test scores given by the engine)."""
+    """The result of ``job`` as the store holds it now (test scores and the cost front
+    given by the engine); a front's winner is the best candidate."""
     checkpoint = store.get_checkpoint(job.id)
     algo_state: dict[str, Any] = checkpoint.state if checkpoint is not None else {}
     stored = job.result or {}
@@ -125,6 +131,11 @@ def build_result(
     resolved = job.resolved_config or job.config
     baseline_val = algo_state.get("baseline_val_score", job.baseline_score)
     best_val = algo_state.get("best_val_score", job.best_score)
+    best_id = algo_state.get("best_candidate_id") or job.best_candidate_id
+    front = front or _stored_front(stored)
+    winner = front.member(front.winner_id) if front is not None else None
+    if winner is not None:
+        best_id, best_val = winner.candidate_id, winner.score
     split, lift_abs, lift_rel = _lift_on(baseline_val, best_val, baseline_test, best_test)
     seed_id = algo_state.get("seed_candidate_id")
     return JobResult(
@@ -141,9 +152,7 @@ def build_result(
         ],
         dataset_sizes=dataset_sizes or stored.get("dataset_sizes", {}),
         seed_candidate=_candidate(store, job.id, seed_id),
-        best_candidate=_candidate(
-            store, job.id, algo_state.get("best_candidate_id") or job.best_candidate_id
-        ),
+        best_candidate=_candidate(store, job.id, best_id),
         baseline_val=baseline_val,
         best_val=best_val,
         baseline_test=baseline_test,
@@ -158,6 +167,7 @@ def build_result(
         budget=BudgetUsage.model_validate(checkpoint.budget if checkpoint else {}),
         limits=BudgetConfig.model_validate(resolved.get("job", {}).get("budget", {})),
         usage=usage,
+        front=front,
         created_at=job.created_at,
         finished_at=job.finished_at,
         files=dict(stored.get("files", {})),
@@ -202,6 +212,11 @@ def _stored_usage(checkpoint: CheckpointRecord | None) -> dict[str, RoleUsage]:
     """The LM usage by role kept in the last checkpoint."""
     stored = checkpoint.usage if checkpoint is not None else {}
     return {role: RoleUsage.model_validate(value) for role, value in stored.items()}
+
+
+def _stored_front(stored: dict[str, Any]) -> CostFront | None:
+    """The cost front kept in a stored result, if any."""
+    return CostFront.model_validate(stored["front"]) if stored.get("front") else None
 
 
 def _stored_summary(stored: dict[str, Any], key: str) -> ScoreSummary | None:

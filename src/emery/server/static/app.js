@@ -1,5 +1,5 @@
-// The emery dashboard: jobs, a job (chart, controls, lineage, candidate, usage, config,
-// events) and a rollout's trace. Data comes from /api; text is always set as text.
+// The emery dashboard: jobs, a job (chart, controls, lineage, candidate, cost front, usage,
+// config, events) and a rollout's trace. Data comes from /api; text is always set as text.
 "use strict";
 
 const LIVE = ["created", "queued", "running"];
@@ -143,6 +143,25 @@ function usageTable(usage) {
     : h("p", { class: "muted" }, "no LM usage yet");
 }
 
+// The cost front of a finished job with [job] objectives / select: the front members (and
+// the winner and the search's best), their val score and mean cost per example.
+function frontCard(front) {
+  if (!front) return [];
+  const keep = new Set([front.winner_id, front.best_score_id]);
+  const tokens = (m) => Object.values(m.cost.tokens_by_role || {}).reduce((a, b) => a + b, 0);
+  const members = front.candidates.filter((m) => m.on_front || keep.has(m.candidate_id))
+    .sort((a, b) => tokens(a) - tokens(b) || b.score - a.score);
+  const note = (m) => [m.candidate_id === front.winner_id ? "chosen" : null,
+    m.candidate_id === front.best_score_id ? "best score" : null,
+    m.on_front ? null : "not on the front"].filter(Boolean).join(", ");
+  const rows = members.map((m) => h("tr", { "data-front": m.candidate_id, class: m.candidate_id === front.winner_id ? "selected" : null },
+    h("td", {}, short(m.candidate_id)), h("td", {}, pct(m.score)), h("td", {}, tokens(m).toFixed(0)),
+    h("td", {}, m.cost.lm_calls.toFixed(2)), h("td", {}, m.cost.latency_s.toFixed(2)), h("td", {}, note(m))));
+  return [h("h2", {}, `Front over ${front.objectives.join(", ")} (val, per example)`),
+    h("p", { class: "muted" }, `select ${front.select}: chose ${short(front.winner_id)}`),
+    h("table", { id: "front" }, h("tr", {}, ["candidate", "val", "tokens", "LM calls", "seconds", ""].map((t) => h("th", {}, t))), rows)];
+}
+
 // The algorithm's plan (its *.plan event, as the CLI prints it), else what bounds the run.
 function planCard(job) {
   const plan = job.plan;
@@ -186,7 +205,7 @@ async function jobPage(token, jobId) {
           h("tr", {}, ["lineage", "operation", "val", "train", "test"].map((t) => h("th", {}, t))),
           lineageRows(cands.candidates, cands.best_candidate_id, select)),
         h("h2", {}, "Events"), eventList),
-      h("div", {}, panel, h("h2", {}, "LM usage by role"), usageTable(job.usage),
+      h("div", {}, panel, ...frontCard(job.result && job.result.front), h("h2", {}, "LM usage by role"), usageTable(job.usage),
         h("h2", {}, "Config"), h("pre", { id: "config" }, JSON.stringify(job.config, null, 2)))));
   window.emeryChart.drawChart(chart, events);
   showEvents();
