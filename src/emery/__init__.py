@@ -25,10 +25,13 @@ if TYPE_CHECKING:  # What mypy and IDEs read; EXPORTS below is the same list (a 
     from emery.sdk.job import Job as Job
     from emery.sdk.job import optimize as optimize
     from emery.sdk.prompts import prompt as prompt
+    from emery.sdk.traces import dataset_from_traces as dataset_from_traces
+    from emery.sdk.traces import send_feedback as send_feedback
     from emery.store.backends import open_store as open_store
     from emery.systems.function_agent import FunctionAgent as FunctionAgent
     from emery.systems.function_agent import PromptTemplate as PromptTemplate
     from emery.systems.function_agent import agent as agent
+    from emery.tracing.agents import as_agent as as_agent
     from emery.tracing.emitters import emit_annotation as emit_annotation
     from emery.tracing.emitters import emit_exception as emit_exception
     from emery.tracing.emitters import emit_message as emit_message
@@ -51,10 +54,13 @@ EXPORTS: dict[str, str] = {
     "Job": "emery.sdk.job:Job",
     "optimize": "emery.sdk.job:optimize",
     "prompt": "emery.sdk.prompts:prompt",
+    "dataset_from_traces": "emery.sdk.traces:dataset_from_traces",
+    "send_feedback": "emery.sdk.traces:send_feedback",
     "open_store": "emery.store.backends:open_store",
     "FunctionAgent": "emery.systems.function_agent:FunctionAgent",
     "PromptTemplate": "emery.systems.function_agent:PromptTemplate",
     "agent": "emery.systems.function_agent:agent",
+    "as_agent": "emery.tracing.agents:as_agent",
     "emit_annotation": "emery.tracing.emitters:emit_annotation",
     "emit_exception": "emery.tracing.emitters:emit_exception",
     "emit_message": "emery.tracing.emitters:emit_message",

@@ -20,11 +20,16 @@ import pytest
 from emery.core.models import Example
 from emery.evaluation import Evaluator
 from emery.lm import FakeLM
+from emery.lm.tokens import TokenRecordingLM
 from emery.proxy import BackgroundServer, create_app, free_port
 from emery.proxy.embedded import RegistryProxy
+from emery.store import MemoryStore
+from emery.store.records import NewJob
 from emery.systems.function_agent import FunctionAgent, agent
 from emery.tracing import LiveRollouts, MemoryRecorder
 from emery.tracing import conventions as sc
+from emery.tracing.store_recorder import StoreRecorder, load_spans
+from emery.tracing.trajectories import credited_calls
 from emery.verifiers import ExactMatch
 
 SYSTEM_PROMPT = "Reply with the word in capitals."
@@ -184,6 +189,51 @@ async def test_seed_prompts_are_rewritten_for_agents_that_know_nothing_of_emery(
     example = Example(id="e", input={"word": "ok"}, expected="OK")
     assert (await ev.run_one(seed, example)).score == 0.0
     assert (await ev.run_one(better, example)).score == 1.0
+
+
+async def test_token_ids_and_logprobs_round_trip_through_the_proxy_and_the_store(
+    live: Any,
+) -> None:
+    """With ``record_tokens`` the proxied call's span holds its tokens (stored and read back
+    as training rows, under the agent the header names); the client's reply is unchanged."""
+    server, registry = live
+    replies: list[dict[str, Any]] = []
+
+    @agent
+    def solver(task: dict[str, Any], rollout: Any) -> str:
+        client = openai.OpenAI(
+            base_url=rollout.base_url, api_key="unused", default_headers={"X-Emery-Agent": "solver"}
+        )
+        messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": task["word"]},
+        ]
+        reply = client.chat.completions.create(model="m", messages=messages, logprobs=True)
+        replies.append(reply.model_dump())
+        return reply.choices[0].message.content or ""
+
+    store = MemoryStore()
+    job = store.create_job(NewJob(id="job-1", name="t", algorithm="baseline", config={}))
+    model = capitals_lm()
+    system = FunctionAgent(solver, needs_proxy=True)
+    ev = Evaluator(
+        system,
+        ExactMatch(),
+        TokenRecordingLM(model),
+        recorder=StoreRecorder(store, job.id),
+        job_id=job.id,
+        proxy=RegistryProxy(registry, server.url),
+    )
+    result = await ev.run_one(system.seed_candidate(), Example(id="e", input={"word": "ok"}))
+    assert result.output == "OK"
+    (reply,) = replies
+    assert reply["choices"][0]["logprobs"] is None  # what the agent receives is as before
+
+    (call,) = credited_calls(load_spans(store, result.rollout_id), group_id="e", reward=1.0)
+    assert call.agent == "solver"
+    assert model.decode(call.prompt_token_ids) == f"{SYSTEM_PROMPT} ok"
+    assert model.decode(call.completion_token_ids) == "OK"
+    assert call.completion_logprobs == [-0.1 * (1 + call.completion_token_ids[0] % 5)]
 
 
 @pytest.fixture

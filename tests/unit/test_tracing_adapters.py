@@ -1,5 +1,5 @@
-"""Adapters: spans → OpenAI chat transcript (tool calls and results), → triplets with
-rewards matched to the call they follow, → reflective records and trace excerpts."""
+"""Adapters: spans → OpenAI chat transcript (tool calls and results), → reflective records
+and trace excerpts (spans → RL rows: ``test_trajectories.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from emery.systems.function_agent import FunctionAgent, agent
 from emery.tracing import MemoryRecorder, SpanRecord, current_scope, emit_message, emit_reward
 from emery.tracing.adapters import (
     to_messages,
-    to_triplets,
     trace_excerpt,
 )
 from emery.tracing.emitters import tool_call
@@ -76,19 +75,6 @@ async def test_spans_become_one_openai_transcript_with_tool_calls_and_results() 
         {"role": "tool", "content": "rain, 4°C", "tool_call_id": "call_7"},
         {"role": "assistant", "content": "It is raining in Oslo."},
     ]
-
-
-async def test_triplets_match_rewards_to_the_call_they_follow() -> None:
-    result, spans = await traced_run()
-    first, second = to_triplets(spans, final_reward=result.score)
-    assert first.response["tool_calls"] == [WEATHER_CALL]
-    assert first.reward == 0.25
-    assert first.prompt[-1] == {"role": "user", "content": "Weather in Oslo?"}
-    assert second.reward == 0.0  # no reward followed: the rollout's final score
-    assert second.prompt[-1]["role"] == "tool"
-    assert second.response["content"] == "It is raining in Oslo."
-    assert second.model == "gpt-test"
-    assert to_triplets(spans)[1].reward is None
 
 
 async def test_trace_excerpt_lists_calls_tools_rewards_and_messages() -> None:

@@ -6,7 +6,10 @@ the running attempt) each call is forwarded to that attempt's model and recorded
 ``chat`` span of the attempt; an attempt that is not running gets 404. Streaming requests
 get the reply as server-sent chunks once the model has answered, and the full text is
 recorded. When the attempt asks for it, seed component texts in the request are replaced
-by the candidate's texts before forwarding (agents that know nothing of emery).
+by the candidate's texts before forwarding (agents that know nothing of emery). An
+``X-Emery-Agent`` header names the agent that made the call (``gen_ai.agent.name`` on its
+span). With the model's ``record_tokens`` set, the span also holds the call's token ids and
+log-probabilities; the reply the agent gets is the same either way.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from starlette.requests import ClientDisconnect
 from emery.core.models import ChatMessage
 from emery.lm.base import LM, Completion
 from emery.proxy.chat_request import BadRequest, ChatRequest, parse_chat_request
+from emery.tracing.agents import AGENT_HEADER
 from emery.tracing.lm import open_chat_span, suppress_instrumentation
 from emery.tracing.registry import LiveRollouts
 from emery.tracing.scope import AttemptScope, activate
@@ -99,6 +103,7 @@ async def _recorded(
     requested: str,
     messages: list[ChatMessage],
     body: ChatRequest,
+    agent: str | None,
 ) -> Completion:
     """Call ``lm`` as a recorded ``chat`` span of ``scope`` (a child of its root span)."""
     params = body.sampling()
@@ -120,6 +125,7 @@ async def _recorded(
             stop=params.get("stop"),
             tools=body.tools,
             stream=body.stream,
+            agent=agent,
         )
         try:
             with suppress_instrumentation():
@@ -226,6 +232,7 @@ async def _complete(
     messages: list[ChatMessage],
     requested: str,
     body: ChatRequest,
+    agent: str | None = None,
 ) -> Completion:
     """Forward to the default model (no scope) or record the call in the attempt's scope."""
     if scope is None:
@@ -238,7 +245,8 @@ async def _complete(
     if scope.lm is None:
         raise ProxyError(503, "the attempt has no model", "unavailable")
     messages = substitute(messages, scope.substitutions())
-    return await _on_loop(_recorded(scope, scope.lm, requested, messages, body), scope.loop)
+    recorded = _recorded(scope, scope.lm, requested, messages, body, agent)
+    return await _on_loop(recorded, scope.loop)
 
 
 MessagesRewrite = Callable[[list[ChatMessage]], list[ChatMessage]]
@@ -262,7 +270,8 @@ async def handle_chat(
     if rewrite is not None:
         messages = rewrite(messages)
     try:
-        completion = await _complete(backend, scope, messages, requested, body)
+        agent = request.headers.get(AGENT_HEADER) or None
+        completion = await _complete(backend, scope, messages, requested, body, agent)
     except ProxyError as exc:
         return error_response(exc.status, str(exc), exc.kind)
     except Exception as exc:

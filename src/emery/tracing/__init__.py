@@ -15,6 +15,7 @@ if TYPE_CHECKING:
         RolloutStatus,
     )
     from emery.core.spans import SpanEvent, SpanRecord
+    from emery.tracing.agents import as_agent
     from emery.tracing.emitters import (
         emit_annotation,
         emit_exception,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "as_agent": "emery.tracing.agents",
         "emit_annotation": "emery.tracing.emitters",
         "emit_exception": "emery.tracing.emitters",
         "emit_message": "emery.tracing.emitters",
@@ -78,6 +80,7 @@ __all__ = [
     "SpanEvent",
     "SpanRecord",
     "TracedLM",
+    "as_agent",
     "current_scope",
     "emit_annotation",
     "emit_exception",

@@ -1,5 +1,5 @@
-"""Spans turned into what trainers and reflection read: chat transcripts, (prompt,
-response, reward) triplets, and a trace excerpt.
+"""Spans turned into what trainers and reflection read: chat transcripts, conversations
+and a trace excerpt (the training rows of RL on agents: ``tracing/trajectories.py``).
 
 Every function takes the spans of one attempt (any order; they are sorted by sequence).
 """
@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from typing import Any
-
-from pydantic import BaseModel
 
 from emery.core.spans import SpanRecord
 from emery.tracing import conventions as sc
@@ -129,43 +127,6 @@ def _overlap(transcript: list[dict[str, Any]], request: list[dict[str, Any]]) ->
             return size
     # A tool message recorded from a tool span and repeated by the request.
     return 0
-
-
-class Triplet(BaseModel):
-    """One LM call with the reward that followed it."""
-
-    prompt: list[dict[str, Any]]
-    response: dict[str, Any]
-    reward: float | None = None
-    span_id: str
-    model: str = ""
-
-
-def to_triplets(spans: Sequence[SpanRecord], *, final_reward: float | None = None) -> list[Triplet]:
-    """(prompt, response, reward) per LM call; a reward span counts for the last LM call
-    before it. Calls no reward follows get ``final_reward``."""
-    triplets: list[Triplet] = []
-    for span in ordered(spans):
-        if is_chat(span):
-            reply = response_message(span)
-            if reply is None:
-                continue
-            triplets.append(
-                Triplet(
-                    prompt=request_messages(span),
-                    response=reply,
-                    span_id=span.span_id,
-                    model=str(span.attributes.get(sc.GEN_AI_RESPONSE_MODEL, "")),
-                )
-            )
-        elif span.name == sc.REWARD_SPAN and triplets:
-            value = span.attributes.get(sc.REWARD_VALUE)
-            if isinstance(value, int | float):
-                triplets[-1].reward = float(value)
-    for triplet in triplets:
-        if triplet.reward is None:
-            triplet.reward = final_reward
-    return triplets
 
 
 def _clip(text: str, limit: int) -> str:

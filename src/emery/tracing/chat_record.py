@@ -23,8 +23,9 @@ from typing import Any
 from opentelemetry import trace
 
 from emery.core.spans import SpanEvent, SpanRecord, SpanStatus
-from emery.lm.base import Completion
+from emery.lm.base import Completion, TokenTrace
 from emery.tracing import conventions as sc
+from emery.tracing.agents import current_agent
 from emery.tracing.scope import AttemptScope, LMCall
 
 _ids = random.Random()
@@ -32,6 +33,20 @@ _ids = random.Random()
 
 def _at(ns: int) -> datetime:
     return datetime.fromtimestamp(ns / 1e9, UTC)
+
+
+def token_attributes(tokens: TokenTrace | None) -> dict[str, Any]:
+    """A completion's token ids and log-probabilities as span attributes (those it has)."""
+    if tokens is None:
+        return {}
+    attributes: dict[str, Any] = {}
+    if tokens.prompt_token_ids:
+        attributes[sc.LM_PROMPT_TOKEN_IDS] = list(tokens.prompt_token_ids)
+    if tokens.completion_token_ids:
+        attributes[sc.LM_COMPLETION_TOKEN_IDS] = list(tokens.completion_token_ids)
+    if tokens.completion_logprobs is not None:
+        attributes[sc.LM_COMPLETION_LOGPROBS] = list(tokens.completion_logprobs)
+    return attributes
 
 
 class ChatRecord:
@@ -75,6 +90,9 @@ class ChatRecord:
             )
         if tools:
             self.attributes[sc.GEN_AI_TOOL_DEFINITIONS] = json.dumps(list(tools), default=str)
+        agent = current_agent()
+        if agent is not None:
+            self.attributes[sc.GEN_AI_AGENT_NAME] = agent
         self.attributes[sc.ROLLOUT_ID] = scope.rollout_id
         self.attributes[sc.ATTEMPT_ID] = scope.attempt_id
         self.sequence = scope.next_sequence()
@@ -94,6 +112,7 @@ class ChatRecord:
                 sc.GEN_AI_USAGE_INPUT_TOKENS: completion.usage.prompt_tokens,
                 sc.GEN_AI_USAGE_OUTPUT_TOKENS: completion.usage.completion_tokens,
                 sc.LM_LATENCY_S: completion.latency_s,
+                **token_attributes(completion.tokens),
             }
         )
         self.scope.add_lm_call(

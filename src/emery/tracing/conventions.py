@@ -44,16 +44,18 @@ GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
 GEN_AI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+"""The agent that made a call (``tracing/agents.py``), on its span or a span above it."""
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
 GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 
-# emery attributes.
-ROLLOUT_ID = "emery.rollout.id"
 # OpenTelemetry resource attribute, copied onto each span by OTLP ingest.
 SERVICE_NAME = "service.name"
 
+# emery attributes.
+ROLLOUT_ID = "emery.rollout.id"
 ATTEMPT_ID = "emery.attempt.id"
 ATTEMPT_NUMBER = "emery.attempt.number"
 SEQUENCE = "emery.sequence"
@@ -66,6 +68,12 @@ client) or ``proxy`` (the LM proxy)."""
 LM_CACHED = "emery.lm.cached"
 LM_LATENCY_S = "emery.lm.latency_s"
 LM_STREAM = "emery.lm.stream"
+LM_PROMPT_TOKEN_IDS = "emery.lm.prompt_token_ids"
+"""The prompt's token ids as the model read them (chat template applied); with the two
+below, recorded when the model's ``record_tokens`` is set and the model gives them."""
+LM_COMPLETION_TOKEN_IDS = "emery.lm.completion_token_ids"
+LM_COMPLETION_LOGPROBS = "emery.lm.completion_logprobs"
+"""The model's log-probability of each completion token."""
 REWARD_VALUE = "emery.reward.value"
 """The primary reward (a float)."""
 REWARD_PRIMARY = "emery.reward.primary"

@@ -17,7 +17,8 @@ from emery.core.models import ChatMessage
 from emery.lm.base import LM, Completion
 from emery.lm.wrapper import LMWrapper
 from emery.tracing import conventions as sc
-from emery.tracing.chat_record import ChatRecord
+from emery.tracing.agents import current_agent
+from emery.tracing.chat_record import ChatRecord, token_attributes
 from emery.tracing.scope import AttemptScope, LMCall, current_scope
 
 _suppressed: ContextVar[bool] = ContextVar("emery_lm_spans_suppressed", default=False)
@@ -102,6 +103,7 @@ class ChatSpan:
             latency_s=completion.latency_s,
             cached=completion.cached,
         )
+        self.span.set_attributes(token_attributes(completion.tokens))
 
     def end(self, error: BaseException | None = None) -> None:
         """Close the span (once); ``error`` marks it failed."""
@@ -127,8 +129,10 @@ def open_chat_span(
     stop: Sequence[str] | None = None,
     tools: Sequence[Any] | None = None,
     stream: bool = False,
+    agent: str | None = None,
 ) -> ChatSpan:
-    """Start a ``chat {model}`` span (a child of the current span); the caller ends it."""
+    """Start a ``chat {model}`` span (a child of the current span); the caller ends it.
+    ``agent`` names the agent that made the call (default: ``as_agent``'s)."""
     attributes: dict[str, AttributeValue] = {
         sc.GEN_AI_OPERATION_NAME: sc.CHAT_OPERATION,
         sc.GEN_AI_PROVIDER_NAME: provider,
@@ -147,6 +151,9 @@ def open_chat_span(
         )
     if tools:
         attributes[sc.GEN_AI_TOOL_DEFINITIONS] = json.dumps(list(tools), default=str)
+    agent = agent or current_agent()
+    if agent is not None:
+        attributes[sc.GEN_AI_AGENT_NAME] = agent
     scope.begin_call()
     span = scope.tracer.start_span(f"{sc.CHAT_OPERATION} {model}", attributes=attributes)
     return ChatSpan(span, scope, [dict(m) for m in messages], source)  # type: ignore[misc]
