@@ -42,6 +42,33 @@ class AlgorithmState(BaseModel):
     best_val_score: float | None = None
     rng_state: list[Any] = Field(default_factory=list)
 
+    handoff_what: ClassVar[str] = "its best candidate"
+
+    def handoff(self) -> dict[str, float | None]:
+        """The candidates a later job warm-started from this search takes, best first, with
+        their val scores here (``[job] warm_start``; ``handoff_what`` names them): here the
+        best; an algorithm with a pool, a beam or trials hands over more."""
+        return {self.best_candidate_id: self.best_val_score} if self.best_candidate_id else {}
+
+
+WARM_START = "warm_start"
+"""The lineage operation of a candidate taken from an earlier job (``[job] warm_start``)."""
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """An earlier job's candidates handed to a new search on the same system.
+
+    ``candidates``: best first, at most ``[job] warm_start_candidates``, each with lineage
+    ``warm_start`` naming the earlier job and candidate in its details; ``what`` says in
+    words which of the earlier search's candidates they are.
+    """
+
+    job_id: str
+    algorithm: str
+    candidates: tuple[Candidate, ...]
+    what: str = "its best candidate"
+
 
 def save_rng(rng: random.Random) -> list[Any]:
     """``rng``'s state as JSON-able lists."""
@@ -88,6 +115,8 @@ class SearchContext:
     seed: int = 0
     log: StepLog = field(default_factory=StepLog)
     candidates: dict[str, Candidate] = field(default_factory=dict)
+    warm: WarmStart | None = None
+    """An earlier job's candidates to start from (``[job] warm_start``); read in ``start``."""
 
     @property
     def train(self) -> list[Example]:
@@ -116,7 +145,7 @@ class SearchContext:
             return existing
         self.candidates[candidate.id] = candidate
         self.log.candidates[candidate.id] = candidate
-        if candidate.lineage.operation != "seed":
+        if candidate.lineage.operation not in ("seed", WARM_START):
             self.budget.count_proposal()
             self.emit(
                 CandidateProposed(

@@ -199,6 +199,13 @@ class JobSection(Section):
     algorithm: str = "baseline"
     seed: int = 0
     budget: BudgetConfig = BudgetConfig()
+    warm_start: str | None = None
+    """An earlier prompt job on the same system (id, id prefix or name): its best
+    candidates (GEPA's Pareto front, APO's beam, MIPRO's programs and trials) start this
+    search, each rescored on this job's val (``jobs/warm_start.py``)."""
+    warm_start_candidates: int = Field(default=4, ge=1)
+    """The most of the earlier job's candidates rescored, best first (their rescoring takes
+    at most half the metric-call budget)."""
     approve: Literal["best"] | None = None
     """``"best"``: a candidate becomes the best only once a person approves it
     (``emery approvals``, the dashboard); the job waits meanwhile."""

@@ -29,6 +29,7 @@ from emery.core.payloads import (
     RolloutsFailed,
     SearchNotRun,
     StateChanged,
+    WarmStartScored,
 )
 from emery.core.plan_events import ApoPlanned, BaselinePlanned, GepaPlanned, PaceWarning
 from emery.core.search_events import (
@@ -123,6 +124,7 @@ STATE_KINDS = (
 
 _SINGLE_KIND: tuple[type[Payload], ...] = (
     BaselineEvaluated,
+    WarmStartScored,
     CandidateProposed,
     CandidateEvaluated,
     BestUpdated,
@@ -244,5 +246,6 @@ __all__ = [
     "SearchNotRun",
     "SourceCount",
     "StateChanged",
+    "WarmStartScored",
     "event",
 ]

@@ -32,6 +32,18 @@ class BaselineEvaluated(Payload):
     n: int
 
 
+class WarmStartScored(Payload):
+    """A candidate of an earlier job (``[job] warm_start``) rescored on this job's val:
+    ``earlier_score`` is what it scored on the earlier job's val (None if unknown)."""
+
+    kind: ClassVar[str] = "warm_start.scored"
+    job_id: str
+    candidate_id: str
+    earlier_score: float | None
+    score: float
+    n: int
+
+
 class CandidateProposed(Payload):
     kind: ClassVar[str] = "candidate_proposed"
     candidate_id: str

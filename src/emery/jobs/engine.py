@@ -44,6 +44,7 @@ from emery.jobs.ownership import JobBusy, check_runnable, claim_job, owner_id
 from emery.jobs.prepaid import PREPAID, metadata_after, prepaid_keys, split_stored, stop_write
 from emery.jobs.rows import EvaluationRows, evaluation_rows
 from emery.jobs.runtime import ConfigObjects, Runtime, build_runtime
+from emery.jobs.warm_start import load_warm_start
 from emery.lm.unavailable import ModelUnavailable, guard_search_roles
 from emery.lm.usage import RoleUsage
 from emery.store.protocol import Store
@@ -231,6 +232,9 @@ class JobEngine:
     ) -> JobRecord:
         async def on_step(record: StepRecord) -> None:
             self._commit_step(runtime, record)
+
+        if state is None:  # the first step: a resumed job has the warm start in its state
+            ctx.warm = load_warm_start(self.store, runtime.config, runtime.system)
 
         outcome = await run_search(
             runtime.algorithm,

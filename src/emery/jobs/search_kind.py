@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from emery.algorithms.registry import checked_settings
+from emery.algorithms.registry import algorithm_spec, checked_settings
 from emery.config.resolve import JobInputs
 from emery.config.schema import JobConfig
 from emery.core.hashing import content_hash
@@ -23,6 +23,7 @@ from emery.evaluation.progress import ProgressSink
 from emery.integrations.tracking import check_tracking
 from emery.jobs.engine import EventSink, JobEngine
 from emery.jobs.runtime import ConfigObjects, resolve_objects
+from emery.jobs.warm_start import check_warm_start, system_kind
 from emery.reports.report import render_report
 from emery.reports.results import JobResult, build_result
 from emery.store.protocol import Store
@@ -57,12 +58,18 @@ class SearchKind:
         inputs: JobInputs | None = None,
     ) -> ConfigObjects:
         """Refuse a config a search cannot run (its tracking, executor and algorithm
-        settings, its system against its data, the gold outputs, the references); the
-        objects it resolved to (``inputs``: objects of this process in place of some)."""
+        settings, its system against its data, the gold outputs, the references, the
+        earlier job a warm start names); the objects it resolved to (``inputs``: objects
+        of this process in place of some)."""
         check_tracking(config.tracking)
         executor_kind(config.runtime.executor)
-        checked_settings(config.job.algorithm, config.algorithm)
-        return resolve_objects(config, job_base_dir(config_path, base_dir), inputs or JobInputs())
+        settings = checked_settings(config.job.algorithm, config.algorithm)
+        folder = job_base_dir(config_path, base_dir)
+        objects = resolve_objects(config, folder, inputs or JobInputs())
+        if config.job.warm_start is not None:
+            algorithm = algorithm_spec(config.job.algorithm).factory(settings)
+            check_warm_start(store, config, objects.system, algorithm)
+        return objects
 
     def create(
         self,
@@ -85,9 +92,11 @@ class SearchKind:
         system = objects.system
         resolved = config.model_dump(mode="json")
         system_config = resolved.get("system")
-        system_kind = str((system_config or {}).get("kind", type(system).__name__))
         system_id = store.register_system(
-            name=system.name, kind=system_kind, version=system.version(), config=system_config
+            name=system.name,
+            kind=system_kind(config, system),
+            version=system.version(),
+            config=system_config,
         )
         meta = dict(metadata or {})
         in_process = [

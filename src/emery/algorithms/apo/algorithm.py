@@ -50,6 +50,7 @@ from emery.algorithms.concurrent_scoring import ScoreRequest, run_all, score_con
 from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.labeled import labeled_pool
 from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
+from emery.algorithms.warm_start import rescore
 from emery.core.errors import ConfigError
 from emery.core.events import (
     ApoBeamUpdated,
@@ -116,6 +117,27 @@ class Apo:
             state.baseline_val_score = result.mean
             state.full_val_scores[seed.id] = result.mean
             self._update_best(ctx, state, seed.id, result.mean)
+        return await self.warm_start(ctx, state) if ctx.warm else state
+
+    async def warm_start(self, ctx: SearchContext, state: ApoState) -> ApoState:
+        """An earlier job's beam (best first), rescored on val, joins the seed: the beam is
+        the top ``beam_width`` of them by full-val score (the seed first on a tie)."""
+        for candidate, result in await rescore(ctx):
+            state.pool[candidate.id] = candidate
+            state.seen.append(candidate.id)
+            state.full_val_scores[candidate.id] = result.mean
+            self._update_best(ctx, state, candidate.id, result.mean)
+        ranked = unique([state.seed_candidate_id, *state.full_val_scores])
+        scores = {cid: state.full_val_scores.get(cid, -1.0) for cid in ranked}
+        state.beam = select_top(ranked, scores, self.settings.beam_width)
+        ctx.emit(
+            ApoBeamUpdated(
+                round=state.round,
+                beam=[self._beam_entry(state, cid) for cid in state.beam],
+                dropped=[self._beam_entry(state, cid) for cid in ranked if cid not in state.beam],
+                reason=f"warm start from {ctx.warm.job_id}" if ctx.warm else None,
+            )
+        )
         return state
 
     def _check(self, ctx: SearchContext) -> None:

@@ -25,6 +25,7 @@ from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.base import SearchContext
 from emery.algorithms.separation import TYPICAL, examples_for, separation
 from emery.algorithms.sources import staged_prompts
+from emery.algorithms.warm_start import warm_note
 from emery.core.events import ApoPlanned
 
 log = logging.getLogger(__name__)
@@ -187,7 +188,7 @@ def record_apo_plan(ctx: SearchContext, settings: ApoSettings) -> ApoPlanned:
         budget_metric_calls=ctx.budget.remaining_metric_calls(),
         operators=staged_prompts(ctx) is not None,
     )
-    plan = make_apo_plan(settings, inputs)
+    plan = warm_note(ctx, make_apo_plan(settings, inputs))
     log.info(plan.summary)
     ctx.emit(plan)
     return plan

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -57,3 +57,11 @@ class ApoState(AlgorithmState):
     labeled: dict[str, list[Demo]] = Field(
         default_factory=dict, description="stage → labeled demos from train for the operator"
     )
+
+    handoff_what: ClassVar[str] = "its beam"
+
+    def handoff(self) -> dict[str, float | None]:
+        """The beam, best full-val score first (unscored members after, in beam order)."""
+        scores = self.full_val_scores
+        order = sorted(self.beam, key=lambda cid: -scores[cid] if cid in scores else 1.0)
+        return {cid: scores.get(cid) for cid in order}

@@ -20,6 +20,12 @@ once, the reflections asked at once (each with its own RNG drawn in order), the 
 scored and judged at once (``judging.py``: in lock step), each accepted on its own
 evidence and recorded in order, the accepted ones scored on val at once. A step is kept or
 repeated whole (``algorithms.runner``), so a resumed search makes the same candidates.
+
+A warm start (``[job] warm_start``) adds an earlier job's Pareto front to the pool after
+the seed, each rescored on this job's val (``algorithms.warm_start``).
+
+Why this is long: one step's parts (select, propose, judge, promote) share the state
+and the settings, and each is short; split, they would pass both around.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import math
 import random
 from typing import ClassVar
 
-from emery.algorithms.base import SearchContext, load_rng, save_rng
+from emery.algorithms.base import WARM_START, SearchContext, load_rng, save_rng
 from emery.algorithms.concurrent_scoring import ScoreRequest, run_all, score_concurrently
 from emery.algorithms.evidence import Evidence
 from emery.algorithms.gepa.batches import next_minibatch
@@ -56,6 +62,7 @@ from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.gepa.state import GepaState, PoolEntry
 from emery.algorithms.labeled import labeled_pool
 from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
+from emery.algorithms.warm_start import rescore
 from emery.core.errors import ConfigError
 from emery.core.events import (
     BaselineEvaluated,
@@ -112,6 +119,14 @@ class Gepa:
         )
         state.baseline_val_score = result.mean
         add_to_pool(ctx, state, PoolEntry(candidate=seed), result)
+        self._check_done(ctx, state)
+        return await self.warm_start(ctx, state) if ctx.warm else state
+
+    async def warm_start(self, ctx: SearchContext, state: GepaState) -> GepaState:
+        """An earlier job's candidates (its Pareto front, best first) rescored on val and
+        added to the pool beside the seed: the front and the best are recomputed."""
+        for candidate, result in await rescore(ctx):
+            add_to_pool(ctx, state, PoolEntry(candidate=candidate, operation=WARM_START), result)
         self._check_done(ctx, state)
         return state
 

@@ -28,6 +28,7 @@ from emery.algorithms.base import SearchContext
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.separation import TYPICAL, examples_for, separation
 from emery.algorithms.sources import staged_prompts
+from emery.algorithms.warm_start import warm_note
 from emery.core.events import GepaPlanned
 
 log = logging.getLogger(__name__)
@@ -212,7 +213,7 @@ def record_gepa_plan(
     ctx: SearchContext, settings: GepaSettings, inputs: GepaPlanInputs
 ) -> GepaPlanned:
     """Make the plan, log it and emit it (``gepa.plan``)."""
-    plan = make_gepa_plan(settings, inputs)
+    plan = warm_note(ctx, make_gepa_plan(settings, inputs))
     log.info(plan.summary)
     ctx.emit(plan)
     return plan

@@ -3,6 +3,8 @@ the minibatch sampler, merge bookkeeping, operator children tried, counters and 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import BaseModel, Field
 
 from emery.algorithms.base import AlgorithmState
@@ -91,6 +93,14 @@ class GepaState(AlgorithmState):
     labeled: dict[str, list[Demo]] = Field(
         default_factory=dict, description="stage → labeled demos from train for the operator"
     )
+
+    handoff_what: ClassVar[str] = "its Pareto front"
+
+    def handoff(self) -> dict[str, float | None]:
+        """The Pareto front (every candidate best on some val example), best mean first."""
+        on_front = {i for ids in self.front.values() for i in ids}
+        members = [item for item in self.pool if item.id in on_front]
+        return {item.id: item.val_score for item in sorted(members, key=lambda i: -i.val_score)}
 
     def entry(self, candidate_id: str) -> PoolEntry:
         for item in self.pool:

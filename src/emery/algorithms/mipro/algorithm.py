@@ -5,7 +5,8 @@ Steps: ``start`` plans the run (event ``mipro.plan``) and scores the seed on ful
 dataset and proposing instructions, and one step per trial: TPE picks an instruction and a
 demo set per stage, the combination is scored on a random val minibatch, and every K trials
 (and at the end) the best combination by mean minibatch score is scored on full val. Only
-full-val scores choose the winner.
+full-val scores choose the winner. A warm start (``[job] warm_start``) brings an earlier
+job's programs in as the best so far, choices and trials (``warm.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from emery.algorithms.labeled import (
     pick_demos,
 )
 from emery.algorithms.mipro import demos as demo_sets
+from emery.algorithms.mipro import warm
 from emery.algorithms.mipro.grounding import (
     fallback_summary,
     program_description,
@@ -42,6 +44,7 @@ from emery.algorithms.mipro.state import (
     TrialRecord,
 )
 from emery.algorithms.mipro.trials import run_trial
+from emery.algorithms.warm_start import warm_note
 from emery.core.errors import ConfigError
 from emery.core.events import (
     BaselineEvaluated,
@@ -87,7 +90,7 @@ class Mipro:
         )
         await self._baseline(ctx, program, state, seed)
         state.rng_state = save_rng(load_rng([], ctx.seed))
-        return state
+        return await self.warm_start(ctx, state) if ctx.warm else state
 
     def _plan(self, ctx: SearchContext, program: StagedPrompts) -> MiproPlan:
         """The run's plan, logged and emitted (``mipro.plan``)."""
@@ -111,8 +114,16 @@ class Mipro:
         log.info(plan.describe())
         for note in plan.notes:
             log.info("mipro plan: %s", note)
-        ctx.emit(MiproPlanned(**plan.model_dump(mode="json"), summary=plan.describe()))
+        planned = MiproPlanned(**plan.model_dump(mode="json"), summary=plan.describe())
+        ctx.emit(warm_note(ctx, planned))
         return plan
+
+    async def warm_start(self, ctx: SearchContext, state: MiproState) -> MiproState:
+        """An earlier job's programs rescored on val: the best so far if better, later
+        choices and TPE trials (``mipro.warm``)."""
+        await warm.take_programs(ctx, state)
+        state.top = top_combos(state, self.settings.top_k)
+        return state
 
     async def _baseline(
         self, ctx: SearchContext, program: StagedPrompts, state: MiproState, seed: Candidate
@@ -163,6 +174,7 @@ class Mipro:
                 state.phase = "propose"
             case "propose":
                 await self._propose(ctx, state, rng)
+                warm.add_choices(ctx, state)
                 state.phase = "search"
                 if state.resolved_plan().num_trials == 0:
                     state.done, state.done_reason = True, "no trials planned"
@@ -202,6 +214,7 @@ class Mipro:
                 limit=plan.num_demo_sets,
                 reasoning=stage in state.reasoning_stages,
             )
+        warm.add_demo_sets(state)
         ctx.emit(
             MiproDemosBootstrapped(
                 teacher_candidate_id=state.teacher_candidate_id,

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
 from emery.algorithms.base import AlgorithmState
 from emery.algorithms.mipro.presets import MiproPlan
 from emery.core.events import InstructionOption, SourceCount
-from emery.core.models import Demo
+from emery.core.models import Candidate, Demo
 from emery.core.search_events import Evidence
 from emery.systems.prompt_layout import StageLayout
 
 Phase = Literal["bootstrap", "summarize", "propose", "search"]
-DemoSetKind = Literal["original", "empty", "labeled", "nearest", "bootstrapped"]
-InstructionSource = Literal["original", "format_hint", "proposed", "operator"]
+DemoSetKind = Literal["original", "empty", "labeled", "nearest", "bootstrapped", "warm"]
+InstructionSource = Literal["original", "format_hint", "proposed", "operator", "warm"]
 TrialKind = Literal["baseline", "minibatch", "full"]
 
 
@@ -77,6 +77,13 @@ class ComboRecord(BaseModel):
         return sum(self.minibatch_scores) / len(self.minibatch_scores)
 
 
+class WarmProgram(BaseModel):
+    """A program of an earlier job (``[job] warm_start``) and its score on this job's val."""
+
+    candidate: Candidate
+    score: float
+
+
 class MiproState(AlgorithmState):
     """The whole search so far; each step of the search phase adds one trial."""
 
@@ -103,6 +110,16 @@ class MiproState(AlgorithmState):
     trials_done: int = 0
     top: list[ComboRecord] = Field(default_factory=list)
     lift: float | None = None
+    warm: list[WarmProgram] = Field(default_factory=list)
+    """An earlier job's programs rescored here (``mipro.warm``), best first."""
+
+    handoff_what: ClassVar[str] = "its programs scored on full val"
+
+    def handoff(self) -> dict[str, float | None]:
+        """The combinations scored on full val, best first."""
+        scored = [c for c in self.combos.values() if c.full_score is not None]
+        scored.sort(key=lambda combo: -(combo.full_score or 0.0))
+        return {combo.candidate_id: combo.full_score for combo in scored}
 
     def resolved_plan(self) -> MiproPlan:
         """The plan made in ``start`` (every later step needs it)."""
