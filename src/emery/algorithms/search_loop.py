@@ -5,9 +5,10 @@
 ``should_stop`` (a request from outside, such as a pause) says so. After ``start``
 and after each completed step it hands a ``StepRecord`` to ``on_step`` (the engine stores
 it in one transaction); ``start``'s record also carries what the seed's evaluation told
-about the plan and the budget (see ``pace``). A step cut short by the budget, a pause or a
-crash is abandoned whole: its state changes, budget charges and results are rolled back,
-so a resumed run repeats it exactly. Steps are timed by the budget's clock.
+about the plan and the budget (see ``pace``). A step cut short by the budget (the metric
+calls it needs, or the LM token or cost limit reached mid-step: ``Budget.step_gate``), a
+pause or a crash is abandoned whole: its state changes, budget charges and results are
+rolled back, so a resumed run repeats it exactly. Steps are timed by the budget's clock.
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ async def run_search(
         check_seed_spending(ctx, before, state)
         await _commit(ctx, state, on_step)
     while (reason := policy.reason(state)) is None:
-        stepped = await _attempt(ctx, algorithm.step(ctx, state.model_copy(deep=True)))
+        with ctx.budget.step_gate():
+            stepped = await _attempt(ctx, algorithm.step(ctx, state.model_copy(deep=True)))
         if stepped is None:
             return SearchOutcome(state=state, reason=policy.out_of_budget())
         _close_iteration(ctx, previous_best=state.best_val_score, state=stepped)
@@ -106,6 +108,8 @@ async def _attempt(
     started = clock()
     try:
         result = await work
+        if ctx.budget.cut is not None:  # the LM gate refused a call the step went on without
+            raise BudgetExhausted(ctx.budget.cut)
     except BaseException as exc:
         ctx.evaluations.discard_pending()
         ctx.log.drain()
