@@ -115,6 +115,9 @@ class SearchContext:
     seed: int = 0
     log: StepLog = field(default_factory=StepLog)
     candidates: dict[str, Candidate] = field(default_factory=dict)
+    reviewer_notes: list[str] = field(default_factory=list)
+    """Reasons a person gave for rejecting candidates (``[job] approve``), oldest first;
+    reflection prompts show the latest (``algorithms.approval.with_reviewer_notes``)."""
     warm: WarmStart | None = None
     """An earlier job's candidates to start from (``[job] warm_start``); read in ``start``."""
 

@@ -5,21 +5,33 @@
 ``should_stop`` (a request from outside, such as a pause) says so. After ``start``
 and after each completed step it hands a ``StepRecord`` to ``on_step`` (the engine stores
 it in one transaction); ``start``'s record also carries what the seed's evaluation told
-about the plan and the budget (see ``pace``). A step cut short by the budget (the metric
-calls it needs, or the LM token or cost limit reached mid-step: ``Budget.step_gate``), a
-pause or a crash is abandoned whole: its state changes, budget charges and results are
-rolled back, so a resumed run repeats it exactly. Steps are timed by the budget's clock.
+about the plan and the budget (see ``pace``). A step cut short by the budget, a pause or a
+crash is abandoned whole: its state changes, budget charges and results are rolled back,
+so a resumed run repeats it exactly. Steps are timed by the budget's clock.
+
+With an ``ApprovalGate`` (``[job] approve = "best"``), a step that would change the best is
+stored with a pending request instead, and the loop waits for the decision, and applies
+it, before it does anything else, also after a restart (see ``approval``); the wait is not
+counted as the search's wall time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
+from emery.algorithms.approval import (
+    ApprovalGate,
+    applied_event,
+    apply,
+    hold,
+    reviewer_notes,
+)
 from emery.algorithms.base import Algorithm, AlgorithmState, SearchContext
 from emery.algorithms.pace import check_seed_spending
 from emery.algorithms.stopping import StopPolicy, StopRequest
+from emery.core.approvals import Approval
 from emery.core.events import BudgetWarning, Event, IterationCompleted
 from emery.core.models import Candidate
 from emery.core.results import ExampleResult
@@ -37,6 +49,8 @@ class StepRecord:
     results: list[ExampleResult]
     budget: BudgetUsage
     usage: dict[str, RoleUsage]
+    approvals: list[Approval] = field(default_factory=list)
+    """Approval requests made or applied by the step, stored with it."""
 
 
 @dataclass
@@ -57,9 +71,13 @@ async def run_search(
     state: AlgorithmState | None = None,
     on_step: StepCallback | None = None,
     should_stop: StopRequest | None = None,
+    gate: ApprovalGate | None = None,
 ) -> SearchOutcome:
-    """Run ``algorithm`` from ``state`` (or from the start) until it stops."""
+    """Run ``algorithm`` from ``state`` (or from the start) until it stops; with ``gate``,
+    a new best waits for a person's approval."""
     policy = StopPolicy(ctx.budget, should_stop)
+    waiting = None if gate is None else gate.open()
+    declined = _declined(ctx, gate)
     if state is None:
         before = ctx.budget.usage.model_copy()
         started = await _attempt(ctx, algorithm.start(ctx))
@@ -68,15 +86,51 @@ async def run_search(
         state = started
         check_seed_spending(ctx, before, state)
         await _commit(ctx, state, on_step)
-    while (reason := policy.reason(state)) is None:
-        with ctx.budget.step_gate():
-            stepped = await _attempt(ctx, algorithm.step(ctx, state.model_copy(deep=True)))
+    while True:
+        if gate is not None and waiting is not None:
+            state = await _settle(ctx, algorithm, gate, waiting, state, on_step)
+            waiting, declined = None, _declined(ctx, gate)
+        if (reason := policy.reason(state)) is not None:
+            return SearchOutcome(state=state, reason=reason)
+        stepped = await _attempt(ctx, algorithm.step(ctx, state.model_copy(deep=True)))
         if stepped is None:
             return SearchOutcome(state=state, reason=policy.out_of_budget())
+        waiting = None if gate is None else hold(ctx, gate, state, stepped, declined)
         _close_iteration(ctx, previous_best=state.best_val_score, state=stepped)
         state = stepped
-        await _commit(ctx, state, on_step)
-    return SearchOutcome(state=state, reason=reason)
+        await _commit(ctx, state, on_step, [] if waiting is None else [waiting])
+
+
+async def _settle(
+    ctx: SearchContext,
+    algorithm: Algorithm[Any],
+    gate: ApprovalGate,
+    waiting: Approval,
+    state: AlgorithmState,
+    on_step: StepCallback | None,
+) -> AlgorithmState:
+    """Wait for a person's decision on ``waiting``, act on it and store that."""
+    decided = waiting if waiting.status != "pending" else await gate.decision(waiting)
+    applied = await _attempt(ctx, apply(ctx, algorithm, state.model_copy(deep=True), decided))
+    if applied is None:  # the budget cannot score an edit: the best stays
+        note = "not scored: the budget ran out"
+        marked = decided.model_copy(update={"applied": True, "result": note})
+        ctx.emit(applied_event(marked))
+        await _commit(ctx, state, on_step, [marked])
+        return state
+    state, marked = applied
+    await _commit(ctx, state, on_step, [marked])
+    return state
+
+
+def _declined(ctx: SearchContext, gate: ApprovalGate | None) -> set[str]:
+    """The candidates a person declined (never asked about again); their reasons become the
+    context's reviewer notes."""
+    if gate is None:
+        return set()
+    declined = gate.declined()
+    ctx.reviewer_notes[:] = reviewer_notes(declined)
+    return {a.candidate_id for a in declined}
 
 
 def _close_iteration(
@@ -98,9 +152,10 @@ def _close_iteration(
         ctx.emit(BudgetWarning(resource=name, used=used, limit=limit))
 
 
-async def _attempt(
-    ctx: SearchContext, work: Coroutine[Any, Any, AlgorithmState]
-) -> AlgorithmState | None:
+T = TypeVar("T")
+
+
+async def _attempt(ctx: SearchContext, work: Coroutine[Any, Any, T]) -> T | None:
     """Await one step; undo everything it did if it fails (None if the budget ran out)."""
     usage = ctx.budget.usage.model_copy(deep=True)
     known_candidates = dict(ctx.candidates)
@@ -108,8 +163,6 @@ async def _attempt(
     started = clock()
     try:
         result = await work
-        if ctx.budget.cut is not None:  # the LM gate refused a call the step went on without
-            raise BudgetExhausted(ctx.budget.cut)
     except BaseException as exc:
         ctx.evaluations.discard_pending()
         ctx.log.drain()
@@ -123,7 +176,12 @@ async def _attempt(
     return result
 
 
-async def _commit(ctx: SearchContext, state: AlgorithmState, on_step: StepCallback | None) -> None:
+async def _commit(
+    ctx: SearchContext,
+    state: AlgorithmState,
+    on_step: StepCallback | None,
+    approvals: list[Approval] | None = None,
+) -> None:
     events, candidates = ctx.log.drain()
     record = StepRecord(
         state=state,
@@ -132,6 +190,7 @@ async def _commit(ctx: SearchContext, state: AlgorithmState, on_step: StepCallba
         results=ctx.evaluations.drain(),
         budget=ctx.budget.usage.model_copy(deep=True),
         usage=ctx.budget.meter.by_role(),
+        approvals=list(approvals or []),
     )
     if on_step is not None:
         await on_step(record)

@@ -34,7 +34,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("emery.cli.export_cmd", "export"),
     "publish": ("emery.cli.prompts_cmd", "publish"),
     "prompts": ("emery.cli.prompts_cmd", "app"),
-    "dataset": ("emery.cli.dataset_cmd", "app"),
 }
 
 

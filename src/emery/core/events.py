@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
+from emery.core.approvals import ApprovalApplied, ApprovalRequested
 from emery.core.payloads import (
     BaselineEvaluated,
     BestUpdated,
@@ -168,6 +169,8 @@ _SINGLE_KIND: tuple[type[Payload], ...] = (
     MiproTrial,
     MiproFullEvaluation,
     MiproRace,
+    ApprovalRequested,
+    ApprovalApplied,
 )
 
 PAYLOADS: dict[str, type[Payload]] = {

@@ -37,6 +37,7 @@ from emery.core.rollouts import RolloutConfig
 from emery.evaluation.budget import BudgetExhausted, BudgetUsage, Clock
 from emery.evaluation.progress import ProgressSink
 from emery.integrations.tracking import JobTracker, start_tracking
+from emery.jobs.approvals import StoreApprovalGate
 from emery.jobs.collector import quiet_collector
 from emery.jobs.control import LOST, ControlWatcher, StopRequest, fail_job, stop_job
 from emery.jobs.finishing import finish_job
@@ -236,12 +237,16 @@ class JobEngine:
         if state is None:  # the first step: a resumed job has the warm start in its state
             ctx.warm = load_warm_start(self.store, runtime.config, runtime.system)
 
+        gate = None
+        if runtime.config.job.approve == "best":
+            gate = StoreApprovalGate(self.store, self.job_id, poll_s=self.poll_s, note=self._note)
         outcome = await run_search(
             runtime.algorithm,
             ctx,
             state=state,
             on_step=on_step,
             should_stop=lambda: self._stop_request.action,
+            gate=gate,
         )
         if self._stop_request.action is not None:
             raise _Stop()
@@ -393,6 +398,7 @@ def step_write(
         evaluations=evaluations,
         rollouts=rollouts,
         attempts=attempts,
+        approvals=record.approvals,
         checkpoint=CheckpointRecord(
             job_id=job_id,
             number=record.budget.iterations,

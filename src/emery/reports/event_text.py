@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from emery.core.approvals import ApprovalApplied, ApprovalRequested
 from emery.core.events import (
     STATE_KINDS,
     BaselineEvaluated,
@@ -70,6 +71,16 @@ def _words(kind: str, payload: Payload) -> str | None:
         case BestUpdated() as p:
             was = f" (was {_pct(p.previous_score)})" if p.previous_score is not None else ""
             return f"best is now {_short(p.candidate_id)}: {_pct(p.score)}{was}"
+        case ApprovalRequested() as p:
+            return (
+                f"waiting for approval {p.approval_id}: {_short(p.candidate_id)}"
+                f" {_pct(p.score)} would replace {_short(p.current_id or '')}"
+                f" {_pct(p.current_score)}"
+            )
+        case ApprovalApplied() as p:
+            why = f" ({_brief(p.reason, 120)})" if p.reason else ""
+            made = f" -> {p.result if ' ' in p.result else _short(p.result)}" if p.result else ""
+            return f"approval {p.approval_id}: {_short(p.candidate_id)} {p.status}{why}{made}"
         case FrontierUpdated() as p:
             return f"frontier of {p.size}, best {_short(p.best_candidate_id)} {_pct(p.best_score)}"
         case IterationCompleted() as p:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from emery.core.approvals import Approval
 from emery.core.events import Event
-from emery.core.models import Candidate
 from emery.core.feedback import FeedbackRecord
+from emery.core.models import Candidate
 from emery.core.rollouts import Attempt, Rollout
 from emery.core.spans import SpanRecord
 from emery.store.records import (
@@ -147,11 +148,11 @@ class Store(Protocol):
         self, filter: SpanFilter | None = None, *, limit: int | None = 1000, offset: int = 0
     ) -> Page[SpanRecord]: ...
 
-    # resources and workers
     # feedback on recorded traces (``emery.core.feedback``)
     def add_feedback(self, record: FeedbackRecord) -> FeedbackRecord: ...
     def list_feedback(self, trace_ids: Collection[str] | None = None) -> list[FeedbackRecord]: ...
 
+    # resources and workers
     def put_resource(
         self, name: str, content: Any, *, kind: str = "document", job_id: str | None = None
     ) -> ResourceRecord: ...
@@ -162,6 +163,22 @@ class Store(Protocol):
         self, worker_id: str, *, status: str | None = None, job_id: str | None = None
     ) -> None: ...
     def list_workers(self) -> list[WorkerRecord]: ...
+
+    # approval requests (``emery.core.approvals``)
+    def add_approval(self, approval: Approval) -> Approval: ...
+    def save_approvals(self, approvals: Sequence[Approval]) -> None: ...
+    def get_approval(self, approval_id: str) -> Approval: ...
+    def list_approvals(
+        self, job_id: str | None = None, *, status: str | None = None
+    ) -> list[Approval]: ...
+    def decide_approval(
+        self,
+        approval_id: str,
+        action: str,
+        *,
+        reason: str | None = None,
+        edited: dict[str, str] | None = None,
+    ) -> Approval: ...
 
     # the rollout queue (``emery runner``; see ``emery.store.sql.queue``)
     def claim_rollout(self, worker_id: str, *, job_id: str | None = None) -> Rollout | None: ...

@@ -9,6 +9,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
 
+from emery.core.approvals import Approval
 from emery.core.events import Event
 from emery.core.models import Candidate, Demo, Lineage
 from emery.core.results import ExampleResult
@@ -164,11 +165,11 @@ class SpanFilter(BaseModel):
     trace_id: str | None = None
     name: str | None = None
     since_seq: int | None = None
-
     started_after: datetime | None = None
     """Spans that started at or after this time."""
     started_before: datetime | None = None
     """Spans that started before this time."""
+
 
 class ResourceRecord(BaseModel):
     """A versioned named document (a prompt set, a graph spec, a dataset summary)."""
@@ -213,6 +214,7 @@ class StepWrite(BaseModel):
     rollouts: list[Rollout] = Field(default_factory=list)
     attempts: list[Attempt] = Field(default_factory=list)
     checkpoint: CheckpointRecord | None = None
+    approvals: list[Approval] = Field(default_factory=list)
     job_fields: dict[str, Any] = Field(default_factory=dict)
     expect_owner: str | None = None
     final_state: str | None = None

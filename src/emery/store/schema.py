@@ -269,3 +269,19 @@ workers = Table(
     Column("started_at", Float, nullable=False),
     Column("heartbeat_at", Float, nullable=False),
 )
+
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("job_id", String(40), nullable=False),
+    Column("kind", String(16), nullable=False),  # best | publish
+    Column("status", String(16), nullable=False),  # pending | approved | rejected | edited
+    Column("candidate_id", String(64), nullable=False),
+    Column("record", JSON, nullable=False),  # the whole emery.core.approvals.Approval
+    Column("created_at", Float, nullable=False),
+    Column("decided_at", Float, nullable=True),
+    Index("ix_approvals_job", "job_id", "status"),
+)
+"""Requests for a person's decision (a table added without a schema bump: ``ensure_schema``
+creates missing tables)."""

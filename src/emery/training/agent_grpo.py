@@ -15,8 +15,7 @@ into rows by ``tracing.trajectories``), so this step only scores and updates:
   ``-min(ratio * A, clip(ratio, 1 - clip_epsilon, 1 + clip_epsilon) * A)``, the ratio
   taken against the sampling policy's ``completion_logprobs`` when the row has them (the
   served model is a quantized copy, and may be a step behind), else on-policy (ratio 1,
-  the gradient of ``A * log p``). Logits are divided by ``temperature`` (that of the
-  recorded log-probabilities).
+  the gradient of ``A * log p``). Logits are divided by the sampling ``temperature``.
 - **KL**: ``beta`` times trl's per-token estimator ``exp(r - p) - (r - p) - 1`` against the
   reference model, which is the same model with the LoRA adapter disabled.
 - The loss is summed over tokens and divided by the step's token count (trl's ``dapo``
@@ -46,9 +45,7 @@ class GRPOSettings:
     """Weight of the KL term to the reference model (0: no reference pass)."""
     clip_epsilon: float = 0.2
     temperature: float = 1.0
-    """The temperature of the distribution ``completion_logprobs`` were taken from (logits
-    are divided by it): 1.0 for emery's local model, which records the log-softmax of its
-    raw logits whatever temperature it sampled at."""
+    """The temperature the calls were sampled at (logits are divided by it)."""
     std_epsilon: float = 1e-4
     max_grad_norm: float | None = 1.0
     micro_batch: int = 4

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from emery.algorithms.apo.prompts import MetaPrompt
+from emery.algorithms.approval import with_reviewer_notes
 from emery.core.models import ChatMessage
 from emery.lm.base import LM, Completion
 from emery.systems.templates import placeholders
@@ -66,12 +68,17 @@ async def critique_prompt(
     task: str,
     experiments: str,
     sampling: Sampling,
+    notes: Sequence[str] = (),
 ) -> Critique:
-    """Ask ``lm`` for a critique of ``prompt`` given the experiments on a train batch."""
-    messages = template.messages(
-        **template_fields(prompt=prompt, component=component, task=task),
-        experiments=experiments,
-        critique="",
+    """Ask ``lm`` for a critique of ``prompt`` given the experiments on a train batch (and
+    the reasons a person rejected earlier candidates, ``notes``)."""
+    messages = with_reviewer_notes(
+        template.messages(
+            **template_fields(prompt=prompt, component=component, task=task),
+            experiments=experiments,
+            critique="",
+        ),
+        notes,
     )
     completion = await ask(lm, messages, sampling)
     return Critique(

@@ -203,6 +203,7 @@ class Proposer:
             task=ctx.dataset.description,
             experiments=expansion.experiments,
             sampling=self.sampling(rng, self.settings.critique_max_tokens),
+            notes=ctx.reviewer_notes,
         )
 
     @staticmethod

@@ -56,6 +56,7 @@ from emery.algorithms.gepa.mutation import (
 )
 from emery.algorithms.gepa.plan import evidence_examples, plan_inputs, record_gepa_plan
 from emery.algorithms.gepa.pool import add_to_pool, lean, restore_candidates
+from emery.algorithms.gepa.pool import adopt as adopt_into_pool
 from emery.algorithms.gepa.propose import Proposer
 from emery.algorithms.gepa.selection import parent_selector, select_components
 from emery.algorithms.gepa.settings import GepaSettings
@@ -174,6 +175,12 @@ class Gepa:
         report_if_changed(ctx, self.name, number, sources, state.sources)
         self._check_done(ctx, state)
         return state
+
+    def adopt(
+        self, ctx: SearchContext, state: GepaState, candidate: Candidate, result: EvalResult
+    ) -> None:
+        """Take a person's edit into the pool like an accepted child (``[job] approve``)."""
+        adopt_into_pool(ctx, state, candidate, result)
 
     def _check_done(self, ctx: SearchContext, state: GepaState) -> None:
         reason = self._done_reason(ctx, state)

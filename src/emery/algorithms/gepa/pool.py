@@ -53,6 +53,28 @@ def add_to_pool(
     return entry
 
 
+def adopt(ctx: SearchContext, state: GepaState, candidate: Candidate, result: EvalResult) -> None:
+    """Take a candidate made outside the search (a person's edit, ``[job] approve``) into
+    the pool with its val scores, as an accepted child is."""
+    if state.has(candidate.id):
+        return
+    parents = list(candidate.lineage.parents)
+    base = ctx.candidates.get(parents[0]) if parents else None
+    changed = sorted(
+        name
+        for name, text in candidate.components.items()
+        if base is None or base.components.get(name) != text
+    )
+    entry = PoolEntry(
+        candidate=candidate,
+        parents=parents,
+        iteration=state.iteration,
+        operation=candidate.lineage.operation,
+        components_changed=changed,
+    )
+    add_to_pool(ctx, state, entry, result)
+
+
 def refresh_front(ctx: SearchContext, state: GepaState) -> None:
     """Recompute the per-example front from the pool's val scores and report it."""
     state.front = per_example_front(state.val_table(), [item.id for item in state.pool])

@@ -6,6 +6,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from emery.algorithms.approval import with_reviewer_notes
 from emery.algorithms.base import SearchContext
 from emery.algorithms.code_proposals import CodeProposals, ModuleReply, code_proposals
 from emery.algorithms.gepa.checks import parse_proposal, proposal_problem
@@ -222,12 +223,15 @@ class Proposer:
         """The reflection chat for ``component``; reports the reflective dataset it shows."""
         shown, shown_ids = self.render(style, component, examples, results)
         task = ctx.dataset.description.strip() if self.settings.show_task else ""
-        messages = reflection_messages(
-            self.template(style),
-            component=component,
-            instruction=current,
-            examples=shown,
-            task=task,
+        messages = with_reviewer_notes(
+            reflection_messages(
+                self.template(style),
+                component=component,
+                instruction=current,
+                examples=shown,
+                task=task,
+            ),
+            ctx.reviewer_notes,
         )
         prompt = messages[0]["content"]
         ctx.emit(

@@ -9,6 +9,7 @@ from sqlalchemy import update
 from emery.core.events import Event, StateChanged, event
 from emery.store import schema as t
 from emery.store.records import StepWrite
+from emery.store.sql.approvals import ApprovalsMixin
 from emery.store.sql.base import now
 from emery.store.sql.feedback import FeedbackMixin
 from emery.store.sql.jobs import JobsMixin
@@ -19,14 +20,14 @@ from emery.store.sql.traces import TracesMixin
 from emery.store.states import TERMINAL_STATES, OwnershipLost, check_job_transition
 
 
-class SqlStore(JobsMixin, ResultsMixin, TracesMixin, QueueMixin, FeedbackMixin):
+class SqlStore(JobsMixin, ResultsMixin, TracesMixin, QueueMixin, FeedbackMixin, ApprovalsMixin):
     """The store on any SQLAlchemy engine (SQLite file, SQLite in memory, PostgreSQL)."""
 
     def commit_step(self, job_id: str, write: StepWrite) -> list[Event]:
         """Store one step atomically: candidates, evaluations with their rollouts and
-        attempts, the checkpoint, job fields, an optional final state, and events (returned
-        with their sequence numbers). Nothing is written if any part fails, or if
-        ``write.expect_owner`` no longer owns the running job."""
+        attempts, the checkpoint, approval requests, job fields, an optional final state,
+        and events (returned with their sequence numbers). Nothing is written if any part
+        fails, or if ``write.expect_owner`` no longer owns the running job."""
         with self._tx(write=True) as conn:
             job = self._require(conn, job_id)
             if write.expect_owner is not None and (
@@ -43,6 +44,7 @@ class SqlStore(JobsMixin, ResultsMixin, TracesMixin, QueueMixin, FeedbackMixin):
             self._insert_evaluations(conn, write.evaluations, job_id)
             if write.checkpoint is not None:
                 self._save_checkpoint(conn, write.checkpoint)
+            self._save_approvals(conn, write.approvals)
             fields: dict[str, Any] = {"updated_at": at, **write.job_fields}
             if write.expect_owner is not None:
                 fields["heartbeat_at"] = at
