@@ -15,7 +15,8 @@ into rows by ``tracing.trajectories``), so this step only scores and updates:
   ``-min(ratio * A, clip(ratio, 1 - clip_epsilon, 1 + clip_epsilon) * A)``, the ratio
   taken against the sampling policy's ``completion_logprobs`` when the row has them (the
   served model is a quantized copy, and may be a step behind), else on-policy (ratio 1,
-  the gradient of ``A * log p``). Logits are divided by the sampling ``temperature``.
+  the gradient of ``A * log p``). Logits are divided by ``temperature`` (that of the
+  recorded log-probabilities).
 - **KL**: ``beta`` times trl's per-token estimator ``exp(r - p) - (r - p) - 1`` against the
   reference model, which is the same model with the LoRA adapter disabled.
 - The loss is summed over tokens and divided by the step's token count (trl's ``dapo``
@@ -45,7 +46,9 @@ class GRPOSettings:
     """Weight of the KL term to the reference model (0: no reference pass)."""
     clip_epsilon: float = 0.2
     temperature: float = 1.0
-    """The temperature the calls were sampled at (logits are divided by it)."""
+    """The temperature of the distribution ``completion_logprobs`` were taken from (logits
+    are divided by it): 1.0 for emery's local model, which records the log-softmax of its
+    raw logits whatever temperature it sampled at."""
     std_epsilon: float = 1e-4
     max_grad_norm: float | None = 1.0
     micro_batch: int = 4
@@ -159,8 +162,10 @@ def kl_to_reference(model: Any, rows: Sequence[CreditedCall], temperature: float
 
 
 def trainable_rows(rows: Sequence[CreditedCall]) -> list[CreditedCall]:
-    """The rows with a completion to score; a row that cannot be scored is refused."""
-    for row in rows:
+    """The rows with completion tokens to score (a call whose tokens were not recorded has
+    none); a row with completion tokens that cannot be scored is refused."""
+    kept = [row for row in rows if row.completion_token_ids]
+    for row in kept:
         if not row.prompt_token_ids:
             raise ValueError(f"call {row.span_id} has no prompt tokens")
         logprobs = row.completion_logprobs
@@ -169,7 +174,7 @@ def trainable_rows(rows: Sequence[CreditedCall]) -> list[CreditedCall]:
                 f"call {row.span_id} has {len(logprobs)} log-probabilities for"
                 f" {len(row.completion_token_ids)} completion tokens"
             )
-    return [row for row in rows if row.completion_token_ids]
+    return kept
 
 
 def grpo_step(

@@ -1,7 +1,11 @@
 """An RL job: GRPO on a LoRA of the local task model, the job's verifier as the reward.
 
 The prompt it trains (and scores on test) is the system's seed, or the best candidate of a
-finished prompt job named by ``[rl] source_job``.
+finished prompt job named by ``[rl] source_job``. A prompt program (of one stage) is trained
+by trl's GRPO on its rendered prompt (``rl_trainer``); any other system (a function agent, a
+task app, a code harness, a workflow) as an agent: groups of its episodes per example, every
+LM call of an episode trained with the episode's advantage (``agent_episodes``,
+``agent_rl``).
 
 ``check_rl_job`` refuses a config whose model, system, dataset or verifier do not resolve
 before the job is stored; ``train_rl_job`` trains from the last checkpoint and reports
@@ -21,6 +25,9 @@ from emery.lm.catalog import installed_path
 from emery.lm.config import build_lm
 from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
+from emery.systems.base import System
+from emery.systems.prompt_program import PromptProgram
+from emery.training.agent_episodes import AgentEpisodes
 from emery.training.job import SFTResult
 from emery.training.paths import run_dir
 from emery.training.reward import VerifierReward
@@ -94,9 +101,47 @@ def job_reward(config: JobConfig, base_dir: Path, store: Store | None = None) ->
     return reward
 
 
+def trains_an_agent(system: System) -> bool:
+    """Whether an rl job trains ``system`` as an agent (the LM calls of its episodes) rather
+    than as one prompt (trl's GRPO): every system but a prompt program."""
+    return not isinstance(system, PromptProgram)
+
+
+def agent_episodes(
+    store: Store, config: JobConfig, base_dir: Path, job_id: str
+) -> AgentEpisodes | None:
+    """The episodes an rl job trains on when its system is an agent (None: a prompt
+    program, trained by ``job_reward``'s prompt rows)."""
+    assert config.rl is not None
+    dataset = resolve_dataset(config, base_dir)
+    system = resolve_system(config, dataset, base_dir)
+    if not trains_an_agent(system):
+        return None
+    examples = [e for split in config.rl.splits for e in dataset.split(split)]
+    if not examples:
+        raise ConfigError(
+            f"dataset {dataset.name!r} has no examples on {'/'.join(config.rl.splits)}:"
+            " nothing to train an rl job on"
+        )
+    return AgentEpisodes(
+        system=system,
+        candidate=trained_candidate(store, config, system.seed_candidate()),
+        verifier=resolve_verifier(config, dataset),
+        examples=examples,
+        lm=config.lm.task,
+        settings=config.rl,
+        store=store,
+        job_id=job_id,
+        run_dir=run_dir(base_dir, config, job_id),
+        seed=config.job.seed,
+        concurrency=config.runtime.concurrency,
+    )
+
+
 def check_rl_job(store: Store, config: JobConfig, base_dir: Path) -> None:
     """Refuse an RL config whose system, data, source job or base model it cannot use."""
-    job_reward(config, base_dir, store)
+    if agent_episodes(store, config, base_dir, "check") is None:
+        job_reward(config, base_dir, store)
     installed_path(config.lm.task.model.removeprefix("local/"))
 
 
@@ -104,15 +149,37 @@ def train_rl_job(
     store: Store, config: JobConfig, base_dir: Path, job_id: str, hooks: TrainingHooks
 ) -> tuple[TrainingStats, Path | None]:
     """Train (or resume from its last checkpoint) RL job ``job_id`` of ``config``."""
+    assert config.rl is not None
+    episodes = agent_episodes(store, config, base_dir, job_id)
+    if episodes is not None:
+        return _train_agent(episodes, config, base_dir, job_id, hooks)
     from emery.training.rl_trainer import train_rl  # torch: imported only to train
 
-    assert config.rl is not None
     reward = job_reward(config, base_dir, store)
     return train_rl(
         config.lm.task.model.removeprefix("local/"),
         config.rl,
         reward.rows(),
         reward,
+        run_dir(base_dir, config, job_id),
+        seed=config.job.seed,
+        hooks=hooks,
+    )
+
+
+def _train_agent(
+    episodes: AgentEpisodes, config: JobConfig, base_dir: Path, job_id: str, hooks: TrainingHooks
+) -> tuple[TrainingStats, Path | None]:
+    # torch: imported only to train
+    from emery.training.agent_rl import train_agent_rl
+    from emery.training.base_model import load_base
+
+    assert config.rl is not None
+    name = config.lm.task.model.removeprefix("local/")
+    return train_agent_rl(
+        lambda: load_base(name)[0],
+        config.rl,
+        episodes,
         run_dir(base_dir, config, job_id),
         seed=config.job.seed,
         hooks=hooks,
