@@ -177,7 +177,7 @@ async def test_apo_puts_the_earlier_candidate_in_its_beam() -> None:
 
 async def test_a_job_killed_after_the_warm_step_resumes_exactly() -> None:
     data = word_problems()
-    budget = BudgetConfig(metric_calls=60)
+    budget = BudgetConfig(metric_calls=40)
     partial = f"Answer the question. {FORMAT_RULE}"
 
     def context(**kwargs: Any) -> Any:
@@ -223,3 +223,33 @@ def test_warm_start_goes_with_a_prompt_search_only() -> None:
     }
     with pytest.raises(ConfigError, match='warm_start seeds a prompt search, not a type = "sft"'):
         parse_config(config)
+
+
+async def test_mipro_killed_after_the_warm_step_resumes_exactly() -> None:
+    data = mipro_support.dataset(n_train=6, n_val=6)
+    budget = BudgetConfig(metric_calls=48)
+    settings = MiproSettings(num_trials=2, max_bootstrapped_demos=0, use_dataset_summary=False)
+    instruction = "Solve it. End with a final line 'Answer: <number>'."
+
+    def context() -> Any:
+        lm, proposer = mipro_support.format_and_demos_lm(data), mipro_support.proposer_lm()
+        ctx = mipro_support.make_ctx(data, lm, proposer, budget=budget)
+        ctx.warm = warm(ctx, instruction)
+        return ctx
+
+    full, full_records = await mipro_support.run_recorded(settings, context())
+    _, first = await mipro_support.run_recorded(settings, context(), stop_after=1)
+    resumed_ctx = mipro_support.resumed_ctx(
+        data,
+        mipro_support.format_and_demos_lm(data),
+        mipro_support.proposer_lm(),
+        first,
+        budget=budget,
+    )  # no warm start: the engine loads it only for the first step
+    state = MiproState.model_validate_json(first[-1].state.model_dump_json())
+    resumed, rest = await mipro_support.run_recorded(settings, resumed_ctx, state=state)
+
+    assert len(first) == 1
+    assert any(t.candidate_id == state.warm[0].candidate.id for t in full.state.trials)
+    assert resumed.state.model_dump() == full.state.model_dump()
+    assert mipro_support.event_kinds(first + rest) == mipro_support.event_kinds(full_records)
