@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("emery.cli.export_cmd", "export"),
     "publish": ("emery.cli.prompts_cmd", "publish"),
     "prompts": ("emery.cli.prompts_cmd", "app"),
+    "approvals": ("emery.cli.approvals_cmd", "app"),
 }
 
 

@@ -13,7 +13,9 @@ from rich.table import Table
 from emery.cli.common import JsonOption, StoreOption, open_cli_store
 from emery.cli.console import err, out, print_json, print_table
 from emery.reports import published
+from emery.reports.approvals import request_publish
 from emery.reports.published import PublishedPrompt
+from emery.store.protocol import Store
 
 NameArgument = Annotated[str, typer.Argument(help="The prompt's name.")]
 
@@ -23,10 +25,20 @@ app = typer.Typer(help="List, show and roll back published prompts.", no_args_is
 def publish(
     job: Annotated[str, typer.Argument(help="Job id, id prefix or name (a succeeded job).")],
     name: Annotated[str, typer.Option("--name", help="The prompt's name.")],
+    request: Annotated[
+        bool,
+        typer.Option(
+            "--request",
+            help="Ask for approval instead: `emery approvals approve ID` publishes it.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
     store_location: StoreOption = None,
 ) -> None:
     """Publish a succeeded job's best candidate as the next version of a named prompt."""
+    if request:
+        _request(open_cli_store(store_location), job, name, as_json)
+        return
     prompt = published.publish(open_cli_store(store_location), job, name)
     if as_json:
         print_json(prompt.model_dump(mode="json"))
@@ -34,6 +46,17 @@ def publish(
     err.print(
         f"published {escape(prompt.name)} version {prompt.version}"
         f" (job {prompt.job_id}, candidate {prompt.candidate_id[:12]})"
+    )
+
+
+def _request(store: Store, job: str, name: str, as_json: bool) -> None:
+    asked = request_publish(store, job, name)
+    if as_json:
+        print_json(asked.model_dump(mode="json"))
+        return
+    err.print(
+        f"approval request {asked.id}: publish candidate {asked.candidate_id[:12]} of job"
+        f" {asked.job_id} as {escape(name)} once approved (emery approvals approve {asked.id})"
     )
 
 

@@ -18,7 +18,7 @@ from emery.core.errors import ConfigError, EmeryError
 from emery.core.models import Demo
 from emery.reports.results import build_result
 from emery.store.protocol import Store
-from emery.store.records import ResourceRecord
+from emery.store.records import JobRecord, ResourceRecord
 from emery.store.states import NotFound
 
 PROMPT_KIND = "prompt"
@@ -89,16 +89,21 @@ def check_version(version: int | None) -> int | None:
     return version
 
 
-def publish(store: Store, job: str, name: str) -> PublishedPrompt:
-    """Store the best candidate of the succeeded ``job`` (id, prefix or name) as the next
-    version of ``name``."""
-    check_name(name)
-    record = store.get_job(store.resolve_job_id(job))
+def check_publishable(record: JobRecord) -> None:
+    """EmeryError unless ``record`` is a job whose best candidate can be published."""
     if record.state != PUBLISHABLE_STATE:
         raise EmeryError(
             f"job {record.id} is {record.state}: only a succeeded job's best candidate"
             " can be published"
         )
+
+
+def publish(store: Store, job: str, name: str) -> PublishedPrompt:
+    """Store the best candidate of the succeeded ``job`` (id, prefix or name) as the next
+    version of ``name``."""
+    check_name(name)
+    record = store.get_job(store.resolve_job_id(job))
+    check_publishable(record)
     result = build_result(store, record)
     best = result.best_candidate
     if best is None:

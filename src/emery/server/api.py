@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from emery.lm.base import LM
 from emery.proxy.guards import MAX_BODY_BYTES, ApiKeyMiddleware, BodyLimitMiddleware
 from emery.proxy.routes import LiveBackend, proxy_router
+from emery.server.approvals_api import approvals_router
 from emery.server.dashboard import KEY_COOKIE, dashboard_router
 from emery.server.errors import API_ERRORS, PROXY_ERRORS, install_error_handlers, json_error
 from emery.server.jobs_api import jobs_router
@@ -68,6 +69,7 @@ def create_server_app(
         rollouts_router(store),
         prompts_router(store),
         otlp_router(store),
+        approvals_router(store),
     ):
         app.include_router(router, responses=API_ERRORS)
     app.include_router(proxy_router(backend), responses=PROXY_ERRORS)
