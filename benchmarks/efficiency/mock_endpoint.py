@@ -13,7 +13,16 @@
 - ``mock-proposer`` plays the reflection model: it reads the current instruction (the
   first fenced block of the prompt) and returns it with one phrase it lacks appended,
   picked by a hash of the prompt and the request's seed among all ten phrases (helpful or
-  not), so about half the proposals help.
+  not), so about half the proposals help. With ``prune_share`` (default 0: never) that
+  share of its replies, chosen by a hash, drops one of the instruction's phrases instead,
+  as a reflection model that shortens a prompt would.
+
+Every reply reports a usage that depends on the request (``usage``), so a cost front has
+something to measure: prompt tokens are the messages' characters / 4, and ``mock-task``
+bills hidden reasoning tokens besides its reply, set by the system prompt's phrases
+(``REASONING``: "Think about the problem." thinks at length for no gain, "Check the sum
+twice." pays for its checking, "Be concise." halves the reasoning). The replies' text does
+not depend on it.
 
 No state, no model. ``sums`` is a dataset of such questions.
 """
@@ -48,6 +57,15 @@ DECOY = {
     "Restate the question first.": -0.10,
 }
 PHRASES = {**HELPFUL, **DECOY}
+BASE_REASONING = 40
+REASONING = {
+    "Think about the problem.": 160,
+    "Check the sum twice.": 40,
+    "Restate the question first.": 20,
+    "Mention your confidence.": 10,
+}
+"""Hidden reasoning tokens ``mock-task`` bills per reply for each phrase of its system
+prompt, beside ``BASE_REASONING``; "Be concise." halves the sum."""
 BASE = 0.25
 FLIP = 0.10
 _FENCED = re.compile(r"```[a-z]*\n?(.*?)```", re.DOTALL)
@@ -71,6 +89,29 @@ def difficulty(question: str) -> float:
     return unit(question)
 
 
+def tokens(text: str) -> int:
+    """Tokens of ``text`` as the mock counts them: one per four characters, at least one."""
+    return max(1, -(-len(text) // 4))
+
+
+def usage(model: str | None, messages: list[dict[str, Any]], text: str) -> dict[str, int]:
+    """The reply's usage: prompt tokens of every message, completion tokens of the reply
+    plus, for ``mock-task``, the reasoning its system prompt asks for (``REASONING``)."""
+    prompt = sum(tokens(str(m["content"])) for m in messages)
+    completion = tokens(text)
+    if model != "mock-proposer":
+        system = "\n".join(str(m["content"]) for m in messages[:-1])
+        reasoning = BASE_REASONING + sum(
+            cost for phrase, cost in REASONING.items() if phrase in system
+        )
+        completion += reasoning // 2 if "Be concise." in system else reasoning
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
 def task_reply(messages: list[dict[str, Any]]) -> str:
     question = str(messages[-1]["content"])
     system = "\n".join(str(m["content"]) for m in messages[:-1])
@@ -83,10 +124,14 @@ def task_reply(messages: list[dict[str, Any]]) -> str:
     return f"Adding them up.\nAnswer: {answer}"
 
 
-def proposer_reply(messages: list[dict[str, Any]], seed: Any) -> str:
+def proposer_reply(messages: list[dict[str, Any]], seed: Any, prune_share: float = 0.0) -> str:
     prompt = "\n".join(str(m["content"]) for m in messages)
     fenced = _FENCED.findall(prompt)
     current = fenced[0].strip() if fenced else ""
+    present = [phrase for phrase in PHRASES if phrase in current]
+    if present and unit(prompt, str(seed), "prune") < prune_share:
+        dropped = present[int(unit(prompt, str(seed), "drop") * len(present))]
+        return f"```\n{' '.join(current.replace(dropped, '').split())}\n```"
     missing = [phrase for phrase in PHRASES if phrase not in current]
     if not missing:
         return f"```\n{current}\n```"
@@ -123,8 +168,9 @@ def sums(n_train: int = 60, n_val: int = 30, n_test: int = 200) -> Dataset:
     )
 
 
-def mock_app(latency_s: float = 0.05) -> FastAPI:
-    """The endpoint (module doc), answering after ``latency_s`` seconds."""
+def mock_app(latency_s: float = 0.05, prune_share: float = 0.0) -> FastAPI:
+    """The endpoint (module doc), answering after ``latency_s`` seconds; ``prune_share``
+    of the proposer's replies drop a phrase the instruction has instead of adding one."""
     app = FastAPI()
     app.state.calls = 0
 
@@ -134,7 +180,7 @@ def mock_app(latency_s: float = 0.05) -> FastAPI:
         app.state.calls += 1
         messages = body["messages"]
         if body.get("model") == "mock-proposer":
-            text = proposer_reply(messages, body.get("seed"))
+            text = proposer_reply(messages, body.get("seed"), prune_share)
         else:
             text = task_reply(messages)
         return {
@@ -149,7 +195,7 @@ def mock_app(latency_s: float = 0.05) -> FastAPI:
                     "finish_reason": "stop",
                 }
             ],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+            "usage": usage(body.get("model"), messages, text),
         }
 
     return app
@@ -158,9 +204,9 @@ def mock_app(latency_s: float = 0.05) -> FastAPI:
 class BackgroundServer:
     """The mock endpoint served by uvicorn in a thread, on ``127.0.0.1:port``."""
 
-    def __init__(self, port: int, latency_s: float) -> None:
+    def __init__(self, port: int, latency_s: float, prune_share: float = 0.0) -> None:
         config = uvicorn.Config(
-            mock_app(latency_s), host="127.0.0.1", port=port, log_level="warning"
+            mock_app(latency_s, prune_share), host="127.0.0.1", port=port, log_level="warning"
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

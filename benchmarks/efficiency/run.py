@@ -8,11 +8,16 @@ the best candidate are scored on test (not charged). Printed per k (means over s
 metric calls spent, wall seconds, best val, test lift (best - seed), and lift per 100
 metric calls and per wall second, with the ratios to the first variant; with more than one
 failure share, also each share's lift and best val minus the first share's, paired by seed
-(mean, 95% t interval). See README.md.
+(mean, 95% t interval); with ``--select RULE``, also the winner a job with ``objectives =
+["score", "tokens"]`` and ``select = RULE`` takes, beside the best, with their tokens per
+example. See README.md.
 
     .venv/bin/python benchmarks/efficiency/run.py                 # about two minutes
     .venv/bin/python benchmarks/efficiency/run.py --seeds 1 --budget 150   # a quick look
     .venv/bin/python benchmarks/efficiency/run.py --ks 1 --failure-shares none,0.5,1.0
+    .venv/bin/python benchmarks/efficiency/run.py --ks 1 --select cheapest_within:0.02 \
+        --instruction "Answer the question. Think about the problem." --prune-share 0.3 \
+        --accept improvement_or_equal
     .venv/bin/python benchmarks/efficiency/run.py --model local/smollm2-135m --seeds 1
 
 ``--model`` runs the same comparison on SVAMP (``../shared/datasets/svamp.jsonl``, the
@@ -37,10 +42,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mock_endpoint import BackgroundServer, sums
 
 from emery.algorithms import build_algorithm, run_search
+from emery.algorithms.base import AlgorithmState, SearchContext
 from emery.algorithms.context import build_search_context
 from emery.core.models import Dataset
 from emery.data.loaders import load_dataset
 from emery.evaluation.budget import BudgetConfig
+from emery.evaluation.front import choose
+from emery.evaluation.objectives import cost_per_example
+from emery.evaluation.selection import parse_select
+from emery.jobs.winner import val_pool
 from emery.lm.base import LM
 from emery.lm.config import LMConfig, build_base_lm
 from emery.lm.openai_compat import OpenAICompatibleLM
@@ -92,10 +102,10 @@ class Setup(NamedTuple):
     reflection: LM
 
 
-def mock_setup(base_url: str) -> Setup:
+def mock_setup(base_url: str, instruction: str = "Answer the question.") -> Setup:
     return Setup(
         sums(),
-        program(),
+        program(instruction),
         OpenAICompatibleLM("mock-task", base_url=base_url, concurrency=64),
         OpenAICompatibleLM("mock-proposer", base_url=base_url, concurrency=64),
     )
@@ -112,7 +122,14 @@ def local_setup(args: argparse.Namespace) -> Setup:
 
 
 async def one_run(
-    setup: Setup, k: int, seed: int, budget: int, concurrency: int, failure_share: float | None
+    setup: Setup,
+    k: int,
+    seed: int,
+    budget: int,
+    concurrency: int,
+    failure_share: float | None,
+    select: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     dataset = setup.dataset
     lms = {"task": setup.task, "reflection": setup.reflection}
@@ -125,7 +142,8 @@ async def one_run(
         seed=seed,
         concurrency=concurrency,
     )
-    algorithm = build_algorithm("gepa", {"proposals_per_step": k, "failure_share": failure_share})
+    settings: dict[str, Any] = {"proposals_per_step": k, "failure_share": failure_share}
+    algorithm = build_algorithm("gepa", settings | (extra or {}))
     started = time.perf_counter()
     outcome = await run_search(algorithm, ctx)
     wall = time.perf_counter() - started
@@ -136,7 +154,8 @@ async def one_run(
     for name, candidate in (("seed", seed_candidate), ("best", best)):
         result = await ctx.evaluations.evaluate(candidate, dataset.test, "test", charge=False)
         test[name] = result.mean
-    return {
+    chosen = await cost_winner(ctx, state, select) if select else {}
+    return chosen | {
         "k": k,
         "failure_share": failure_share,
         "seed": seed,
@@ -150,6 +169,52 @@ async def one_run(
         "lift": test["best"] - test["seed"],
         "reason": outcome.reason,
     }
+
+
+async def cost_winner(ctx: SearchContext, state: AlgorithmState, select: str) -> dict[str, Any]:
+    """The winner ``select`` picks over score and tokens among the candidates scored on val
+    (``jobs/winner.py``, as a job's finishing does), beside the search's best: each one's
+    val score, test score and mean tokens per example on val and on test."""
+    objectives = ("score", "tokens")
+    pool = val_pool(ctx)
+    best = next(s for s in pool if s.candidate_id == state.best_candidate_id)
+    front = choose(pool, best, objectives, parse_select(select, objectives))
+    row: dict[str, Any] = {"select": select, "front_size": len(front.front)}
+    for name, candidate_id in (("best", front.best_score_id), ("winner", front.winner_id)):
+        member = front.member(candidate_id)
+        assert member is not None
+        test = await ctx.evaluations.evaluate(
+            ctx.candidates[candidate_id], ctx.dataset.test, "test", charge=False
+        )
+        row |= {
+            f"{name}_val": member.score,
+            f"{name}_val_tokens": member.cost.tokens,
+            f"{name}_test": test.mean,
+            f"{name}_test_tokens": cost_per_example(test.results).tokens,
+        }
+    row["saving_test"] = 1 - row["winner_test_tokens"] / row["best_test_tokens"]
+    row["test_diff"] = row["winner_test"] - row["best_test"]
+    return row
+
+
+def cost_table(runs: list[dict[str, Any]]) -> str:
+    """Per run with a ``select`` rule: the search's best and the rule's winner, their val
+    and test scores and tokens per example, the winner's saving on test tokens."""
+    lines = [
+        "| k | seed | select | front | best val | winner val | best test | winner test"
+        " | test diff | best tokens/ex (test) | winner tokens/ex (test) | saving |",
+        "|" + " --- |" * 12,
+    ]
+    for r in runs:
+        if "select" not in r:
+            continue
+        lines.append(
+            f"| {r['k']} | {r['seed']} | {r['select']} | {r['front_size']} | {r['best_val']:.3f}"
+            f" | {r['winner_val']:.3f} | {r['best_test']:.3f} | {r['winner_test']:.3f}"
+            f" | {100 * r['test_diff']:+.1f} pts | {r['best_test_tokens']:.0f}"
+            f" | {r['winner_test_tokens']:.0f} | {r['saving_test']:.0%} |"
+        )
+    return "\n".join(lines)
 
 
 Variant = tuple[int, float | None]
@@ -274,7 +339,16 @@ async def main_async(args: argparse.Namespace, setup: Setup) -> list[dict[str, A
     runs = []
     for seed in range(args.seeds):
         for k, share in variants(args):
-            run = await one_run(setup, k, seed, args.budget, args.concurrency, share)
+            run = await one_run(
+                setup,
+                k,
+                seed,
+                args.budget,
+                args.concurrency,
+                share,
+                args.select,
+                {"accept": args.accept} if args.accept else None,
+            )
             shown = {key: round(v, 3) if isinstance(v, float) else v for key, v in run.items()}
             print(json.dumps(shown), flush=True)
             runs.append(run)
@@ -296,6 +370,26 @@ def main() -> None:
         help="GEPA failure_share values, comma-separated ('none' for None), each run at every k",
     )
     parser.add_argument(
+        "--accept", default=None, help="GEPA's accept setting (default: GEPA's own)"
+    )
+    parser.add_argument(
+        "--instruction",
+        default="Answer the question.",
+        help="the seed instruction on the mock endpoint",
+    )
+    parser.add_argument(
+        "--prune-share",
+        type=float,
+        default=0.0,
+        help="the share of the mock proposer's replies that drop a phrase (default 0)",
+    )
+    parser.add_argument(
+        "--select",
+        default=None,
+        help="a [job] select rule (e.g. cheapest_within:0.02): also pick its winner over"
+        " score and tokens and print it beside the best (see README)",
+    )
+    parser.add_argument(
         "--model", default=None, help="a local model (local/<name>) on SVAMP instead of the mock"
     )
     parser.add_argument("--train", type=int, default=60, help="--model: SVAMP train rows")
@@ -305,13 +399,16 @@ def main() -> None:
     if args.model is not None:
         runs = asyncio.run(main_async(args, local_setup(args)))
     else:
-        with BackgroundServer(free_port(), args.latency) as server:
-            runs = asyncio.run(main_async(args, mock_setup(server.base_url)))
+        with BackgroundServer(free_port(), args.latency, args.prune_share) as server:
+            setup = mock_setup(server.base_url, args.instruction)
+            runs = asyncio.run(main_async(args, setup))
     rows = summarize(runs, variants(args))
     print(table(rows))
     pairs = paired(runs, variants(args)) if len(variants(args)) > 1 else []
     if pairs:
         print(paired_table(pairs, variants(args)[0]))
+    if args.select:
+        print(cost_table(runs))
     if args.out is not None:
         saved = {
             "args": vars(args) | {"out": str(args.out)},

@@ -14,10 +14,11 @@ from test_gepa_resume import checkpoint, known_results, restore_candidates, summ
 from test_gepa_support import FORMAT_RULE, RULES, run_gepa, task_lm, word_problem_context
 
 from emery.algorithms import StepRecord
-from emery.algorithms.apo import Apo
+from emery.algorithms.apo import Apo, ApoState
 from emery.algorithms.base import WARM_START, WarmStart
 from emery.algorithms.mipro import MiproSettings
 from emery.algorithms.mipro.state import MiproState
+from emery.config import parse_config
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate, Dataset, Lineage
 from emery.data.tasks import builtin_task
@@ -93,8 +94,10 @@ def test_a_warm_started_gepa_job_starts_from_the_earlier_best(tmp_path: Path) ->
         {"job_id": earlier, "candidate_id": good, "earlier_score": 1.0, "score": 1.0, "n": 4}
     ]
     plan = next(e.data for e in events if e.kind == "gepa.plan")
-    assert f"warm start from {earlier} (gepa, its Pareto front): 1 candidate" in plan["summary"]
-    assert "up to 4 metric calls of this budget" in plan["summary"]
+    assert plan["notes"][-1] == (
+        f"warm start from {earlier} (gepa, its Pareto front): 1 candidate rescored on all 4"
+        " val examples first, up to 4 metric calls of this budget"
+    )
 
 
 def test_a_bad_warm_start_is_one_error_line_and_stores_no_job(tmp_path: Path) -> None:
@@ -147,7 +150,8 @@ async def test_mipro_takes_the_earlier_program_as_best_choice_and_trial() -> Non
     assert isinstance(state, MiproState)
     started = MiproState.model_validate(records[0].state.model_dump())
     assert started.best_candidate_id == candidate.id
-    assert started.best_val_score is not None and started.best_val_score > 0
+    assert started.best_val_score is not None
+    assert started.best_val_score > 0
     assert [w.candidate.id for w in started.warm] == [candidate.id]
     assert [c.kind for c in state.demo_sets["solve"]].count("warm") == 0  # the seed's own
     texts = [(c.text, c.source) for c in state.instructions["solve"]]
@@ -164,19 +168,20 @@ async def test_apo_puts_the_earlier_candidate_in_its_beam() -> None:
     candidate = ctx.warm.candidates[0]
     _, records = await apo_support.run(ctx, Apo(apo_support.settings()), should_stop=lambda: "stop")
     state = records[0].state
-    assert state.best_candidate_id == candidate.id and state.best_val_score == 1.0
-    assert getattr(state, "beam")[0] == candidate.id
-    assert getattr(state, "full_val_scores")[candidate.id] == 1.0
+    assert isinstance(state, ApoState)
+    assert state.best_candidate_id == candidate.id
+    assert state.best_val_score == 1.0
+    assert state.beam[0] == candidate.id
+    assert state.full_val_scores[candidate.id] == 1.0
 
 
 async def test_a_job_killed_after_the_warm_step_resumes_exactly() -> None:
     data = word_problems()
-    budget = BudgetConfig(metric_calls=60)
+    budget = BudgetConfig(metric_calls=40)
     partial = f"Answer the question. {FORMAT_RULE}"
 
     def context(**kwargs: Any) -> Any:
-        ctx = word_problem_context(data, budget=budget, **kwargs)
-        return ctx
+        return word_problem_context(data, budget=budget, **kwargs)
 
     full_ctx = context()
     full_ctx.warm = warm(full_ctx, partial)
@@ -188,7 +193,8 @@ async def test_a_job_killed_after_the_warm_step_resumes_exactly() -> None:
     outcome, _ = await run_gepa(
         killed_ctx, should_stop=lambda: "killed" if first else None, records=first
     )
-    assert outcome.reason == "killed" and len(first) == 1
+    assert outcome.reason == "killed"
+    assert len(first) == 1
     assert [e.kind for e in first[0].events].count("warm_start.scored") == 1
 
     resumed_ctx = context(
@@ -206,3 +212,44 @@ async def test_a_job_killed_after_the_warm_step_resumes_exactly() -> None:
     assert [e.kind for r in first + rest for e in r.events] == [
         e.kind for r in full_records for e in r.events
     ]
+
+
+def test_warm_start_goes_with_a_prompt_search_only() -> None:
+    config = {
+        "job": {"type": "sft", "warm_start": "j-earlier"},
+        "dataset": {"task": "word_problems"},
+        "lm": {"task": {"model": "local/smollm2-135m"}},
+        "sft": {"data": "chat.jsonl"},
+    }
+    with pytest.raises(ConfigError, match='warm_start seeds a prompt search, not a type = "sft"'):
+        parse_config(config)
+
+
+async def test_mipro_killed_after_the_warm_step_resumes_exactly() -> None:
+    data = mipro_support.dataset(n_train=6, n_val=6)
+    budget = BudgetConfig(metric_calls=48)
+    settings = MiproSettings(num_trials=2, max_bootstrapped_demos=0, use_dataset_summary=False)
+    instruction = "Solve it. End with a final line 'Answer: <number>'."
+
+    def context() -> Any:
+        lm, proposer = mipro_support.format_and_demos_lm(data), mipro_support.proposer_lm()
+        ctx = mipro_support.make_ctx(data, lm, proposer, budget=budget)
+        ctx.warm = warm(ctx, instruction)
+        return ctx
+
+    full, full_records = await mipro_support.run_recorded(settings, context())
+    _, first = await mipro_support.run_recorded(settings, context(), stop_after=1)
+    resumed_ctx = mipro_support.resumed_ctx(
+        data,
+        mipro_support.format_and_demos_lm(data),
+        mipro_support.proposer_lm(),
+        first,
+        budget=budget,
+    )  # no warm start: the engine loads it only for the first step
+    state = MiproState.model_validate_json(first[-1].state.model_dump_json())
+    resumed, rest = await mipro_support.run_recorded(settings, resumed_ctx, state=state)
+
+    assert len(first) == 1
+    assert any(t.candidate_id == state.warm[0].candidate.id for t in full.state.trials)
+    assert resumed.state.model_dump() == full.state.model_dump()
+    assert mipro_support.event_kinds(first + rest) == mipro_support.event_kinds(full_records)

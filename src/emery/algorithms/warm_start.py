@@ -45,7 +45,7 @@ def picks(ctx: SearchContext) -> list[Candidate]:
     warm = ctx.warm
     if warm is None:
         return []
-    chosen = [c for c in warm.candidates if c.id != ctx.seed_candidate.id]
+    chosen = _offered(ctx, warm)
     limit = ctx.budget.config.metric_calls
     if limit is not None and ctx.val:
         chosen = chosen[: limit // 2 // len(ctx.val)]
@@ -53,26 +53,29 @@ def picks(ctx: SearchContext) -> list[Candidate]:
 
 
 def warm_note(ctx: SearchContext, plan: P) -> P:
-    """``plan`` with a note (and a clause in its summary) on the warm start's rescoring."""
+    """``plan`` with a note on the warm start: what is rescored and what it costs."""
     warm = ctx.warm
     if warm is None:
         return plan
-    chosen = picks(ctx)
-    calls = len(chosen) * len(ctx.val)
-    note = (
-        f"warm start from {warm.job_id} ({warm.algorithm}, {warm.what}): {len(chosen)}"
-        f" candidate{'s' if len(chosen) != 1 else ''} rescored on val, up to {calls} metric"
-        " calls of this budget before the search"
-    )
-    if len(chosen) < len(warm.candidates) - _seed_among(ctx, warm):
-        note += " (half the budget at most)"
-    return plan.model_copy(
-        update={"summary": f"{plan.summary}; {note}", "notes": [*plan.notes, note]}
-    )
+    chosen, offered = picks(ctx), _offered(ctx, warm)
+    head = f"warm start from {warm.job_id} ({warm.algorithm}, {warm.what})"
+    if not offered:
+        note = f"{head}: its candidates are this job's seed, nothing to rescore"
+    elif not chosen:
+        note = f"{head}: half the budget cannot rescore any of its {len(offered)} candidates"
+    else:
+        many = "s" if len(chosen) != 1 else ""
+        note = (
+            f"{head}: {len(chosen)} candidate{many} rescored on all {len(ctx.val)} val"
+            f" examples first, up to {len(chosen) * len(ctx.val)} metric calls of this budget"
+        )
+        if len(chosen) < len(offered):
+            note += f" ({len(chosen)} of {len(offered)}: rescoring takes half the budget at most)"
+    return plan.model_copy(update={"notes": [*plan.notes, note]})
 
 
-def _seed_among(ctx: SearchContext, warm: WarmStart) -> int:
-    return sum(1 for c in warm.candidates if c.id == ctx.seed_candidate.id)
+def _offered(ctx: SearchContext, warm: WarmStart) -> list[Candidate]:
+    return [c for c in warm.candidates if c.id != ctx.seed_candidate.id]
 
 
 async def rescore(ctx: SearchContext) -> list[tuple[Candidate, EvalResult]]:
