@@ -142,7 +142,7 @@ async def test_a_gepa_run_records_its_plan_first_and_runs_the_planned_iterations
     outcome, records = await run_gepa(ctx, settings)
 
     kinds = [event.kind for record in records for event in record.events]
-    assert kinds[0] == "gepa.plan"
+    assert kinds[:2] == ["budget_planned", "gepa.plan"]  # the limits, then the plan
     [plan] = payloads(records, GepaPlanned)
     assert plan.val_size == len(data.val)
     assert plan.train_size == len(data.train)
@@ -162,7 +162,7 @@ async def test_an_apo_run_records_its_plan_and_is_cut_in_the_round_it_cannot_pay
 
     _, records = await apo_support.run(ctx, Apo(settings))
 
-    assert records[0].events[0].kind == "apo.plan"
+    assert [e.kind for e in records[0].events[:2]] == ["budget_planned", "apo.plan"]
     [plan] = payloads(records, ApoPlanned)
     assert plan.expansions == 2 * 2 * 2
     assert plan.lm_calls["total"] == 16

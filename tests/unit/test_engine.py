@@ -56,10 +56,11 @@ def test_a_search_job_runs_to_success_with_a_complete_event_log(tmp_path: Path) 
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert [e.seq for e in seen] == [e.seq for e in events[1:]]  # all but 'created'
     names = [e.kind for e in events]
-    assert names[:7] == [
+    assert names[:8] == [
         "created",
         "queued",
         "started",
+        "budget_planned",
         "candidate_evaluated",
         "baseline_evaluated",
         "best_updated",

@@ -92,5 +92,9 @@ def test_a_pause_mid_step_pays_no_finished_call_twice(tmp_path: Path) -> None:
         for s, j in ((store, job_id), (other, reference.id))
     )
     assert spent == expected  # charged as if never paused
+    usage, expected_usage = ((j.result or {})["usage"]["task"] for j in (resumed, reference))
+    tokens = ("calls", "prompt_tokens", "completion_tokens")
+    # the prepaid runs' model usage is counted again (a token budget spends as if never paused)
+    assert {k: usage[k] for k in tokens} == {k: expected_usage[k] for k in tokens}
     # only the run in flight when the pause came (cancelled, its reply unused) is paid twice
     assert first.calls + second.calls - reference_lm.calls <= 1

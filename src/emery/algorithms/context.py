@@ -53,6 +53,11 @@ def build_search_context(
     run; default: this process) are passed to the evaluator; ``errors`` says when failing
     rollouts stop the search; ``on_progress`` hears each new rollout as it finishes;
     ``clock`` times the steps against the wall-time budget.
+
+    The algorithm's models (``ctx.lms``) ask the budget before each call, and the
+    evaluator before each rollout, so the LM token and cost limits stop a step mid-way
+    (``Budget.lm_gate``); the evaluator's own task model is not guarded (a refused call
+    inside a rollout would read as a failed run).
     """
     meter = meter or UsageMeter()
     tracked = Budget(budget or BudgetConfig(), meter, budget_usage, clock=clock)
@@ -79,7 +84,7 @@ def build_search_context(
             errors=errors,
             on_progress=on_progress,
         ),
-        lms=lms,
+        lms={role: tracked.guard(lm) for role, lm in lms.items()},
         budget=tracked,
         seed=seed,
         log=log,

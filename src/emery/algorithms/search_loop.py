@@ -5,9 +5,10 @@
 ``should_stop`` (a request from outside, such as a pause) says so. After ``start``
 and after each completed step it hands a ``StepRecord`` to ``on_step`` (the engine stores
 it in one transaction); ``start``'s record also carries what the seed's evaluation told
-about the plan and the budget (see ``pace``). A step cut short by the budget, a pause or a
-crash is abandoned whole: its state changes, budget charges and results are rolled back,
-so a resumed run repeats it exactly. Steps are timed by the budget's clock.
+about the plan and the budget (see ``pace``). A step cut short by the budget (the metric
+calls it needs, or the LM token or cost limit reached mid-step: ``Budget.step_gate``), a
+pause or a crash is abandoned whole: its state changes, budget charges and results are
+rolled back, so a resumed run repeats it exactly. Steps are timed by the budget's clock.
 
 With an ``ApprovalGate`` (``[job] approve = "best"``), a step that would change the best is
 stored with a pending request instead, and the loop waits for the decision, and applies
@@ -79,6 +80,7 @@ async def run_search(
     waiting = None if gate is None else gate.open()
     declined = _declined(ctx, gate)
     if state is None:
+        ctx.emit(ctx.budget.plan())  # the limits, before any plan of the algorithm's
         before = ctx.budget.usage.model_copy()
         started = await _attempt(ctx, algorithm.start(ctx))
         if started is None:
@@ -92,7 +94,8 @@ async def run_search(
             waiting, declined = None, _declined(ctx, gate)
         if (reason := policy.reason(state)) is not None:
             return SearchOutcome(state=state, reason=reason)
-        stepped = await _attempt(ctx, algorithm.step(ctx, state.model_copy(deep=True)))
+        with ctx.budget.step_gate():
+            stepped = await _attempt(ctx, algorithm.step(ctx, state.model_copy(deep=True)))
         if stepped is None:
             return SearchOutcome(state=state, reason=policy.out_of_budget())
         waiting = None if gate is None else hold(ctx, gate, state, stepped, declined)
@@ -163,6 +166,8 @@ async def _attempt(ctx: SearchContext, work: Coroutine[Any, Any, T]) -> T | None
     started = clock()
     try:
         result = await work
+        if ctx.budget.cut is not None:  # the LM gate refused a call the step went on without
+            raise BudgetExhausted(ctx.budget.cut)
     except BaseException as exc:
         ctx.evaluations.discard_pending()
         ctx.log.drain()

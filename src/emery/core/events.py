@@ -32,7 +32,13 @@ from emery.core.payloads import (
     StateChanged,
     WarmStartScored,
 )
-from emery.core.plan_events import ApoPlanned, BaselinePlanned, GepaPlanned, PaceWarning
+from emery.core.plan_events import (
+    ApoPlanned,
+    BaselinePlanned,
+    BudgetPlanned,
+    GepaPlanned,
+    PaceWarning,
+)
 from emery.core.search_events import (
     ApoBeamUpdated,
     ApoCritique,
@@ -124,6 +130,7 @@ STATE_KINDS = (
 )
 
 _SINGLE_KIND: tuple[type[Payload], ...] = (
+    BudgetPlanned,
     BaselineEvaluated,
     WarmStartScored,
     CandidateProposed,
@@ -209,6 +216,7 @@ __all__ = [
     "BaselinePlanned",
     "BeamMember",
     "BestUpdated",
+    "BudgetPlanned",
     "BudgetWarning",
     "CandidateEvaluated",
     "CandidateProposed",

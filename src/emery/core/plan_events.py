@@ -1,7 +1,8 @@
 """The plans GEPA, APO and baseline record at their start (``gepa.plan``, ``apo.plan``,
 ``baseline.plan``): what will run given the budget. They share ``PlanPayload``'s shape with
 MIPRO's ``mipro.plan``. ``PaceWarning``: the wall-time budget, at the pace measured on the
-seed's evaluation, cannot hold the planned trials."""
+seed's evaluation, cannot hold the planned trials. ``BudgetPlanned``: the job's limits,
+recorded before any algorithm's plan."""
 
 from __future__ import annotations
 
@@ -50,6 +51,23 @@ class Separation(BaseModel):
 
 def _points(share: float) -> int:
     return math.ceil(100 * share - 1e-9)
+
+
+class BudgetPlanned(Payload):
+    """The job's budget, recorded before the search starts (``budget_planned``): each
+    limit (None: none), the roles the LM token and cost limits cover together, and the
+    line the CLI prints."""
+
+    kind: ClassVar[str] = "budget_planned"
+    summary: str
+    metric_calls: int | None = None
+    lm_tokens: int | None = None
+    lm_cost_usd: float | None = None
+    wall_time_s: float | None = None
+    max_proposals: int | None = None
+    no_improvement_iterations: int | None = None
+    stop_file: str | None = None
+    roles: list[str] = Field(default_factory=list)
 
 
 class GepaPlanned(PlanPayload):

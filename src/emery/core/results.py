@@ -28,7 +28,10 @@ class TokenUsage(BaseModel):
 
 class RoleUsage(BaseModel):
     """LM usage of one role (task, reflection, proposer, judge). Cache hits count as calls
-    but cost no tokens."""
+    but cost no tokens; what they took when first asked is kept in ``cached_tokens`` and
+    ``cached_cost_usd``, which the budget counts (``budget_tokens``, ``budget_cost_usd``)
+    so that a repeated call (a step resumed after a kill) spends the budget as the first
+    call did."""
 
     calls: int = 0
     cache_hits: int = 0
@@ -36,10 +39,22 @@ class RoleUsage(BaseModel):
     completion_tokens: int = 0
     cost_usd: float = 0.0
     latency_s: float = 0.0
+    cached_tokens: int = 0
+    cached_cost_usd: float = 0.0
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def budget_tokens(self) -> int:
+        """The tokens ``[job.budget] lm_tokens`` counts: paid and answered from the cache."""
+        return self.total_tokens + self.cached_tokens
+
+    @property
+    def budget_cost_usd(self) -> float:
+        """The cost ``[job.budget] lm_cost_usd`` counts: paid and answered from the cache."""
+        return self.cost_usd + self.cached_cost_usd
 
     def add(self, other: RoleUsage) -> RoleUsage:
         return RoleUsage(

@@ -1,15 +1,29 @@
-"""Budgets: limits on metric calls, LM tokens and cost, wall time, proposals and stagnation."""
+"""Budgets: limits on metric calls, LM tokens and cost, wall time, proposals and stagnation.
+
+The LM token and cost limits cover every role together (task, reflection, proposer,
+judge). Between steps ``exhausted`` ends the search; within a step, ``lm_gate`` is
+checked before each search-role call (``BudgetedLM``) and before each rollout of a batch,
+so a step stops within one call (one rollout per lane) of the limit, not at its end: the
+gate raises ``BudgetExhausted`` and the search loop abandons the step whole, as it does
+one the metric calls cannot pay for.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
+from emery.core.models import ChatMessage
+from emery.core.plan_events import BudgetPlanned
 from emery.core.settings import Settings
+from emery.lm.base import LM, Completion
 from emery.lm.usage import UsageMeter
+from emery.lm.wrapper import LMWrapper
 
 
 class BudgetExhausted(Exception):
@@ -65,6 +79,10 @@ class Budget:
         self.usage = usage or BudgetUsage()
         self.search_roles = search_roles
         self.clock = clock
+        self.gated = False
+        """Whether ``lm_gate`` refuses work past the LM limits (only while a step runs)."""
+        self.cut: str | None = None
+        """The LM limit the gate refused work for in the running step (None: it did not)."""
 
     def remaining_metric_calls(self) -> int | None:
         if self.config.metric_calls is None:
@@ -88,12 +106,65 @@ class Budget:
         self.usage.proposals += 1
 
     def lm_tokens(self) -> int:
+        """Tokens of every role's calls, those the LM cache answered included (at what
+        they took when first made: a repeated step spends as the first try did)."""
         by_role = self.meter.by_role()
-        return sum(by_role[r].total_tokens for r in self.search_roles if r in by_role)
+        return sum(by_role[r].budget_tokens for r in self.search_roles if r in by_role)
 
     def lm_cost(self) -> float:
+        """Cost of every role's calls, cache hits at their first cost (see ``lm_tokens``)."""
         by_role = self.meter.by_role()
-        return sum(by_role[r].cost_usd for r in self.search_roles if r in by_role)
+        return sum(by_role[r].budget_cost_usd for r in self.search_roles if r in by_role)
+
+    def lm_limit_reached(self) -> str | None:
+        """``lm_tokens: 1200 of 1000 used`` when the LM token or cost limit is reached."""
+        c = self.config
+        for name, limit, used in (
+            ("lm_tokens", c.lm_tokens, self.lm_tokens),
+            ("lm_cost_usd", c.lm_cost_usd, self.lm_cost),
+        ):
+            if limit is not None and (spent := used()) >= limit:
+                return f"{name}: {spent:g} of {limit:g} used"
+        return None
+
+    def lm_gate(self) -> None:
+        """Before an LM call or a rollout: raise ``BudgetExhausted`` when a step is running
+        and the LM token or cost limit is reached (remembering the cut in ``cut``)."""
+        if not self.gated:
+            return
+        reached = self.cut or self.lm_limit_reached()
+        if reached is not None:
+            self.cut = reached
+            raise BudgetExhausted(reached)
+
+    @contextmanager
+    def step_gate(self) -> Iterator[None]:
+        """Arm ``lm_gate`` for one step (the seed's baseline is scored in full: a limit it
+        spends stops the search after it, see ``algorithms.pace``)."""
+        self.gated, self.cut = True, None
+        try:
+            yield
+        finally:
+            self.gated, self.cut = False, None
+
+    def guard(self, lm: LM) -> LM:
+        """``lm`` with ``lm_gate`` checked before each call."""
+        return BudgetedLM(lm, self)
+
+    def plan(self) -> BudgetPlanned:
+        """The limits as the line printed before the search (event ``budget_planned``)."""
+        c = self.config
+        return BudgetPlanned(
+            summary=describe_limits(c, self.search_roles),
+            metric_calls=c.metric_calls,
+            lm_tokens=c.lm_tokens,
+            lm_cost_usd=c.lm_cost_usd,
+            wall_time_s=c.wall_time_s,
+            max_proposals=c.max_proposals,
+            no_improvement_iterations=c.no_improvement_iterations,
+            stop_file=c.stop_file,
+            roles=list(self.search_roles),
+        )
 
     def exhausted(self) -> str | None:
         """The first limit reached, as a reason string; None while the search may go on."""
@@ -138,3 +209,45 @@ class Budget:
         self.usage.iterations_since_improvement = (
             0 if improved else self.usage.iterations_since_improvement + 1
         )
+
+
+def describe_limits(config: BudgetConfig, roles: Sequence[str]) -> str:
+    """``budget: 200 metric calls; 50000 LM tokens and $0.5 over task, reflection, proposer
+    and judge calls together, checked before each call and rollout; 600 s search time``."""
+    c = config
+    parts = []
+    if c.metric_calls is not None:
+        parts.append(f"{c.metric_calls} metric calls")
+    lm = [f"{c.lm_tokens} LM tokens"] if c.lm_tokens is not None else []
+    if c.lm_cost_usd is not None:
+        lm.append(f"${c.lm_cost_usd:g} of LM cost")
+    if lm:
+        named = ", ".join(roles[:-1]) + f" and {roles[-1]}" if len(roles) > 1 else "".join(roles)
+        parts.append(
+            f"{' and '.join(lm)} over {named} calls together, checked before each call and"
+            " rollout (cache hits count)"
+        )
+    if c.wall_time_s is not None:
+        parts.append(f"{c.wall_time_s:g} s search time")
+    if c.max_proposals is not None:
+        parts.append(f"{c.max_proposals} proposals")
+    if c.no_improvement_iterations is not None:
+        parts.append(f"stop after {c.no_improvement_iterations} iterations without a better score")
+    if c.stop_file is not None:
+        parts.append(f"stop when {c.stop_file} exists")
+    if not parts:
+        return "budget: no limits (the algorithm's own settings end the search)"
+    return "budget: " + "; ".join(parts)
+
+
+class BudgetedLM(LMWrapper):
+    """``inner`` asking its budget's ``lm_gate`` before each call: a search role's model
+    (reflection, proposer, judge, or the task model called outside a rollout)."""
+
+    def __init__(self, inner: LM, budget: Budget) -> None:
+        super().__init__(inner)
+        self.budget = budget
+
+    async def _call(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Completion:
+        self.budget.lm_gate()
+        return await self.inner.complete(messages, **params)

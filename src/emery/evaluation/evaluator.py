@@ -269,9 +269,11 @@ class Evaluator:
         split: Split | None = None,
         *,
         on_result: Callable[[ExampleResult], None] | None = None,
+        gate: Callable[[], None] | None = None,
     ) -> EvalResult:
         """Score ``candidate`` on ``examples`` (results in example order), ``on_result``
-        hearing each result as it comes.
+        hearing each result as it comes; ``gate`` (a budget's) is called before each chunk
+        starts and stops the batch by raising.
 
         The executor's chunks go to at most ``lanes`` workers that take them in order, so
         only as many rollouts exist at a time as run (not one waiting task per example:
@@ -291,6 +293,8 @@ class Evaluator:
 
         async def worker() -> None:
             for offset, chunk in todo:
+                if gate is not None:
+                    gate()
                 tell: Done = partial(done, offset)
                 await self.executor.run(self, candidate, chunk, split, tell)
 

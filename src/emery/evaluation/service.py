@@ -72,7 +72,9 @@ class EvaluationService:
         unique_missing = list({e.id: e for e in missing}.values())
         if charge:
             self.budget.charge_metric_calls(len(unique_missing))
-        await self._run(candidate, unique_missing, split)
+        await self._run(
+            candidate, unique_missing, split, gate=self.budget.lm_gate if charge else None
+        )
         fresh = [self.known[eval_key(candidate.id, e.id, split)] for e in unique_missing]
         results = [self.known[eval_key(candidate.id, e.id, split)] for e in examples]
         outcome = EvalResult(candidate_id=candidate.id, split=split, results=results)
@@ -81,9 +83,18 @@ class EvaluationService:
             self.errors.check(candidate, split, results, fresh)
         return outcome
 
-    async def _run(self, candidate: Candidate, examples: Sequence[Example], split: Split) -> None:
-        """Run ``examples`` (taking prepaid results instead of running again), keeping each
-        result as it finishes, so that a step cut short keeps its finished runs."""
+    async def _run(
+        self,
+        candidate: Candidate,
+        examples: Sequence[Example],
+        split: Split,
+        *,
+        gate: Callable[[], None] | None = None,
+    ) -> None:
+        """Run ``examples`` (taking prepaid results instead of running again, their model
+        usage charged to the meter as the first run's was), keeping each result as it
+        finishes, so that a step cut short keeps its finished runs; ``gate`` is asked
+        before each rollout (the LM budget)."""
         keep = self._keep
         if self.on_progress is not None and examples:
             counter = BatchCounter(self.on_progress, candidate.id, split or "", len(examples))
@@ -98,9 +109,10 @@ class EvaluationService:
             if prepaid is None:
                 to_run.append(example)
             else:
+                self.budget.meter.add(prepaid.lm_usage)
                 keep(prepaid)
         if to_run:
-            await self.evaluator.evaluate(candidate, to_run, split, on_result=keep)
+            await self.evaluator.evaluate(candidate, to_run, split, on_result=keep, gate=gate)
 
     def _keep(self, result: ExampleResult) -> None:
         self.known[eval_key(result.candidate_id, result.example_id, result.split)] = result

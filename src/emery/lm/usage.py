@@ -61,9 +61,15 @@ class UsageMeter:
         self._by_role: dict[str, RoleUsage] = dict(initial or {})
 
     def record(self, role: str, completion: Completion, cost_usd: float) -> None:
-        """Count one call; the ``usage_scope`` of the calling context hears it too."""
+        """Count one call (a cache hit: its tokens and ``cost_usd`` as cached, not paid);
+        the ``usage_scope`` of the calling context hears it too."""
         if completion.cached:
-            delta = RoleUsage(calls=1, cache_hits=1)
+            delta = RoleUsage(
+                calls=1,
+                cache_hits=1,
+                cached_tokens=completion.usage.total_tokens,
+                cached_cost_usd=cost_usd,
+            )
         else:
             delta = RoleUsage(
                 calls=1,

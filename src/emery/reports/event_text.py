@@ -10,6 +10,7 @@ from emery.core.events import (
     STATE_KINDS,
     BaselineEvaluated,
     BestUpdated,
+    BudgetPlanned,
     BudgetWarning,
     CandidateEvaluated,
     CandidateProposed,
@@ -90,6 +91,8 @@ def _words(kind: str, payload: Payload) -> str | None:
             )
         case CheckpointSaved() as p:
             return f"checkpoint {p.iteration} saved"
+        case BudgetPlanned() as p:
+            return p.summary
         case BudgetWarning() as p:
             return f"budget warning: {p.resource} at {p.used:g} of {p.limit:g}"
         case SearchNotRun() | PaceWarning() as p:

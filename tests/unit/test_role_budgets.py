@@ -1,0 +1,311 @@
+"""LM token budgets over every role, honoured mid-step, in GEPA, APO, MIPRO and graph GEPA.
+
+Each test runs an algorithm once without a token limit, logging every model call in
+order (role, tokens) and where each committed step ended; then picks a call of a search
+role (reflection, proposer, judge) in the middle of a step and runs again with
+``lm_tokens`` equal to the tokens of every call up to and including it. The second run
+must make exactly those calls and no more: the step stops at the limit, not at its end,
+the search roles' tokens count, the cut step is not committed and the stop reason names
+the limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emery.algorithms import StepRecord, build_algorithm, run_search
+from emery.algorithms.base import AlgorithmState, SearchContext
+from emery.algorithms.context import build_search_context
+from emery.core.models import ChatMessage, Dataset, Example
+from emery.evaluation.budget import BudgetConfig, BudgetExhausted
+from emery.lm.base import LM, Completion
+from emery.lm.cache import CachedLM, ResponseCache
+from emery.lm.usage import MeteredLM, UsageMeter
+from emery.lm.wrapper import LMWrapper
+from emery.reports.event_text import describe_event
+from emery.systems.base import System
+from emery.verifiers.base import Verdict, Verifier
+
+pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
+
+
+@dataclass
+class CallLog:
+    """Every model call in order, and the number of calls made when each step committed."""
+
+    calls: list[tuple[str, int]] = field(default_factory=list)
+    commits: list[int] = field(default_factory=list)
+
+
+class Logged(LMWrapper):
+    def __init__(self, inner: LM, role: str, log: CallLog) -> None:
+        super().__init__(inner)
+        self.role, self.log = role, log
+
+    async def _call(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Completion:
+        completion = await self.inner.complete(messages, **params)
+        self.log.calls.append((self.role, completion.usage.total_tokens))
+        return completion
+
+
+class Judged:
+    """``inner``'s verdict after one call of the judge model (a judge role inside rollouts)."""
+
+    def __init__(self, inner: Verifier, judge: LM) -> None:
+        self.inner, self.judge = inner, judge
+
+    async def verify(self, example: Example, output: Any, trace: Any = None) -> Verdict:
+        question = f"Is {output!r} right for {example.id}?"
+        await self.judge.complete([{"role": "user", "content": question}])
+        return await self.inner.verify(example, output, trace)
+
+
+@dataclass
+class Setup:
+    """How to build one algorithm's search: its system, data, verifier, models by role."""
+
+    algorithm: str
+    settings: dict[str, Any]
+    system: Callable[[], System]
+    dataset: Dataset
+    verifier: Verifier
+    models: Callable[[], dict[str, LM]]
+    budget: dict[str, Any] = field(default_factory=dict)
+
+
+def context(
+    setup: Setup,
+    log: CallLog,
+    meter: UsageMeter,
+    budget: BudgetConfig,
+    cache: ResponseCache | None = None,
+) -> SearchContext:
+    lms: dict[str, LM] = {}
+    for role, lm in setup.models().items():
+        logged: LM = Logged(lm, role, log)
+        lms[role] = MeteredLM(logged if cache is None else CachedLM(logged, cache), meter, role)
+    verifier: Verifier = setup.verifier
+    if "judge" in lms:
+        verifier = Judged(verifier, lms.pop("judge"))
+    return build_search_context(
+        system=setup.system(),
+        dataset=setup.dataset,
+        verifier=verifier,
+        lms=lms,
+        budget=budget,
+        meter=meter,
+        concurrency=1,
+    )
+
+
+async def run(
+    setup: Setup, lm_tokens: int | None = None, cache: ResponseCache | None = None
+) -> tuple[CallLog, UsageMeter, list[StepRecord], str]:
+    log, meter = CallLog(), UsageMeter()
+    budget = BudgetConfig.model_validate({**setup.budget, "lm_tokens": lm_tokens})
+    ctx = context(setup, log, meter, budget, cache)
+    records: list[StepRecord] = []
+
+    async def keep(record: StepRecord) -> None:
+        records.append(record)
+        log.commits.append(len(log.calls))
+
+    algorithm = build_algorithm(setup.algorithm, setup.settings)
+    outcome = await run_search(algorithm, ctx, on_step=keep)
+    return log, meter, records, outcome.reason
+
+
+def mid_step_call(log: CallLog, role: str) -> int:
+    """The index of the first ``role`` call after the start with more calls after it in
+    its step."""
+    for start, end in zip(log.commits, log.commits[1:], strict=False):
+        for index in range(start, end - 1):
+            if log.calls[index][0] == role:
+                return index
+    raise AssertionError(f"no {role} call in the middle of a step: {log.calls}")
+
+
+async def limit_at(setup: Setup, role: str) -> tuple[int, int, CallLog, list[StepRecord]]:
+    """(the index of a ``role`` call mid-step, the token limit it reaches, the unlimited
+    run's calls and records)."""
+    reference, _, records, _ = await run(setup)
+    cut = mid_step_call(reference, role)
+    return cut, sum(tokens for _, tokens in reference.calls[: cut + 1]), reference, records
+
+
+async def check_cut_at(setup: Setup, role: str) -> None:
+    cut, limit, reference, reference_records = await limit_at(setup, role)
+    step = next(i for i, made in enumerate(reference.commits) if made > cut)
+
+    log, meter, records, reason = await run(setup, lm_tokens=limit)
+
+    assert log.calls == reference.calls[: cut + 1]  # not one call after the limit
+    assert reference.commits[step] > cut + 1  # the step had more calls to make
+    assert meter.total().total_tokens == limit
+    assert reason == f"lm_tokens: {limit} of {limit} used"
+    assert len(records) == step  # the cut step is not committed
+    assert [r.state for r in records] == [r.state for r in reference_records[:step]]
+    assert meter.by_role()[role].total_tokens > 0
+
+
+# --- the algorithms --------------------------------------------------------------------
+
+
+def gepa_setup(**settings: Any) -> Setup:
+    from test_gepa_support import reflection_lm, task_lm, word_problems
+
+    from emery.data.tasks import builtin_task
+    from emery.lm import FakeLM
+    from emery.systems.prompt_program import PromptProgram
+    from emery.verifiers.config import VerifierConfig, build_verifier
+
+    data = word_problems(n_train=12, n_val=4, n_test=2)
+    return Setup(
+        algorithm="gepa",
+        settings={"minibatch_size": 3, "max_iterations": 4, "proposals_per_step": 1, **settings},
+        system=lambda: PromptProgram(builtin_task("word_problems").program),
+        dataset=data,
+        verifier=build_verifier(VerifierConfig(kind="numeric")),
+        models=lambda: {
+            "task": task_lm(data),
+            "reflection": reflection_lm(),
+            "judge": FakeLM(lambda m: "Yes, it reads right.", model="fake/judge"),
+        },
+    )
+
+
+async def test_gepa_stops_at_a_reflection_call_past_the_limit() -> None:
+    await check_cut_at(gepa_setup(), "reflection")
+
+
+async def test_gepa_stops_at_a_judge_call_inside_a_batch() -> None:
+    await check_cut_at(gepa_setup(), "judge")
+
+
+async def test_a_warm_lm_cache_stops_the_search_where_a_cold_one_did(tmp_path: Path) -> None:
+    """Calls the LM cache answers count at the tokens they first took: a step resumed
+    after a kill (its calls cached) stops where the uninterrupted one did."""
+    setup = gepa_setup()
+    _, limit, _, _ = await limit_at(setup, "reflection")
+    cache = ResponseCache(tmp_path / "lm_cache.db")
+    _, cold, cold_records, cold_reason = await run(setup, lm_tokens=limit, cache=cache)
+    _, warm, warm_records, warm_reason = await run(setup, lm_tokens=limit, cache=cache)
+    assert warm_reason == cold_reason == f"lm_tokens: {limit} of {limit} used"
+    assert [r.state for r in warm_records] == [r.state for r in cold_records]
+    total = warm.total()
+    assert total.cache_hits == total.calls == cold.total().calls
+    assert total.total_tokens == 0
+    assert total.budget_tokens == limit
+
+
+ASK = "Improve this instruction:\n```\nSolve the problem.\n```"
+
+
+class Swallowing:
+    """Scores the seed; each step asks the reflection model three times, ignoring errors."""
+
+    name = "swallowing"
+    state_type = AlgorithmState
+
+    async def start(self, ctx: SearchContext) -> AlgorithmState:
+        seed = ctx.add_candidate(ctx.seed_candidate)
+        scored = await ctx.evaluate(seed, ctx.val, "val")
+        return AlgorithmState(
+            seed_candidate_id=seed.id, best_candidate_id=seed.id, best_val_score=scored.mean
+        )
+
+    async def step(self, ctx: SearchContext, state: AlgorithmState) -> AlgorithmState:
+        for _ in range(3):
+            with contextlib.suppress(BudgetExhausted):
+                await ctx.lm("reflection").complete([{"role": "user", "content": ASK}])
+        state.iteration += 1
+        state.done = state.iteration >= 3
+        return state
+
+
+async def test_a_step_that_goes_on_after_a_refused_call_is_not_kept() -> None:
+    setup = gepa_setup()
+    log, meter = CallLog(), UsageMeter()
+    seed_only = context(setup, log, meter, BudgetConfig())
+    await Swallowing().start(seed_only)
+    limit = sum(tokens for _, tokens in log.calls) + 1  # the step's first call reaches it
+
+    log, meter = CallLog(), UsageMeter()
+    ctx = context(setup, log, meter, BudgetConfig(lm_tokens=limit))
+    records: list[StepRecord] = []
+
+    async def keep(record: StepRecord) -> None:
+        records.append(record)
+
+    outcome = await run_search(Swallowing(), ctx, on_step=keep)
+    assert [role for role, _ in log.calls].count("reflection") == 1  # two calls refused
+    assert outcome.reason.startswith("lm_tokens")
+    assert len(records) == 1  # the start only: the step that swallowed the refusal is undone
+    assert outcome.state.iteration == 0
+
+
+def apo_setup() -> Setup:
+    import test_apo_support as apo
+
+    from emery.lm import FakeLM
+
+    data = apo.dataset()
+    return Setup(
+        algorithm="apo",
+        settings=apo.settings(proposals_per_step=1).model_dump(),
+        system=apo.program,
+        dataset=data,
+        verifier=apo.NumericMatch(),
+        models=lambda: {
+            "task": FakeLM(apo.task_reply, model="fake/task"),
+            "reflection": apo.reflection_lm(apo.fenced("Reply. Answer: with the number.")),
+        },
+    )
+
+
+async def test_apo_stops_at_a_critique_or_edit_past_the_limit() -> None:
+    await check_cut_at(apo_setup(), "reflection")
+
+
+def mipro_setup() -> Setup:
+    import test_mipro_support as mipro
+
+    from emery.systems.prompt_program import PromptProgram
+    from emery.verifiers.config import build_verifier
+
+    data = mipro.dataset(n_train=10, n_val=8)
+    return Setup(
+        algorithm="mipro",
+        settings={"num_trials": 4, "num_instructions": 3, "max_bootstrapped_demos": 1},
+        system=lambda: PromptProgram(mipro.TASK.program),
+        dataset=data,
+        verifier=build_verifier(mipro.TASK.verifier),
+        models=lambda: {
+            "task": mipro.format_and_demos_lm(data),
+            "proposer": mipro.proposer_lm(),
+        },
+    )
+
+
+async def test_mipro_stops_at_a_proposer_call_past_the_limit() -> None:
+    await check_cut_at(mipro_setup(), "proposer")
+
+
+async def test_the_budget_line_comes_before_the_plan_and_names_every_limit() -> None:
+    setup = gepa_setup(max_iterations=1)
+    setup.budget = {"metric_calls": 300, "lm_cost_usd": 0.25, "wall_time_s": 600}
+    _, _, records, _ = await run(setup, lm_tokens=50_000)
+    first, plan = records[0].events[:2]
+    assert (first.kind, plan.kind) == ("budget_planned", "gepa.plan")
+    assert describe_event(first) == (
+        "budget: 300 metric calls; 50000 LM tokens and $0.25 of LM cost over task,"
+        " reflection, proposer and judge calls together, checked before each call and"
+        " rollout (cache hits count); 600 s search time"
+    )
+    assert not [e for r in records[1:] for e in r.events if e.kind == "budget_planned"]
