@@ -223,6 +223,12 @@ class JobSection(Section):
         parse_select(value, info.data.get("objectives", ("score",)))
         return value
 
+    @model_validator(mode="after")
+    def _warm_start_searches(self) -> JobSection:
+        if self.warm_start is not None and self.type != "prompt":
+            raise ValueError(f'warm_start seeds a prompt search, not a type = "{self.type}" job')
+        return self
+
     def select_rule(self) -> SelectRule:
         """The ``select`` setting as a rule object."""
         return parse_select(self.select, self.objectives)

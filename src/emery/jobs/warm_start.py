@@ -14,6 +14,7 @@ job and candidate and its earlier val score. What an algorithm does with them is
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from emery.algorithms.base import WARM_START, Algorithm, AlgorithmState, WarmStart
@@ -72,7 +73,7 @@ def load_warm_start(store: Store, config: JobConfig, system: System) -> WarmStar
     stored = {c.id: c for c in store.job_candidates(earlier.id)}
     algorithm = _earlier_algorithm(earlier)
     state: AlgorithmState = algorithm.state_type.model_validate(checkpoint.state)
-    _check_same_system(store, earlier, stored.get(state.seed_candidate_id), config, system)
+    _check_same_system(earlier, stored.get(state.seed_candidate_id), config, system)
     scores: dict[str, float | None] = {}
     if earlier.best_candidate_id:
         scores[earlier.best_candidate_id] = earlier.best_score
@@ -96,16 +97,16 @@ def _earlier_algorithm(earlier: JobRecord) -> Algorithm[Any]:
 
 
 def _check_same_system(
-    store: Store,
     earlier: JobRecord,
     earlier_seed: Candidate | None,
     config: JobConfig,
     system: System,
 ) -> None:
-    """The earlier job optimized a system of the same kind with the same components."""
-    kinds = {r.id: r.kind for r in store.list_systems(earlier.system_name)}
-    earlier_kind, kind = kinds.get(earlier.system_id or ""), system_kind(config, system)
-    if earlier_kind is not None and earlier_kind != kind:
+    """The earlier job optimized a system of the same kind (where both configs state
+    one) with the same components."""
+    earlier_kind = _stated_kind(earlier.resolved_config or earlier.config)
+    kind = _stated_kind(config.model_dump(mode="json"))
+    if earlier_kind is not None and kind is not None and earlier_kind != kind:
         raise ConfigError(
             f"job.warm_start: job {earlier.id} optimized a {earlier_kind} system, this job a"
             f" {kind} system: a warm start needs the same system"
@@ -119,6 +120,13 @@ def _check_same_system(
             f" {', '.join(sorted(before)) or 'none'}, this system has"
             f" {', '.join(sorted(now)) or 'none'}: a warm start needs the same system"
         )
+
+
+def _stated_kind(config: Mapping[str, Any]) -> str | None:
+    """The ``[system] kind`` a config states, if any (a built-in task's program, or a
+    system passed as an object, states none: their components decide)."""
+    kind = (config.get("system") or {}).get("kind")
+    return None if kind is None else str(kind)
 
 
 def _names(system: System, candidate: Candidate) -> set[str]:
