@@ -26,9 +26,11 @@ from emery.core.models import ChatMessage, Dataset, Example
 from emery.evaluation.budget import BudgetConfig, BudgetExhausted
 from emery.lm.base import LM, Completion
 from emery.lm.cache import CachedLM, ResponseCache
-from emery.lm.usage import MeteredLM, UsageMeter
+from emery.lm.usage import MeteredLM, RoleUsage, UsageMeter
 from emery.lm.wrapper import LMWrapper
 from emery.reports.event_text import describe_event
+from emery.reports.report import render_report
+from emery.reports.results import JobResult
 from emery.systems.base import System
 from emery.verifiers.base import Verdict, Verifier
 
@@ -309,3 +311,37 @@ async def test_the_budget_line_comes_before_the_plan_and_names_every_limit() -> 
         " rollout (cache hits count); 600 s search time"
     )
     assert not [e for r in records[1:] for e in r.events if e.kind == "budget_planned"]
+
+
+def test_the_report_shows_lm_spending_against_the_limits_by_role() -> None:
+    result = JobResult(
+        job_id="j-1",
+        name="roles",
+        kind="optimize",
+        algorithm="gepa",
+        state="succeeded",
+        stop_reason="lm_tokens: 1290 of 1200 used",
+        limits=BudgetConfig(lm_tokens=1200, lm_cost_usd=0.5),
+        usage={
+            "task": RoleUsage(calls=40, prompt_tokens=700, completion_tokens=100, cost_usd=0.01),
+            "reflection": RoleUsage(calls=3, prompt_tokens=300, completion_tokens=60),
+            "judge": RoleUsage(
+                calls=5,
+                cache_hits=2,
+                prompt_tokens=80,
+                completion_tokens=20,
+                cached_tokens=30,
+                cost_usd=0.002,
+                cached_cost_usd=0.001,
+            ),
+        },
+    )
+    lines = render_report(result).splitlines()
+    assert (
+        "  LM tokens 1290 of 1200, all roles together (judge 130, reflection 360, task 800;"
+        " 30 answered from the cache)" in lines
+    )
+    assert (
+        "  LM cost $0.0130 of $0.5, all roles together (judge $0.0030, reflection $0.0000,"
+        " task $0.0100)" in lines
+    )
