@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "publish": ("emery.cli.prompts_cmd", "publish"),
     "prompts": ("emery.cli.prompts_cmd", "app"),
     "approvals": ("emery.cli.approvals_cmd", "app"),
+    "dataset": ("emery.cli.dataset_cmd", "app"),
 }
 
 

@@ -3,7 +3,6 @@ or span id, that a dataset built from traces reads as the label of the calls it 
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from typing import Any, Literal
 
@@ -25,9 +24,9 @@ class NewFeedback(BaseModel):
     """What a client sends: the trace (and optionally the span) it is about, and either a
     ``score`` in [0, 1] or a ``thumb`` (``"up"`` or ``"down"``), with an optional comment."""
 
-    trace_id: str
-    span_id: str | None = None
-    score: float | None = None
+    trace_id: str = Field(json_schema_extra={"pattern": "^[0-9a-fA-F]{32}$"})
+    span_id: str | None = Field(default=None, json_schema_extra={"pattern": "^[0-9a-fA-F]{16}$"})
+    score: float | None = Field(default=None, ge=0.0, le=1.0)
     thumb: Literal["up", "down"] | None = None
     comment: str | None = Field(default=None, max_length=4000)
 
@@ -40,13 +39,6 @@ class NewFeedback(BaseModel):
     @classmethod
     def _span(cls, value: str | None) -> str | None:
         return None if value is None else _hex_id(value, 16, "span_id")
-
-    @field_validator("score")
-    @classmethod
-    def _score(cls, value: float | None) -> float | None:
-        if value is not None and (math.isnan(value) or not 0.0 <= value <= 1.0):
-            raise ValueError(f"score must be a number in [0, 1], not {value}")
-        return value
 
     @model_validator(mode="after")
     def _one_value(self) -> NewFeedback:

@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from emery.core.errors import ConfigError
 from emery.core.feedback import FeedbackRecord
@@ -46,6 +46,8 @@ TIME_FRACTIONS = SplitFractions(train=0.6, val=0.2, test=0.2)
 
 class TraceSelection(BaseModel):
     """Which recorded chat calls to read; every set field must match."""
+
+    model_config = ConfigDict(extra="forbid")
 
     service: str | None = None
     """The ``service.name`` the spans came from."""

@@ -18,6 +18,7 @@ from emery.algorithms.base import SearchContext
 from emery.algorithms.search_loop import SearchOutcome
 from emery.core.events import Event
 from emery.core.models import Candidate
+from emery.evaluation.label_agreement import label_agreement
 from emery.evaluation.stats import ScoreSummary
 from emery.jobs.rows import evaluation_rows
 from emery.jobs.runtime import Runtime
@@ -46,6 +47,7 @@ async def finish_job(
     best = ctx.candidates.get(front.winner_id if front else state.best_candidate_id, seed)
     tests = await score_on_test(ctx, runtime, seed, best, note)
     references = await score_references(ctx, runtime, note)
+    labels = await label_agreement(runtime.verifier, list(runtime.dataset))
     events, candidates = ctx.log.drain()
     evaluations, rollouts, attempts = evaluation_rows(
         runtime, ctx.evaluations.drain(), job_id=job_id, worker=owner
@@ -61,6 +63,7 @@ async def finish_job(
         state="succeeded",
         stop_reason=outcome.reason,
         dataset_sizes={str(k): v for k, v in runtime.dataset.sizes().items()},
+        labels=labels,
         front=front,
     )
     result.evaluations_paid += len(evaluations)

@@ -83,6 +83,8 @@ def _heading(result: JobResult) -> list[str]:
     if result.dataset_sizes:
         sizes = ", ".join(f"{split} {n}" for split, n in result.dataset_sizes.items())
         lines.append(f"dataset: {sizes}")
+    if result.labels is not None:
+        lines.append(result.labels.line())
     return lines
 
 

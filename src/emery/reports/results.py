@@ -13,6 +13,7 @@ from emery.core.events import PaceWarning, RolloutsFailed, SearchNotRun
 from emery.core.models import Candidate
 from emery.evaluation.budget import BudgetConfig, BudgetUsage
 from emery.evaluation.front import CostFront
+from emery.evaluation.label_agreement import LabelAgreement
 from emery.evaluation.stats import ScoreSummary
 from emery.lm.usage import RoleUsage
 from emery.store.protocol import Store
@@ -74,6 +75,9 @@ class JobResult(BaseModel):
     created_at: datetime | None = None
     finished_at: datetime | None = None
     files: dict[str, str] = Field(default_factory=dict)
+    labels: LabelAgreement | None = None
+    """For a dataset built from traces: how many examples had feedback and how the
+    verifier agreed with it (``evaluation.label_agreement``)."""
 
     @property
     def best_score(self) -> float | None:
@@ -85,6 +89,11 @@ def _lift(baseline: float | None, best: float | None) -> tuple[float | None, flo
         return None, None
     absolute = best - baseline
     return absolute, (absolute / baseline if baseline > 0 else None)
+
+
+def _stored_labels(stored: dict[str, Any]) -> LabelAgreement | None:
+    found = stored.get("labels")
+    return LabelAgreement.model_validate(found) if found else None
 
 
 def _stored_references(stored: dict[str, Any]) -> dict[str, ScoreSummary]:
@@ -114,6 +123,7 @@ def build_result(
     state: str | None = None,
     stop_reason: str | None = None,
     dataset_sizes: dict[str, int] | None = None,
+    labels: LabelAgreement | None = None,
     front: CostFront | None = None,
     top: int = TOP_CANDIDATES,
 ) -> JobResult:
@@ -171,6 +181,7 @@ def build_result(
         created_at=job.created_at,
         finished_at=job.finished_at,
         files=dict(stored.get("files", {})),
+        labels=labels or _stored_labels(stored),
     )
 
 

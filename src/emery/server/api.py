@@ -24,6 +24,7 @@ from emery.server.launcher import JobLauncher, launcher_for
 from emery.server.otlp_route import otlp_router
 from emery.server.prompts_api import prompt_proxy_router, prompts_router
 from emery.server.results_api import candidates_router, rollouts_router
+from emery.server.traces_api import traces_router
 from emery.store.protocol import Store
 from emery.tracing.registry import LiveRollouts
 
@@ -69,6 +70,7 @@ def create_server_app(
         rollouts_router(store),
         prompts_router(store),
         otlp_router(store),
+        traces_router(store),
         approvals_router(store),
     ):
         app.include_router(router, responses=API_ERRORS)

@@ -73,6 +73,8 @@ VERIFIER_KINDS: dict[str, str] = {
         "rubric",
         "contrastive",
         "agreement",
+        "preference",
+        "feedback",
     )
 }
 

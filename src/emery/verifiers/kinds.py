@@ -18,9 +18,11 @@ from emery.verifiers.agreement import Agreement, RankAgreement
 from emery.verifiers.base import Verifier
 from emery.verifiers.config import VerifierConfig, VerifierKind
 from emery.verifiers.contrastive import ContrastiveJudge
+from emery.verifiers.feedback_score import FeedbackScore
 from emery.verifiers.json_field import JsonFieldMatch
 from emery.verifiers.json_object import JsonMatch, JsonObjectMatch
 from emery.verifiers.numeric import NumericMatch
+from emery.verifiers.preference import PreferenceJudge
 from emery.verifiers.python import CallableVerifier
 from emery.verifiers.rubric import Criterion, RubricJudge
 from emery.verifiers.text import Contains, ExactMatch, NormalizedMatch, RegexMatch, TokenF1
@@ -132,6 +134,21 @@ class ContrastiveConfig(BuiltinConfig):
     kind: Literal["contrastive"] = "contrastive"
 
 
+class PreferenceConfig(VerifierConfig):
+    """``preference``: the judge model says whether the output or the recorded reply (the
+    example's ``expected``) is better; ``criteria`` says what matters."""
+
+    kind: Literal["preference"] = "preference"
+    criteria: str = ""
+
+
+class FeedbackConfig(VerifierConfig):
+    """``feedback``: the feedback on the recorded reply, carried to an output by its
+    similarity to that reply (``verifiers.feedback_score``)."""
+
+    kind: Literal["feedback"] = "feedback"
+
+
 class AgreementConfig(BuiltinConfig):
     """``agreement`` (a verifier graph): ``mae`` scores each trace ``1 - |score - gold|``;
     ``rank`` scores each batch by Spearman's rho with the gold scores."""
@@ -179,6 +196,12 @@ RUBRIC = VerifierKind(
 CONTRASTIVE = VerifierKind(
     "contrastive", ContrastiveConfig, lambda config, judge: ContrastiveJudge(judge)
 )
+PREFERENCE = VerifierKind(
+    "preference",
+    PreferenceConfig,
+    lambda config, judge: PreferenceJudge(judge, criteria=config.criteria),
+)
+FEEDBACK = VerifierKind("feedback", FeedbackConfig, lambda config, judge: FeedbackScore())
 AGREEMENT = VerifierKind(
     "agreement",
     AgreementConfig,
