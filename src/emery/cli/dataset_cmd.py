@@ -100,7 +100,8 @@ def from_traces(
         raise ConfigError(f"--redact-function {redact_function!r} is not callable")
     built = request.build(open_cli_store(store_location), function)
     if not built.examples:
-        raise ConfigError(f"no examples, nothing written: {built.summary.lines()[0]}")
+        lines = built.summary.lines()
+        raise ConfigError("no examples, nothing written: " + "; ".join([lines[0], *lines[2:]]))
     built.write(out_path)
     if as_json:
         print_json({"path": str(out_path), **built.summary.model_dump(mode="json")})
