@@ -3,15 +3,24 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import jobs_support as js
 import pytest
+import test_gepa_support as gepa
 from cost_front_support import LONG, SHORT, TINY, ids_by_text, run_fixed_job
 
+from emery.algorithms.cost_acceptance import as_good_and_cheaper
+from emery.algorithms.evidence import Evidence, paired
 from emery.config import parse_config
 from emery.core.errors import ConfigError
+from emery.core.hashing import content_hash
+from emery.core.models import ChatMessage, Dataset, Example, Lineage
 from emery.core.results import ExampleResult, RoleUsage, TokenUsage
+from emery.evaluation import EvalResult, Evaluator
+from emery.evaluation.budget import BudgetConfig
 from emery.evaluation.front import choose
 from emery.evaluation.objectives import (
     OBJECTIVES,
@@ -21,8 +30,14 @@ from emery.evaluation.objectives import (
     pareto_front,
 )
 from emery.evaluation.selection import CheapestWithin, WithinBudget, parse_select
+from emery.jobs.winner import val_pool
+from emery.lm import CachedLM, FakeLM, ResponseCache
+from emery.lm.usage import MeteredLM, UsageMeter
 from emery.reports import JobResult
+from emery.reports.html_report import gather, render_html
 from emery.reports.report import render_report
+from emery.systems import MessageTemplate, PromptProgram, PromptProgramConfig, StageConfig
+from emery.verifiers import ExactMatch
 
 # --- costs and the front ----------------------------------------------------------------
 
@@ -44,7 +59,7 @@ def scored(name: str, scores: tuple[float, ...], tokens: float) -> Scored:
 
 
 def test_cost_per_example_counts_every_role_a_run_reports() -> None:
-    judged = result(1.0, tokens=99, calls=2, seconds=1.0).model_copy(
+    judged = result(1.0, tokens=40, calls=2, seconds=1.0).model_copy(
         update={
             "lm_usage": {
                 "task": RoleUsage(calls=1, prompt_tokens=30, completion_tokens=10, cost_usd=0.2),
@@ -58,6 +73,34 @@ def test_cost_per_example_counts_every_role_a_run_reports() -> None:
 
     assert cost.tokens_by_role == {"judge": 30.0, "task": 30.0}
     assert (cost.tokens, cost.lm_calls, cost.latency_s, cost.cost_usd) == (60.0, 1.5, 2.0, 0.1)
+
+
+async def test_a_run_the_lm_cache_answered_costs_what_its_calls_did() -> None:
+    cache = ResponseCache(":memory:")
+    evaluator = Evaluator(
+        PromptProgram(
+            PromptProgramConfig(
+                stages=[
+                    StageConfig(
+                        name="echo",
+                        instruction="Repeat the word.",
+                        messages=[MessageTemplate(template="{word}")],
+                    )
+                ]
+            )
+        ),
+        ExactMatch(),
+        MeteredLM(CachedLM(FakeLM(lambda _: "w0 w0 w0"), cache), UsageMeter(), "task"),
+    )
+    seed = evaluator.system.seed_candidate()
+    examples = [Example(id="a", input={"word": "w0"}, expected="w0")]
+
+    first = await evaluator.evaluate(seed, examples, "val")
+    again = await evaluator.evaluate(seed, examples, "val")  # answered by the cache
+    cache.close()
+
+    assert again.results[0].lm_usage["task"].cache_hits == 1
+    assert cost_per_example(again.results).tokens == cost_per_example(first.results).tokens == 7
 
 
 def test_the_front_compares_scores_per_example_and_costs_by_their_means() -> None:
@@ -160,6 +203,8 @@ def test_a_cost_front_whose_cheaper_winner_is_chosen(tmp_path: Path) -> None:
     report = render_report(result)
     assert "Front over score, tokens on val" in report
     assert f"select cheapest_within:0.02 over score, tokens chose {ids[SHORT][:12]}" in report
+    html = render_html(gather(store, store.get_job(job_id), result))
+    assert "<h2>Front over score, tokens on val</h2>" in html
     # rebuilt from the store (emery report), the front and its winner stay
     assert JobResult.model_validate(store.get_job(job_id).result).front == front
 
@@ -194,3 +239,77 @@ def test_choose_keeps_every_candidate_with_its_cost() -> None:
         ("cheap", True),
     ]
     assert front.winner_id == "best"
+
+
+# --- GEPA keeps an as-good, cheaper child when the job names a cost ----------------------
+
+
+def _same_answers_lm(dataset: Dataset) -> FakeLM:
+    """Right on half the questions whatever the instruction says: every child ties."""
+    gold = {str(e.input["question"]): int(e.expected) for e in dataset}
+
+    def reply(messages: Sequence[ChatMessage]) -> str:
+        question = next(q for q in gold if q in messages[-1]["content"])
+        wrong = int(content_hash([question])[:2], 16) % 2
+        return f"Working.\nAnswer: {gold[question] + wrong}"
+
+    return FakeLM(reply, model="fake/task")
+
+
+def _shorter_lm() -> FakeLM:
+    """A reflection that drops the instruction's first word."""
+
+    def reply(messages: Sequence[ChatMessage]) -> str:
+        current = re.findall(r"```[a-z]*\n?(.*?)```", messages[0]["content"], re.DOTALL)[0]
+        return "```\n" + " ".join(current.split()[1:] or ["Answer."]) + "\n```"
+
+    return FakeLM(reply, model="fake/reflection")
+
+
+@pytest.mark.parametrize(("objectives", "kept"), [(("score",), False), (("score", "tokens"), True)])
+async def test_gepa_keeps_an_as_good_cheaper_child_only_when_a_cost_is_named(
+    objectives: tuple[str, ...], kept: bool
+) -> None:
+    dataset = gepa.word_problems(n_train=12, n_val=4, n_test=0)
+    ctx = gepa.word_problem_context(
+        dataset,
+        budget=BudgetConfig(metric_calls=40),
+        task=_same_answers_lm(dataset),
+        reflection=_shorter_lm(),
+    )
+    ctx.seed_candidate = ctx.seed_candidate.derive(
+        components={"solve": "Please read each word of the question slowly, then answer it."},
+        lineage=Lineage(),
+    )
+    ctx.objectives = objectives
+
+    outcome, _ = await gepa.run_gepa(ctx)
+
+    pool = val_pool(ctx)
+    assert (len(pool) > 1) is kept
+    if kept:
+        seed, child = pool[0], pool[1]
+        assert child.mean == seed.mean
+        assert child.cost.tokens < seed.cost.tokens
+    assert outcome.state.best_candidate_id == outcome.state.seed_candidate_id
+
+
+def _batch(scores: list[float], tokens: int) -> EvalResult:
+    return EvalResult(candidate_id="c", results=[result(score, tokens=tokens) for score in scores])
+
+
+def test_as_good_and_cheaper_needs_a_named_cost_and_no_loss() -> None:
+    parent = _batch([1.0, 0.0, 1.0], tokens=50)
+    tie_cheaper = _batch([1.0, 0.0, 1.0], tokens=40)
+    behind_cheaper = _batch([1.0, 0.0, 0.0], tokens=10)
+    tie_dearer = _batch([1.0, 0.0, 1.0], tokens=60)
+
+    def judged(child: EvalResult) -> Evidence:
+        return paired(child.scores, parent.scores)
+
+    costs = ["score", "tokens"]
+    assert as_good_and_cheaper(costs, parent, tie_cheaper, judged(tie_cheaper))
+    assert not as_good_and_cheaper(["score"], parent, tie_cheaper, judged(tie_cheaper))
+    assert not as_good_and_cheaper(costs, parent, behind_cheaper, judged(behind_cheaper))
+    assert not as_good_and_cheaper(costs, parent, tie_dearer, judged(tie_dearer))
+    assert as_good_and_cheaper(costs, parent, tie_cheaper, None)  # no pairs: the totals

@@ -120,6 +120,9 @@ class SearchContext:
     reflection prompts show the latest (``algorithms.approval.with_reviewer_notes``)."""
     warm: WarmStart | None = None
     """An earlier job's candidates to start from (``[job] warm_start``); read in ``start``."""
+    objectives: tuple[str, ...] = ("score",)
+    """The job's ``[job] objectives``: with a cost among them, GEPA also accepts a child as
+    good as its parent and cheaper (``algorithms.cost_acceptance``)."""
 
     @property
     def train(self) -> list[Example]:

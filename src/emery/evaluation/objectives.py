@@ -39,8 +39,10 @@ class CandidateCost(BaseModel):
 
 
 def cost_per_example(results: Sequence[ExampleResult]) -> CandidateCost:
-    """The mean cost of ``results``. A run that reports its usage by role (``lm_usage``,
-    kept by metered models) counts every role; one without it counts its task tokens."""
+    """The mean cost of ``results``: a run costs what its calls would without the LM
+    cache (a call the cache answered counts the tokens and USD it took when first asked).
+    A run reports its usage by role when its models are metered (``lm_usage``: every job's
+    are), the judge's included; one without it counts the task tokens it paid for."""
     n = len(results)
     if n == 0:
         return CandidateCost()
@@ -49,8 +51,8 @@ def cost_per_example(results: Sequence[ExampleResult]) -> CandidateCost:
     for result in results:
         if result.lm_usage:
             for role, usage in result.lm_usage.items():
-                tokens[role] = tokens.get(role, 0.0) + usage.total_tokens
-                cost += usage.cost_usd
+                tokens[role] = tokens.get(role, 0.0) + usage.budget_tokens
+                cost += usage.budget_cost_usd
         else:
             tokens["task"] = tokens.get("task", 0.0) + result.usage.total_tokens
     return CandidateCost(

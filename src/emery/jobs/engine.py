@@ -291,6 +291,7 @@ class JobEngine:
             prepaid=prepaid,
             on_progress=self.on_progress,
         )
+        ctx.objectives = config.job.objectives
         for candidate in self.store.job_candidates(self.job_id):
             ctx.candidates[candidate.id] = candidate
         self._ctx, self._runtime = ctx, runtime

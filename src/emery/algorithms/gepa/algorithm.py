@@ -6,8 +6,10 @@ a train minibatch, asks the reflection LM for a new text of one component from w
 component did there and the feedback it got, and keeps the child only if the paired
 evidence on the same minibatch says it is better (``algorithms.evidence``; while that is
 undecided and the child is ahead, both are scored on more minibatches, up to
-``max_evidence_examples``); kept children are scored on all of val and join the pool. After an
-acceptance, the next step first tries to merge two front candidates that share an ancestor.
+``max_evidence_examples``); kept children are scored on all of val and join the pool. With
+a cost among ``[job] objectives``, a child as good as its parent and cheaper is kept too
+(``algorithms.cost_acceptance``). After an acceptance, the next step first tries to merge
+two front candidates that share an ancestor.
 
 On a prompt program, LM-free edit operators (``operators.py``) propose too: every
 ``operator_every``-th iteration instead of the reflection, and as the fallback whenever the
@@ -36,6 +38,7 @@ from typing import ClassVar
 
 from emery.algorithms.base import WARM_START, SearchContext, load_rng, save_rng
 from emery.algorithms.concurrent_scoring import ScoreRequest, run_all, score_concurrently
+from emery.algorithms.cost_acceptance import as_good_and_cheaper
 from emery.algorithms.evidence import Evidence
 from emery.algorithms.gepa.batches import next_minibatch
 from emery.algorithms.gepa.failure_batches import (
@@ -245,6 +248,7 @@ class Gepa:
         accepted: list[tuple[Mutation, Candidate, EvalResult]] = []
         for mutation, after, evidence in verdicts:
             ok = self._accepts(mutation.before.total, after.total, evidence)
+            ok = ok or as_good_and_cheaper(ctx.objectives, mutation.before, after, evidence)
             reason = None
             if ok and accepted and not ctx.budget.can_afford(len(ctx.val) * (len(accepted) + 1)):
                 ok, reason = False, "shown better, but the budget cannot also score it on val"
