@@ -19,6 +19,7 @@ ASSETS = {
     "app.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
     "chart.js": "text/javascript; charset=utf-8",
+    "approvals.js": "text/javascript; charset=utf-8",
 }
 _SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",

@@ -40,7 +40,8 @@ function follow(jobId, onEvent, onEnd) {
   source.addEventListener("end", () => { source.close(); streams.delete(jobId); onEnd(); });
   const kinds = ["baseline_evaluated", "candidate_evaluated", "candidate_proposed", "best_updated",
     "started", "paused", "resumed", "cancelled", "succeeded", "failed", "iteration_completed",
-    "checkpoint_saved", "queued", "created", "rollouts_failed", "budget_warning", "mipro.plan", "gepa.plan", "apo.plan"];
+    "checkpoint_saved", "queued", "created", "rollouts_failed", "budget_warning", "mipro.plan", "gepa.plan", "apo.plan",
+    "approval_requested", "approval_applied"];
   for (const kind of kinds) source.addEventListener(kind, (m) => onEvent(JSON.parse(m.data)));
 }
 
@@ -189,6 +190,9 @@ async function jobPage(token, jobId) {
     candidatePanel(job.id, id, panel).catch((e) => panel.replaceChildren(h("p", { class: "error-box" }, e.message)));
   };
   const planBox = h("div", { class: "card", id: "plan" }, ...planCard(job));
+  const approvalsBox = h("div", { class: "card", id: "approvals", hidden: "" });
+  const showApprovals = () => window.emeryApprovals.fill(approvalsBox, job.id, showApprovals)
+    .catch((e) => approvalsBox.replaceChildren(h("p", { class: "error-box" }, e.message)));
   const eventList = h("table", { id: "events" });
   const showEvents = () => eventList.replaceChildren(...events.slice(-40).reverse().map((e) =>
     h("tr", {}, h("td", { class: "muted" }, e.seq), h("td", {}, e.kind), h("td", {}, JSON.stringify(e.data).slice(0, 160)))));
@@ -198,7 +202,7 @@ async function jobPage(token, jobId) {
       h("span", {}, "baseline (val)", h("b", {}, pct(job.baseline_score))),
       h("span", {}, "best (val)", h("b", { id: "best" }, pct(job.best_score))),
       h("span", {}, "budget", h("b", {}, budgetBar(job))), controls(job)),
-    h("p", { class: "error-box" }, job.error || ""), planBox,
+    h("p", { class: "error-box" }, job.error || ""), approvalsBox, planBox,
     h("div", { class: "grid" },
       h("div", {}, h("h2", {}, "Score over metric calls"), chart,
         h("h2", {}, "Candidates"), h("table", { id: "candidates" },
@@ -209,10 +213,12 @@ async function jobPage(token, jobId) {
         h("h2", {}, "Config"), h("pre", { id: "config" }, JSON.stringify(job.config, null, 2)))));
   window.emeryChart.drawChart(chart, events);
   showEvents();
+  showApprovals();
   if (LIVE.includes(job.state) || job.state === "paused") {
     follow(job.id, (event) => {
       if (token !== pageToken || events.some((e) => e.seq === event.seq)) return;
       events.push(event);
+      if (event.kind.startsWith("approval_")) showApprovals();
       if (event.kind.endsWith(".plan")) {
         api(base).then((fresh) => token === pageToken && planBox.replaceChildren(...planCard(fresh)));
       }
