@@ -22,6 +22,8 @@ import pytest
 from emery.algorithms import StepRecord, build_algorithm, run_search
 from emery.algorithms.base import AlgorithmState, SearchContext
 from emery.algorithms.context import build_search_context
+from emery.config import parse_config
+from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage, Dataset, Example
 from emery.evaluation.budget import BudgetConfig, BudgetExhausted
 from emery.lm.base import LM, Completion
@@ -345,3 +347,17 @@ def test_the_report_shows_lm_spending_against_the_limits_by_role() -> None:
         "  LM cost $0.0130 of $0.5, all roles together (judge $0.0030, reflection $0.0000,"
         " task $0.0100)" in lines
     )
+
+
+def test_a_cost_limit_needs_a_priced_model() -> None:
+    config: dict[str, Any] = {
+        "dataset": {"task": "word_problems"},
+        "lm": {"task": {"model": "fake/task"}},
+        "job": {"budget": {"lm_cost_usd": 1.0}},
+    }
+    with pytest.raises(ConfigError, match="lm_cost_usd: no model has a price"):
+        parse_config(config)
+    config["lm"]["reflection"] = {"model": "openai/gpt-4o-mini"}  # a table price
+    assert parse_config(config).job.budget.lm_cost_usd == 1.0
+    config["lm"] = {"task": {"model": "fake/task", "price_output_per_mtok": 2.0}}
+    assert parse_config(config).job.budget.lm_cost_usd == 1.0

@@ -275,6 +275,20 @@ class JobConfig(Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _cost_limit_priced(self) -> JobConfig:
+        """``lm_cost_usd`` needs a priced model: at $0 a call the limit never ends a search."""
+        if self.job.budget.lm_cost_usd is None:
+            return self
+        configs = [self.lm.for_role(role) for role in ("task", "reflection", "proposer", "judge")]
+        if not any(c.price().input_per_mtok or c.price().output_per_mtok for c in configs):
+            raise ValueError(
+                "job.budget.lm_cost_usd: no model has a price (local and unknown models cost"
+                " $0), so this limit would never end the search; set lm.<role>."
+                "price_input_per_mtok and price_output_per_mtok, or limit lm_tokens instead"
+            )
+        return self
+
     @field_validator("system", mode="before")
     @classmethod
     def _system_kind(cls, value: Any) -> Any:
