@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,30 @@ from emery.store.queue import RESULT_KEY, queue_metadata
 from emery.store.sql import SqlStore
 
 
+@dataclass
+class FakeClock:
+    """UNIX time that moves only when a test advances it."""
+
+    now: float
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlStore]:
     yield from make_store(request.param, tmp_path)
+
+
+@pytest.fixture
+def clock(store: SqlStore) -> FakeClock:
+    """The store's queue clock, advanced by the test instead of sleeping out a lease."""
+    fake = FakeClock(time.time())
+    store.clock = fake
+    return fake
 
 
 def running_job(store: SqlStore, job_id: str = "job-1") -> str:
@@ -104,20 +126,27 @@ def test_concurrent_claims_never_share_a_rollout(store: SqlStore) -> None:
     assert sorted(taken) == sorted(ids)
 
 
-def test_an_expired_lease_requeues_then_fails_when_no_attempt_is_left(store: SqlStore) -> None:
+def test_an_expired_lease_requeues_then_fails_when_no_attempt_is_left(
+    store: SqlStore, clock: FakeClock
+) -> None:
     job = running_job(store)
-    (rid,) = enqueue(store, job, lease_s=0.2, max_attempts=2)
+    (rid,) = enqueue(store, job, lease_s=30, max_attempts=2)
     first = store.claim_rollout("slow")
     assert first is not None
+    clock.advance(29)
     assert store.expire_leases() == 0  # still within its lease
-    time.sleep(0.3)
+    clock.advance(1)
     assert store.expire_leases(job_id=job) == 1
     assert store.get_rollout(rid).status == "queuing"
     assert not store.heartbeat_attempt(f"{rid}:1")  # the slow worker learns it lost the lease
     second = store.claim_rollout("fast")
     assert second is not None
     assert second.attempt_count == 2
-    time.sleep(0.3)
+    clock.advance(20)
+    assert store.heartbeat_attempt(f"{rid}:2")  # a heartbeat renews the lease
+    clock.advance(29)
+    assert store.expire_leases() == 0
+    clock.advance(1)
     assert store.expire_leases() == 1
     failed = store.get_rollout(rid)
     assert failed.status == "failed"
@@ -125,12 +154,12 @@ def test_an_expired_lease_requeues_then_fails_when_no_attempt_is_left(store: Sql
     assert [a.status for a in store.list_attempts(rid)] == ["unresponsive", "unresponsive"]
 
 
-def test_a_result_written_twice_is_kept_once(store: SqlStore) -> None:
+def test_a_result_written_twice_is_kept_once(store: SqlStore, clock: FakeClock) -> None:
     job = running_job(store)
-    (rid,) = enqueue(store, job, lease_s=0.2)
+    (rid,) = enqueue(store, job, lease_s=30)
     slow = store.claim_rollout("slow")
-    time.sleep(0.3)
-    store.expire_leases()
+    clock.advance(30)
+    assert store.expire_leases() == 1
     fast = store.claim_rollout("fast")
     assert slow is not None
     assert fast is not None

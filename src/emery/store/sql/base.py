@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
@@ -34,6 +34,9 @@ class SqlBase:
         self.url = url
         self._lock = lock
         self._statements: dict[tuple[Any, ...], Any] = {}
+        self.clock: Callable[[], float] = now
+        """The UNIX time the rollout queue stamps claims and heartbeats with and measures
+        leases on (``QueueMixin``); a test replaces it to expire a lease without waiting."""
 
     @property
     def dialect(self) -> str:

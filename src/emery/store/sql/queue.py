@@ -31,7 +31,7 @@ from emery.store.queue import (
     RESULT_KEY,
     RUNNERS,
 )
-from emery.store.sql.base import SqlBase, now
+from emery.store.sql.base import SqlBase
 from emery.store.sql.trace_rows import jsonable, rollout_from_row
 
 CLAIM_WINDOW = 8
@@ -152,7 +152,7 @@ class QueueMixin(SqlBase):
     ) -> Rollout | None:
         """Start attempt ``count + 1`` of a queued rollout; the rollout, or None when another
         claim took it first."""
-        at = now()
+        at = self.clock()
         number = count + 1
         params = {"p_id": rollout_id, "p_count": count, "p_number": number, "p_at": at}
         claimed = conn.execute(claim_statement(), params).first()
@@ -176,7 +176,7 @@ class QueueMixin(SqlBase):
         """Renew the lease of a running attempt; False when the attempt is no longer live
         (its lease expired and it was given up)."""
         with self._tx(write=True) as conn:
-            done = conn.execute(heartbeat_statement(), {"p_id": attempt_id, "p_at": now()})
+            done = conn.execute(heartbeat_statement(), {"p_id": attempt_id, "p_at": self.clock()})
         return bool(done.rowcount == 1)
 
     def finish_rollout(
@@ -193,7 +193,7 @@ class QueueMixin(SqlBase):
     ) -> bool:
         """End an attempt and, unless the rollout already has one, store its result
         (``metadata["result"]``) and final ``status``. True when this result was kept."""
-        at = now()
+        at = self.clock()
         with self._tx(write=True) as conn:
             self._end_attempt(conn, attempt_id, attempt_status, error, at)
             row = conn.execute(metadata_statement(), {"p_id": rollout_id}).first()
@@ -218,7 +218,7 @@ class QueueMixin(SqlBase):
         attempt is still the rollout's current one. True when it was requeued."""
         r = t.rollouts
         with self._tx(write=True) as conn:
-            self._end_attempt(conn, attempt_id, attempt_status, error, now())
+            self._end_attempt(conn, attempt_id, attempt_status, error, self.clock())
             done = conn.execute(
                 update(r)
                 .where(
@@ -253,7 +253,7 @@ class QueueMixin(SqlBase):
             stmt = stmt.where(r.c.job_id == job_id)
         expired = 0
         with self._tx(write=True) as conn:
-            at = now()
+            at = self.clock()
             for row in conn.execute(stmt).all():
                 lease = float((row.metadata or {}).get(LEASE_KEY) or DEFAULT_LEASE_S)
                 if at - float(row.seen) < lease:
