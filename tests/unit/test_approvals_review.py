@@ -22,7 +22,6 @@ from emery.reports import published
 from emery.server.api import create_server_app
 from emery.server.launcher import ThreadLauncher
 from emery.store import SQLiteStore
-from emery.store.records import JobRecord
 
 __all__ = ["random_search_module"]
 
@@ -130,17 +129,19 @@ def test_a_publish_request_publishes_only_once_approved(
         (["approvals", "reject", "{decided}"], "is already approved"),
         (["approvals", "edit", "{pending}", "--file", "/no/such/file"], "cannot read"),
         (["publish", "{pending_job}", "--name", "x", "--request"], "only a succeeded job's"),
+        (["approvals", "approve", "{ended}"], "is succeeded: its approval request"),
     ],
 )
 def test_bad_decisions_are_one_error_line(
     waiting: Waiting, capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
-    store, job = waiting.store, store_job(waiting)
-    best = job.best_candidate_id or ""
+    store = waiting.store
+    paused = store.job_candidates(waiting.job_id)[-1].id
+    done = store.get_job(waiting.done_id)
 
-    def request(kind: str) -> str:
+    def request(kind: str, job_id: str = waiting.job_id, candidate: str = paused) -> str:
         made = Approval(
-            id=new_approval_id(), job_id=job.id, kind=kind, candidate_id=best, target="bad-bot"
+            id=new_approval_id(), job_id=job_id, kind=kind, candidate_id=candidate, target="bad-bot"
         )
         return store.add_approval(made).id
 
@@ -148,7 +149,8 @@ def test_bad_decisions_are_one_error_line(
     store.decide_approval(decided, "approve")
     values = {
         "pending": request("best"),
-        "publish": request("publish"),
+        "publish": request("publish", done.id, done.best_candidate_id or ""),
+        "ended": request("best", done.id, done.best_candidate_id or ""),
         "decided": decided,
         "pending_job": waiting.job_id,
     }
@@ -158,7 +160,3 @@ def test_bad_decisions_are_one_error_line(
     assert run_cli([*filled, "--store", waiting.db]) == 2
     assert message in one_error_line(capsys.readouterr().err)
     assert [(a.id, a.status) for a in store.list_approvals()] == before
-
-
-def store_job(waiting: Waiting) -> JobRecord:
-    return waiting.store.get_job(waiting.done_id)

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from emery.algorithms.evidence import paired
 from emery.algorithms.lineage import component_diff
 from emery.core.approvals import ACTIONS, Approval, new_approval_id
-from emery.core.errors import ConfigError, EmeryError
+from emery.core.errors import ConfigError, EmeryError, IllegalTransition
 from emery.core.results import ExampleResult
 from emery.core.search_events import Evidence
 from emery.evaluation.stats import ScoreSummary, summarize
@@ -131,6 +131,12 @@ def decide(
     if action not in ACTIONS:
         raise ConfigError(f"unknown action {action!r}: choose approve, reject or edit")
     approval = store.get_approval(approval_id)
+    job = store.get_job(approval.job_id)
+    if approval.kind == "best" and approval.status == "pending" and job.terminal:
+        raise IllegalTransition(
+            f"job {job.id} is {job.state}: its approval request {approval.id} can no longer"
+            " be applied"
+        )
     changes: dict[str, str] = {}
     if action == "edit":
         changes = _edit(store, approval, text, component, edited)
