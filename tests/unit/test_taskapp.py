@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from fastapi import FastAPI
 from emery.cli.app import main
 from emery.core.errors import ConfigError
 from emery.core.models import Example
+from emery.core.rollouts import Attempt
 from emery.evaluation import Evaluator
 from emery.lm import FakeLM
 from emery.proxy import BackgroundServer, create_app, free_port
@@ -250,32 +252,52 @@ async def test_any_app_with_a_custom_reward_path_and_no_task_info() -> None:
     assert body["policy"]["config"]["inference_url"] is None
 
 
+SILENT_STOPPED = threading.Event()
+"""Set when the job stops the silent rollout as unresponsive (``StopWatch``)."""
+
+
+class StopWatch(MemoryRecorder):
+    """A recorder that sets ``SILENT_STOPPED`` when an attempt is stopped as unresponsive."""
+
+    def save_attempt(self, attempt: Attempt) -> None:
+        super().save_attempt(attempt)
+        if attempt.status == "unresponsive":
+            SILENT_STOPPED.set()
+
+
 @agent
 def busy_agent(task: dict[str, Any]) -> str:
-    """Works for 1.2 s without model calls; heartbeats when told to."""
-    for _ in range(24):
-        time.sleep(0.05)
-        if task["beat"]:
-            heartbeat()
+    """Works without model calls until the silent rollout beside it has been stopped (so
+    longer than ``unresponsive_seconds``; at most 10 s), heartbeating when told to."""
+    if not task["beat"]:
+        SILENT_STOPPED.wait(10)
+        return "done"
+    while not SILENT_STOPPED.wait(0.05):
+        heartbeat()
     return "done"
 
 
 async def test_remote_heartbeats_keep_a_busy_agent_responsive(proxy: RegistryProxy) -> None:
+    # No fixed work time to outlast the limit: the beating agent works until the silent one
+    # is stopped, and the limit is 30 heartbeat intervals (0.6 s, 12 intervals, was missed
+    # under a load of 10 on 2 cores).
+    SILENT_STOPPED.clear()
     app = create_task_app(busy_agent, api_key=KEY, heartbeat_interval_s=0.05)
     with BackgroundServer(app) as server:
         system = TaskApp(app_config(server.url))
-        recorder = MemoryRecorder()
+        recorder = StopWatch()
         ev = Evaluator(
             system,
             ExactMatch(),
             capitals_lm(),
             proxy=proxy,
             recorder=recorder,
-            rollouts=RolloutConfig(unresponsive_seconds=0.6, timeout_seconds=10),
+            rollouts=RolloutConfig(unresponsive_seconds=1.5, timeout_seconds=10),
         )
         beating = Example(id="b", input={"beat": True}, expected="done")
         silent = Example(id="s", input={"beat": False}, expected="done")
         alive, quiet = (await ev.evaluate(system.seed_candidate(), [beating, silent])).results
+    assert SILENT_STOPPED.is_set()
     assert (alive.score, alive.error) == (1.0, None)
     assert quiet.score == 0.0
     assert [a.status for a in recorder.attempts(quiet.rollout_id or "")] == ["unresponsive"]
