@@ -52,6 +52,7 @@ def create(
     *,
     algorithm: str = "gepa",
     warm_start: str | None = None,
+    name: str | None = None,
 ) -> str:
     """A GEPA job on ``system`` with the scripted models (``warm_start``: the earlier job)."""
     config, given, inputs = optimize_config(
@@ -65,12 +66,13 @@ def create(
         seed=0,
         settings=None,
         runtime={"workdir": str(tmp_path / ".emery")},
-        name=None,
+        name=name,
         workdir=tmp_path / ".emery",
     )
     job = config.job.model_copy(update={"warm_start": warm_start})
     config = config.model_copy(update={"job": job})
-    record = create_job(store, config, given=given, inputs=inputs)
+    given["job"]["warm_start"] = warm_start
+    record = create_job(store, config, given=given, inputs=inputs, name=name)
     assert run_job(store, record.id, inputs=inputs).state == "succeeded"
     return record.id
 
@@ -98,6 +100,20 @@ def test_a_warm_started_gepa_job_starts_from_the_earlier_best(tmp_path: Path) ->
         f"warm start from {earlier} (gepa, its Pareto front): 1 candidate rescored on all 4"
         " val examples first, up to 4 metric calls of this budget"
     )
+
+
+def test_a_weekly_job_warm_starts_from_the_last_job_of_its_name(tmp_path: Path) -> None:
+    """The name is resolved when the job is created: when it runs, the newest job of that
+    name is the job itself."""
+    data, store = word_problems(), MemoryStore()
+    earlier = create(store, tmp_path, program(GOOD), data, name="weekly")
+    job_id = create(
+        store, tmp_path, program("Answer the question."), data, warm_start="weekly", name="weekly"
+    )
+    job = store.get_job(job_id)
+    assert job.best_candidate_id == store.get_job(earlier).best_candidate_id
+    assert job.config["job"]["warm_start"] == "weekly"  # as written
+    assert (job.resolved_config or {})["job"]["warm_start"] == earlier
 
 
 def test_a_bad_warm_start_is_one_error_line_and_stores_no_job(tmp_path: Path) -> None:

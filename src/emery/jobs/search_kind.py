@@ -23,7 +23,7 @@ from emery.evaluation.progress import ProgressSink
 from emery.integrations.tracking import check_tracking
 from emery.jobs.engine import EventSink, JobEngine
 from emery.jobs.runtime import ConfigObjects, resolve_objects
-from emery.jobs.warm_start import check_warm_start, system_kind
+from emery.jobs.warm_start import check_warm_start, pinned, system_kind
 from emery.reports.report import render_report
 from emery.reports.results import JobResult, build_result
 from emery.store.protocol import Store
@@ -116,7 +116,7 @@ class SearchKind:
                 system_name=system.name,
                 system_id=system_id,
                 config=given if given is not None else resolved,
-                resolved_config=resolved,
+                resolved_config=pinned(store, config).model_dump(mode="json"),
                 config_hash=content_hash(resolved),
                 config_path=str(config_path.resolve()) if config_path else None,
                 base_dir=str(base_dir),

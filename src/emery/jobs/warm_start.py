@@ -50,6 +50,17 @@ def check_warm_start(store: Store, config: JobConfig, system: System, algorithm:
     load_warm_start(store, config, system)
 
 
+def pinned(store: Store, config: JobConfig) -> JobConfig:
+    """``config`` with its ``warm_start`` resolved to a job id, as the job is stored: a
+    name names the newest job of that name, which, once a job of the same name is
+    stored, would be that job itself."""
+    name = config.job.warm_start
+    if name is None:
+        return config
+    job = config.job.model_copy(update={"warm_start": store.resolve_job_id(name)})
+    return config.model_copy(update={"job": job})
+
+
 def load_warm_start(store: Store, config: JobConfig, system: System) -> WarmStart | None:
     """The candidates ``config``'s ``warm_start`` names, for a search of ``system``."""
     name = config.job.warm_start
