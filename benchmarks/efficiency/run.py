@@ -18,6 +18,9 @@ example. See README.md.
     .venv/bin/python benchmarks/efficiency/run.py --ks 1 --select cheapest_within:0.02 \
         --instruction "Answer the question. Think about the problem." --prune-share 0.3 \
         --accept improvement_or_equal
+    .venv/bin/python benchmarks/efficiency/run.py --ks 1 --select cheapest_within:0.02 \
+        --instruction "Answer the question. Think about the problem." --prune-share 0.3 \
+        --cost-search
     .venv/bin/python benchmarks/efficiency/run.py --model local/smollm2-135m --seeds 1
 
 ``--model`` runs the same comparison on SVAMP (``../shared/datasets/svamp.jsonl``, the
@@ -64,6 +67,8 @@ from emery.systems.prompt_program import (
 from emery.verifiers.config import VerifierConfig, build_verifier
 
 KS = (1, 2, 4, 8)
+OBJECTIVES = ("score", "tokens")
+"""The ``[job] objectives`` of ``--select`` and ``--cost-search``."""
 ANSWER = r"Answer:\s*\$?(-?[\d,]*\.?\d+)"
 SVAMP = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "svamp.jsonl"
 
@@ -130,6 +135,7 @@ async def one_run(
     failure_share: float | None,
     select: str | None = None,
     extra: dict[str, Any] | None = None,
+    cost_search: bool = False,
 ) -> dict[str, Any]:
     dataset = setup.dataset
     lms = {"task": setup.task, "reflection": setup.reflection}
@@ -142,6 +148,8 @@ async def one_run(
         seed=seed,
         concurrency=concurrency,
     )
+    if cost_search:  # the search knows the job's objectives, as a job's engine tells it
+        ctx.objectives = OBJECTIVES
     settings: dict[str, Any] = {"proposals_per_step": k, "failure_share": failure_share}
     algorithm = build_algorithm("gepa", settings | (extra or {}))
     started = time.perf_counter()
@@ -168,6 +176,7 @@ async def one_run(
         "test_best": test["best"],
         "lift": test["best"] - test["seed"],
         "reason": outcome.reason,
+        "cost_search": cost_search,
     }
 
 
@@ -175,7 +184,7 @@ async def cost_winner(ctx: SearchContext, state: AlgorithmState, select: str) ->
     """The winner ``select`` picks over score and tokens among the candidates scored on val
     (``jobs/winner.py``, as a job's finishing does), beside the search's best: each one's
     val score, test score and mean tokens per example on val and on test."""
-    objectives = ("score", "tokens")
+    objectives = OBJECTIVES
     pool = val_pool(ctx)
     best = next(s for s in pool if s.candidate_id == state.best_candidate_id)
     front = choose(pool, best, objectives, parse_select(select, objectives))
@@ -348,6 +357,7 @@ async def main_async(args: argparse.Namespace, setup: Setup) -> list[dict[str, A
                 share,
                 args.select,
                 {"accept": args.accept} if args.accept else None,
+                args.cost_search,
             )
             shown = {key: round(v, 3) if isinstance(v, float) else v for key, v in run.items()}
             print(json.dumps(shown), flush=True)
@@ -368,6 +378,12 @@ def main() -> None:
         type=shares,
         default=[None],
         help="GEPA failure_share values, comma-separated ('none' for None), each run at every k",
+    )
+    parser.add_argument(
+        "--cost-search",
+        action="store_true",
+        help="tell GEPA the objectives (score, tokens): it then also keeps as-good, cheaper"
+        " children",
     )
     parser.add_argument(
         "--accept", default=None, help="GEPA's accept setting (default: GEPA's own)"
