@@ -254,6 +254,56 @@ async def test_a_step_that_goes_on_after_a_refused_call_is_not_kept() -> None:
     assert outcome.state.iteration == 0
 
 
+GRAPH: dict[str, Any] = {
+    "kind": "graph",
+    "name": "one_node",
+    "nodes": [
+        {
+            "kind": "llm",
+            "name": "solve",
+            "instruction": "Solve the problem.",
+            "messages": [{"template": "Problem: {question}"}],
+            "parser": {"kind": "regex", "pattern": r"Answer:\s*(-?\d+)"},
+        },
+        {"kind": "output", "value": "solve"},
+    ],
+}
+
+
+def graph_gepa_setup() -> Setup:
+    from test_gepa_support import word_problems
+
+    from emery.lm import FakeLM
+    from emery.systems.graph.spec import GraphConfig
+    from emery.systems.graph.system import GraphSystem
+    from emery.verifiers.config import VerifierConfig, build_verifier
+
+    data = word_problems(n_train=6, n_val=4, n_test=2)
+    gold = {str(e.input["question"]): int(e.expected) for e in data}
+
+    def solve(messages: Sequence[ChatMessage]) -> str:
+        question = messages[-1]["content"].split("\n")[0].removeprefix("Problem: ")
+        careful = "carefully" in next((m["content"] for m in messages), "")
+        return f"Answer: {gold.get(question, 0) + (0 if careful else 1)}"
+
+    rewrite = "```\nSolve the problem carefully. End with 'Answer: <number>'.\n```"
+    return Setup(
+        algorithm="graph_gepa",
+        settings={"max_iterations": 3, "stop_when_perfect": False, "skip_perfect": False},
+        system=lambda: GraphSystem(GraphConfig.model_validate(GRAPH)),
+        dataset=data,
+        verifier=build_verifier(VerifierConfig(kind="numeric")),
+        models=lambda: {
+            "task": FakeLM(solve, model="fake/task"),
+            "reflection": FakeLM(lambda _: rewrite, model="fake/proposer"),
+        },
+    )
+
+
+async def test_graph_gepa_stops_at_a_reflection_call_past_the_limit() -> None:
+    await check_cut_at(graph_gepa_setup(), "reflection")
+
+
 def apo_setup() -> Setup:
     import test_apo_support as apo
 
@@ -283,10 +333,10 @@ def mipro_setup() -> Setup:
     from emery.systems.prompt_program import PromptProgram
     from emery.verifiers.config import build_verifier
 
-    data = mipro.dataset(n_train=10, n_val=8)
+    data = mipro.dataset(n_train=6, n_val=6)
     return Setup(
         algorithm="mipro",
-        settings={"num_trials": 4, "num_instructions": 3, "max_bootstrapped_demos": 1},
+        settings={"num_trials": 2, "num_instructions": 2, "max_bootstrapped_demos": 1},
         system=lambda: PromptProgram(mipro.TASK.program),
         dataset=data,
         verifier=build_verifier(mipro.TASK.verifier),
