@@ -68,10 +68,8 @@ def create(
         runtime={"workdir": str(tmp_path / ".emery")},
         name=name,
         workdir=tmp_path / ".emery",
+        warm_start=warm_start,
     )
-    job = config.job.model_copy(update={"warm_start": warm_start})
-    config = config.model_copy(update={"job": job})
-    given["job"]["warm_start"] = warm_start
     record = create_job(store, config, given=given, inputs=inputs, name=name)
     assert run_job(store, record.id, inputs=inputs).state == "succeeded"
     return record.id

@@ -155,9 +155,12 @@ def optimize_config(
     name: str | None,
     workdir: Path,
     tracking: Mapping[str, Any] | None = None,
+    warm_start: str | None = None,
 ) -> tuple[JobConfig, dict[str, Any], JobInputs]:
     """(the config, the config as a dict, the objects passed in-process)."""
     data: dict[str, Any] = {"job": _job_section(algorithm, seed, name, budget)}
+    if warm_start is not None:
+        data["job"]["warm_start"] = warm_start
     inputs = JobInputs()
     system_section = _system_section(system, inputs)
     if system_section is not None:

@@ -266,6 +266,7 @@ def optimize(
     on_event: Callable[[Event], None] | None = None,
     progress: bool = True,
     tracking: Mapping[str, Any] | None = None,
+    warm_start: str | None = None,
 ) -> JobResult:
     """Optimize ``system`` on ``dataset`` in one call and return the result.
 
@@ -277,7 +278,9 @@ def optimize(
     ``"local/qwen2.5-coder-0.5b"``, an LMConfig or an LM object. ``settings`` are the
     algorithm's ``[algorithm.<name>]`` settings. ``progress``: print each event and, every
     few seconds, the running batch's progress to stderr (``on_event`` hears events too).
-    ``tracking``: the ``[tracking]`` settings, e.g. ``{"mlflow": True}``.
+    ``tracking``: the ``[tracking]`` settings, e.g. ``{"mlflow": True}``. ``warm_start``:
+    an earlier job on the same system (id or name) whose candidates start the search,
+    rescored on this val (``[job] warm_start``).
     """
     opened = store if store is not None and not isinstance(store, str) else open_store(store)
     workdir = Path((runtime or {}).get("workdir", ".emery"))
@@ -295,6 +298,7 @@ def optimize(
         name=name,
         workdir=workdir,
         tracking=tracking,
+        warm_start=warm_start,
     )
     record = manage.create_job(opened, config, given=given, name=name, inputs=inputs)
     job = Job(opened, record.id, inputs=inputs)
