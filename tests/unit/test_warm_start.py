@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import test_apo_support as apo_support
 import test_mipro_support as mipro_support
+from test_apo_resume import fingerprint, varied_reflection
 from test_gepa_resume import checkpoint, known_results, restore_candidates, summary
 from test_gepa_support import FORMAT_RULE, RULES, run_gepa, task_lm, word_problem_context
 
@@ -267,3 +268,32 @@ async def test_mipro_killed_after_the_warm_step_resumes_exactly() -> None:
     assert any(t.candidate_id == state.warm[0].candidate.id for t in full.state.trials)
     assert resumed.state.model_dump() == full.state.model_dump()
     assert mipro_support.event_kinds(first + rest) == mipro_support.event_kinds(full_records)
+
+
+async def test_apo_killed_after_the_warm_step_resumes_exactly() -> None:
+    apo_settings = {"rounds": 2, "beam_width": 2, "branch_factor": 2, "val_batch_size": 4}
+
+    def context(**kwargs: Any) -> Any:
+        return apo_support.context(varied_reflection(), **kwargs)
+
+    full_ctx = context()
+    full_ctx.warm = warm(full_ctx, apo_support.HALF)
+    full, full_records = await apo_support.run(full_ctx, Apo(apo_support.settings(**apo_settings)))
+    killed_ctx = context()
+    killed_ctx.warm = warm(killed_ctx, apo_support.HALF)
+    _, first = await apo_support.run(
+        killed_ctx, Apo(apo_support.settings(**apo_settings)), should_stop=lambda: "stop"
+    )
+    state = ApoState.model_validate_json(first[-1].state.model_dump_json())
+    resumed_ctx = context(
+        known=apo_support.stored_results(first), budget_usage=first[-1].budget
+    )  # no warm start: the engine loads it only for the first step
+    resumed, rest = await apo_support.run(
+        resumed_ctx, Apo(apo_support.settings(**apo_settings)), state=state
+    )
+
+    assert len(first) == 1
+    assert len(full_records) > 2
+    assert full_ctx.warm.candidates[0].id in state.pool
+    assert resumed.state == full.state
+    assert fingerprint(first + rest) == fingerprint(full_records)
