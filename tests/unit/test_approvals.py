@@ -8,6 +8,10 @@ it waits (the job then reads the decision at its next poll), so no test sleeps.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sqlite3
+import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +31,7 @@ from emery.evaluation.budget import BudgetConfig
 from emery.jobs import create_job
 from emery.jobs.engine import JobEngine
 from emery.lm import FakeLM
-from emery.store import MemoryStore
+from emery.store import MemoryStore, SQLiteStore
 from emery.store.sql import SqlStore
 from emery.store.states import NotFound
 
@@ -176,6 +180,66 @@ def test_a_job_stopped_while_it_waits_waits_again_when_resumed(tmp_path: Path) -
     assert job.state == "succeeded"
     assert store.get_approval(waiting.id).applied
     assert store.list_approvals(job_id)[0].id == waiting.id
+
+
+@pytest.mark.slow
+def test_a_job_killed_while_it_waits_waits_again_when_resumed(tmp_path: Path) -> None:
+    path = tmp_path / "emery.db"
+    store = SQLiteStore(path)
+    job_id = approval_job(store, tmp_path)
+    worker = subprocess.Popen(
+        js.worker_command(job_id, str(path)),
+        env=js.worker_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        (waiting,) = js.wait_until(lambda: store.list_approvals(job_id), timeout=60)
+        os.kill(worker.pid, signal.SIGKILL)
+        assert worker.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        worker.kill()
+    killed = store.get_job(job_id)
+    assert (killed.state, killed.best_candidate_id) == ("running", waiting.current_id)
+    asked: list[str] = []
+
+    def person(a: Approval) -> None:
+        asked.append(a.id)
+        store.decide_approval(a.id, "approve")
+
+    job = run(store, job_id, person)
+    assert job.state == "succeeded"
+    assert asked[0] == waiting.id  # the same request, asked again after the kill
+    assert store.get_approval(waiting.id).applied
+
+
+def test_a_decision_made_while_the_job_is_paused_is_applied_when_it_resumes(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore()
+    job_id = approval_job(store, tmp_path)
+    engine = JobEngine(store, job_id, poll_s=0.001)
+    engine.on_note = lambda text: text.startswith("waiting") and engine.request("pause")
+    assert asyncio.run(engine.run()).state == "paused"
+    (waiting,) = store.list_approvals(job_id)
+    store.decide_approval(waiting.id, "reject", reason=REASON)
+    asked: list[str] = []
+    job = run(store, job_id, lambda a: asked.append(a.id) or store.decide_approval(a.id, "approve"))
+    assert job.state == "succeeded"
+    assert waiting.id not in asked  # applied at once, not asked again
+    assert store.get_approval(waiting.id).applied
+    assert job.best_candidate_id != waiting.candidate_id
+
+
+def test_an_older_store_gains_the_approvals_table_when_opened(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    SQLiteStore(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE approvals")
+    store = SQLiteStore(path)
+    assert store.list_approvals() == []
+    store.add_approval(Approval(id="a1", job_id="j", kind="best", candidate_id="c"))
+    assert [a.id for a in store.list_approvals("j", status="pending")] == ["a1"]
 
 
 def test_a_decided_request_cannot_be_decided_again_and_bad_ids_are_one_line() -> None:
