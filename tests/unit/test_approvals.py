@@ -27,6 +27,7 @@ from emery.config import parse_config
 from emery.core.approvals import ACTIONS, Approval
 from emery.core.errors import ConfigError, IllegalTransition
 from emery.core.models import ChatMessage
+from emery.core.results import ExampleResult
 from emery.evaluation.budget import BudgetConfig
 from emery.jobs import create_job
 from emery.jobs.engine import JobEngine
@@ -287,6 +288,36 @@ def test_gepa_adopts_an_edit_into_its_pool() -> None:
     assert child_id is not None
     assert outcome.state.has(child_id)  # in the pool, scored on every val example
     assert len(outcome.state.entry(child_id).val_scores) == len(dataset.val)
+
+
+def test_gepa_shows_the_reasons_when_it_asks_for_a_new_module() -> None:
+    from harness_support import RETRYING, flaky_store, lookup_examples, lookup_reply
+
+    from emery.algorithms.code_proposals import CodeProposals
+    from emery.algorithms.context import build_search_context
+    from emery.algorithms.gepa.propose import Proposer
+    from emery.algorithms.gepa.settings import GepaSettings
+    from emery.systems.harness.code import SEED_CODE
+
+    system, dataset = flaky_store()
+    reflection = FakeLM([], default=f"```python\n{RETRYING}```", model="fake/reflection")
+    lms = {"task": FakeLM(lookup_reply, model="fake/lookup"), "reflection": reflection}
+    ctx = build_search_context(system=system, dataset=dataset, verifier=None, lms=lms)
+    ctx.reviewer_notes.append(REASON)
+    examples = lookup_examples(1, "k")
+    failed = [ExampleResult(candidate_id="c", example_id="k-0", score=0.0, feedback="busy")]
+    asyncio.run(
+        Proposer(GepaSettings()).propose_module(
+            ctx,
+            CodeProposals(system, "lookups"),
+            iteration=1,
+            component="code",
+            current=SEED_CODE,
+            examples=examples,
+            results=failed,
+        )
+    )
+    assert REASON in reflection.calls[0][-1]["content"]
 
 
 class ScriptedGate:

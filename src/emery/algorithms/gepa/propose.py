@@ -181,7 +181,9 @@ class Proposer:
         """A whole new module for ``component``; a reply the system's check refuses (it does
         not compile, defines no ``run``) or that repeats the module is an invalid proposal
         (an event with the reason) and is asked again, told the reason."""
-        messages = code.rewrite_messages(current, examples, results)
+        messages = with_reviewer_notes(
+            code.rewrite_messages(current, examples, results), ctx.reviewer_notes
+        )
         proposal = Proposal(component, text=None, prompt=messages[0]["content"], style="standard")
 
         def report(attempt: int, module: ModuleReply) -> None:
