@@ -26,6 +26,7 @@ from emery.config import parse_config
 from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage, Dataset, Example
 from emery.evaluation.budget import BudgetConfig, BudgetExhausted
+from emery.evaluation.service import eval_key
 from emery.lm.base import LM, Completion
 from emery.lm.cache import CachedLM, ResponseCache
 from emery.lm.usage import MeteredLM, RoleUsage, UsageMeter
@@ -89,7 +90,10 @@ def context(
     meter: UsageMeter,
     budget: BudgetConfig,
     cache: ResponseCache | None = None,
+    resume: Sequence[StepRecord] = (),
 ) -> SearchContext:
+    """The search context of ``setup``, continuing from the committed steps ``resume`` as
+    the engine does (their results known, their spending and candidates restored)."""
     lms: dict[str, LM] = {}
     for role, lm in setup.models().items():
         logged: LM = Logged(lm, role, log)
@@ -97,7 +101,7 @@ def context(
     verifier: Verifier = setup.verifier
     if "judge" in lms:
         verifier = Judged(verifier, lms.pop("judge"))
-    return build_search_context(
+    ctx = build_search_context(
         system=setup.system(),
         dataset=setup.dataset,
         verifier=verifier,
@@ -105,16 +109,28 @@ def context(
         budget=budget,
         meter=meter,
         concurrency=1,
+        known={
+            eval_key(r.candidate_id, r.example_id, r.split): r
+            for record in resume
+            for r in record.results
+        },
+        budget_usage=resume[-1].budget.model_copy(deep=True) if resume else None,
     )
+    for record in resume:
+        ctx.candidates.update((c.id, c) for c in record.candidates)
+    return ctx
 
 
 async def run(
-    setup: Setup, lm_tokens: int | None = None, cache: ResponseCache | None = None
+    setup: Setup,
+    lm_tokens: int | None = None,
+    cache: ResponseCache | None = None,
+    records: list[StepRecord] | None = None,
 ) -> tuple[CallLog, UsageMeter, list[StepRecord], str]:
     log, meter = CallLog(), UsageMeter()
     budget = BudgetConfig.model_validate({**setup.budget, "lm_tokens": lm_tokens})
     ctx = context(setup, log, meter, budget, cache)
-    records: list[StepRecord] = []
+    records = [] if records is None else records
 
     async def keep(record: StepRecord) -> None:
         records.append(record)
@@ -125,14 +141,14 @@ async def run(
     return log, meter, records, outcome.reason
 
 
-def mid_step_call(log: CallLog, role: str) -> int:
-    """The index of the first ``role`` call after the start with more calls after it in
-    its step."""
-    for start, end in zip(log.commits, log.commits[1:], strict=False):
+def mid_step_call(log: CallLog, *roles: str, step: int = 1) -> int:
+    """The index of the first call of one of ``roles`` in step ``step`` or later (the start
+    is step 0) with more calls after it in its step."""
+    for start, end in list(zip(log.commits, log.commits[1:], strict=False))[step - 1 :]:
         for index in range(start, end - 1):
-            if log.calls[index][0] == role:
+            if log.calls[index][0] in roles:
                 return index
-    raise AssertionError(f"no {role} call in the middle of a step: {log.calls}")
+    raise AssertionError(f"no {roles} call in the middle of a step: {log.calls}")
 
 
 async def limit_at(setup: Setup, role: str) -> tuple[int, int, CallLog, list[StepRecord]]:
@@ -209,6 +225,72 @@ async def test_a_warm_lm_cache_stops_the_search_where_a_cold_one_did(tmp_path: P
 
 
 ASK = "Improve this instruction:\n```\nSolve the problem.\n```"
+
+
+class Killed(Exception):
+    """The process dies here (a SIGKILL, as far as the search can tell)."""
+
+
+class KillAt(LMWrapper):
+    """Raises ``Killed`` instead of its ``at``-th call (a count shared through ``count``)."""
+
+    def __init__(self, inner: LM, count: list[int], at: int) -> None:
+        super().__init__(inner)
+        self.count, self.at = count, at
+
+    async def _call(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Completion:
+        self.count[0] += 1
+        if self.count[0] == self.at:
+            raise Killed()
+        return await self.inner.complete(messages, **params)
+
+
+async def test_a_run_killed_mid_step_resumes_to_where_the_token_limit_ended_it(
+    tmp_path: Path,
+) -> None:
+    """Killed in the middle of a step with the LM cache on, then resumed from its last
+    checkpoint (stored results, spending and usage; the cache keeps the calls made before
+    the kill): the search stops at the same call of the same step as an uninterrupted one."""
+    setup = gepa_setup()
+    reference, _, _, _ = await run(setup)
+    late = mid_step_call(reference, "reflection")
+    limit = sum(tokens for _, tokens in reference.calls[: late + 1])
+    _, full_meter, full_records, full_reason = await run(
+        setup, lm_tokens=limit, cache=ResponseCache(tmp_path / "full.db")
+    )
+
+    cache, count = ResponseCache(tmp_path / "killed.db"), [0]
+    models = setup.models
+    killing = Setup(  # killed as the first step asks for its reflection
+        **{
+            **setup.__dict__,
+            "models": lambda: {
+                role: KillAt(lm, count, 1) if role == "reflection" else lm
+                for role, lm in models().items()
+            },
+        }
+    )
+    first: list[StepRecord] = []
+    with pytest.raises(Killed):
+        await run(killing, lm_tokens=limit, cache=cache, records=first)
+    assert len(first) == 1  # the start
+
+    meter = UsageMeter(dict(first[-1].usage))
+    budget = BudgetConfig(lm_tokens=limit)
+    ctx = context(setup, CallLog(), meter, budget, cache, resume=first)
+    second: list[StepRecord] = []
+
+    async def keep(record: StepRecord) -> None:
+        second.append(record)
+
+    algorithm = build_algorithm(setup.algorithm, setup.settings)
+    state = type(first[-1].state).model_validate_json(first[-1].state.model_dump_json())
+    outcome = await run_search(algorithm, ctx, state=state, on_step=keep)
+
+    assert outcome.reason == full_reason == f"lm_tokens: {limit} of {limit} used"
+    assert [r.state for r in first + second] == [r.state for r in full_records]
+    assert sum(u.budget_tokens for u in meter.by_role().values()) == limit
+    assert full_meter.total().budget_tokens == limit
 
 
 class Swallowing:
