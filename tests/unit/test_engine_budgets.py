@@ -11,6 +11,7 @@ import pytest
 from emery.config import parse_config
 from emery.core.events import Event
 from emery.jobs import JobEngine, create_job, run_job
+from emery.lm.usage import RoleUsage
 from emery.store import MemoryStore
 from emery.store.records import JobRecord
 from emery.store.sql import SqlStore
@@ -54,11 +55,16 @@ def test_metric_calls(tmp_path: Path) -> None:
 
 
 def test_lm_tokens(tmp_path: Path) -> None:
-    _store, job = run(tmp_path, {"lm_tokens": 600})
+    store, job = run(tmp_path, {"lm_tokens": 600})
     assert (job.stop_reason or "").startswith("lm_tokens")
     result = job.result or {}
-    used = sum(u["prompt_tokens"] + u["completion_tokens"] for u in result["usage"].values())
+    usage = [RoleUsage.model_validate(u) for u in result["usage"].values()]
+    used = sum(u.budget_tokens for u in usage)
     assert used >= 600
+    [line] = store.list_events(job.id, kinds=["budget_planned"])
+    assert line.data["summary"].startswith("budget: 600 LM tokens over task, reflection,")
+    report = Path(result["files"]["report"]).read_text()
+    assert f"  LM tokens {used} of 600, all roles together (" in report
 
 
 def test_lm_cost(tmp_path: Path) -> None:
