@@ -1,16 +1,12 @@
-"""GRPO over an agent's credited calls (``training.agent_grpo``) on a tiny random Llama.
-
-The agent makes two LM calls per episode in a scripted environment: the first call's
-completion is an action, the environment answers with an observation token, the second
-call's prompt is the first's with the action and the observation appended. An episode whose
-two completions are A's is rewarded 1, one whose completions are B's 0.
-"""
+"""GRPO over an agent's credited calls (``training.agent_grpo``) on a tiny random Llama,
+with the scripted two-call agent of ``agent_grpo_support``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from agent_grpo_support import TARGETS, A, episode, rollouts, tiny_llama
 
 from emery.config.schema import LoRASection
 from emery.core.trajectories import CreditedCall
@@ -28,12 +24,6 @@ torch = pytest.importorskip("torch", reason="the train extra: pip install 'emery
 pytest.importorskip("peft")
 pytest.importorskip("transformers")
 
-A = ([5, 6, 7], [8, 9])
-B = ([10, 11, 12], [13, 14])
-OBSERVATION = {5: 15, 10: 16}
-"""The environment's answer to the first action token."""
-TASKS = {"g1": [1, 2, 3], "g2": [1, 4]}
-
 
 @pytest.fixture(autouse=True)
 def _one_thread() -> Any:
@@ -44,67 +34,25 @@ def _one_thread() -> Any:
     torch.set_num_threads(threads)
 
 
-def _row(
-    group: str, episode: str, position: int, reward: float, completion: list[int] | None = None
-) -> CreditedCall:
+def _row(group: str, episode_id: str, position: int, reward: float) -> CreditedCall:
     return CreditedCall(
         group_id=group,
-        episode_id=episode,
+        episode_id=episode_id,
         position=position,
-        span_id=f"{episode}-{position}",
+        span_id=f"{episode_id}-{position}",
         prompt_token_ids=[1],
-        completion_token_ids=completion or [2],
+        completion_token_ids=[2],
         reward=reward,
     )
 
 
-def _episode(group: str, episode: str, actions: tuple[list[int], list[int]]) -> list[CreditedCall]:
-    """Two calls of the scripted agent; reward 1 when it played A."""
-    reward = 1.0 if actions == A else 0.0
-    first_prompt = TASKS[group]
-    second_prompt = first_prompt + actions[0] + [OBSERVATION[actions[0][0]]]
-    return [
-        CreditedCall(
-            group_id=group,
-            episode_id=episode,
-            position=position,
-            span_id=f"{episode}-{position}",
-            prompt_token_ids=prompt,
-            completion_token_ids=completion,
-            reward=reward,
-        )
-        for position, (prompt, completion) in enumerate(
-            [(first_prompt, actions[0]), (second_prompt, actions[1])]
-        )
-    ]
-
-
-def _rollouts() -> list[CreditedCall]:
-    rows: list[CreditedCall] = []
-    for group in TASKS:
-        for n, actions in enumerate([A, B, A, B]):
-            rows += _episode(group, f"{group}-e{n}", actions)
-    return rows
-
-
 def _policy() -> Any:
     from peft import get_peft_model
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     from emery.training.trainer import lora_config
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=20,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=32,
-    )
-    settings = LoRASection(lora_r=4, lora_alpha=8, target_modules=("q_proj", "v_proj"))
-    return get_peft_model(LlamaForCausalLM(config), lora_config(settings))
+    settings = LoRASection(lora_r=4, lora_alpha=8, target_modules=TARGETS)
+    return get_peft_model(tiny_llama(), lora_config(settings))
 
 
 def _logp(model: Any, rows: list[CreditedCall]) -> float:
@@ -138,7 +86,7 @@ def test_advantage_is_relative_to_the_group_and_weighs_episodes_equally() -> Non
 @pytest.mark.parametrize("recorded", [False, True], ids=["on-policy", "sampled-logprobs"])
 def test_grpo_step_moves_the_adapter_towards_the_rewarded_calls(recorded: bool) -> None:
     model = _policy()
-    rows = _rollouts()
+    rows = rollouts()
     if recorded:
         rows = _recorded(model, rows)
     rewarded = [r for r in rows if r.reward == 1.0]
@@ -161,7 +109,7 @@ def test_grpo_step_moves_the_adapter_towards_the_rewarded_calls(recorded: bool) 
 
 def test_zero_variance_groups_give_no_advantage_and_no_update() -> None:
     model = _policy()
-    rows = [r for n in range(3) for r in _episode("g1", f"e{n}", A)]
+    rows = [r for n in range(3) for r in episode("g1", f"e{n}", A)]
     assert group_advantages(rows) == [0.0] * len(rows)
     weights = [p.detach().clone() for p in model.parameters() if p.requires_grad]
     stats = grpo_step(model, make_optimizer(model, 1e-2), rows, GRPOSettings())
@@ -174,18 +122,25 @@ def test_zero_variance_groups_give_no_advantage_and_no_update() -> None:
 
 def test_kl_to_the_reference_is_zero_before_an_update_and_positive_after() -> None:
     model = _policy()
-    rows = _rollouts()
+    rows = rollouts()
     assert kl_to_reference(model, rows) == 0.0
     grpo_step(model, make_optimizer(model, 1e-2), rows, GRPOSettings(beta=0.0))
     assert kl_to_reference(model, rows) > 0.0
     # the reference pass leaves the adapter switched on
-    assert kl_to_reference(model, rows) > 0.0
+    drifted = kl_to_reference(model, rows)
+    assert drifted > 0.0
+    # a step without signal takes no update but still measures the KL
+    flat = [r for n in range(2) for r in episode("g1", f"flat{n}", A)]
+    stats = grpo_step(model, make_optimizer(model, 1e-2), flat, GRPOSettings())
+    assert not stats.updated
+    assert stats.kl == pytest.approx(kl_to_reference(model, flat))
+    assert stats.kl > 0.0
 
 
 def test_rows_that_cannot_be_scored_are_refused() -> None:
     model = _policy()
     optimizer = make_optimizer(model, 1e-2)
-    bad = _rollouts()
+    bad = rollouts()
     bad[0] = bad[0].model_copy(update={"completion_logprobs": [-1.0]})
     with pytest.raises(ValueError, match="1 log-probabilities for 3 completion tokens"):
         grpo_step(model, optimizer, bad, GRPOSettings())

@@ -69,7 +69,8 @@ class StepStats(BaseModel):
     """The mean over episodes of each episode's mean credited reward."""
     loss: float
     kl: float
-    """Mean per-token KL to the reference model, measured before the update."""
+    """Mean per-token KL to the reference model, measured before the update (also when
+    the step takes none)."""
     clipped_fraction: float
     """Share of tokens whose importance ratio was clipped."""
     updated: bool
@@ -149,16 +150,22 @@ def reference_logprobs(model: Any, rows: Sequence[CreditedCall], temperature: fl
         return completion_logprobs(model, rows, temperature)
 
 
-def kl_to_reference(model: Any, rows: Sequence[CreditedCall], temperature: float = 1.0) -> float:
+def kl_to_reference(
+    model: Any, rows: Sequence[CreditedCall], temperature: float = 1.0, micro_batch: int = 4
+) -> float:
     """The mean per-token KL estimate of ``model`` to its reference on ``rows``' completions."""
     torch = import_torch()
-    rows = trainable_rows(rows)
-    with torch.no_grad():
-        policy = completion_logprobs(model, rows, temperature)
-    reference = reference_logprobs(model, rows, temperature)
-    kl = [_per_token_kl(torch, p, r).sum() for p, r in zip(policy, reference, strict=True)]
-    tokens = sum(len(p) for p in policy)
-    return float(sum(kl) / tokens) if tokens else 0.0
+    total = 0.0
+    tokens = 0
+    for batch in _batches([(row, 0.0) for row in trainable_rows(rows)], micro_batch):
+        batch_rows = [row for row, _ in batch]
+        with torch.no_grad():
+            policy = completion_logprobs(model, batch_rows, temperature)
+        reference = reference_logprobs(model, batch_rows, temperature)
+        for p, r in zip(policy, reference, strict=True):
+            total += float(_per_token_kl(torch, p, r).sum())
+            tokens += len(p)
+    return total / tokens if tokens else 0.0
 
 
 def trainable_rows(rows: Sequence[CreditedCall]) -> list[CreditedCall]:
@@ -197,7 +204,8 @@ def grpo_step(
         "mean_reward": mean_episode_reward(all_rows),
     }
     if not signal_groups or tokens == 0:
-        return StepStats(**stats, loss=0.0, kl=0.0, clipped_fraction=0.0, updated=False)
+        kl = kl_to_reference(model, all_rows, settings.temperature, settings.micro_batch)
+        return StepStats(**stats, loss=0.0, kl=kl, clipped_fraction=0.0, updated=False)
     model.train()
     optimizer.zero_grad(set_to_none=True)
     loss_sum = kl_sum = clipped = 0.0
