@@ -32,6 +32,7 @@ from emery.lm.cache import CachedLM, ResponseCache
 from emery.lm.usage import MeteredLM, RoleUsage, UsageMeter
 from emery.lm.wrapper import LMWrapper
 from emery.reports.event_text import describe_event
+from emery.reports.html_report import ReportData, render_html
 from emery.reports.report import render_report
 from emery.reports.results import JobResult
 from emery.systems.base import System
@@ -448,7 +449,22 @@ async def test_the_budget_line_comes_before_the_plan_and_names_every_limit() -> 
 
 
 def test_the_report_shows_lm_spending_against_the_limits_by_role() -> None:
-    result = JobResult(
+    result = spent_result()
+    lines = render_report(result).splitlines()
+    assert (
+        "  LM tokens 1290 of 1200, all roles together (judge 130, reflection 360, task 800;"
+        " 30 answered from the cache)"
+    ) in lines
+    assert (
+        "  LM cost $0.0130 of $0.5, all roles together (judge $0.0030, reflection $0.0000,"
+        " task $0.0100)"
+    ) in lines
+    page = render_html(ReportData(result, [], [], {}, {}))
+    assert "· LM tokens 1290 of 1200 · LM cost $0.0130 of $0.5</p>" in page
+
+
+def spent_result() -> JobResult:
+    return JobResult(
         job_id="j-1",
         name="roles",
         kind="optimize",
@@ -469,15 +485,6 @@ def test_the_report_shows_lm_spending_against_the_limits_by_role() -> None:
                 cached_cost_usd=0.001,
             ),
         },
-    )
-    lines = render_report(result).splitlines()
-    assert (
-        "  LM tokens 1290 of 1200, all roles together (judge 130, reflection 360, task 800;"
-        " 30 answered from the cache)" in lines
-    )
-    assert (
-        "  LM cost $0.0130 of $0.5, all roles together (judge $0.0030, reflection $0.0000,"
-        " task $0.0100)" in lines
     )
 
 

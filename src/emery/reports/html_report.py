@@ -276,8 +276,24 @@ def _usage(r: JobResult) -> list[str]:
         f"<p>metric calls {b.metric_calls}"
         + (f" of {r.limits.metric_calls}" if r.limits.metric_calls is not None else "")
         + f" · proposals {b.proposals} · iterations {b.iterations}"
-        + f" · search time {b.wall_time_s:.0f}s</p>",
+        + f" · search time {b.wall_time_s:.0f}s"
+        + _lm_spent(r)
+        + "</p>",
     ]
+
+
+def _lm_spent(r: JobResult) -> str:
+    """`` · LM tokens 1290 of 1200 · LM cost $0.0130 of $0.5``: every role together,
+    cache hits at what they first took (what the LM limits count)."""
+    tokens = sum(u.budget_tokens for u in r.usage.values())
+    text = f" · LM tokens {tokens}" + (
+        f" of {r.limits.lm_tokens}" if r.limits.lm_tokens is not None else ""
+    )
+    cost = sum(u.budget_cost_usd for u in r.usage.values())
+    if cost or r.limits.lm_cost_usd is not None:
+        limit = r.limits.lm_cost_usd
+        text += f" · LM cost ${cost:.4f}" + (f" of ${limit:g}" if limit is not None else "")
+    return _e(text)
 
 
 def write_html(data: ReportData, path: Path) -> Path:
