@@ -9,16 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from training_support import ScriptedTrainer, scripted_kinds
 
-from emery.config.schema import RLSection
-from emery.core.errors import EmeryError
+from emery.config.schema import JobConfig, RLSection
+from emery.core.errors import ConfigError, EmeryError
 from emery.core.models import Example
+from emery.jobs.manage import create_job
 from emery.lm import FakeLM, LMConfig
 from emery.store import MemoryStore
 from emery.systems.function_agent import FunctionAgent, agent
 from emery.systems.registry import build_system, parse_system_config
 from emery.training.agent_episodes import AgentEpisodes
-from emery.training.rl_job import trains_an_agent
+from emery.training.rl_job import agent_episodes, trains_an_agent
 from emery.verifiers import ExactMatch
 
 EXAMPLES = [Example(id=f"e{i}", input={"question": f"q{i}"}, expected="right") for i in range(6)]
@@ -115,3 +117,30 @@ def test_an_rl_job_trains_every_system_but_a_prompt_program_as_an_agent() -> Non
     assert trains_an_agent(FunctionAgent(plan_then_answer))
     with pytest.raises(EmeryError, match="needs examples"):
         _episodes(Path("."), [], examples=[])
+
+
+def _agent_config(**dataset: Any) -> JobConfig:
+    return JobConfig.model_validate(
+        {
+            "job": {"type": "rl"},
+            "rl": {"max_steps": 2},
+            "system": {"kind": "function_agent", "agent": "test_agent_episodes:plan_then_answer"},
+            "dataset": {"task": "word_problems", "n_train": 4, "n_val": 0, "n_test": 2} | dataset,
+            "lm": {"task": {"model": "local/smollm2-135m"}},
+        }
+    )
+
+
+def test_an_rl_job_on_a_function_agent_is_stored_and_one_without_examples_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    scripted_kinds(monkeypatch, tmp_path, ScriptedTrainer())
+    store = MemoryStore()
+    job = create_job(store, _agent_config())
+    assert (job.kind, job.state) == ("rl", "created")
+    episodes = agent_episodes(store, _agent_config(), tmp_path, job.id)
+    assert episodes is not None
+    assert len(episodes.examples) == 4
+    with pytest.raises(ConfigError, match="no examples on train: nothing to train"):
+        create_job(store, _agent_config(n_train=0))
+    assert [j.id for j in store.list_jobs().items] == [job.id]
