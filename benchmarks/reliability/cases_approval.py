@@ -56,6 +56,15 @@ def approval_cases() -> list[Case]:
             "prompt name 'a b' must be 1-100 letters",
         ),
         train(
+            "config: job.approve on a fine-tuning job",
+            'approve applies to a prompt search, not a type = "sft" job',
+            job(
+                lm="",
+                extra='\n[job]\ntype = "sft"\napprove = "best"\n[sft]\n',
+                model="local/smollm2-135m",
+            ),
+        ),
+        train(
             "config: job.approve unknown",
             "job.approve",
             job(extra='\n[job]\napprove = "always"\n') + PROGRAM,

@@ -229,6 +229,12 @@ class JobSection(Section):
             raise ValueError(f'warm_start seeds a prompt search, not a type = "{self.type}" job')
         return self
 
+    @model_validator(mode="after")
+    def _approve_searches(self) -> JobSection:
+        if self.approve is not None and self.type != "prompt":
+            raise ValueError(f'approve applies to a prompt search, not a type = "{self.type}" job')
+        return self
+
     def select_rule(self) -> SelectRule:
         """The ``select`` setting as a rule object."""
         return parse_select(self.select, self.objectives)
