@@ -80,6 +80,17 @@ def test_the_api_shows_a_request_beside_the_best_and_takes_one_decision(
     bad_edit = api.post(url, json={"action": "edit", "edited": {"nope": "x"}})
     assert (bad_edit.status_code, "no component 'nope'" in bad_edit.json()["detail"]) == (400, True)
     assert api.post("/api/approvals/nope", json={"action": "approve"}).status_code == 404
+    (name, text), *_ = review["candidate"]["components"].items()
+    for body, message in [
+        ({"action": "edit", "text": " "}, f"the edited text of {name!r} is empty"),
+        (
+            {"action": "edit", "text": text},
+            "the edit changes nothing: approve the candidate instead",
+        ),
+        ({"action": "approve", "text": "x"}, "only an edit takes new text, not approve"),
+    ]:
+        refused = api.post(url, json=body)
+        assert (refused.status_code, refused.json()["detail"]) == (400, message)
     assert waiting.store.get_approval(waiting.approval_id).status == "pending"
     # One decision; a second one is refused.
     decided = api.post(url, json={"action": "reject", "reason": "  too wordy "}).json()
