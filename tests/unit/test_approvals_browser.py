@@ -65,6 +65,10 @@ def test_reject_then_approve_from_the_dashboard(
     config = js.search_config(tmp_path / ".emery", iterations=8)
     config["job"]["approve"] = "best"
     job_id = post(f"{url}/api/jobs", {"config": config})["id"]
+    page.goto(f"{url}/")
+    badge = page.locator(f"tr[data-job='{job_id}'] [data-waiting]")
+    badge.wait_for()  # the jobs page follows the job's events
+    assert badge.inner_text() == "waiting for approval (1)"
     page.goto(f"{url}/#/jobs/{job_id}")
 
     first = page.locator("#approvals .approval").first

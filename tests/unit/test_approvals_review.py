@@ -61,6 +61,7 @@ def test_the_api_shows_a_request_beside_the_best_and_takes_one_decision(
     waiting: Waiting,
 ) -> None:
     api = client(waiting.store)
+    assert api.get(f"/api/jobs/{waiting.job_id}").json()["pending_approvals"] == 1
     listed = api.get(f"/api/jobs/{waiting.job_id[:8]}/approvals").json()["approvals"]
     assert [a["id"] for a in listed] == [waiting.approval_id]
     review = api.get(f"/api/approvals/{waiting.approval_id}").json()
@@ -99,6 +100,7 @@ def test_the_api_shows_a_request_beside_the_best_and_takes_one_decision(
         "too wordy",
         False,  # the job applies it when it runs again
     )
+    assert api.get(f"/api/jobs/{waiting.job_id}").json()["pending_approvals"] == 0
     again = api.post(url, json={"action": "approve"})
     assert again.status_code == 409
     assert "already rejected" in again.json()["detail"]

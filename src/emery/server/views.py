@@ -29,11 +29,13 @@ def budget_limits(job: JobRecord) -> dict[str, Any]:
 
 def job_view(store: Store, job: JobRecord, *, full: bool = False) -> dict[str, Any]:
     """A job as JSON: its row (config and result only when ``full``), whether its run is
-    gone, and the budget used against the configured limits."""
+    gone, how many approval requests wait for a person, and the budget used against the
+    configured limits."""
     exclude = None if full else {"config", "resolved_config", "result"}
     view = job.model_dump(mode="json", exclude=exclude)
     checkpoint = store.get_checkpoint(job.id)
     view["stale"] = is_stale(job)
+    view["pending_approvals"] = len(store.list_approvals(job.id, status="pending"))
     view["budget"] = {
         "limits": budget_limits(job),
         "used": checkpoint.budget if checkpoint else {},

@@ -29,6 +29,8 @@ async function api(path, options) {
 const pct = (v) => (v === null || v === undefined ? "–" : `${(v * 100).toFixed(1)}%`);
 const short = (id) => (id ? id.slice(0, 10) : "–");
 const state = (s) => h("span", { class: `state ${s}`, "data-state": s }, s);
+const waitingBadge = (job) => (job.pending_approvals ? h("span", { class: "state waiting", "data-waiting": job.pending_approvals },
+  `waiting for approval (${job.pending_approvals})`) : null);
 
 function closeStreams() { for (const source of streams.values()) source.close(); streams.clear(); }
 
@@ -61,7 +63,7 @@ async function jobsPage(token) {
   const rows = answer.jobs.map((job) => h("tr", { class: "clickable", "data-job": job.id,
       onclick: () => { location.hash = `#/jobs/${job.id}`; } },
     h("td", {}, h("a", { href: `#/jobs/${job.id}` }, job.id)), h("td", {}, job.name),
-    h("td", {}, job.algorithm), h("td", {}, state(job.state)), h("td", {}, pct(job.baseline_score)),
+    h("td", {}, job.algorithm), h("td", {}, state(job.state), waitingBadge(job)), h("td", {}, pct(job.baseline_score)),
     h("td", { class: "best" }, pct(job.best_score)), h("td", {}, budgetBar(job)),
     h("td", { class: "muted" }, new Date(job.created_at).toLocaleString())));
   document.getElementById("view").replaceChildren(
