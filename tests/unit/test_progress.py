@@ -16,6 +16,7 @@ from emery.core.results import ExampleResult
 from emery.evaluation.budget import Budget, BudgetConfig
 from emery.evaluation.progress import BatchProgress
 from emery.evaluation.service import EvaluationService, eval_key
+from emery.lm.usage import UsageMeter
 from emery.reports.event_text import progress_line
 from emery.sdk.progress_text import ProgressLines
 from emery.store import MemoryStore
@@ -33,8 +34,10 @@ class ScriptedEvaluator:
     def __init__(self, broken: set[str]) -> None:
         self.broken = broken
 
-    async def evaluate(self, candidate, examples, split, *, on_result):  # type: ignore[no-untyped-def]
+    async def evaluate(self, candidate, examples, split, *, on_result, gate=None):  # type: ignore[no-untyped-def]
         for example in examples:
+            if gate is not None:
+                gate()
             error = "boom" if example.id in self.broken else None
             on_result(
                 ExampleResult(
@@ -54,7 +57,7 @@ async def test_the_service_reports_each_rollout_of_a_batch_and_counts_failures()
     prepaid = ExampleResult(candidate_id=candidate.id, example_id="e3", split="val", score=1.0)
     service = EvaluationService(
         ScriptedEvaluator({"e2"}),  # type: ignore[arg-type]
-        Budget(BudgetConfig(), None),  # type: ignore[arg-type]
+        Budget(BudgetConfig(), UsageMeter()),
         prepaid={eval_key(candidate.id, "e3", "val"): prepaid},
         on_progress=seen.append,
     )
@@ -81,7 +84,7 @@ async def test_a_failing_display_never_stops_the_evaluation() -> None:
 
     service = EvaluationService(
         ScriptedEvaluator(set()),  # type: ignore[arg-type]
-        Budget(BudgetConfig(), None),  # type: ignore[arg-type]
+        Budget(BudgetConfig(), UsageMeter()),
         on_progress=broken,
     )
     result = await service.evaluate(
