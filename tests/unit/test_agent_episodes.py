@@ -144,3 +144,34 @@ def test_an_rl_job_on_a_function_agent_is_stored_and_one_without_examples_refuse
     with pytest.raises(ConfigError, match="no examples on train: nothing to train"):
         create_job(store, _agent_config(n_train=0))
     assert [j.id for j in store.list_jobs().items] == [job.id]
+
+
+class RecordingLM(FakeLM):
+    """Records the sampling parameters of each call."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.params: list[dict[str, Any]] = []
+
+    async def complete(self, messages: Any, **params: Any) -> Any:
+        self.params.append(dict(params))
+        return await super().complete(messages, **params)
+
+
+@agent
+def greedy_and_long(task: dict[str, Any], lm: Any) -> str:
+    """Asks for greedy decoding and a long reply."""
+    reply: str = lm(f"talk about {task['question']}", temperature=0.0, max_tokens=100)
+    return reply
+
+
+def test_every_call_is_sampled_at_the_rl_temperature_and_cut_at_its_length(
+    tmp_path: Path,
+) -> None:
+    model = RecordingLM(lambda messages: "one two three four five six")
+    episodes = _episodes(tmp_path, [], system=FunctionAgent(greedy_and_long))
+    episodes.settings = RLSection(prompts_per_step=1, num_generations=2, max_completion_length=3)
+    episodes.model = lambda policy, step: model
+    rows = episodes.rows(1, None)
+    assert [len(r.completion_token_ids) for r in rows] == [3, 3]
+    assert {(p["temperature"], p["max_tokens"]) for p in model.params} == {(1.0, 3)}

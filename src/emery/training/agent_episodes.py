@@ -6,7 +6,9 @@ prompt program (a function agent, a task app, a code harness, a workflow). Step 
 step) and runs ``num_generations`` episodes of each through the ``Evaluator`` (its
 executor; in this process by default) on the local task model with the policy after step
 ``s - 1`` applied as its llama.cpp LoRA (written as GGUF), each call sampled at the
-``[rl]`` temperature, at most ``max_completion_length`` tokens, its tokens recorded
+``[rl]`` temperature and cut at ``max_completion_length`` tokens whatever the agent asks
+(``SamplingLM``: an agent asking for temperature 0 would make every episode of a group the
+same, and the tokens are the training rows' length), its tokens recorded
 (``record_tokens``), never cached. The rollouts and their spans are stored under the job;
 each episode's last attempt is read back from the store and turned into ``CreditedCall``
 rows by ``tracing.trajectories.credited_calls``: the group is the example, the episode's
@@ -19,18 +21,20 @@ import asyncio
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from emery.config.schema import RLSection
 from emery.core.errors import EmeryError
-from emery.core.models import Candidate, Example
+from emery.core.models import Candidate, ChatMessage, Example
 from emery.core.trajectories import CreditedCall
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.executor import Executor
-from emery.lm.base import LM
+from emery.lm.base import LM, Completion
 from emery.lm.catalog import installed_path
 from emery.lm.config import LMConfig, build_lm
 from emery.lm.local import LocalLM
 from emery.lm.usage import UsageMeter
+from emery.lm.wrapper import LMWrapper
 from emery.store.protocol import Store
 from emery.systems.base import System
 from emery.tracing.store_recorder import StoreRecorder, load_spans
@@ -42,6 +46,21 @@ POLICY_GGUF = "policy.gguf"
 
 PolicyModel = Callable[[Path | None, int], LM]
 """(the peft policy adapter or None, the step) → the model that samples the step's episodes."""
+
+
+class SamplingLM(LMWrapper):
+    """``inner`` sampled at ``temperature``, each reply cut at ``max_tokens`` tokens."""
+
+    def __init__(self, inner: LM, *, temperature: float, max_tokens: int) -> None:
+        super().__init__(inner)
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+
+    async def _call(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Completion:
+        asked = params.get("max_tokens")
+        params["max_tokens"] = self.max_tokens if asked is None else min(asked, self.max_tokens)
+        params["temperature"] = self.temperature
+        return await self.inner.complete(messages, **params)
 
 
 class AgentEpisodes:
@@ -128,7 +147,12 @@ class AgentEpisodes:
         )
 
     async def _episodes(self, step: int, model: LM) -> list[CreditedCall]:
-        lm = build_lm(self.lm, role="task", meter=UsageMeter(), cache=None, base=model)
+        sampled = SamplingLM(
+            model,
+            temperature=self.settings.temperature,
+            max_tokens=self.settings.max_completion_length,
+        )
+        lm = build_lm(self.lm, role="task", meter=UsageMeter(), cache=None, base=sampled)
         recorder = StoreRecorder(self.store, self.job_id)
         evaluator = Evaluator(
             self.system,
