@@ -320,6 +320,27 @@ def test_gepa_shows_the_reasons_when_it_asks_for_a_new_module() -> None:
     assert REASON in reflection.calls[0][-1]["content"]
 
 
+def test_an_edit_the_budget_cannot_score_is_applied_unscored() -> None:
+    from test_gepa_support import reflection_lm, word_problem_context, word_problems
+
+    dataset = word_problems()
+    ctx = word_problem_context(
+        dataset, budget=BudgetConfig(metric_calls=300), reflection=reflection_lm()
+    )
+    gate = ScriptedGate(["edit"])
+    gate.asked = lambda: setattr(ctx.budget.usage, "metric_calls", 300) or 0  # spent meanwhile
+    applied: list[Approval] = []
+
+    async def on_step(record: StepRecord) -> None:
+        applied.extend(a for a in record.approvals if a.applied)
+
+    outcome = asyncio.run(run_search(build_algorithm("gepa", {}), ctx, on_step=on_step, gate=gate))
+    (unscored,) = applied
+    assert (unscored.status, unscored.result) == ("edited", "not scored: the budget ran out")
+    assert outcome.state.best_candidate_id == unscored.current_id
+    assert not any(c.lineage.operation == EDIT for c in ctx.candidates.values())
+
+
 class ScriptedGate:
     """An in-memory gate whose person takes ``actions`` in turn (the last one repeats)."""
 
@@ -349,6 +370,7 @@ class ScriptedGate:
             self.prompts_before.append(self.asked())
         if action == "edit":
             decided = decided.model_copy(update={"edited": {"solve": self.EDIT_TEXT}})
+            self.asked()
         return decided
 
     def declined(self) -> list[Approval]:
