@@ -4,6 +4,7 @@ import circle between their modules, and a long module says why it is long."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Iterator
@@ -60,6 +61,7 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache
 def module_graph() -> dict[str, set[str]]:
     """Module → the modules of its own package it imports (``from a import b`` counts
     ``a.b`` when that is a module)."""
@@ -68,7 +70,7 @@ def module_graph() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = defaultdict(set)
     for path in paths:
         here = module_name(path)
-        for module, names, _ in imported_modules(ast.parse(path.read_text(), str(path))):
+        for module, names, _ in runtime_imports(path):
             targets = [f"{module}.{name}" for name in names if f"{module}.{name}" in known]
             for target in targets or [module]:
                 if (
@@ -88,13 +90,29 @@ def modules() -> list[Path]:
     return sorted(SRC.rglob("*.py"))
 
 
+@functools.cache
+def parsed(path: Path) -> tuple[str, ast.Module]:
+    """A module's text and syntax tree, read once per test process (every check reads all
+    of ``src/emery``)."""
+    text = path.read_text()
+    return text, ast.parse(text, str(path))
+
+
+@functools.cache
+def runtime_imports(path: Path) -> list[tuple[str, list[str], int]]:
+    """``imported_modules`` of a module of ``src/emery``, found once per test process."""
+    return list(imported_modules(parsed(path)[1]))
+
+
+@functools.cache
 def package_graph() -> tuple[dict[str, set[str]], list[str]]:
     """Package → the packages it imports, and every upward import found."""
     edges: dict[str, set[str]] = defaultdict(set)
     upward = []
     for path in modules():
         package = package_of(path)
-        for imported, line in emery_imports(ast.parse(path.read_text(), str(path))):
+        for module, _, line in runtime_imports(path):
+            imported = module.split(".")[1]  # as emery_imports gives it
             if imported == package:
                 continue
             edges[package].add(imported)
@@ -174,8 +192,8 @@ def test_the_circle_check_sees_from_imports_of_modules() -> None:
 def test_a_long_module_says_why() -> None:
     unexplained = []
     for path in modules():
-        text = path.read_text()
-        docstring = ast.get_docstring(ast.parse(text)) or ""
+        text, tree = parsed(path)
+        docstring = ast.get_docstring(tree) or ""
         if text.count("\n") > LONG_MODULE_LINES and "why this is long" not in docstring.lower():
             unexplained.append(f"{path.relative_to(SRC.parent)} ({text.count(chr(10))} lines)")
     assert not unexplained, (
