@@ -15,7 +15,11 @@
   picked by a hash of the prompt and the request's seed among all ten phrases (helpful or
   not), so about half the proposals help. With ``prune_share`` (default 0: never) that
   share of its replies, chosen by a hash, drops one of the instruction's phrases instead,
-  as a reflection model that shortens a prompt would.
+  as a reflection model that shortens a prompt would. MIPRO's requests get the same kind
+  of answer (``mipro_reply``): its dataset-summary requests a one-line summary with no
+  phrase, its instruction requests one of the instructions tried so far (the prompt's
+  history list) with one phrase it lacks appended. GEPA's prompts have neither marker, so
+  its replies are as before.
 
 Every reply reports a usage that depends on the request (``usage``), so a cost front has
 something to measure: prompt tokens are the messages' characters / 4, and ``mock-task``
@@ -29,12 +33,18 @@ No state, no model. ``sums`` is a dataset of such questions.
 
 from __future__ import annotations
 
+import argparse
+import ast
 import asyncio
 import hashlib
+import json
 import random
 import re
-import threading
+import subprocess
+import sys
 import time
+import urllib.request
+from collections import Counter
 from typing import Any
 
 import uvicorn
@@ -70,6 +80,12 @@ BASE = 0.25
 FLIP = 0.10
 _FENCED = re.compile(r"```[a-z]*\n?(.*?)```", re.DOTALL)
 _NUMBERS = re.compile(r"-?\d+")
+MIPRO_SUMMARY = "You study datasets"
+"""How MIPRO's summary requests' system message starts (``mipro/grounding.py``)."""
+MIPRO_HISTORY = "Instructions tried so far for this stage:\n"
+"""The header of MIPRO's proposer history (``mipro/proposer.py``), one ``- 'text' (note)``
+line per instruction tried."""
+_TRIED = re.compile(r"^- ((['\"]).*\2) \((?:validation score [\d.]+|not scored yet)\)$", re.M)
 
 
 def accuracy(instruction: str) -> float:
@@ -124,8 +140,27 @@ def task_reply(messages: list[dict[str, Any]]) -> str:
     return f"Adding them up.\nAnswer: {answer}"
 
 
+def mipro_reply(prompt: str, seed: Any) -> str | None:
+    """MIPRO's summary and instruction requests answered (module doc); None for others."""
+    if prompt.startswith(MIPRO_SUMMARY):
+        return "The questions ask for the sum of two two-digit numbers."
+    if MIPRO_HISTORY not in prompt:
+        return None
+    history = prompt.split(MIPRO_HISTORY, 1)[1]
+    tried = [str(ast.literal_eval(quoted)) for quoted, _ in _TRIED.findall(history)]
+    current = tried[int(unit(prompt, str(seed), "base") * len(tried))] if tried else ""
+    missing = [phrase for phrase in PHRASES if phrase not in current]
+    if not missing:
+        return f"```\n{current}\n```"
+    phrase = missing[int(unit(prompt, str(seed)) * len(missing))]
+    return f"```\n{current} {phrase}\n```"
+
+
 def proposer_reply(messages: list[dict[str, Any]], seed: Any, prune_share: float = 0.0) -> str:
     prompt = "\n".join(str(m["content"]) for m in messages)
+    mipro = mipro_reply(prompt, seed)
+    if mipro is not None:
+        return mipro
     fenced = _FENCED.findall(prompt)
     current = fenced[0].strip() if fenced else ""
     present = [phrase for phrase in PHRASES if phrase in current]
@@ -137,6 +172,38 @@ def proposer_reply(messages: list[dict[str, Any]], seed: Any, prune_share: float
         return f"```\n{current}\n```"
     phrase = missing[int(unit(prompt, str(seed)) * len(missing))]
     return f"```\n{current} {phrase}\n```"
+
+
+def waves(log: list[tuple[str, float, float]], started: float, ended: float) -> dict[str, Any]:
+    """Where a run's wall time went, from the requests it sent between ``started`` and
+    ``ended``: ``waves`` are the stretches with a request in flight (requests that overlap
+    belong to one wave: a round trip the search waited on; ``proposer_waves`` those with a
+    proposer request), ``busy_s`` their total length, ``idle_s`` the rest of the wall time
+    (the search's own work between round trips, which the machine's load stretches)."""
+    spans = sorted((a, b, m) for m, a, b in log if started <= a <= ended)
+    sizes: list[int] = []
+    proposer, busy, end, has_proposer = 0, 0.0, float("-inf"), False
+    for arrived, answered, model in spans:
+        if arrived > end:  # a new wave
+            proposer += has_proposer
+            sizes.append(0)
+            has_proposer = False
+            busy += answered - arrived
+            end = answered
+        elif answered > end:
+            busy += answered - end
+            end = answered
+        sizes[-1] += 1
+        has_proposer = has_proposer or model == "mock-proposer"
+    proposer += has_proposer
+    return {
+        "requests": len(spans),
+        "waves": len(sizes),
+        "proposer_waves": proposer,
+        "busy_s": busy,
+        "idle_s": (ended - started) - busy,
+        "wave_sizes": dict(sorted(Counter(sizes).items())),
+    }
 
 
 def sums(n_train: int = 60, n_val: int = 30, n_test: int = 200) -> Dataset:
@@ -173,11 +240,18 @@ def mock_app(latency_s: float = 0.05, prune_share: float = 0.0) -> FastAPI:
     of the proposer's replies drop a phrase the instruction has instead of adding one."""
     app = FastAPI()
     app.state.calls = 0
+    app.state.log = []  # (model, arrived, answered) per request, time.monotonic seconds
+
+    @app.get("/v1/log")
+    async def log() -> list[tuple[str, float, float]]:
+        return list(app.state.log)
 
     @app.post("/v1/chat/completions")
     async def complete(body: dict[str, Any]) -> dict[str, Any]:
+        arrived = time.monotonic()
         await asyncio.sleep(latency_s)
         app.state.calls += 1
+        app.state.log.append((str(body.get("model")), arrived, time.monotonic()))
         messages = body["messages"]
         if body.get("model") == "mock-proposer":
             text = proposer_reply(messages, body.get("seed"), prune_share)
@@ -202,22 +276,56 @@ def mock_app(latency_s: float = 0.05, prune_share: float = 0.0) -> FastAPI:
 
 
 class BackgroundServer:
-    """The mock endpoint served by uvicorn in a thread, on ``127.0.0.1:port``."""
+    """The mock endpoint served by uvicorn in its own process on ``127.0.0.1:port``, so
+    its work does not share the benchmark's interpreter (as a real endpoint's would not)."""
 
     def __init__(self, port: int, latency_s: float, prune_share: float = 0.0) -> None:
-        config = uvicorn.Config(
-            mock_app(latency_s, prune_share), host="127.0.0.1", port=port, log_level="warning"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.command = [
+            sys.executable,
+            __file__,
+            "--port",
+            str(port),
+            "--latency",
+            str(latency_s),
+            "--prune-share",
+            str(prune_share),
+        ]
         self.base_url = f"http://127.0.0.1:{port}/v1"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def log(self) -> list[tuple[str, float, float]]:
+        """(model, arrived, answered) of every request so far, ``time.monotonic`` seconds
+        (``waves`` reads it)."""
+        with urllib.request.urlopen(f"{self.base_url}/log", timeout=60) as reply:
+            return [(str(m), float(a), float(b)) for m, a, b in json.load(reply)]
 
     def __enter__(self) -> BackgroundServer:
-        self.thread.start()
-        while not self.server.started:
-            time.sleep(0.01)
-        return self
+        self.process = subprocess.Popen(self.command)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                self.log()
+                return self
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the mock endpoint did not start") from None
+                time.sleep(0.1)
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Serve the mock endpoint (module doc).")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--prune-share", type=float, default=0.0)
+    args = parser.parse_args()
+    app = mock_app(args.latency, args.prune_share)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -34,19 +34,22 @@ import asyncio
 import json
 import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mock_endpoint import BackgroundServer, sums
+from mock_endpoint import BackgroundServer, sums, waves
 
 from emery.algorithms import build_algorithm, run_search
 from emery.algorithms.base import AlgorithmState, SearchContext
 from emery.algorithms.context import build_search_context
+from emery.algorithms.gepa.settings import GepaSettings
 from emery.core.models import Dataset
 from emery.data.loaders import load_dataset
 from emery.evaluation.budget import BudgetConfig
@@ -67,10 +70,21 @@ from emery.systems.prompt_program import (
 from emery.verifiers.config import VerifierConfig, build_verifier
 
 KS = (1, 2, 4, 8)
+SETTINGS: dict[str, Callable[[int, float | None], dict[str, Any]]] = {
+    "gepa": lambda k, share: {"proposals_per_step": k, "failure_share": share},
+    "mipro": lambda k, _share: {"trials_per_step": k, "search_layouts": False},
+}
+"""Each ``--algorithm``'s settings for a variant: k is GEPA's ``proposals_per_step`` or
+MIPRO's ``trials_per_step`` (MIPRO has no failure share). MIPRO does not search layouts
+here: the mock reads the last message as the question and the ones before as the
+instruction, so an instruction placed after the question or a restating stage is not
+modelled (it answered such prompts as if they had no phrase)."""
 OBJECTIVES = ("score", "tokens")
 """The ``[job] objectives`` of ``--select`` and ``--cost-search``."""
 ANSWER = r"Answer:\s*\$?(-?[\d,]*\.?\d+)"
 SVAMP = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "svamp.jsonl"
+GEPA_PYTHON = Path(__file__).resolve().parents[2] / ".bench-venvs" / "gepa" / "bin" / "python"
+GEPA_PEER = Path(__file__).resolve().parent / "gepa_peer.py"
 
 
 def program(instruction: str = "Answer the question.") -> PromptProgram:
@@ -105,14 +119,21 @@ class Setup(NamedTuple):
     system: PromptProgram
     task: LM
     reflection: LM
+    log: Callable[[], list[tuple[str, float, float]]] | None = None
+    """The mock's request log (``mock_endpoint.waves``), None on a local model."""
 
 
-def mock_setup(base_url: str, instruction: str = "Answer the question.") -> Setup:
+def mock_setup(
+    base_url: str,
+    instruction: str = "Answer the question.",
+    log: Callable[[], list[tuple[str, float, float]]] | None = None,
+) -> Setup:
     return Setup(
         sums(),
         program(instruction),
         OpenAICompatibleLM("mock-task", base_url=base_url, concurrency=64),
         OpenAICompatibleLM("mock-proposer", base_url=base_url, concurrency=64),
+        log,
     )
 
 
@@ -136,9 +157,12 @@ async def one_run(
     select: str | None = None,
     extra: dict[str, Any] | None = None,
     cost_search: bool = False,
+    algorithm_name: str = "gepa",
 ) -> dict[str, Any]:
     dataset = setup.dataset
     lms = {"task": setup.task, "reflection": setup.reflection}
+    if algorithm_name == "mipro":  # MIPRO's proposer and summaries: the mock's proposer
+        lms = {"task": setup.task, "proposer": setup.reflection}
     ctx = build_search_context(
         system=setup.system,
         dataset=dataset,
@@ -150,11 +174,12 @@ async def one_run(
     )
     if cost_search:  # the search knows the job's objectives, as a job's engine tells it
         ctx.objectives = OBJECTIVES
-    settings: dict[str, Any] = {"proposals_per_step": k, "failure_share": failure_share}
-    algorithm = build_algorithm("gepa", settings | (extra or {}))
-    started = time.perf_counter()
+    settings = SETTINGS[algorithm_name](k, failure_share)
+    algorithm = build_algorithm(algorithm_name, settings | (extra or {}))
+    started, clock = time.perf_counter(), time.monotonic()
     outcome = await run_search(algorithm, ctx)
     wall = time.perf_counter() - started
+    profile = waves(setup.log(), clock, time.monotonic()) if setup.log is not None else {}
     state = outcome.state
     best = ctx.candidates[state.best_candidate_id]
     seed_candidate = ctx.candidates[state.seed_candidate_id]
@@ -163,20 +188,118 @@ async def one_run(
         result = await ctx.evaluations.evaluate(candidate, dataset.test, "test", charge=False)
         test[name] = result.mean
     chosen = await cost_winner(ctx, state, select) if select else {}
-    return chosen | {
-        "k": k,
-        "failure_share": failure_share,
+    return (
+        chosen
+        | profile
+        | {
+            "k": k,
+            "failure_share": failure_share,
+            "seed": seed,
+            "metric_calls": ctx.budget.usage.metric_calls,
+            "wall_s": wall,
+            "steps": ctx.budget.usage.iterations,
+            "iterations": getattr(state, "iteration", None),
+            "best_val": state.best_val_score,
+            "test_seed": test["seed"],
+            "test_best": test["best"],
+            "lift": test["best"] - test["seed"],
+            "reason": outcome.reason,
+            "cost_search": cost_search,
+        }
+    )
+
+
+def peer_spec(
+    setup: Setup, base_url: str, seed: int, budget: int, proposals: int, args: Any
+) -> dict[str, Any]:
+    """What ``gepa_peer.py`` reads: the same endpoint, models, seed instruction, data, parser,
+    verifier, budget and seed as emery's rows, and emery's GEPA defaults (minibatch of 3,
+    merges on, at most 5)."""
+    stage = setup.system.config.stages[0]
+    defaults = GepaSettings()
+
+    def examples(split: str) -> list[dict[str, Any]]:
+        return [{"input": e.input, "expected": e.expected} for e in setup.dataset.split(split)]
+
+    return {
+        "base_url": base_url,
+        "model": "mock-task",
+        "reflection_model": "mock-proposer",
+        "component": stage.name,
+        "seed_instruction": stage.instruction,
+        "input_field": "question",
+        "parser": stage.parser.model_dump(),
+        "verifier": VerifierConfig(kind="numeric").model_dump(),
+        "task_max_tokens": 256,
+        "reflection_max_tokens": 1024,
+        "train": examples("train"),
+        "val": examples("val"),
+        "metric_calls": budget,
         "seed": seed,
-        "metric_calls": ctx.budget.usage.metric_calls,
-        "wall_s": wall,
-        "steps": ctx.budget.usage.iterations,
-        "iterations": getattr(state, "iteration", None),
-        "best_val": state.best_val_score,
+        "minibatch_size": defaults.minibatch_size,
+        "use_merge": defaults.use_merge,
+        "max_merges": defaults.max_merges,
+        "proposals": proposals,
+        "concurrency": args.concurrency,
+    }
+
+
+async def peer_run(
+    setup: Setup, base_url: str, proposals: int, seed: int, budget: int, args: Any
+) -> dict[str, Any]:
+    """gepa 0.1.4 in its own venv (``gepa_peer.py``) on the same task, data, budget and
+    seed; its best instruction and the seed scored on test by emery's evaluator, as emery's
+    rows are."""
+    with tempfile.TemporaryDirectory() as workdir:
+        spec = peer_spec(setup, base_url, seed, budget, proposals, args) | {"workdir": workdir}
+        spec_path, out_path = Path(workdir, "spec.json"), Path(workdir, "out.json")
+        spec_path.write_text(json.dumps(spec))
+        started, clock = time.perf_counter(), time.monotonic()
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [str(GEPA_PYTHON), str(GEPA_PEER), str(spec_path), str(out_path)],
+            capture_output=True,
+            text=True,
+        )
+        elapsed = time.perf_counter() - started
+        if done.returncode != 0:
+            raise SystemExit(f"error: gepa_peer.py failed: {done.stderr.strip()[-2000:]}")
+        out = json.loads(out_path.read_text())
+    profile = waves(setup.log(), clock, time.monotonic()) if setup.log is not None else {}
+    if profile:  # the process's start (imports) is not the search's wall time
+        profile["idle_s"] = out["wall_time_s"] - profile["busy_s"]
+    ctx = build_search_context(
+        system=setup.system,
+        dataset=setup.dataset,
+        verifier=build_verifier(VerifierConfig(kind="numeric")),
+        lms={"task": setup.task, "reflection": setup.reflection},
+        seed=seed,
+        concurrency=args.concurrency,
+    )
+    best = program(out["best_instruction"]).seed_candidate()
+    test = {}
+    for name, candidate in (("seed", setup.system.seed_candidate()), ("best", best)):
+        result = await ctx.evaluations.evaluate(candidate, setup.dataset.test, "test", charge=False)
+        test[name] = result.mean
+    reflections = out["lm"].get("reflection", {}).get("calls", 0)
+    return profile | {
+        "k": f"gepa-0.1.4 n={proposals}",
+        "failure_share": None,
+        "seed": seed,
+        "metric_calls": out["metric_calls"],
+        "wall_s": out["wall_time_s"],
+        "process_s": elapsed,
+        "steps": reflections / proposals,
+        "reflection_calls": reflections,
+        "task_calls": out["lm"].get("task", {}).get("calls", 0),
+        "candidates": out["candidates"],
+        "best_val": out["best_val"],
+        "best_instruction": out["best_instruction"],
         "test_seed": test["seed"],
         "test_best": test["best"],
         "lift": test["best"] - test["seed"],
-        "reason": outcome.reason,
-        "cost_search": cost_search,
+        "reason": "metric_calls",
+        "cost_search": False,
     }
 
 
@@ -226,7 +349,7 @@ def cost_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-Variant = tuple[int, float | None]
+Variant = tuple[int | str, float | None]
 
 
 def variant(run: dict[str, Any]) -> Variant:
@@ -344,9 +467,28 @@ def variants(args: argparse.Namespace) -> list[Variant]:
     return [(k, share) for share in args.failure_shares for k in args.ks]
 
 
-async def main_async(args: argparse.Namespace, setup: Setup) -> list[dict[str, Any]]:
+def peer_label(proposals: int) -> str:
+    return f"gepa-0.1.4 n={proposals}"
+
+
+def all_variants(args: argparse.Namespace) -> list[Variant]:
+    """emery's variants, then gepa 0.1.4's (``--peer gepa``) at each ``--peer-proposals``."""
+    peers: list[Variant] = [(peer_label(n), None) for n in args.peer_proposals]
+    return variants(args) + (peers if args.peer == "gepa" else [])
+
+
+async def main_async(
+    args: argparse.Namespace, setup: Setup, base_url: str | None = None
+) -> list[dict[str, Any]]:
     runs = []
     for seed in range(args.seeds):
+        if args.peer == "gepa":
+            assert base_url is not None, "--peer gepa runs on the mock endpoint only"
+            for n in args.peer_proposals:
+                run = await peer_run(setup, base_url, n, seed, args.budget, args)
+                shown = {key: round(v, 3) if isinstance(v, float) else v for key, v in run.items()}
+                print(json.dumps(shown), flush=True)
+                runs.append(run)
         for k, share in variants(args):
             run = await one_run(
                 setup,
@@ -358,6 +500,7 @@ async def main_async(args: argparse.Namespace, setup: Setup) -> list[dict[str, A
                 args.select,
                 {"accept": args.accept} if args.accept else None,
                 args.cost_search,
+                args.algorithm,
             )
             shown = {key: round(v, 3) if isinstance(v, float) else v for key, v in run.items()}
             print(json.dumps(shown), flush=True)
@@ -408,6 +551,25 @@ def main() -> None:
     parser.add_argument(
         "--model", default=None, help="a local model (local/<name>) on SVAMP instead of the mock"
     )
+    parser.add_argument(
+        "--algorithm",
+        choices=sorted(SETTINGS),
+        default="gepa",
+        help="the search run at each k (mipro: k is trials_per_step)",
+    )
+    parser.add_argument(
+        "--peer",
+        choices=["gepa"],
+        default=None,
+        help="also run gepa 0.1.4 (.bench-venvs/gepa) on the mock's task, same data/budget/seeds",
+    )
+    parser.add_argument(
+        "--peer-proposals",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[1, 4],
+        help="gepa's proposals per iteration (1: SingleMutationSampling, n:"
+        " IndependentSampling(n))",
+    )
     parser.add_argument("--train", type=int, default=60, help="--model: SVAMP train rows")
     parser.add_argument("--val", type=int, default=30, help="--model: SVAMP val rows")
     parser.add_argument("--test", type=int, default=100, help="--model: SVAMP test rows")
@@ -416,9 +578,9 @@ def main() -> None:
         runs = asyncio.run(main_async(args, local_setup(args)))
     else:
         with BackgroundServer(free_port(), args.latency, args.prune_share) as server:
-            setup = mock_setup(server.base_url, args.instruction)
-            runs = asyncio.run(main_async(args, setup))
-    rows = summarize(runs, variants(args))
+            setup = mock_setup(server.base_url, args.instruction, server.log)
+            runs = asyncio.run(main_async(args, setup, server.base_url))
+    rows = summarize(runs, all_variants(args))
     print(table(rows))
     pairs = paired(runs, variants(args)) if len(variants(args)) > 1 else []
     if pairs:
