@@ -29,7 +29,7 @@ from emery.evaluation.budget import BudgetConfig, BudgetExhausted
 from emery.evaluation.service import eval_key
 from emery.lm.base import LM, Completion
 from emery.lm.cache import CachedLM, ResponseCache
-from emery.lm.usage import MeteredLM, RoleUsage, UsageMeter
+from emery.lm.usage import MeteredLM, Price, RoleUsage, UsageMeter
 from emery.lm.wrapper import LMWrapper
 from emery.reports.event_text import describe_event
 from emery.reports.html_report import ReportData, render_html
@@ -83,6 +83,7 @@ class Setup:
     verifier: Verifier
     models: Callable[[], dict[str, LM]]
     budget: dict[str, Any] = field(default_factory=dict)
+    price: Price | None = None
 
 
 def context(
@@ -98,7 +99,8 @@ def context(
     lms: dict[str, LM] = {}
     for role, lm in setup.models().items():
         logged: LM = Logged(lm, role, log)
-        lms[role] = MeteredLM(logged if cache is None else CachedLM(logged, cache), meter, role)
+        inner = logged if cache is None else CachedLM(logged, cache)
+        lms[role] = MeteredLM(inner, meter, role, price=setup.price)
     verifier: Verifier = setup.verifier
     if "judge" in lms:
         verifier = Judged(verifier, lms.pop("judge"))
@@ -207,6 +209,18 @@ async def test_gepa_stops_at_a_reflection_call_past_the_limit() -> None:
 
 async def test_gepa_stops_at_a_judge_call_inside_a_batch() -> None:
     await check_cut_at(gepa_setup(), "judge")
+
+
+async def test_the_cost_limit_stops_a_step_at_the_same_call() -> None:
+    """At $1 a token, ``lm_cost_usd`` = the tokens up to a reflection call cuts there too."""
+    setup = gepa_setup()
+    cut, limit, reference, _ = await limit_at(setup, "reflection")
+    setup.price = Price(input_per_mtok=1e6, output_per_mtok=1e6)
+    setup.budget = {"lm_cost_usd": float(limit)}
+    log, meter, _, reason = await run(setup)
+    assert log.calls == reference.calls[: cut + 1]
+    assert reason == f"lm_cost_usd: {limit:g} of {limit:g} used"
+    assert meter.total().cost_usd == pytest.approx(limit)
 
 
 async def test_a_warm_lm_cache_stops_the_search_where_a_cold_one_did(tmp_path: Path) -> None:
