@@ -318,7 +318,7 @@ def test_feedback_and_datasets_through_the_api() -> None:
         assert bad.status_code == 400
         assert "no {field}" in bad.json()["error"]["message"]
         staged = client.post("/api/datasets/from-traces", json={"stage": "job.toml:a"})
-        assert staged.status_code == 400
+        assert staged.status_code == 422  # the API reads no config file
 
 
 def test_the_sdk_builds_datasets_and_sends_feedback() -> None:
@@ -337,3 +337,27 @@ def test_the_sdk_builds_datasets_and_sends_feedback() -> None:
         emery.send_feedback(f"{4:032x}", thumb="sideways", store=store)
     with pytest.raises(ConfigError, match="servise"):
         emery.dataset_from_traces("Question: {question}", store=store, servise="x")
+
+
+def test_otlp_ingest_keeps_the_service_name_for_selection() -> None:
+    from emery.tracing.otlp import JSON, decode_request, request_spans
+
+    def span(span_id: str, service: str | None) -> dict[str, object]:
+        attributes = (
+            [] if service is None else [{"key": "service.name", "value": {"stringValue": service}}]
+        )
+        return {"traceId": "ab" * 16, "spanId": span_id, "name": "chat m", "attributes": attributes}
+
+    body = {
+        "resourceSpans": [
+            {
+                "resource": {
+                    "attributes": [{"key": "service.name", "value": {"stringValue": "web"}}]
+                },
+                "scopeSpans": [{"spans": [span("01" * 8, None), span("02" * 8, "worker")]}],
+            }
+        ]
+    }
+    records, problems = request_spans(decode_request(json.dumps(body).encode(), JSON))
+    assert problems == []
+    assert [r.attributes[sc.SERVICE_NAME] for r in records] == ["web", "worker"]

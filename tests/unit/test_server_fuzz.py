@@ -55,8 +55,9 @@ CHECKS = [
     positive_data_acceptance,
 ]
 # Bodies whose meaning the schema cannot hold (a job config, a chat the proxy parses
-# itself): schema-valid ones may still be refused.
-SEMANTIC_BODIES = ("POST /api/jobs", "/chat/completions")
+# itself, a dataset build's template, regexes and time range): schema-valid ones may still
+# be refused.
+SEMANTIC_BODIES = ("POST /api/jobs", "/chat/completions", "POST /api/datasets/from-traces")
 # No 2xx expected: random configs are never valid, and no job here can be paused.
 UNREACHED = ("POST /api/jobs", "POST /api/jobs/{job}/pause")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 FeedbackKind = Literal["score", "thumb", "reward"]
 THUMBS = {"up": 1.0, "down": 0.0}
@@ -14,7 +14,7 @@ _HEX = frozenset("0123456789abcdef")
 
 
 def _hex_id(value: str, length: int, what: str) -> str:
-    text = value.strip().lower()
+    text = value.lower()
     if len(text) != length or not set(text) <= _HEX:
         raise ValueError(f"{what} must be {length} hex digits, not {value[:40]!r}")
     return text
@@ -23,6 +23,15 @@ def _hex_id(value: str, length: int, what: str) -> str:
 class NewFeedback(BaseModel):
     """What a client sends: the trace (and optionally the span) it is about, and either a
     ``score`` in [0, 1] or a ``thumb`` (``"up"`` or ``"down"``), with an optional comment."""
+
+    model_config = ConfigDict(
+        json_schema_extra={  # exactly one of the two, as ``_one_value`` checks
+            "oneOf": [
+                {"required": ["score"], "properties": {"score": {"type": "number"}}},
+                {"required": ["thumb"], "properties": {"thumb": {"type": "string"}}},
+            ]
+        }
+    )
 
     trace_id: str = Field(json_schema_extra={"pattern": "^[0-9a-fA-F]{32}$"})
     span_id: str | None = Field(default=None, json_schema_extra={"pattern": "^[0-9a-fA-F]{16}$"})

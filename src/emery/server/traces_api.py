@@ -3,15 +3,40 @@ dataset built from the recorded chat calls (``POST /api/datasets/from-traces``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from emery.core.errors import ConfigError
 from emery.core.feedback import FeedbackRecord, NewFeedback
+from emery.data.from_traces import TIME_FRACTIONS, TraceSelection
+from emery.data.loaders import SplitFractions
 from emery.sdk.traces import FromTracesRequest
 from emery.store.protocol import Store
+
+
+class FromTracesBody(BaseModel):
+    """A dataset build through the API: a ``{field}`` template of the last user message (a
+    stage names a config file, which the API does not read), the selection, redaction
+    regexes or presets, split shares by time and whether to keep only labeled calls."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    template: str = Field(json_schema_extra={"pattern": r"\{[A-Za-z_]\w*\}"})
+    selection: TraceSelection = Field(default_factory=TraceSelection)
+    redact: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    fractions: SplitFractions = TIME_FRACTIONS
+    labeled_only: bool = False
+
+    def request(self) -> FromTracesRequest:
+        return FromTracesRequest(
+            template=self.template,
+            selection=self.selection,
+            redact=self.redact,
+            fractions=self.fractions,
+            labeled_only=self.labeled_only,
+        )
 
 
 def traces_router(store: Store) -> APIRouter:
@@ -26,15 +51,10 @@ def traces_router(store: Store) -> APIRouter:
         return store.add_feedback(FeedbackRecord.of(feedback)).model_dump(mode="json")
 
     @router.post("/datasets/from-traces")
-    async def from_traces(request: FromTracesRequest) -> dict[str, Any]:
+    async def from_traces(body: FromTracesBody) -> dict[str, Any]:
         """The recorded chat calls the selection admits, as dataset rows (``id``,
-        ``input``, ``expected``, ``meta``, ``split``) with the build's summary. The API
-        takes a ``{field}`` template; a stage (a config file) is for the CLI and the SDK."""
-        if request.stage is not None:
-            raise ConfigError(
-                "the API takes a {field} template, not a stage: a stage names a config file"
-            )
-        built = await run_in_threadpool(request.build, store)
+        ``input``, ``expected``, ``meta``, ``split``) with the build's summary."""
+        built = await run_in_threadpool(body.request().build, store)
         return {"summary": built.summary.model_dump(mode="json"), "rows": built.rows()}
 
     return router
