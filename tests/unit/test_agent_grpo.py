@@ -124,8 +124,13 @@ def test_kl_to_the_reference_is_zero_before_an_update_and_positive_after() -> No
     model = _policy()
     rows = rollouts()
     assert kl_to_reference(model, rows) == 0.0
-    grpo_step(model, make_optimizer(model, 1e-2), rows, GRPOSettings(beta=0.0))
+    optimizer = make_optimizer(model, 1e-2)
+    grpo_step(model, optimizer, rows, GRPOSettings(beta=0.0))
     assert kl_to_reference(model, rows) > 0.0
+    # without the KL term in the loss, the step still reports the KL it started from
+    stats = grpo_step(model, optimizer, rows, GRPOSettings(beta=0.0))
+    assert stats.updated
+    assert stats.kl > 0.0
     # the reference pass leaves the adapter switched on
     drifted = kl_to_reference(model, rows)
     assert drifted > 0.0

@@ -43,7 +43,8 @@ class GRPOSettings:
     """The knobs of one GRPO step (trl's defaults where trl has the same knob)."""
 
     beta: float = 0.04
-    """Weight of the KL term to the reference model (0: no reference pass)."""
+    """Weight of the KL term to the reference model in the loss (its value is reported
+    whatever the weight)."""
     clip_epsilon: float = 0.2
     temperature: float = 1.0
     """The temperature of the distribution ``completion_logprobs`` were taken from (logits
@@ -212,9 +213,8 @@ def grpo_step(
     for batch in _batches(scored, settings.micro_batch):
         batch_rows = [row for row, _ in batch]
         policy = completion_logprobs(model, batch_rows, settings.temperature)
-        reference = (
-            reference_logprobs(model, batch_rows, settings.temperature) if settings.beta else None
-        )
+        # measured with beta 0 too: the KL is reported every step
+        reference = reference_logprobs(model, batch_rows, settings.temperature)
         batch_loss = torch.zeros((), device=policy[0].device)
         for i, (row, advantage) in enumerate(batch):
             logp = policy[i]
@@ -230,10 +230,10 @@ def grpo_step(
                 clipped += float((ratio > 1 + settings.clip_epsilon).sum())
             elif advantage < 0:
                 clipped += float((ratio < 1 - settings.clip_epsilon).sum())
-            if reference is not None:
-                kl = _per_token_kl(torch, logp, reference[i])
+            kl = _per_token_kl(torch, logp, reference[i])
+            if settings.beta:
                 per_token = per_token + settings.beta * kl
-                kl_sum += float(kl.detach().sum())
+            kl_sum += float(kl.detach().sum())
             batch_loss = batch_loss + per_token.sum()
         (batch_loss / tokens).backward()
         loss_sum += float(batch_loss.detach())
