@@ -49,17 +49,22 @@ def data(name: str, expect: str, file: str, content: str | bytes) -> Case:
 
 def all_cases() -> list[Case]:
     """Every case of the corpus."""
+    from cases_approval import approval_cases
     from cases_cliinit import cliinit_cases
     from cases_configs import config_cases
+    from cases_costfront import costfront_cases
     from cases_executor import executor_cases
     from cases_failaware import failaware_cases
     from cases_flags import dataset_cases, flag_cases
+    from cases_fromtraces import fromtraces_cases
     from cases_graphcode import graphcode_cases
     from cases_inputs import inputs_cases
     from cases_parallel import parallel_cases
     from cases_publish import publish_cases
     from cases_registry import registry_cases
+    from cases_rolebudgets import rolebudgets_cases
     from cases_server import server_cases
+    from cases_warmstart import warmstart_cases
     from cases_workers import workers_cases
 
     return [
@@ -76,4 +81,9 @@ def all_cases() -> list[Case]:
         *parallel_cases(),
         *publish_cases(),
         *failaware_cases(),
+        *costfront_cases(),
+        *rolebudgets_cases(),
+        *warmstart_cases(),
+        *fromtraces_cases(),
+        *approval_cases(),
     ]
