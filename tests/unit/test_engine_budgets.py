@@ -58,13 +58,13 @@ def test_lm_tokens(tmp_path: Path) -> None:
     store, job = run(tmp_path, {"lm_tokens": 600})
     assert (job.stop_reason or "").startswith("lm_tokens")
     result = job.result or {}
-    usage = [RoleUsage.model_validate(u) for u in result["usage"].values()]
+    usage = [RoleUsage.model_validate(u) for u in result["search_usage"].values()]
     used = sum(u.budget_tokens for u in usage)
-    assert used >= 600
+    assert job.stop_reason == f"lm_tokens: {used} of 600 used"  # the search's, not the tests'
     [line] = store.list_events(job.id, kinds=["budget_planned"])
     assert line.data["summary"].startswith("budget: 600 LM tokens over task, reflection,")
     report = Path(result["files"]["report"]).read_text()
-    assert f"  LM tokens {used} of 600, all roles together (" in report
+    assert f"  LM tokens {used} of 600 in the search, all roles together (" in report
 
 
 def test_lm_cost(tmp_path: Path) -> None:

@@ -466,18 +466,32 @@ def test_the_report_shows_lm_spending_against_the_limits_by_role() -> None:
     result = spent_result()
     lines = render_report(result).splitlines()
     assert (
-        "  LM tokens 1290 of 1200, all roles together (judge 130, reflection 360, task 800;"
-        " 30 answered from the cache)"
+        "  LM tokens 1290 of 1200 in the search, all roles together (judge 130, reflection 360,"
+        " task 800; 30 answered from the cache); 1330 with the test scoring"
     ) in lines
     assert (
-        "  LM cost $0.0130 of $0.5, all roles together (judge $0.0030, reflection $0.0000,"
-        " task $0.0100)"
+        "  LM cost $0.0130 of $0.5 in the search, all roles together (judge $0.0030,"
+        " reflection $0.0000, task $0.0100)"
     ) in lines
     page = render_html(ReportData(result, [], [], {}, {}))
     assert "· LM tokens 1290 of 1200 · LM cost $0.0130 of $0.5</p>" in page
 
 
 def spent_result() -> JobResult:
+    search = {
+        "task": RoleUsage(calls=40, prompt_tokens=700, completion_tokens=100, cost_usd=0.01),
+        "reflection": RoleUsage(calls=3, prompt_tokens=300, completion_tokens=60),
+        "judge": RoleUsage(
+            calls=5,
+            cache_hits=2,
+            prompt_tokens=80,
+            completion_tokens=20,
+            cached_tokens=30,
+            cost_usd=0.002,
+            cached_cost_usd=0.001,
+        ),
+    }
+    tests = RoleUsage(calls=4, prompt_tokens=30, completion_tokens=10)
     return JobResult(
         job_id="j-1",
         name="roles",
@@ -486,19 +500,8 @@ def spent_result() -> JobResult:
         state="succeeded",
         stop_reason="lm_tokens: 1290 of 1200 used",
         limits=BudgetConfig(lm_tokens=1200, lm_cost_usd=0.5),
-        usage={
-            "task": RoleUsage(calls=40, prompt_tokens=700, completion_tokens=100, cost_usd=0.01),
-            "reflection": RoleUsage(calls=3, prompt_tokens=300, completion_tokens=60),
-            "judge": RoleUsage(
-                calls=5,
-                cache_hits=2,
-                prompt_tokens=80,
-                completion_tokens=20,
-                cached_tokens=30,
-                cost_usd=0.002,
-                cached_cost_usd=0.001,
-            ),
-        },
+        search_usage=search,
+        usage={**search, "task": search["task"].add(tests)},
     )
 
 

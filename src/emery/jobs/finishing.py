@@ -45,6 +45,7 @@ async def finish_job(
     seed = ctx.candidates.get(state.seed_candidate_id, ctx.seed_candidate)
     front = cost_front(ctx, runtime.config.job, state)
     best = ctx.candidates.get(front.winner_id if front else state.best_candidate_id, seed)
+    searched = ctx.budget.meter.by_role()  # what the LM limits counted, before the tests
     tests = await score_on_test(ctx, runtime, seed, best, note)
     references = await score_references(ctx, runtime, note)
     labels = await label_agreement(runtime.verifier, list(runtime.dataset))
@@ -60,6 +61,7 @@ async def finish_job(
         best_test=tests.get(best.id),
         references_test=references,
         usage=ctx.budget.meter.by_role(),
+        search_usage=searched,
         state="succeeded",
         stop_reason=outcome.reason,
         dataset_sizes={str(k): v for k, v in runtime.dataset.sizes().items()},

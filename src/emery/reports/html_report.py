@@ -283,13 +283,14 @@ def _usage(r: JobResult) -> list[str]:
 
 
 def _lm_spent(r: JobResult) -> str:
-    """`` · LM tokens 1290 of 1200 · LM cost $0.0130 of $0.5``: every role together,
-    cache hits at what they first took (what the LM limits count)."""
-    tokens = sum(u.budget_tokens for u in r.usage.values())
+    """`` · LM tokens 1290 of 1200 · LM cost $0.0130 of $0.5``: the search's, every role
+    together, cache hits at what they first took (what the LM limits count)."""
+    usage = (r.search_usage or r.usage).values()
+    tokens = sum(u.budget_tokens for u in usage)
     text = f" · LM tokens {tokens}" + (
         f" of {r.limits.lm_tokens}" if r.limits.lm_tokens is not None else ""
     )
-    cost = sum(u.budget_cost_usd for u in r.usage.values())
+    cost = sum(u.budget_cost_usd for u in usage)
     if cost or r.limits.lm_cost_usd is not None:
         limit = r.limits.lm_cost_usd
         text += f" · LM cost ${cost:.4f}" + (f" of ${limit:g}" if limit is not None else "")

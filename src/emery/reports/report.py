@@ -186,22 +186,26 @@ def _budget(result: JobResult) -> list[str]:
 def _lm_spent(result: JobResult) -> list[str]:
     """LM tokens and cost against their limits, by role (every role counts against one
     limit; calls the LM cache answered count at what they took when first made)."""
-    usage, limits = sorted(result.usage.items()), result.limits
+    usage, limits = sorted((result.search_usage or result.usage).items()), result.limits
     if not usage and limits.lm_tokens is None and limits.lm_cost_usd is None:
         return []
     tokens = sum(u.budget_tokens for _, u in usage)
     cached = sum(u.cached_tokens for _, u in usage)
     by_role = ", ".join(f"{role} {u.budget_tokens}" for role, u in usage)
     from_cache = f"; {cached} answered from the cache" if cached else ""
+    in_all = sum(u.budget_tokens for u in result.usage.values())
+    tests = f"; {in_all} with the test scoring" if result.search_usage and in_all != tokens else ""
     lines = [
-        f"  LM tokens {tokens} of {_limit(limits.lm_tokens)}, all roles together"
-        f" ({by_role or 'no calls'}{from_cache})"
+        f"  LM tokens {tokens} of {_limit(limits.lm_tokens)} in the search, all roles together"
+        f" ({by_role or 'no calls'}{from_cache}){tests}"
     ]
     cost = sum(u.budget_cost_usd for _, u in usage)
     if cost or limits.lm_cost_usd is not None:
         costs = ", ".join(f"{role} ${u.budget_cost_usd:.4f}" for role, u in usage)
         limit = "no limit" if limits.lm_cost_usd is None else f"${limits.lm_cost_usd:g}"
-        lines.append(f"  LM cost ${cost:.4f} of {limit}, all roles together ({costs})")
+        lines.append(
+            f"  LM cost ${cost:.4f} of {limit} in the search, all roles together ({costs})"
+        )
     return lines
 
 

@@ -69,6 +69,9 @@ class JobResult(BaseModel):
     budget: BudgetUsage = BudgetUsage()
     limits: BudgetConfig = BudgetConfig()
     usage: dict[str, RoleUsage] = Field(default_factory=dict)
+    search_usage: dict[str, RoleUsage] = Field(default_factory=dict)
+    """LM usage by role when the search stopped: what ``lm_tokens`` and ``lm_cost_usd``
+    count (``usage`` adds the test scoring after it); empty on older results."""
     front: CostFront | None = None
     """The candidates scored on val with their cost per example, the front over ``[job]
     objectives`` and the winner ``select`` chose (``best_candidate``); None on the defaults."""
@@ -120,6 +123,7 @@ def build_result(
     best_test: ScoreSummary | None = None,
     references_test: dict[str, ScoreSummary] | None = None,
     usage: dict[str, RoleUsage] | None = None,
+    search_usage: dict[str, RoleUsage] | None = None,
     state: str | None = None,
     stop_reason: str | None = None,
     dataset_sizes: dict[str, int] | None = None,
@@ -137,6 +141,9 @@ def build_result(
     references_test = _stored_references(stored) if references_test is None else references_test
     if usage is None:
         usage = _stored_usage(checkpoint)
+    if search_usage is None:
+        kept = stored.get("search_usage", {})
+        search_usage = {role: RoleUsage.model_validate(u) for role, u in kept.items()}
     page = store.list_candidates(job.id, limit=top)
     resolved = job.resolved_config or job.config
     baseline_val = algo_state.get("baseline_val_score", job.baseline_score)
@@ -177,6 +184,7 @@ def build_result(
         budget=BudgetUsage.model_validate(checkpoint.budget if checkpoint else {}),
         limits=BudgetConfig.model_validate(resolved.get("job", {}).get("budget", {})),
         usage=usage,
+        search_usage=search_usage,
         front=front,
         created_at=job.created_at,
         finished_at=job.finished_at,
