@@ -361,3 +361,43 @@ def test_otlp_ingest_keeps_the_service_name_for_selection() -> None:
     records, problems = request_spans(decode_request(json.dumps(body).encode(), JSON))
     assert problems == []
     assert [r.attributes[sc.SERVICE_NAME] for r in records] == ["web", "worker"]
+
+
+def test_a_time_without_a_zone_is_utc() -> None:
+    naive = TraceSelection(since=datetime(2026, 11, 1, 0, 2), until="2026-11-01T00:04")  # type: ignore[arg-type]
+    assert naive.since == T0 + timedelta(minutes=2)
+    assert naive.until == T0 + timedelta(minutes=4)
+
+
+def test_cli_reads_the_template_from_a_stage(tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from emery.cli.app import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.toml").write_text(
+        '[dataset]\ntask = "word_problems"\n[system]\nkind = "prompt_program"\n'
+        '[[system.stages]]\nname = "answer"\ninstruction = "Answer."\n'
+        'messages = [{ role = "user", template = "Question: {question}" }]\n'
+    )
+    from emery.store.backends import SQLiteStore
+
+    location = tmp_path / "s.db"
+    with_spans = SQLiteStore(location)
+    with_spans.add_spans(
+        [chat_span(n, f"Question: q{n}", system="Another instruction.") for n in range(3)]
+    )
+    with_spans.close()
+    argv = [
+        "dataset",
+        "from-traces",
+        "--stage",
+        "job.toml",
+        "--out",
+        "t.jsonl",
+        "--store",
+        str(location),
+    ]
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 0
+    rows = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert [row["input"] for row in rows] == [{"question": f"q{n}"} for n in range(3)]

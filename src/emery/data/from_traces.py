@@ -22,11 +22,11 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from emery.core.errors import ConfigError
 from emery.core.feedback import FeedbackRecord
@@ -63,6 +63,12 @@ class TraceSelection(BaseModel):
     """Span attributes that must equal these values (compared as text)."""
     include_jobs: bool = False
     """Also read the calls of emery's own jobs (left out by default: they are not traffic)."""
+
+    @field_validator("since", "until")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        """A time without a zone is UTC (as the CLI reads it), not the machine's zone."""
+        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
     def admits(self, span: SpanRecord) -> bool:
         """Whether a chat span is one this selection reads."""
