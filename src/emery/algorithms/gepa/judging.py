@@ -121,23 +121,17 @@ def _extension(
 
 
 async def _score_round(ctx: SearchContext, rounds: list[tuple[Judged, list[Example]]]) -> None:
-    """Parents and children of one round scored on their further examples (one child:
-    the parent, then the child, as a lone judgement always did)."""
-    if len(rounds) == 1:
-        item, extra = rounds[0]
-        before_more = await ctx.evaluate(item.mutation.parent.candidate, extra, "train")
-        after_more = await ctx.evaluate(item.mutation.child, extra, "train")
-        results = [before_more, after_more]
-    else:
-        requests = [
-            request
-            for item, extra in rounds
-            for request in (
-                ScoreRequest(item.mutation.parent.candidate, extra, "train"),
-                ScoreRequest(item.mutation.child, extra, "train"),
-            )
-        ]
-        results = await score_concurrently(ctx, requests)
+    """Parents and children of one round scored on their further examples, all at once
+    (a lone child too: its parent's rollouts and its own overlap, charged parent first)."""
+    requests = [
+        request
+        for item, extra in rounds
+        for request in (
+            ScoreRequest(item.mutation.parent.candidate, extra, "train"),
+            ScoreRequest(item.mutation.child, extra, "train"),
+        )
+    ]
+    results = await score_concurrently(ctx, requests)
     for index, (item, extra) in enumerate(rounds):
         before_more, after_more = results[2 * index], results[2 * index + 1]
         item.mutation, item.after = extended(
