@@ -401,3 +401,13 @@ def test_cli_reads_the_template_from_a_stage(tmp_path, capsys, monkeypatch) -> N
     assert done.value.code == 0
     rows = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
     assert [row["input"] for row in rows] == [{"question": f"q{n}"} for n in range(3)]
+
+
+def test_feedback_is_read_back_for_many_traces_oldest_first() -> None:
+    store = MemoryStore()
+    ids = [f"{n:032x}" for n in range(501)]  # more than one IN (...) chunk
+    for n, trace_id in enumerate(reversed(ids)):
+        store.add_feedback(FeedbackRecord.of(NewFeedback(trace_id=trace_id, score=n / 500)))
+    found = store.list_feedback(ids)
+    assert [r.score for r in found] == [n / 500 for n in range(501)]
+    assert [r.id for r in store.list_feedback([ids[0], "f" * 32])] == [found[-1].id]
