@@ -32,12 +32,14 @@ test: $(VENV)/.installed
 unit: $(VENV)/.installed
 	$(VENV)/bin/pytest tests/unit -q
 
-# The edit loop: lint, types and the unit tests not marked slow, on two processes.
+# The edit loop: lint, types and the unit tests not marked slow, on two processes. Modules
+# marked slow as a whole are not imported (tests/conftest.py), so no test left needs
+# hypothesis' plugin, which imports all of hypothesis into each process.
 check: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks examples
 	$(VENV)/bin/ruff format --check src tests benchmarks examples
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest tests/unit -q -m "not slow" -n logical --maxprocesses $(TEST_WORKERS) --dist loadgroup
+	$(VENV)/bin/pytest tests/unit -q -m "not slow" -p no:hypothesispytest -n logical --maxprocesses $(TEST_WORKERS) --dist loadgroup
 
 # The bad-input corpus as subprocesses (permission cases as nobody when run as root); not part of `make test`.
 reliability: $(VENV)/.installed
