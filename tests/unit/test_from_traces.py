@@ -411,3 +411,17 @@ def test_feedback_is_read_back_for_many_traces_oldest_first() -> None:
     found = store.list_feedback(ids)
     assert [r.score for r in found] == [n / 500 for n in range(501)]
     assert [r.id for r in store.list_feedback([ids[0], "f" * 32])] == [found[-1].id]
+
+
+def test_a_store_made_before_the_feedback_table_gains_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    from emery.store.backends import SQLiteStore
+
+    path = tmp_path / "old.db"
+    SQLiteStore(path).close()
+    with sqlite3.connect(path) as conn:  # as an emery without feedback left it
+        conn.execute("DROP TABLE feedback")
+    store = SQLiteStore(path)
+    store.add_feedback(FeedbackRecord.of(NewFeedback(trace_id="a" * 32, thumb="down")))
+    assert [r.score for r in store.list_feedback()] == [0.0]
