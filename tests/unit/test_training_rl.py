@@ -164,9 +164,10 @@ def test_an_rl_job_without_training_examples_is_refused_before_it_exists() -> No
     assert store.list_jobs().items == []
 
 
-def test_emery_train_type_rl_refuses_a_multi_stage_system_in_one_line(tmp_path: Path) -> None:
-    import subprocess
-    import sys
+def test_emery_train_type_rl_refuses_a_multi_stage_system_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bad_input_support import run_cli
 
     from emery.store import SQLiteStore
 
@@ -180,13 +181,11 @@ def test_emery_train_type_rl_refuses_a_multi_stage_system_in_one_line(tmp_path: 
     )
     db = tmp_path / "emery.db"
     args = ["train", str(tmp_path / "job.toml"), "--type", "rl", "--store", str(db)]
-    result = subprocess.run(
-        [sys.executable, "-m", "emery", *args], capture_output=True, text=True, check=False
-    )
-    assert result.returncode != 0
-    assert result.stdout == ""
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
+    assert run_cli(args) != 0  # in process: the one line, not the process, is checked
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
     assert "single-stage prompt program" in lines[0]
     assert SQLiteStore(db).list_jobs().items == []
 

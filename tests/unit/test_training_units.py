@@ -4,8 +4,6 @@ adapter names."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -169,7 +167,11 @@ def test_adapter_model_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         catalog.installed_adapter("smollm2-135m+j-9")
 
 
-def test_emery_train_type_sft_refuses_a_bad_line_in_one_line(tmp_path: Path) -> None:
+def test_emery_train_type_sft_refuses_a_bad_line_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bad_input_support import run_cli
+
     from emery.store import SQLiteStore
 
     (tmp_path / "chats.jsonl").write_text(_chat() + '\n{"messages": [{"role": "user"}]}\n')
@@ -179,13 +181,11 @@ def test_emery_train_type_sft_refuses_a_bad_line_in_one_line(tmp_path: Path) -> 
     )
     db = tmp_path / "emery.db"
     args = ["train", str(tmp_path / "job.toml"), "--type", "sft", "--store", str(db)]
-    result = subprocess.run(
-        [sys.executable, "-m", "emery", *args], capture_output=True, text=True, check=False
-    )
-    assert result.returncode != 0
-    assert result.stdout == ""
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1
+    assert run_cli(args) != 0  # in process: the one line, not the process, is checked
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
     assert "chats.jsonl:2: message 0: content is missing" in lines[0]
     assert SQLiteStore(db).list_jobs().items == []
 
