@@ -189,3 +189,18 @@ def test_by_default_every_entry_is_committed_at_once(tmp_path: Path) -> None:
     finally:
         cache.close()
         other.close()
+
+
+async def test_a_call_with_tokens_is_cached_with_them_under_a_key_of_its_own(
+    cache: ResponseCache,
+) -> None:
+    inner = _counting_lm()
+    lm = CachedLM(inner, cache)
+    plain = await lm.complete(MESSAGES)
+    recorded = await lm.complete(MESSAGES, logprobs=True)  # not the plain call's entry
+    again = await lm.complete(MESSAGES, logprobs=True)
+    assert (plain.tokens, plain.text, recorded.text) == (None, "reply 0", "reply 1")
+    assert recorded.tokens is not None
+    assert again.cached
+    assert again.tokens == recorded.tokens
+    assert len(inner.calls) == 2
