@@ -261,6 +261,7 @@ def test_the_live_chart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "•" in err
 
 
+@pytest.mark.slow  # starts processes: make test runs it, make check does not
 def test_no_poll_runs_in_the_background(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = baseline_config(tmp_path / "job.toml", count=2)
     assert run_cli(["train", str(path), "--no-poll"]) == 0
@@ -272,6 +273,7 @@ def test_no_poll_runs_in_the_background(tmp_path: Path, capsys: pytest.CaptureFi
     assert (tmp_path / ".emery" / "logs" / f"{job_id}.log").is_file()
 
 
+@pytest.mark.slow  # starts processes: make test runs it, make check does not
 def test_poll_timeout_hands_the_job_to_the_background(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -289,6 +291,7 @@ def test_poll_timeout_hands_the_job_to_the_background(
     assert "resumed" in kinds
 
 
+@pytest.mark.slow  # starts processes: make test runs it, make check does not
 def test_ctrl_c_pauses_and_says_how_to_resume(tmp_path: Path) -> None:
     write(tmp_path / "job.toml", iterations=40)
     process = subprocess.Popen(

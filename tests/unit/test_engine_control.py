@@ -68,6 +68,7 @@ def test_a_pause_from_another_process_stops_the_engine_quickly(tmp_path: Path) -
     assert next(e.kind for e in store.list_events(job_id, since=events[-1].seq or 0)) == "resumed"
 
 
+@pytest.mark.slow  # starts processes: make test runs it, make check does not
 def test_a_cancel_from_another_process_keeps_what_was_stored(tmp_path: Path) -> None:
     path = tmp_path / "emery.db"
     store = SQLiteStore(path)

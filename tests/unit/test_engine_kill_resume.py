@@ -50,6 +50,7 @@ def log_of(calls: Path) -> list[str]:
     return calls.read_text().splitlines() if calls.exists() else []
 
 
+@pytest.mark.slow  # starts processes: make test runs it, make check does not
 @pytest.mark.parametrize("trial", range(2))
 def test_a_job_killed_at_a_random_point_resumes_to_the_same_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trial: int

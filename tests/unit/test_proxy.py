@@ -244,6 +244,7 @@ def fake_models_env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow  # starts processes: make test runs it, make check does not
 def test_emery_serve_runs_the_proxy_in_its_own_process(
     tmp_path: Path, fake_models_env: dict[str, str]
 ) -> None:

@@ -249,6 +249,7 @@ WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # starts processes: make test runs it, make check does not
 def test_processes_writing_one_sqlite_file_never_collide(tmp_path: Path) -> None:
     path = tmp_path / "emery.db"
     SQLiteStore(path).create_job(NewJob(id="job-1", name="j", algorithm="gepa", config={}))

@@ -339,6 +339,7 @@ def task_app_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], st
             process.wait(timeout=10)
 
 
+@pytest.mark.slow  # starts processes: make test runs it, make check does not
 async def test_a_task_app_that_dies_mid_run_fails_its_rollouts_not_the_job(
     task_app_process: tuple[subprocess.Popen[str], str], proxy: RegistryProxy
 ) -> None:
