@@ -34,7 +34,7 @@ from schemathesis.checks import (
 from server_support import finished_job, random_search_module
 
 from emery.lm.fake import FakeLM
-from emery.reports import published
+from emery.reports import approvals, published
 from emery.server import jobs_api
 from emery.server.api import create_server_app
 from emery.server.sse import event_stream
@@ -55,9 +55,15 @@ CHECKS = [
     positive_data_acceptance,
 ]
 # Bodies whose meaning the schema cannot hold (a job config, a chat the proxy parses
-# itself, a dataset build's template, regexes and time range): schema-valid ones may still
-# be refused.
-SEMANTIC_BODIES = ("POST /api/jobs", "/chat/completions", "POST /api/datasets/from-traces")
+# itself, a dataset build's template, regexes and time range, a decision that depends on
+# the request's kind and on whether it is still pending): schema-valid ones may still be
+# refused.
+SEMANTIC_BODIES = (
+    "POST /api/jobs",
+    "/chat/completions",
+    "POST /api/datasets/from-traces",
+    "POST /api/approvals",
+)
 # No 2xx expected: random configs are never valid, and no job here can be paused.
 UNREACHED = ("POST /api/jobs", "POST /api/jobs/{job}/pause")
 
@@ -89,6 +95,7 @@ def target(
     job_id = finished_job(store, workdir)
     store.create_job(NewJob(id="j-waiting01", name="waiting", algorithm="baseline", config={}))
     published.publish(store, job_id, "support-bot")
+    requests = [approvals.request_publish(store, job_id, "support-bot") for _ in range(4)]
     rollouts = store.list_rollouts(limit=20).items
     ids = {
         "job": [job_id, job_id[:6], "waiting"],
@@ -96,6 +103,7 @@ def target(
         "rollout_id": [r.id for r in rollouts],
         "attempt_id": [a.id for r in rollouts[:5] for a in store.list_attempts(r.id)],
         "prompt": ["support-bot"],
+        "approval_id": [request.id for request in requests],
     }
     app = create_server_app(
         store, launcher=NoLaunch(), base_dir=workdir, default_lm=FakeLM(lambda _: "ok")

@@ -34,10 +34,10 @@ def approvals_router(store: Store) -> APIRouter:
     """``/api/jobs/{job}/approvals`` and ``/api/approvals/{id}``."""
     router = APIRouter(tags=["approvals"])
 
-    @router.get("/api/jobs/{job_id}/approvals")
-    def job_requests(job_id: str) -> dict[str, Any]:
+    @router.get("/api/jobs/{job}/approvals")
+    def job_requests(job: str) -> dict[str, Any]:
         """The job's approval requests, oldest first."""
-        found = approvals.job_approvals(store, job_id)
+        found = approvals.job_approvals(store, job)
         return {"approvals": [a.model_dump(mode="json") for a in found]}
 
     @router.get("/api/approvals/{approval_id}")
