@@ -179,13 +179,35 @@ def test_spans_that_cannot_be_placed_are_counted_as_rejected(served: Served) -> 
     )
     response = served.client.post("/v1/traces", json=json.loads(to_otlp_json(body)))
     answer = response.json()["partialSuccess"]
-    assert answer["rejectedSpans"] == "4"
+    assert answer["rejectedSpans"] == "3"
     message = answer["errorMessage"]
     assert "unknown rollout 'ro-nope'" in message
-    assert "no emery.rollout.id attribute" in message
     assert "has no attempt 'ro-x:9'" in message
     assert "8-byte span id" in message
-    assert [s.span_id for s in stored(served, trace)] == ["0000000000000004"]
+    assert sorted(s.span_id for s in stored(served, trace)) == [
+        "0000000000000002",  # no rollout named: an application's own span
+        "0000000000000004",
+    ]
+
+
+def test_an_applications_own_spans_are_stored_as_application_traces(served: Served) -> None:
+    trace = bytes.fromhex("22222222222222222222222222222222")
+    body = export(
+        span(trace, bytes.fromhex("0000000000000001"), **{"gen_ai.request.model": "m"}),
+        span(trace, bytes.fromhex("0000000000000002"), **{"emery.attempt.id": "ro-x:0"}),
+        span(trace, bytes.fromhex("0000000000000003"), **{"emery.sequence": -1}),
+        resource={"service.name": "support-bot"},
+    )
+    answer = served.client.post("/v1/traces", content=body.SerializeToString(), headers=PROTOBUF)
+    response = ExportTraceServiceResponse.FromString(answer.content)
+    assert response.partial_success.rejected_spans == 2
+    message = response.partial_success.error_message
+    assert "emery.attempt.id 'ro-x:0' without emery.rollout.id" in message
+    assert "emery.sequence must be from 0" in message
+    [record] = stored(served, trace)
+    assert record.span_id == "0000000000000001"
+    assert (record.job_id, record.rollout_id, record.attempt_id) == (None, None, None)
+    assert record.attributes["service.name"] == "support-bot"
 
 
 def to_otlp_json(request: ExportTraceServiceRequest) -> str:

@@ -2,9 +2,12 @@
 
 A span is stored under the rollout its ``emery.rollout.id`` names (span or resource
 attribute) and the attempt ``emery.attempt.id`` names, or the rollout's latest attempt
-when none is named. Spans of unknown rollouts or attempts, or with no rollout id, are
-rejected and counted in the response's ``partial_success``, as OTLP specifies; so are
-spans whose ``emery.sequence`` is negative or past ``MAX_SEQUENCE``.
+when none is named. A span that names no rollout and no attempt is an application's own
+span: it is stored as an application trace, with no job, rollout or attempt (what
+``emery dataset from-traces`` reads). Spans naming an unknown rollout or attempt (or an
+attempt without its rollout) are rejected and counted in the response's
+``partial_success``, as OTLP specifies; so are spans whose ``emery.sequence`` is negative
+or past ``MAX_SEQUENCE``.
 """
 
 from __future__ import annotations
@@ -77,23 +80,26 @@ class _Rollouts:
 
 
 def place(store: Store, spans: Sequence[SpanRecord]) -> tuple[list[SpanRecord], list[str]]:
-    """The spans with their job, rollout and attempt set, and why each other one cannot
-    be placed."""
+    """The spans with their job, rollout and attempt set (none for an application's own
+    spans), and why each other one cannot be placed."""
     rollouts = _Rollouts(store)
     placed: list[SpanRecord] = []
     problems: list[str] = []
     for span in spans:
+        if span.sequence is not None and not 0 <= span.sequence <= MAX_SEQUENCE:
+            problems.append(f"{sc.SEQUENCE} must be from 0 to {MAX_SEQUENCE}")
+            continue
         if span.rollout_id is None:
-            problems.append(f"no {sc.ROLLOUT_ID} attribute on the span or its resource")
+            if span.attempt_id is not None:
+                problems.append(f"{sc.ATTEMPT_ID} {span.attempt_id!r} without {sc.ROLLOUT_ID}")
+                continue
+            placed.append(span)  # an application's own span: no job, rollout or attempt
             continue
         found = rollouts.get(span.rollout_id)
         if found is None:
             problems.append(f"unknown rollout {span.rollout_id!r}")
             continue
         rollout, attempts = found
-        if span.sequence is not None and not 0 <= span.sequence <= MAX_SEQUENCE:
-            problems.append(f"{sc.SEQUENCE} must be from 0 to {MAX_SEQUENCE}")
-            continue
         attempt_id = span.attempt_id or (attempts[-1] if attempts else None)
         if attempt_id is not None and attempt_id not in attempts:
             problems.append(f"rollout {rollout.id!r} has no attempt {attempt_id!r}")
