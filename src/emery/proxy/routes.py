@@ -10,54 +10,73 @@ by the candidate's texts before forwarding (agents that know nothing of emery). 
 ``X-Emery-Agent`` header names the agent that made the call (``gen_ai.agent.name`` on its
 span). With the model's ``record_tokens`` set, the span also holds the call's token ids and
 log-probabilities; the reply the agent gets is the same either way.
+
+When the backend has a span sink (``emery server``: its store), calls on ``/v1`` and on a
+published prompt's route, which belong to no attempt, are recorded as ``chat`` spans of
+application traces (``tracing/application_spans.py``: ``X-Emery-Service``, ``traceparent``);
+the reply is the same, and a failed write is logged, never the call's failure.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import nullcontext
 from typing import Any, Protocol, TypeVar
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from opentelemetry import trace
 from starlette.requests import ClientDisconnect
 
 from emery.core.models import ChatMessage
+from emery.core.spans import SpanRecord
 from emery.lm.base import LM, Completion
 from emery.proxy.chat_request import BadRequest, ChatRequest, parse_chat_request
-from emery.tracing.agents import AGENT_HEADER
+from emery.tracing.application_spans import ApplicationCall, CallOrigin, SpanSink
 from emery.tracing.lm import open_chat_span, suppress_instrumentation
 from emery.tracing.registry import LiveRollouts
 from emery.tracing.scope import AttemptScope, activate
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class ProxyBackend(Protocol):
-    """Who the proxy serves: running attempts by id, and a default model for ``/v1``."""
+    """Who the proxy serves: running attempts by id, a default model for ``/v1``, and
+    where the calls of applications (on no attempt) are recorded, if anywhere."""
 
     def attempt(self, rollout_id: str, attempt_id: str | None) -> AttemptScope | None: ...
 
     def default_lm(self) -> LM | None: ...
 
+    def application_sink(self) -> SpanSink | None: ...
+
 
 class LiveBackend:
-    """Attempts registered in this process, and an optional default model."""
+    """Attempts registered in this process, an optional default model, and an optional
+    sink for applications' calls (``emery server`` passes its store)."""
 
-    def __init__(self, registry: LiveRollouts, default: LM | None = None) -> None:
+    def __init__(
+        self, registry: LiveRollouts, default: LM | None = None, sink: SpanSink | None = None
+    ) -> None:
         self.registry = registry
         self.default = default
+        self.sink = sink
 
     def attempt(self, rollout_id: str, attempt_id: str | None) -> AttemptScope | None:
         return self.registry.get(rollout_id, attempt_id)
 
     def default_lm(self) -> LM | None:
         return self.default
+
+    def application_sink(self) -> SpanSink | None:
+        return self.sink
 
 
 class ProxyError(Exception):
@@ -136,6 +155,45 @@ async def _recorded(
         chat.finish_completion(completion)
         chat.end()
         return completion
+
+
+async def _recorded_application_call(
+    sink: SpanSink,
+    origin: CallOrigin,
+    lm: LM,
+    requested: str,
+    messages: list[ChatMessage],
+    body: ChatRequest,
+    response_id: str,
+) -> Completion:
+    """Call ``lm`` for an application and write the call's span to ``sink``; a failed
+    write is logged and the call answered as if nothing was recorded."""
+    params = body.sampling()
+    call = ApplicationCall(
+        origin,
+        model=requested or lm.model,
+        messages=messages,
+        temperature=params.get("temperature"),
+        max_tokens=params.get("max_tokens"),
+        stop=params.get("stop"),
+        tools=body.tools,
+        stream=body.stream,
+    )
+    try:
+        with suppress_instrumentation():
+            completion = await lm.complete(messages, **params)
+    except Exception as exc:
+        await _write(sink, call.failed(exc))
+        raise
+    await _write(sink, call.finished(completion, response_id))
+    return completion
+
+
+async def _write(sink: SpanSink, span: SpanRecord) -> None:
+    try:
+        await anyio.to_thread.run_sync(sink.add_spans, [span])
+    except Exception:
+        log.warning("could not record the proxied call's span %s", span.span_id, exc_info=True)
 
 
 def completion_body(completion: Completion, requested: str, response_id: str) -> dict[str, Any]:
@@ -232,16 +290,24 @@ async def _complete(
     messages: list[ChatMessage],
     requested: str,
     body: ChatRequest,
-    agent: str | None = None,
+    origin: CallOrigin,
+    response_id: str,
 ) -> Completion:
-    """Forward to the default model (no scope) or record the call in the attempt's scope."""
+    """Forward to the default model (no scope; recorded as an application's call where
+    the backend has a sink) or record the call in the attempt's scope."""
+    agent = origin.agent
     if scope is None:
         lm = backend.default_lm()
         if lm is None:
             raise ProxyError(
                 503, "this server has no default model; use a rollout URL", "unavailable"
             )
-        return await lm.complete(messages, **body.sampling())
+        sink = backend.application_sink()
+        if sink is None:
+            return await lm.complete(messages, **body.sampling())
+        return await _recorded_application_call(
+            sink, origin, lm, requested, messages, body, response_id
+        )
     if scope.lm is None:
         raise ProxyError(503, "the attempt has no model", "unavailable")
     messages = substitute(messages, scope.substitutions())
@@ -257,9 +323,11 @@ async def handle_chat(
     request: Request,
     scope: AttemptScope | None,
     rewrite: MessagesRewrite | None = None,
+    attributes: Mapping[str, Any] | None = None,
 ) -> Response:
     """Answer one chat completion request, streamed when it asks for it; ``rewrite``
-    changes the request's messages before they are forwarded."""
+    changes the request's messages before they are forwarded, and ``attributes`` are
+    added to the span of an application's call."""
     try:
         body = await _read_chat_request(request)
     except BadRequest as exc:
@@ -269,9 +337,9 @@ async def handle_chat(
     messages = body.chat_messages()
     if rewrite is not None:
         messages = rewrite(messages)
+    origin = CallOrigin.from_headers(request.headers, attributes)
     try:
-        agent = request.headers.get(AGENT_HEADER) or None
-        completion = await _complete(backend, scope, messages, requested, body, agent)
+        completion = await _complete(backend, scope, messages, requested, body, origin, response_id)
     except ProxyError as exc:
         return error_response(exc.status, str(exc), exc.kind)
     except Exception as exc:

@@ -1,5 +1,7 @@
 """The ``emery server`` application: the REST API over a store, the SSE event streams,
 OTLP trace ingest, the LM proxy routes of ``emery serve`` and the dashboard, in one app.
+Here the proxy records the calls of applications (``/v1``, ``/prompts/NAME/v1``) in the
+store as application traces.
 
 Guards: with an API key, every route but ``/health`` and ``/login`` needs it (header, or
 the dashboard's cookie), checked before the body is read; bodies over the limit get 413;
@@ -51,7 +53,7 @@ def create_server_app(
     app.state.store = store
     app.state.launcher = launcher or launcher_for(store)
     app.state.registry = LiveRollouts()
-    backend = LiveBackend(app.state.registry, default_lm)
+    backend = LiveBackend(app.state.registry, default_lm, sink=store)  # records app calls
 
     @app.get("/health", tags=["server"])
     def health() -> dict[str, object]:

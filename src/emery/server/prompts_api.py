@@ -16,6 +16,7 @@ from emery.proxy.routes import ProxyBackend, error_response, handle_chat
 from emery.reports import published
 from emery.server.errors import status_of
 from emery.store.protocol import Store
+from emery.tracing import conventions as sc
 
 PromptName = Annotated[str, Path(pattern=f"^{published.NAME_PATTERN.pattern}$")]
 VersionQuery = Annotated[int | None, Query(ge=1, le=published.MAX_VERSION)]
@@ -59,7 +60,8 @@ def prompt_proxy_router(store: Store, backend: ProxyBackend) -> APIRouter:
         component: str | None = None,
     ) -> Response:
         """A chat completion whose system message is the prompt's text (of ``component``,
-        or of its only component), replaced or put first."""
+        or of its only component), replaced or put first; the call's recorded span names
+        the prompt and version (``emery.prompt.name``, ``emery.prompt.version``)."""
         try:
             found = await run_in_threadpool(published.show, store, prompt, version)
             text = found.text(component)
@@ -67,7 +69,8 @@ def prompt_proxy_router(store: Store, backend: ProxyBackend) -> APIRouter:
             status = status_of(exc)
             kind = "not_found" if status == 404 else "invalid_request_error"
             return error_response(status, str(exc), kind)
-        return await handle_chat(backend, request, None, lambda m: with_system(m, text))
+        used = {sc.PROMPT_NAME: found.name, sc.PROMPT_VERSION: found.version}
+        return await handle_chat(backend, request, None, lambda m: with_system(m, text), used)
 
     return router
 

@@ -31,7 +31,8 @@ from emery.tracing.scope import AttemptScope, LMCall
 _ids = random.Random()
 
 
-def _at(ns: int) -> datetime:
+def at(ns: int) -> datetime:
+    """A time in nanoseconds since the epoch as a UTC datetime."""
     return datetime.fromtimestamp(ns / 1e9, UTC)
 
 
@@ -47,6 +48,81 @@ def token_attributes(tokens: TokenTrace | None) -> dict[str, Any]:
     if tokens.completion_logprobs is not None:
         attributes[sc.LM_COMPLETION_LOGPROBS] = list(tokens.completion_logprobs)
     return attributes
+
+
+def request_attributes(
+    *,
+    model: str,
+    messages: Sequence[Any],
+    source: str,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    stop: Sequence[str] | str | None = None,
+    tools: Sequence[Any] | None = None,
+    stream: bool = False,
+    agent: str | None = None,
+) -> dict[str, Any]:
+    """The attributes of a ``chat`` span that its request decides."""
+    attributes: dict[str, Any] = {
+        sc.GEN_AI_OPERATION_NAME: sc.CHAT_OPERATION,
+        sc.GEN_AI_PROVIDER_NAME: "emery",
+        sc.GEN_AI_REQUEST_MODEL: model,
+        sc.GEN_AI_INPUT_MESSAGES: json.dumps(list(messages), ensure_ascii=False, default=str),
+        sc.LM_SOURCE: source,
+        sc.LM_STREAM: stream,
+    }
+    if temperature is not None:
+        attributes[sc.GEN_AI_REQUEST_TEMPERATURE] = temperature
+    if max_tokens is not None:
+        attributes[sc.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
+    if stop:
+        attributes[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = (
+            [stop] if isinstance(stop, str) else list(stop)
+        )
+    if tools:
+        attributes[sc.GEN_AI_TOOL_DEFINITIONS] = json.dumps(list(tools), default=str)
+    if agent is not None:
+        attributes[sc.GEN_AI_AGENT_NAME] = agent
+    return attributes
+
+
+def completion_attributes(completion: Completion) -> dict[str, Any]:
+    """The attributes of a ``chat`` span that its reply decides."""
+    output = {"role": "assistant", "content": completion.text}
+    return {
+        sc.GEN_AI_RESPONSE_MODEL: completion.model,
+        sc.GEN_AI_OUTPUT_MESSAGES: json.dumps([output], ensure_ascii=False),
+        sc.LM_CACHED: completion.cached,
+        sc.GEN_AI_RESPONSE_FINISH_REASONS: [completion.finish_reason],
+        sc.GEN_AI_USAGE_INPUT_TOKENS: completion.usage.prompt_tokens,
+        sc.GEN_AI_USAGE_OUTPUT_TOKENS: completion.usage.completion_tokens,
+        sc.LM_LATENCY_S: completion.latency_s,
+        **token_attributes(completion.tokens),
+    }
+
+
+def exception_event(error: BaseException) -> SpanEvent:
+    """The exception event the OpenTelemetry SDK records for ``error``, at this moment."""
+    return SpanEvent(
+        name=sc.EXCEPTION_EVENT,
+        time=at(time.time_ns()),
+        attributes={
+            sc.EXCEPTION_TYPE: type(error).__name__,
+            sc.EXCEPTION_MESSAGE: str(error),
+            sc.EXCEPTION_STACKTRACE: "".join(traceback.format_exception(error)),
+            "exception.escaped": "False",
+        },
+    )
+
+
+def new_trace_id() -> str:
+    """A random 128-bit trace id, as hex."""
+    return format(_ids.getrandbits(128) or 1, "032x")
+
+
+def new_span_id() -> str:
+    """A random non-zero 64-bit span id, as hex."""
+    return format(_ids.getrandbits(64) or 1, "016x")
 
 
 class ChatRecord:
@@ -72,27 +148,16 @@ class ChatRecord:
         parent = trace.get_current_span().get_span_context()
         self.trace_id = format(parent.trace_id, "032x") if parent.is_valid else None
         self.parent_id = format(parent.span_id, "016x") if parent.is_valid else None
-        self.attributes: dict[str, Any] = {
-            sc.GEN_AI_OPERATION_NAME: sc.CHAT_OPERATION,
-            sc.GEN_AI_PROVIDER_NAME: "emery",
-            sc.GEN_AI_REQUEST_MODEL: model,
-            sc.GEN_AI_INPUT_MESSAGES: json.dumps(self.messages, ensure_ascii=False, default=str),
-            sc.LM_SOURCE: source,
-            sc.LM_STREAM: False,
-        }
-        if temperature is not None:
-            self.attributes[sc.GEN_AI_REQUEST_TEMPERATURE] = temperature
-        if max_tokens is not None:
-            self.attributes[sc.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
-        if stop:
-            self.attributes[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = (
-                [stop] if isinstance(stop, str) else list(stop)
-            )
-        if tools:
-            self.attributes[sc.GEN_AI_TOOL_DEFINITIONS] = json.dumps(list(tools), default=str)
-        agent = current_agent()
-        if agent is not None:
-            self.attributes[sc.GEN_AI_AGENT_NAME] = agent
+        self.attributes = request_attributes(
+            model=model,
+            messages=self.messages,
+            source=source,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            stop=stop,
+            tools=tools,
+            agent=current_agent(),
+        )
         self.attributes[sc.ROLLOUT_ID] = scope.rollout_id
         self.attributes[sc.ATTEMPT_ID] = scope.attempt_id
         self.sequence = scope.next_sequence()
@@ -102,19 +167,7 @@ class ChatRecord:
 
     def finish(self, completion: Completion) -> None:
         """Record the reply and end the span."""
-        output = {"role": "assistant", "content": completion.text}
-        self.attributes.update(
-            {
-                sc.GEN_AI_RESPONSE_MODEL: completion.model,
-                sc.GEN_AI_OUTPUT_MESSAGES: json.dumps([output], ensure_ascii=False),
-                sc.LM_CACHED: completion.cached,
-                sc.GEN_AI_RESPONSE_FINISH_REASONS: [completion.finish_reason],
-                sc.GEN_AI_USAGE_INPUT_TOKENS: completion.usage.prompt_tokens,
-                sc.GEN_AI_USAGE_OUTPUT_TOKENS: completion.usage.completion_tokens,
-                sc.LM_LATENCY_S: completion.latency_s,
-                **token_attributes(completion.tokens),
-            }
-        )
+        self.attributes.update(completion_attributes(completion))
         self.scope.add_lm_call(
             LMCall(
                 messages=self.messages,  # type: ignore[arg-type]
@@ -127,17 +180,7 @@ class ChatRecord:
 
     def fail(self, error: BaseException) -> None:
         """End the span as failed, with the exception event the SDK would record."""
-        event = SpanEvent(
-            name=sc.EXCEPTION_EVENT,
-            time=_at(time.time_ns()),
-            attributes={
-                sc.EXCEPTION_TYPE: type(error).__name__,
-                sc.EXCEPTION_MESSAGE: str(error),
-                sc.EXCEPTION_STACKTRACE: "".join(traceback.format_exception(error)),
-                "exception.escaped": "False",
-            },
-        )
-        self._end([event], "error", f"{type(error).__name__}: {error}")
+        self._end([exception_event(error)], "error", f"{type(error).__name__}: {error}")
 
     def _end(self, events: list[SpanEvent], status: SpanStatus, message: str | None) -> None:
         end_ns = time.time_ns()
@@ -145,13 +188,13 @@ class ChatRecord:
         if self.scope.closed:  # the attempt ended without waiting for this call
             return
         record = SpanRecord(
-            trace_id=self.trace_id or format(_ids.getrandbits(128), "032x"),
-            span_id=format(_ids.getrandbits(64) or 1, "016x"),
+            trace_id=self.trace_id or new_trace_id(),
+            span_id=new_span_id(),
             parent_id=self.parent_id,
             name=f"{sc.CHAT_OPERATION} {self.model}",
             kind="internal",
-            start_time=_at(self.start_ns),
-            end_time=_at(end_ns),
+            start_time=at(self.start_ns),
+            end_time=at(end_ns),
             attributes=self.attributes,
             events=events,
             status=status,
