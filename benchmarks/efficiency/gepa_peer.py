@@ -16,7 +16,8 @@ Concurrency is what gepa gets with a litellm model: its default adapter sends on
 reflections as one batch when the LM has ``batch_complete``. Here the same is done with
 threads (``concurrency`` at once, emery's per-batch limit), since the mock is not a litellm
 provider. gepa's engine evaluates an iteration's (candidate, minibatch) pairs one after
-the other (``default_batch_evaluate``; the default adapter has no ``batch_evaluate``).
+the other (``default_batch_evaluate``; the default adapter has no ``batch_evaluate``);
+with ``batch_evaluate`` in the spec the adapter gets that hook and evaluates them at once.
 
 OUT gets the best instruction, val scores, metric calls, LM calls by role, wall time.
 """
@@ -56,11 +57,12 @@ class ThreadedModel:
 
 
 class ThreadedAdapter(DefaultAdapter):
-    """gepa's default adapter, its batch's task calls sent ``workers`` at once."""
+    """gepa's default adapter, each batch's task calls sent ``workers`` at once."""
 
-    def __init__(self, model: ThreadedModel, evaluator: Scorer) -> None:
+    def __init__(self, model: ThreadedModel, evaluator: Scorer, workers: int) -> None:
         super().__init__(model=model, evaluator=evaluator)
         self.threaded = model
+        self.workers = workers
 
     def evaluate(self, batch: Any, candidate: Any, capture_traces: bool = False) -> Any:
         system = next(iter(candidate.values()))
@@ -68,12 +70,21 @@ class ThreadedAdapter(DefaultAdapter):
             [{"role": "system", "content": system}, {"role": "user", "content": f"{d['input']}"}]
             for d in batch
         ]
-        replies = iter(self.threaded.batch_complete(requests))
-        model, self.model = self.model, (lambda _messages: next(replies))
-        try:
-            return super().evaluate(batch, candidate, capture_traces)
-        finally:
-            self.model = model
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            replies = list(pool.map(self.threaded, requests))
+        answers = iter(replies)
+        scorer = DefaultAdapter(model=lambda _messages: next(answers), evaluator=self.evaluator)
+        return scorer.evaluate(batch, candidate, capture_traces)
+
+
+class BatchThreadedAdapter(ThreadedAdapter):
+    """``ThreadedAdapter`` with gepa's ``batch_evaluate`` hook: an iteration's (candidate,
+    batch) pairs evaluated at once, each ``workers`` calls at a time (as emery's
+    ``--concurrency`` is per batch)."""
+
+    def batch_evaluate(self, items: list[tuple[Any, list[Any]]]) -> list[Any]:
+        with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
+            return list(pool.map(lambda item: self.evaluate(item[1], item[0], True), items))
 
 
 def main() -> None:
@@ -86,7 +97,8 @@ def main() -> None:
     reflection = ThreadedModel(
         reflection_endpoint, "reflection", spec["reflection_max_tokens"], workers
     )
-    adapter = ThreadedAdapter(task, Scorer(spec["parser"], spec["verifier"], spec["component"]))
+    kind = BatchThreadedAdapter if spec.get("batch_evaluate") else ThreadedAdapter
+    adapter = kind(task, Scorer(spec["parser"], spec["verifier"], spec["component"]), workers)
     n = spec["proposals"]
     sampling = SingleMutationSampling() if n == 1 else IndependentSampling(n)
     started = time.perf_counter()

@@ -177,9 +177,11 @@ def proposer_reply(messages: list[dict[str, Any]], seed: Any, prune_share: float
 def waves(log: list[tuple[str, float, float]], started: float, ended: float) -> dict[str, Any]:
     """Where a run's wall time went, from the requests it sent between ``started`` and
     ``ended``: ``waves`` are the stretches with a request in flight (requests that overlap
-    belong to one wave: a round trip the search waited on; ``proposer_waves`` those with a
-    proposer request), ``busy_s`` their total length, ``idle_s`` the rest of the wall time
-    (the search's own work between round trips, which the machine's load stretches)."""
+    belong to one wave, so a batch whose lanes refill without a gap is one wave of several
+    latencies; ``proposer_waves`` those with a proposer request), ``busy_s`` their total
+    length (divided by the latency: the round trips the search waited on, one after the
+    other), ``idle_s`` the rest of the wall time, with no request in flight (the search's
+    own work between round trips, which the machine's load stretches)."""
     spans = sorted((a, b, m) for m, a, b in log if started <= a <= ended)
     sizes: list[int] = []
     proposer, busy, end, has_proposer = 0, 0.0, float("-inf"), False

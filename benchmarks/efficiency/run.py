@@ -23,6 +23,19 @@ example. See README.md.
         --cost-search
     .venv/bin/python benchmarks/efficiency/run.py --model local/smollm2-135m --seeds 1
 
+``--peer gepa`` also runs gepa 0.1.4 (``gepa_peer.py`` in ``.bench-venvs/gepa``) on the
+same task, data, budget and seeds, at each ``--peer-proposals`` (1: its default; n: its
+parallel proposals, ``IndependentSampling(n)``; nb: also with an adapter
+``batch_evaluate``), its best scored on test as emery's is. ``--algorithm mipro`` runs
+MIPRO with k as ``trials_per_step``. On the mock, a last table says where each variant's
+wall time went (``mock_endpoint.waves``: round trips waited on, and the time with no
+request in flight).
+
+    .venv/bin/python benchmarks/efficiency/run.py --ks 1,4 --seeds 3 --budget 500 \
+        --peer gepa --peer-proposals 1,4,4b
+    .venv/bin/python benchmarks/efficiency/run.py --algorithm mipro --ks 1,4 --seeds 3 \
+        --budget 500
+
 ``--model`` runs the same comparison on SVAMP (``../shared/datasets/svamp.jsonl``, the
 first ``--train/--val/--test`` rows) with a local model as task and reflection model.
 """
@@ -210,7 +223,7 @@ async def one_run(
 
 
 def peer_spec(
-    setup: Setup, base_url: str, seed: int, budget: int, proposals: int, args: Any
+    setup: Setup, base_url: str, seed: int, budget: int, peer: str, args: Any
 ) -> dict[str, Any]:
     """What ``gepa_peer.py`` reads: the same endpoint, models, seed instruction, data, parser,
     verifier, budget and seed as emery's rows, and emery's GEPA defaults (minibatch of 3,
@@ -239,19 +252,20 @@ def peer_spec(
         "minibatch_size": defaults.minibatch_size,
         "use_merge": defaults.use_merge,
         "max_merges": defaults.max_merges,
-        "proposals": proposals,
+        "proposals": int(peer.rstrip("b")),
+        "batch_evaluate": peer.endswith("b"),
         "concurrency": args.concurrency,
     }
 
 
 async def peer_run(
-    setup: Setup, base_url: str, proposals: int, seed: int, budget: int, args: Any
+    setup: Setup, base_url: str, peer: str, seed: int, budget: int, args: Any
 ) -> dict[str, Any]:
     """gepa 0.1.4 in its own venv (``gepa_peer.py``) on the same task, data, budget and
     seed; its best instruction and the seed scored on test by emery's evaluator, as emery's
     rows are."""
     with tempfile.TemporaryDirectory() as workdir:
-        spec = peer_spec(setup, base_url, seed, budget, proposals, args) | {"workdir": workdir}
+        spec = peer_spec(setup, base_url, seed, budget, peer, args) | {"workdir": workdir}
         spec_path, out_path = Path(workdir, "spec.json"), Path(workdir, "out.json")
         spec_path.write_text(json.dumps(spec))
         started, clock = time.perf_counter(), time.monotonic()
@@ -283,13 +297,13 @@ async def peer_run(
         test[name] = result.mean
     reflections = out["lm"].get("reflection", {}).get("calls", 0)
     return profile | {
-        "k": f"gepa-0.1.4 n={proposals}",
+        "k": peer_label(peer),
         "failure_share": None,
         "seed": seed,
         "metric_calls": out["metric_calls"],
         "wall_s": out["wall_time_s"],
         "process_s": elapsed,
-        "steps": reflections / proposals,
+        "steps": reflections / spec["proposals"],
         "reflection_calls": reflections,
         "task_calls": out["lm"].get("task", {}).get("calls", 0),
         "candidates": out["candidates"],
@@ -411,6 +425,34 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def profile_table(runs: list[dict[str, Any]], variants: Sequence[Variant], latency_s: float) -> str:
+    """Per variant (means over seeds), where the wall time went on the mock
+    (``mock_endpoint.waves``): requests, waves and those with a proposer call, the time
+    with a request in flight (busy) as seconds and as round trips one after the other
+    (busy / latency), those per step, and the rest (idle: the search's own work)."""
+    lines = [
+        "| k | requests | waves | proposer waves | busy s | round trips | round trips per step"
+        " | idle s | idle share | wall s |",
+        "|" + " --- |" * 10,
+    ]
+    for v in variants:
+        mine = [r for r in runs if variant(r) == v and "waves" in r]
+        if not mine:
+            continue
+
+        def mean(key: str, rows_: list[dict[str, Any]] = mine) -> float:
+            return statistics.fmean(r[key] for r in rows_)
+
+        trips = mean("busy_s") / latency_s
+        lines.append(
+            f"| {v[0]} | {mean('requests'):.0f} | {mean('waves'):.0f}"
+            f" | {mean('proposer_waves'):.0f} | {mean('busy_s'):.1f} | {trips:.0f}"
+            f" | {trips / mean('steps'):.1f} | {mean('idle_s'):.1f}"
+            f" | {mean('idle_s') / mean('wall_s'):.0%} | {mean('wall_s'):.1f} |"
+        )
+    return "\n".join(lines)
+
+
 # two-sided 95% Student t quantiles by degrees of freedom (more seeds: about 2)
 T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
 
@@ -467,14 +509,22 @@ def variants(args: argparse.Namespace) -> list[Variant]:
     return [(k, share) for share in args.failure_shares for k in args.ks]
 
 
-def peer_label(proposals: int) -> str:
-    return f"gepa-0.1.4 n={proposals}"
+def peer_label(peer: str) -> str:
+    """``4`` → gepa-0.1.4 n=4; ``4b`` → gepa-0.1.4 n=4 batch_evaluate."""
+    batch = " batch_evaluate" if peer.endswith("b") else ""
+    return f"gepa-0.1.4 n={peer.rstrip('b')}{batch}"
 
 
 def all_variants(args: argparse.Namespace) -> list[Variant]:
     """emery's variants, then gepa 0.1.4's (``--peer gepa``) at each ``--peer-proposals``."""
     peers: list[Variant] = [(peer_label(n), None) for n in args.peer_proposals]
     return variants(args) + (peers if args.peer == "gepa" else [])
+
+
+def gepa_extra(args: argparse.Namespace) -> dict[str, Any] | None:
+    """GEPA's settings given on the command line (``--accept``, ``--confidence``)."""
+    extra = {"accept": args.accept, "confidence": args.confidence}
+    return {key: value for key, value in extra.items() if value is not None} or None
 
 
 async def main_async(
@@ -498,7 +548,7 @@ async def main_async(
                 args.concurrency,
                 share,
                 args.select,
-                {"accept": args.accept} if args.accept else None,
+                gepa_extra(args),
                 args.cost_search,
                 args.algorithm,
             )
@@ -530,6 +580,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--accept", default=None, help="GEPA's accept setting (default: GEPA's own)"
+    )
+    parser.add_argument(
+        "--confidence",
+        type=float,
+        default=None,
+        help="GEPA's confidence (of the paired evidence that accepts a child; default 0.95)",
     )
     parser.add_argument(
         "--instruction",
@@ -565,10 +621,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--peer-proposals",
-        type=lambda text: [int(n) for n in text.split(",")],
-        default=[1, 4],
+        type=lambda text: [n.strip() for n in text.split(",")],
+        default=["1", "4"],
         help="gepa's proposals per iteration (1: SingleMutationSampling, n:"
-        " IndependentSampling(n))",
+        " IndependentSampling(n); nb: also an adapter batch_evaluate that runs an"
+        " iteration's batches at once)",
     )
     parser.add_argument("--train", type=int, default=60, help="--model: SVAMP train rows")
     parser.add_argument("--val", type=int, default=30, help="--model: SVAMP val rows")
@@ -582,6 +639,8 @@ def main() -> None:
             runs = asyncio.run(main_async(args, setup, server.base_url))
     rows = summarize(runs, all_variants(args))
     print(table(rows))
+    if any("waves" in run for run in runs):
+        print(profile_table(runs, all_variants(args), args.latency))
     pairs = paired(runs, variants(args)) if len(variants(args)) > 1 else []
     if pairs:
         print(paired_table(pairs, variants(args)[0]))
