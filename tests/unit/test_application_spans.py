@@ -14,6 +14,8 @@ from fastapi.testclient import TestClient
 
 from emery.core.spans import SpanRecord
 from emery.lm.fake import FakeLM
+from emery.lm.tokens import TokenRecordingLM
+from emery.reports.published import PublishedPrompt
 from emery.server.api import create_server_app
 from emery.server.launcher import ThreadLauncher
 from emery.store.backends import MemoryStore
@@ -146,3 +148,29 @@ def test_a_store_that_cannot_write_changes_nothing_for_the_caller(
     assert answer.status_code == 200
     assert answer.json()["choices"][0]["message"]["content"] == "It ships today."
     assert "could not record the proxied call" in caplog.text
+
+
+def test_a_call_on_a_prompts_route_names_the_prompt_and_keeps_its_tokens(
+    store: MemoryStore,
+) -> None:
+    content = PublishedPrompt(
+        name="support-bot",
+        components={"solve": "Be kind."},
+        job_id="j",
+        job_name="support",
+        candidate_id="c",
+    )
+    store.put_resource("prompt:support-bot", content.model_dump(mode="json"), kind="prompt")
+    lm = TokenRecordingLM(FakeLM(lambda messages: "It ships today."))
+    app = create_server_app(store, default_lm=lm, launcher=ThreadLauncher())
+    with TestClient(app) as client:
+        answer = client.post("/prompts/support-bot/v1/chat/completions", json=CHAT)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["choices"][0]["message"]["content"] == "It ships today."
+    [span] = chat_spans(store)
+    a = span.attributes
+    assert (a[sc.PROMPT_NAME], a[sc.PROMPT_VERSION]) == ("support-bot", 1)
+    assert a[sc.GEN_AI_INPUT_MESSAGES].startswith('[{"role": "system", "content": "Be kind."}')
+    assert len(a[sc.LM_COMPLETION_TOKEN_IDS]) == 3
+    assert len(a[sc.LM_COMPLETION_LOGPROBS]) == 3
+    assert a[sc.LM_PROMPT_TOKEN_IDS]
