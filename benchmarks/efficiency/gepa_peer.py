@@ -129,7 +129,7 @@ def main() -> None:
         "best_val": result.val_aggregate_scores[result.best_idx],
         "metric_calls": result.total_metric_calls,
         "candidates": len(result.candidates),
-        "iterations": getattr(result, "num_full_val_evals", None),
+        "full_val_evals": result.num_full_val_evals,
         "lm": usage,
         "wall_time_s": wall,
     }
