@@ -1,4 +1,6 @@
-"""APO end to end on the real embedded model (SmolLM2-135M) with a tiny budget."""
+"""APO end to end on the local model (SmolLM2-135M) with a tiny budget: the wiring (critique,
+edit, the best the stored best), on SmolLM2's recorded replies (`recorded_lm`; the real
+model runs in the GEPA job test)."""
 
 from __future__ import annotations
 
@@ -19,12 +21,16 @@ from emery.config.resolve import (
 )
 from emery.systems.templates import placeholders
 
+from .recorded_lm import Recordings, recorded_lm
+
 pytestmark = pytest.mark.integration
+
+__all__ = ["recorded_lm"]  # the fixture
 
 MODEL = "local/smollm2-135m"
 
 
-async def test_apo_runs_a_round_on_the_local_model(tmp_path: Path) -> None:
+async def test_apo_runs_a_round_on_the_local_model(tmp_path: Path, recorded_lm: Recordings) -> None:
     config = parse_config(
         {
             "job": {"algorithm": "apo", "budget": {"metric_calls": 8}},

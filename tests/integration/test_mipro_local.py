@@ -1,4 +1,6 @@
-"""MIPRO end to end on the real local model (SmolLM2-135M) with a tiny budget."""
+"""MIPRO end to end on the local model (SmolLM2-135M) with a tiny budget: the wiring (plan,
+demos, summary, trials, the best the stored best), on SmolLM2's recorded replies
+(`recorded_lm`; the real model runs in the GEPA job test)."""
 
 from __future__ import annotations
 
@@ -17,12 +19,16 @@ from emery.lm.usage import UsageMeter
 from emery.systems.prompt_program import PromptProgram
 from emery.verifiers.config import build_verifier
 
+from .recorded_lm import Recordings, recorded_lm
+
 pytestmark = pytest.mark.integration
+
+__all__ = ["recorded_lm"]  # the fixture
 
 MODEL = "local/smollm2-135m"
 
 
-async def test_mipro_runs_on_the_local_model(tmp_path: Path) -> None:
+async def test_mipro_runs_on_the_local_model(tmp_path: Path, recorded_lm: Recordings) -> None:
     task = builtin_task("word_problems")
     data = task.dataset(seed=3, n_train=5, n_val=3, n_test=0)
     meter = UsageMeter()
