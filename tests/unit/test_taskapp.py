@@ -321,7 +321,7 @@ def task_app_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], st
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 120  # a start-up, not a wait: 20 s was missed at a load of 12
     while True:
         try:
             if httpx.get(url + "/health", headers={"X-API-Key": KEY}, timeout=1).is_success:
