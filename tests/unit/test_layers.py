@@ -10,10 +10,15 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 import emery
 from emery.core.layers import LAYERS, LONG_MODULE_LINES
 
 SRC = Path(emery.__file__).parent
+
+# one xdist process parses src/emery for all the checks (``parsed`` is cached per process)
+pytestmark = pytest.mark.xdist_group("layers")
 
 
 def package_of(path: Path) -> str:
