@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from test_gepa_parallel import ONE_PER_STEP, candidate_ids
+from test_gepa_parallel import ONE_PER_STEP, RECORDED, candidate_ids
 from test_gepa_resume import checkpoint, known_results, restore_candidates, summary
 from test_gepa_support import events, run_gepa, word_problem_context, word_problems
 
@@ -71,7 +71,7 @@ def test_failure_share_is_between_zero_and_one() -> None:
 
 async def test_failure_share_none_makes_the_same_candidates_as_before() -> None:
     ctx = word_problem_context(word_problems(), budget=BudgetConfig(metric_calls=300))
-    outcome, records = await run_gepa(ctx, {"failure_share": None})
+    outcome, records = await run_gepa(ctx, RECORDED | {"failure_share": None})
     ids, iterations, calls = ONE_PER_STEP["default"]
     assert candidate_ids(records) == ids
     assert (outcome.state.iteration, ctx.budget.usage.metric_calls) == (iterations, calls)

@@ -35,6 +35,9 @@ pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
 
 EFFICIENCY = Path(__file__).resolve().parents[2] / "benchmarks" / "efficiency"
 
+# The acceptance level these runs were recorded at (GEPA's default until it was measured
+# too strict: benchmarks/efficiency/README.md); they test the steps, not the level.
+RECORDED: dict[str, Any] = {"confidence": 0.95}
 # The candidates (in order) these runs made before proposals_per_step existed.
 BEFORE = [
     "f401e757e6dc78af",
@@ -66,7 +69,7 @@ async def test_one_proposal_per_step_makes_the_same_candidates_as_before(case: s
         budget=BudgetConfig(metric_calls=300),
         reflection=reflection_lm(broken_every=3) if weak else None,
     )
-    settings = {"stop_when_perfect": False} if weak else {}
+    settings = RECORDED | ({"stop_when_perfect": False} if weak else {})
     outcome, records = await run_gepa(ctx, settings)
     ids, iterations, calls = ONE_PER_STEP[case]
     assert GepaSettings().proposals_per_step == 1
@@ -81,7 +84,7 @@ def test_proposals_per_step_must_be_at_least_one() -> None:
 
 async def test_four_proposals_per_step_are_four_children_accepted_each_on_its_own() -> None:
     ctx = word_problem_context(word_problems(), budget=BudgetConfig(metric_calls=300))
-    outcome, records = await run_gepa(ctx, {"proposals_per_step": 4})
+    outcome, records = await run_gepa(ctx, RECORDED | {"proposals_per_step": 4})
     state = outcome.state
     assert isinstance(state, GepaState)
     first = records[1]  # records[0] is the seed's
@@ -128,7 +131,7 @@ class CrashOnce:
 
 async def test_a_step_crashed_mid_way_resumes_to_the_uninterrupted_run() -> None:
     dataset, budget = word_problems(), BudgetConfig(metric_calls=300)
-    settings = {"proposals_per_step": 4}
+    settings = RECORDED | {"proposals_per_step": 4}
     full_ctx = word_problem_context(dataset, budget=budget)
     full, full_records = await run_gepa(full_ctx, settings)
 

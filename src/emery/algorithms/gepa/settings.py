@@ -58,7 +58,7 @@ class GepaSettings(AlgorithmSettings):
         ),
     )
     confidence: float = Field(
-        default=0.95,
+        default=0.8,
         gt=0.5,
         lt=1.0,
         description="two-sided confidence of the paired interval that accepts a child",
