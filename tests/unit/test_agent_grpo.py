@@ -20,6 +20,10 @@ from emery.training.agent_grpo import (
     mean_episode_reward,
 )
 
+# torch, peft and transformers cost about 7 s of CPU to import in each process: the edit
+# loop (make check) leaves this module out, make test runs it.
+pytestmark = pytest.mark.slow
+
 torch = pytest.importorskip("torch", reason="the train extra: pip install 'emery[train]'")
 pytest.importorskip("peft")
 pytest.importorskip("transformers")

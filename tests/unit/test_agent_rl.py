@@ -15,6 +15,10 @@ from emery.core.trajectories import CreditedCall
 from emery.training.agent_rl import train_agent_rl
 from emery.training.trainer import TrainingHooks, last_checkpoint
 
+# torch, peft and transformers cost about 7 s of CPU to import in each process: the edit
+# loop (make check) leaves this module out, make test runs it.
+pytestmark = pytest.mark.slow
+
 torch = pytest.importorskip("torch", reason="the train extra: pip install 'emery[train]'")
 pytest.importorskip("peft")
 
