@@ -61,11 +61,12 @@ def request_attributes(
     tools: Sequence[Any] | None = None,
     stream: bool = False,
     agent: str | None = None,
+    provider: str = "emery",
 ) -> dict[str, Any]:
     """The attributes of a ``chat`` span that its request decides."""
     attributes: dict[str, Any] = {
         sc.GEN_AI_OPERATION_NAME: sc.CHAT_OPERATION,
-        sc.GEN_AI_PROVIDER_NAME: "emery",
+        sc.GEN_AI_PROVIDER_NAME: provider,
         sc.GEN_AI_REQUEST_MODEL: model,
         sc.GEN_AI_INPUT_MESSAGES: json.dumps(list(messages), ensure_ascii=False, default=str),
         sc.LM_SOURCE: source,

@@ -18,7 +18,7 @@ from emery.lm.base import LM, Completion
 from emery.lm.wrapper import LMWrapper
 from emery.tracing import conventions as sc
 from emery.tracing.agents import current_agent
-from emery.tracing.chat_record import ChatRecord, token_attributes
+from emery.tracing.chat_record import ChatRecord, request_attributes, token_attributes
 from emery.tracing.scope import AttemptScope, LMCall, current_scope
 
 _suppressed: ContextVar[bool] = ContextVar("emery_lm_spans_suppressed", default=False)
@@ -133,27 +133,18 @@ def open_chat_span(
 ) -> ChatSpan:
     """Start a ``chat {model}`` span (a child of the current span); the caller ends it.
     ``agent`` names the agent that made the call (default: ``as_agent``'s)."""
-    attributes: dict[str, AttributeValue] = {
-        sc.GEN_AI_OPERATION_NAME: sc.CHAT_OPERATION,
-        sc.GEN_AI_PROVIDER_NAME: provider,
-        sc.GEN_AI_REQUEST_MODEL: model,
-        sc.GEN_AI_INPUT_MESSAGES: json.dumps(list(messages), ensure_ascii=False, default=str),
-        sc.LM_SOURCE: source,
-        sc.LM_STREAM: stream,
-    }
-    if temperature is not None:
-        attributes[sc.GEN_AI_REQUEST_TEMPERATURE] = temperature
-    if max_tokens is not None:
-        attributes[sc.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
-    if stop:
-        attributes[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = (
-            [stop] if isinstance(stop, str) else list(stop)
-        )
-    if tools:
-        attributes[sc.GEN_AI_TOOL_DEFINITIONS] = json.dumps(list(tools), default=str)
-    agent = agent or current_agent()
-    if agent is not None:
-        attributes[sc.GEN_AI_AGENT_NAME] = agent
+    attributes: dict[str, AttributeValue] = request_attributes(
+        model=model,
+        messages=messages,
+        source=source,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        stop=stop,
+        tools=tools,
+        stream=stream,
+        agent=agent or current_agent(),
+        provider=provider,
+    )
     scope.begin_call()
     span = scope.tracer.start_span(f"{sc.CHAT_OPERATION} {model}", attributes=attributes)
     return ChatSpan(span, scope, [dict(m) for m in messages], source)  # type: ignore[misc]
