@@ -1,0 +1,631 @@
+"""The production loop as a benchmark: an application served through ``emery server``'s
+prompt route answers a stream of real questions, a scripted user gives thumbs on a share of
+them, emery builds a dataset from the traces, searches, publishes, and the application's
+next stretch of traffic is scored against the gold answers before (the old version, asked
+on the side) and after (the new version, live); then a second round warm-started from the
+first job. One process, one temporary SQLite store, one model for everything.
+
+    .venv/bin/python benchmarks/production/loop.py --out prod.json          # local model
+    .venv/bin/python benchmarks/production/loop.py --model fake             # seconds
+
+See README.md beside this file for the phases, the figures and a recorded run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import re
+import secrets
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+import emery
+from emery.algorithms.evidence import paired
+from emery.config import parse_config
+from emery.config.resolve import JobInputs
+from emery.core.models import Example
+from emery.evaluation.label_agreement import LabelAgreement, label_agreement
+from emery.evaluation.stats import ScoreSummary, summarize
+from emery.jobs import create_job, run_job
+from emery.lm import LMConfig, UsageMeter, build_lm
+from emery.lm.base import LM
+from emery.lm.config import build_base_lm
+from emery.reports import published
+from emery.server.api import create_server_app
+from emery.server.launcher import ThreadLauncher
+from emery.store import SQLiteStore, Store
+from emery.tracing import conventions as sc
+from emery.verifiers.config import VerifierConfig, build_verifier
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+SVAMP = ROOT.parent / "shared" / "datasets" / "svamp.jsonl"
+NAME = "math-helper"
+SERVICE = "math-helper"
+SHADOW = "math-helper-shadow"
+"""The service of the calls that ask the previous version on the side (not traffic)."""
+SEED = "Solve the problem step by step. End with 'Answer: <number>'."
+"""v1: what a sensible person writes first, stating the output format."""
+TEMPLATE = "{question}"
+ANSWER = re.compile(r"Answer:\s*\$?(-?[\d,]*\.?\d+)")
+RUBRIC = (
+    "The reply solves the word problem correctly: the arithmetic is right and its last"
+    " line, 'Answer: <number>', gives the number the question asks for."
+)
+SPLIT_SHARES = (0.5, 0.5, 0.0)
+"""Train (oldest half) and val (newest half) by time; the next stretch is the test."""
+
+
+@dataclass(frozen=True)
+class Question:
+    row: int
+    """The row's position in the file (0-based)."""
+    text: str
+    gold: float
+
+
+def load_questions(path: Path, split: str, offset: int, count: int) -> list[Question]:
+    """``count`` rows of ``split`` in file order (arrival order), from its ``offset``-th."""
+    rows = []
+    for index, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        row = json.loads(line)
+        if row.get("split") == split:
+            question, gold = row.get("input", {}).get("question"), row.get("expected")
+            if not isinstance(question, str) or not isinstance(gold, int | float):
+                raise SystemExit(f"error: {path} row {index}: needs input.question and a number")
+            rows.append(Question(index, question, float(gold)))
+    picked = rows[offset : offset + count]
+    if len(picked) < count:
+        raise SystemExit(
+            f"error: {path} has {len(rows)} {split!r} rows; {offset} + {count} are needed"
+        )
+    return picked
+
+
+def correct(reply: str, gold: float) -> float:
+    """1.0 when the reply's last ``Answer: N`` line is the gold number (the application's
+    own reading of a reply, and the scripted user's thumb)."""
+    found = ANSWER.findall(reply)
+    if not found:
+        return 0.0
+    try:
+        return float(abs(float(found[-1].replace(",", "")) - gold) < 1e-6)
+    except ValueError:
+        return 0.0
+
+
+# -- the models ------------------------------------------------------------------------
+
+
+@dataclass
+class Models:
+    """The application's model (behind the proxy) and what each job's roles use."""
+
+    app: LM
+    job_roles: dict[str, LM]
+    judge: LM
+    name: str
+
+
+def models_for(name: str, questions: Sequence[Question], max_tokens: int) -> Models:
+    """The local model (one instance shared by the proxy and the jobs), or the scripted
+    ones for ``fake``."""
+    if name == "fake":
+        sys.path.insert(0, str(HERE))
+        import scripted
+
+        golds = {q.text: q.gold for q in questions}
+        task, judge = scripted.task_lm(golds), scripted.judge_lm(golds)
+        roles = {"task": task, "proposer": scripted.writer_lm(), "judge": judge}
+        roles["reflection"] = roles["proposer"]
+        return Models(task, roles, judge, name)
+    base = build_base_lm(LMConfig(model=name))
+    judge = build_lm(
+        LMConfig(model=name, max_tokens=max_tokens),
+        role="judge",
+        meter=UsageMeter(),
+        cache=None,
+        base=base,
+    )
+    return Models(base, {"task": base}, judge, name)
+
+
+# -- the application and its user ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    question: Question
+    trace_id: str
+    reply: str
+
+    @property
+    def score(self) -> float:
+        return correct(self.reply, self.question.gold)
+
+
+def ask(
+    client: TestClient, question: Question, *, service: str, max_tokens: int, version: int | None
+) -> Call:
+    """One application call through the prompt route, in a trace of its own."""
+    trace_id = secrets.token_hex(16)
+    headers = {
+        "X-Emery-Service": service,
+        "traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01",
+    }
+    body = {
+        "model": "app",
+        "messages": [{"role": "user", "content": question.text}],
+        "temperature": 0,
+        "max_tokens": max_tokens,
+    }
+    params = {"version": version} if version is not None else {}
+    reply = client.post(
+        f"/prompts/{NAME}/v1/chat/completions", json=body, headers=headers, params=params
+    )
+    if reply.status_code != 200:
+        raise SystemExit(f"error: the prompt route answered {reply.status_code}: {reply.text}")
+    return Call(question, trace_id, reply.json()["choices"][0]["message"]["content"] or "")
+
+
+def serve(
+    client: TestClient,
+    questions: Sequence[Question],
+    *,
+    concurrency: int,
+    max_tokens: int,
+    service: str = SERVICE,
+    version: int | None = None,
+) -> list[Call]:
+    """The application's traffic, ``concurrency`` calls at a time, in arrival order."""
+
+    def one(question: Question) -> Call:
+        return ask(client, question, service=service, max_tokens=max_tokens, version=version)
+
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        return list(pool.map(one, questions))
+
+
+def give_feedback(client: TestClient, calls: Sequence[Call], share: float, seed: int) -> int:
+    """The scripted user: a thumb (up when the reply is right) on ``share`` of the calls,
+    by trace id. Returns how many got one."""
+    chosen = random.Random(seed).sample(range(len(calls)), round(share * len(calls)))
+    for index in sorted(chosen):
+        call = calls[index]
+        body = {"trace_id": call.trace_id, "thumb": "up" if call.score == 1.0 else "down"}
+        answer = client.post("/api/feedback", json=body)
+        if answer.status_code != 201:
+            raise SystemExit(f"error: feedback answered {answer.status_code}: {answer.text}")
+    return len(chosen)
+
+
+# -- emery's side: dataset, search, publish ----------------------------------------------
+
+
+def stage(instruction: str, max_tokens: int) -> dict[str, Any]:
+    return {
+        "name": "solve",
+        "instruction": instruction,
+        "messages": [{"role": "user", "template": TEMPLATE}],
+        "max_tokens": max_tokens,
+    }
+
+
+ALGORITHM_SETTINGS: dict[str, dict[str, Any]] = {
+    # the proxy serves a system prompt only: no demos, no layouts or edit operators
+    "mipro": {"max_bootstrapped_demos": 0, "max_labeled_demos": 0, "search_layouts": False},
+    "gepa": {"operator_fallback": False, "operator_every": 0},
+}
+VERIFIERS: dict[str, dict[str, Any]] = {
+    "feedback": {"kind": "feedback"},
+    "rubric": {"kind": "rubric", "criteria": [{"name": "correct", "description": RUBRIC}]},
+}
+
+
+@dataclass
+class Settings:
+    model: str
+    algorithm: str
+    verifier: str
+    budget: int
+    search_wall_s: int
+    max_tokens: int
+    concurrency: int
+    seed: int
+
+
+def run_config(
+    store: Store, models: Models, config: dict[str, Any], workdir: Path
+) -> tuple[str, dict[str, Any]]:
+    """Create and run a job in this process; its id and result."""
+    job = create_job(
+        store,
+        parse_config(config),
+        given=config,
+        base_dir=workdir,
+        inputs=JobInputs(lms=models.job_roles),
+    )
+    record = run_job(store, job.id, inputs=JobInputs(lms=models.job_roles))
+    if record.state != "succeeded":
+        raise SystemExit(f"error: job {job.id} {record.state}: {record.error}")
+    return job.id, record.result or {}
+
+
+def first_version(
+    store: Store, models: Models, settings: Settings, workdir: Path, dataset: Path
+) -> str:
+    """v1's job: the seed prompt tried on four rows of the file's val split (a baseline)."""
+    config = {
+        "job": {"algorithm": "baseline", "name": "v1", "seed": settings.seed},
+        "dataset": {"path": str(dataset), "n_train": 1, "n_val": 4, "n_test": 0},
+        "system": {
+            "kind": "prompt_program",
+            "stages": [
+                {
+                    **stage(SEED, settings.max_tokens),
+                    "parser": {"kind": "regex", "pattern": ANSWER.pattern},
+                }
+            ],
+        },
+        "lm": {"task": {"model": lm_name(settings.model)}},
+        "verifier": {"kind": "numeric"},
+        "runtime": {"workdir": str(workdir / "v1"), "concurrency": settings.concurrency},
+    }
+    job_id, _ = run_config(store, models, config, workdir)
+    return job_id
+
+
+def lm_name(model: str) -> str:
+    """The config's model name (the jobs get the objects themselves)."""
+    return "python/scripted:task_lm" if model == "fake" else model
+
+
+def search_config(
+    settings: Settings, dataset: Path, instruction: str, workdir: Path, warm_start: str | None
+) -> dict[str, Any]:
+    """A search from the served prompt's text on the traces."""
+    job: dict[str, Any] = {
+        "algorithm": settings.algorithm,
+        "seed": settings.seed,
+        "budget": {"metric_calls": settings.budget, "wall_time_s": settings.search_wall_s},
+    }
+    if warm_start is not None:
+        job["warm_start"] = warm_start
+    model = lm_name(settings.model)
+    return {
+        "job": job,
+        "dataset": {"path": str(dataset)},
+        "system": {"kind": "prompt_program", "stages": [stage(instruction, settings.max_tokens)]},
+        "lm": {
+            "task": {"model": model},
+            "proposer": {"model": model, "temperature": 0.7, "max_tokens": 200},
+            "reflection": {"model": model, "max_tokens": 300},
+        },
+        "verifier": VERIFIERS[settings.verifier],
+        "runtime": {"workdir": str(workdir), "concurrency": settings.concurrency},
+        "algorithm": {settings.algorithm: ALGORITHM_SETTINGS[settings.algorithm]},
+    }
+
+
+def traces_of(store: Store, version: int, *, labeled_only: bool) -> emery.TraceDataset:
+    return emery.dataset_from_traces(
+        TEMPLATE,
+        store=store,
+        service=SERVICE,
+        attributes={sc.PROMPT_NAME: NAME, sc.PROMPT_VERSION: str(version)},
+        fractions=SPLIT_SHARES,
+        labeled_only=labeled_only,
+    )
+
+
+def judge_agreement(models: Models, examples: list[Example]) -> dict[str, Any]:
+    """The rubric judge's rank agreement with the feedback on the labeled recorded
+    replies (``label_agreement``, as a job's report measures it), whatever verifier the
+    search used."""
+    verifier = build_verifier(VerifierConfig.model_validate(VERIFIERS["rubric"]), models.judge)
+    found = asyncio.run(label_agreement(verifier, examples))
+    return found.model_dump() if found is not None else {}
+
+
+# -- scoring and the report --------------------------------------------------------------
+
+
+@dataclass
+class Clock:
+    """Wall seconds per phase."""
+
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = round(time.perf_counter() - start, 1)
+            print(f"  {name}: {self.phases[name]:.1f} s", flush=True)
+
+
+def summary(scores: Sequence[float]) -> dict[str, Any]:
+    found: ScoreSummary = summarize(scores)
+    return found.model_dump(include={"mean", "low", "high", "n"})
+
+
+def compare(before: Sequence[Call], after: Sequence[Call]) -> dict[str, Any]:
+    """Both versions on the same stretch against gold, and the paired difference."""
+    first, second = [c.score for c in after], [c.score for c in before]
+    evidence = paired(first, second)
+    return {
+        "before": summary(second),
+        "after": summary(first),
+        "difference": evidence.model_dump(include={"n", "difference", "low", "high", "verdict"}),
+    }
+
+
+def pct(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def cell(found: dict[str, Any]) -> str:
+    return f"{pct(found['mean'])} ({pct(found['low'])}–{pct(found['high'])})"
+
+
+COLUMNS = (
+    "round",
+    "data: file lines (served by)",
+    "labeled",
+    "rubric judge vs feedback",
+    "search val: seed → best",
+    "metric calls",
+    "next stretch: file lines",
+    "before (old version)",
+    "after (new version)",
+    "after − before, points [95% paired]",
+    "wall",
+)
+
+
+def agreement_cell(found: dict[str, Any]) -> str:
+    if found.get("rho") is not None:
+        return f"Spearman rho {found['rho']:+.2f} (n = {found['n']})"
+    return str(found.get("note") or "—")
+
+
+def difference_cell(found: dict[str, Any]) -> str:
+    low, high = 100 * found["low"], 100 * found["high"]
+    return f"{100 * found['difference']:+.1f} [{low:+.1f}, {high:+.1f}] ({found['verdict']})"
+
+
+def row_cells(r: dict[str, Any]) -> list[str]:
+    share = r["labeled"] / max(1, r["examples"])
+    return [
+        str(r["round"]),
+        f"{r['data_rows']} (v{r['served_version']})",
+        f"{r['labeled']} of {r['examples']} ({pct(share)})",
+        agreement_cell(r["judge"]),
+        f"{r['val_seed']:.3f} → {r['val_best']:.3f}",
+        str(r["metric_calls"]),
+        f"{r['stretch_rows']} (n = {r['score']['difference']['n']})",
+        f"v{r['served_version']} {cell(r['score']['before'])}",
+        f"v{r['published_version']} {cell(r['score']['after'])}",
+        difference_cell(r["score"]["difference"]),
+        f"{sum(r['wall_s'].values()) / 60:.1f} min",
+    ]
+
+
+def table(rounds: Sequence[dict[str, Any]]) -> str:
+    """One row per round (markdown)."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+    lines += ["| " + " | ".join(row_cells(r)) + " |" for r in rounds]
+    return "\n".join(lines)
+
+
+# -- the loop ------------------------------------------------------------------------------
+
+
+def run_round(
+    number: int,
+    client: TestClient,
+    store: Store,
+    models: Models,
+    settings: Settings,
+    *,
+    traffic: list[Call],
+    served: int,
+    stretch: list[Question],
+    warm_start: str | None,
+    share: float,
+    workdir: Path,
+) -> tuple[dict[str, Any], str, list[Call]]:
+    """Dataset from the calls ``served`` answered, search, publish, the next stretch live
+    and asked of the old version on the side. The round's figures, its job, the new
+    traffic (with its feedback sent)."""
+    clock = Clock()
+    print(f"round {number}: data from {len(traffic)} calls served by v{served}", flush=True)
+    with clock.phase("dataset"):
+        built = traces_of(store, served, labeled_only=False)
+        labeled = built.summary.with_feedback
+        matched = built.summary.matched
+        path = workdir / f"traces-{number}.jsonl"
+        (
+            traces_of(store, served, labeled_only=True)
+            if settings.verifier == "feedback"
+            else built
+        ).write(path)
+        for line in built.summary.lines():
+            print(f"  {line}", flush=True)
+    with clock.phase("judge agreement"):
+        judge = judge_agreement(models, [example for _, example in built])
+    instruction = published.show(store, NAME, served).text("solve")
+    with clock.phase("search"):
+        config = search_config(settings, path, instruction, workdir / f"round-{number}", warm_start)
+        job_id, result = run_config(store, models, config, workdir)
+    labels = result.get("labels") or {}
+    label_line = LabelAgreement.model_validate(labels).line() if labels else "—"
+    print(f"  {label_line}", flush=True)
+    with clock.phase("publish"):
+        new = published.publish(store, job_id, NAME)
+        if len(new.components) != 1 or any(new.demos.values()):
+            raise SystemExit(f"error: v{new.version} is not one system prompt: {new.components}")
+    print(f"  published v{new.version}: {new.text('solve')!r}", flush=True)
+    serving = {"concurrency": settings.concurrency, "max_tokens": settings.max_tokens}
+    with clock.phase("next stretch, live"):
+        after = serve(client, stretch, **serving)
+    with clock.phase("next stretch, previous version on the side"):
+        before = serve(client, stretch, service=SHADOW, version=served, **serving)
+    with clock.phase("feedback"):
+        give_feedback(client, after, share, settings.seed + number)
+    figures = {
+        "round": number,
+        "served_version": served,
+        "published_version": new.version,
+        "instruction_before": instruction,
+        "instruction_after": new.text("solve"),
+        "data_rows": rows_label(c.question for c in traffic),
+        "matched": matched,
+        "examples": sum(built.summary.splits.values()),
+        "labeled": labeled,
+        "dataset_summary": built.summary.lines(),
+        "judge": judge,
+        "job": job_id,
+        "warm_start": warm_start,
+        "label_line": label_line,
+        "labels": labels,
+        "val_seed": result.get("baseline_val") or 0.0,
+        "val_best": result.get("best_val") or 0.0,
+        "metric_calls": (result.get("budget") or {}).get("metric_calls"),
+        "lm_calls": {role: u.get("calls") for role, u in (result.get("usage") or {}).items()},
+        "stop_reason": result.get("stop_reason"),
+        "stretch_rows": rows_label(stretch),
+        "score": compare(before, after),
+        "wall_s": clock.phases,
+    }
+    return figures, job_id, after
+
+
+def rows_label(questions: Iterator[Question] | Sequence[Question]) -> str:
+    rows = [q.row for q in questions]
+    return f"{min(rows)}-{max(rows)}" if rows else "none"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--model", default="local/qwen2.5-coder-0.5b", help="or local/smollm2-135m, or fake"
+    )
+    parser.add_argument(
+        "--dataset",
+        type=Path,
+        default=SVAMP,
+        help="JSONL rows with input.question and a numeric expected",
+    )
+    parser.add_argument("--split", default="test", help="the rows' split the traffic is drawn from")
+    parser.add_argument(
+        "--offset", type=int, default=300, help="first row of the split (file order)"
+    )
+    parser.add_argument(
+        "--traffic", type=int, default=60, help="questions served by v1 before round 1"
+    )
+    parser.add_argument("--stretch", type=int, default=60, help="questions in each next stretch")
+    parser.add_argument("--rounds", type=int, default=2, choices=(1, 2))
+    parser.add_argument("--feedback-share", type=float, default=0.3)
+    parser.add_argument("--algorithm", default="mipro", choices=sorted(ALGORITHM_SETTINGS))
+    parser.add_argument("--verifier", default="feedback", choices=sorted(VERIFIERS))
+    parser.add_argument("--budget", type=int, default=100, help="metric calls per search")
+    parser.add_argument("--search-wall-s", type=int, default=420, help="wall-time cap per search")
+    parser.add_argument(
+        "--max-tokens", type=int, default=160, help="reply cap of the application's calls"
+    )
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, help="write the figures as JSON")
+    args = parser.parse_args(argv)
+    if not 0.0 < args.feedback_share <= 1.0:
+        parser.error("--feedback-share must be in (0, 1]")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    start = time.perf_counter()
+    needed = args.traffic + args.rounds * args.stretch
+    questions = load_questions(args.dataset, args.split, args.offset, needed)
+    settings = Settings(
+        model=args.model,
+        algorithm=args.algorithm,
+        verifier=args.verifier,
+        budget=args.budget,
+        search_wall_s=args.search_wall_s,
+        max_tokens=args.max_tokens,
+        concurrency=args.concurrency,
+        seed=args.seed,
+    )
+    models = models_for(args.model, questions, args.max_tokens)
+    stretches = [questions[: args.traffic]] + [
+        questions[args.traffic + i * args.stretch : args.traffic + (i + 1) * args.stretch]
+        for i in range(args.rounds)
+    ]
+    rounds: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="emery-prodbench-") as tmp:
+        workdir = Path(tmp)
+        store = SQLiteStore(workdir / "emery.db")
+        clock = Clock()
+        with clock.phase("v1"):
+            v1 = published.publish(
+                store, first_version(store, models, settings, workdir, args.dataset), NAME
+            )
+        app = create_server_app(
+            store, default_lm=models.app, launcher=ThreadLauncher(), base_dir=workdir
+        )
+        with TestClient(app) as client:
+            with clock.phase("traffic, v1"):
+                traffic = serve(
+                    client, stretches[0], concurrency=args.concurrency, max_tokens=args.max_tokens
+                )
+                give_feedback(client, traffic, args.feedback_share, args.seed)
+            served, warm = v1.version, None
+            for number in range(1, args.rounds + 1):
+                figures, warm, traffic = run_round(
+                    number,
+                    client,
+                    store,
+                    models,
+                    settings,
+                    traffic=traffic,
+                    served=served,
+                    stretch=stretches[number],
+                    warm_start=warm,
+                    share=args.feedback_share,
+                    workdir=workdir,
+                )
+                rounds.append(figures)
+                served = figures["published_version"]
+    report = {
+        "settings": {**vars(args), "dataset": str(args.dataset), "out": str(args.out)},
+        "traffic_rows": rows_label(stretches[0]),
+        "setup_wall_s": clock.phases,
+        "rounds": rounds,
+        "wall_s": round(time.perf_counter() - start, 1),
+    }
+    print(table(rounds))
+    print(f"wall time: {report['wall_s'] / 60:.1f} min")
+    if args.out is not None:
+        args.out.write_text(json.dumps(report, indent=1), encoding="utf-8")
+        print(f"wrote {args.out}")
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""``benchmarks/production/loop.py`` with its scripted models: traffic through the prompt
+route, thumbs by trace id, a dataset from the traces, a search, a publish, the next stretch
+scored before and after, and a second round warm-started from the first."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from emery.data.tasks import builtin_task
+
+PRODUCTION = Path(__file__).resolve().parents[2] / "benchmarks" / "production"
+if str(PRODUCTION) not in sys.path:
+    sys.path.insert(0, str(PRODUCTION))
+
+import loop  # noqa: E402
+
+
+def questions_file(path: Path) -> Path:
+    """Word problems in the shared datasets' shape: 2 train, 4 val, 60 test rows."""
+    data = builtin_task("word_problems").dataset(seed=0, n_train=2, n_val=4, n_test=60)
+    rows = [
+        {"id": e.id, "input": e.input, "expected": e.expected, "split": split}
+        for split in ("train", "val", "test")
+        for e in getattr(data, split)
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def test_the_loop_lifts_the_next_stretch_and_warm_starts_round_two(tmp_path: Path) -> None:
+    dataset = questions_file(tmp_path / "questions.jsonl")
+    out = tmp_path / "prod.json"
+    args = ["--model", "fake", "--dataset", str(dataset), "--offset", "0", "--traffic", "20"]
+    report = loop.main([*args, "--stretch", "20", "--budget", "30", "--out", str(out)])
+
+    assert json.loads(out.read_text()) == report
+    first, second = report["rounds"]
+    assert report["traffic_rows"] == "6-25"  # the test rows, in file order
+    assert (first["served_version"], first["published_version"]) == (1, 2)
+    assert (second["served_version"], second["published_version"]) == (2, 3)
+    assert first["instruction_before"] == loop.SEED
+    assert "carefully" in first["instruction_after"]  # what the scripted writer proposes
+    # thumbs on 30% of each stretch; the scripted judge ranks them as the user did
+    assert (first["labeled"], first["examples"]) == (6, 20)
+    assert (first["judge"]["n"], first["judge"]["rho"]) == (6, 1.0)
+    assert first["label_line"].startswith("labels: 6 of 6 examples have feedback (100%)")
+    # the next stretch: v1 right on about a third, v2 on all, paired on the same 20 calls
+    before, after = first["score"]["before"], first["score"]["after"]
+    assert (before["n"], after["n"], after["mean"]) == (20, 20, 1.0)
+    assert before["mean"] < 0.5
+    assert first["score"]["difference"]["verdict"] == "better"
+    assert second["warm_start"] == first["job"]
+    assert second["data_rows"] == first["stretch_rows"] == "26-45"
+    assert second["score"]["before"]["mean"] == 1.0  # v2, now served, asked on the side
