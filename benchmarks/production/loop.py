@@ -119,7 +119,9 @@ class Models:
     name: str
 
 
-def models_for(name: str, questions: Sequence[Question], max_tokens: int) -> Models:
+def models_for(
+    name: str, questions: Sequence[Question], max_tokens: int, concurrency: int
+) -> Models:
     """The local model (one instance shared by the proxy and the jobs), or the scripted
     ones for ``fake``."""
     if name == "fake":
@@ -131,7 +133,7 @@ def models_for(name: str, questions: Sequence[Question], max_tokens: int) -> Mod
         roles = {"task": task, "proposer": scripted.writer_lm(), "judge": judge}
         roles["reflection"] = roles["proposer"]
         return Models(task, roles, judge, name)
-    base = build_base_lm(LMConfig(model=name))
+    base = build_base_lm(LMConfig(model=name, n_parallel=concurrency))
     judge = build_lm(
         LMConfig(model=name, max_tokens=max_tokens),
         role="judge",
@@ -473,6 +475,7 @@ def run_round(
         config = search_config(settings, path, instruction, workdir / f"round-{number}", warm_start)
         job_id, result = run_config(store, models, config, workdir)
     labels = result.get("labels") or {}
+    warm = [e.data for e in store.list_events(job_id, kinds=["warm_start.scored"])]
     label_line = LabelAgreement.model_validate(labels).line() if labels else "—"
     print(f"  {label_line}", flush=True)
     with clock.phase("publish"):
@@ -501,6 +504,9 @@ def run_round(
         "judge": judge,
         "job": job_id,
         "warm_start": warm_start,
+        "warm_rescored": [
+            {k: w.get(k) for k in ("candidate_id", "earlier_score", "score", "n")} for w in warm
+        ],
         "label_line": label_line,
         "labels": labels,
         "val_seed": result.get("baseline_val") or 0.0,
@@ -538,15 +544,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--traffic", type=int, default=60, help="questions served by v1 before round 1"
     )
-    parser.add_argument("--stretch", type=int, default=60, help="questions in each next stretch")
+    parser.add_argument("--stretch", type=int, default=40, help="questions in each next stretch")
     parser.add_argument("--rounds", type=int, default=2, choices=(1, 2))
     parser.add_argument("--feedback-share", type=float, default=0.3)
     parser.add_argument("--algorithm", default="mipro", choices=sorted(ALGORITHM_SETTINGS))
     parser.add_argument("--verifier", default="feedback", choices=sorted(VERIFIERS))
-    parser.add_argument("--budget", type=int, default=100, help="metric calls per search")
-    parser.add_argument("--search-wall-s", type=int, default=420, help="wall-time cap per search")
+    parser.add_argument("--budget", type=int, default=60, help="metric calls per search")
+    parser.add_argument("--search-wall-s", type=int, default=300, help="wall-time cap per search")
     parser.add_argument(
-        "--max-tokens", type=int, default=160, help="reply cap of the application's calls"
+        "--max-tokens", type=int, default=128, help="reply cap of the application's calls"
     )
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
@@ -572,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         concurrency=args.concurrency,
         seed=args.seed,
     )
-    models = models_for(args.model, questions, args.max_tokens)
+    models = models_for(args.model, questions, args.max_tokens, args.concurrency)
     stretches = [questions[: args.traffic]] + [
         questions[args.traffic + i * args.stretch : args.traffic + (i + 1) * args.stretch]
         for i in range(args.rounds)

@@ -52,5 +52,14 @@ def test_the_loop_lifts_the_next_stretch_and_warm_starts_round_two(tmp_path: Pat
     assert before["mean"] < 0.5
     assert first["score"]["difference"]["verdict"] == "better"
     assert second["warm_start"] == first["job"]
+    assert second["warm_rescored"]  # round 1's candidates, scored again on round 2's val
     assert second["data_rows"] == first["stretch_rows"] == "26-45"
     assert second["score"]["before"]["mean"] == 1.0  # v2, now served, asked on the side
+
+
+def test_the_user_reads_the_last_answer_line() -> None:
+    assert loop.correct("3 + 4 = 7\nAnswer: 7", 7.0) == 1.0
+    assert loop.correct("Answer: 5\nwait, no.\nAnswer: 1,250", 1250.0) == 1.0
+    assert loop.correct("Answer: 2.50", 2.5) == 1.0
+    assert loop.correct("The answer is 7.", 7.0) == 0.0  # not the format the prompt asked for
+    assert loop.correct("Answer: 8", 7.0) == 0.0
