@@ -19,6 +19,10 @@ from emery.systems.function_agent import FunctionAgent
 from emery.taskapp import create_task_app
 from emery.tracing import conventions as sc
 
+# A task app and the LM proxy on real ports, LangGraph imported and a search run through
+# them (about 10 s): make test runs it, the edit loop (make check) leaves it out.
+pytestmark = pytest.mark.slow
+
 LABEL_LIST = ", ".join(LABELS)
 PATTERNS = {
     label: [re.compile(re.sub(r"\\\{\w+\\\}", ".+", re.escape(t)) + "$") for t in templates]
