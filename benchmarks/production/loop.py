@@ -470,6 +470,7 @@ def run_round(
             print(f"  {line}", flush=True)
     with clock.phase("judge agreement"):
         judge = judge_agreement(models, [example for _, example in built])
+    print(f"  rubric judge vs feedback: {agreement_cell(judge)}", flush=True)
     instruction = published.show(store, NAME, served).text("solve")
     with clock.phase("search"):
         config = search_config(settings, path, instruction, workdir / f"round-{number}", warm_start)
@@ -490,6 +491,12 @@ def run_round(
         before = serve(client, stretch, service=SHADOW, version=served, **serving)
     with clock.phase("feedback"):
         give_feedback(client, after, share, settings.seed + number)
+    score = compare(before, after)
+    print(
+        f"  next stretch: v{served} {cell(score['before'])}, v{new.version} {cell(score['after'])},"
+        f" difference {difference_cell(score['difference'])}",
+        flush=True,
+    )
     figures = {
         "round": number,
         "served_version": served,
@@ -515,7 +522,7 @@ def run_round(
         "lm_calls": {role: u.get("calls") for role, u in (result.get("usage") or {}).items()},
         "stop_reason": result.get("stop_reason"),
         "stretch_rows": rows_label(stretch),
-        "score": compare(before, after),
+        "score": score,
         "wall_s": clock.phases,
     }
     return figures, job_id, after
