@@ -136,6 +136,9 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--reflection-max-tokens", type=int, default=400)
     parser.add_argument("--wall-time", type=float, default=None, help="cap per search, s")
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument(
+        "--threads", type=int, default=None, help="llama.cpp threads (default: every core)"
+    )
     parser.add_argument("--port", type=int, default=8433, help="emery serve for --peers")
     parser.add_argument("--out", type=Path, default=Path("suite-results.jsonl"))
     parser.add_argument("--resume", action="store_true", help="skip rows already in --out")
@@ -228,6 +231,7 @@ class Suite:
             base_url=args.base_url,
             task_max_tokens=args.task_max_tokens,
             reflection_max_tokens=args.reflection_max_tokens,
+            n_threads=args.threads,
         )
         self.known: dict[tuple[str, tuple[str, ...]], dict[str, EvalResult]] = {}
         for row in done:
