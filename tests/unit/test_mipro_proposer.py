@@ -232,3 +232,22 @@ async def test_seeded_proposer_calls_repeat_from_run_to_run_and_differ_between_c
     assert len(set(first)) == 3
     assert all(isinstance(seed, int) and 0 <= seed < 2**31 for seed in first)
     assert await seeds(False) == [None, None, None]
+
+
+async def test_a_reviewers_rejection_reasons_reach_the_proposal_prompt() -> None:
+    data = dataset()
+    proposer = proposer_lm()
+    ctx = make_ctx(data, format_and_demos_lm(data), proposer)
+    reason = "too long: keep the instruction to one sentence"
+    ctx.reviewer_notes.append(reason)
+
+    await run_recorded(SETTINGS, ctx, stop_after=4)
+
+    proposal_prompts = [
+        c[-1]["content"] for c in proposer.calls if "Write a new instruction" in c[-1]["content"]
+    ]
+    assert proposal_prompts
+    for prompt in proposal_prompts:
+        assert f"rejected earlier proposals, saying:\n- {reason}" in prompt
+        # before the request, which stays last: a weak proposer continues the last list
+        assert prompt.index(reason) < prompt.index("Write a new instruction")

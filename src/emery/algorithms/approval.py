@@ -4,11 +4,12 @@ With a gate, a step that would change the best candidate is held: the best stays
 was, the step is stored with a pending request (``hold``), and the loop waits for a
 person's decision before anything else (``ApprovalGate.decision``). ``apply`` then acts on
 it: an approval makes the candidate the best; a rejection keeps the best and its reason
-joins ``SearchContext.reviewer_notes``, which GEPA's reflection and APO's critique show
-the model (``with_reviewer_notes``); an edit makes the person's text a child of the
-candidate, scored on val like any child (an algorithm that keeps a pool adopts it,
-``AdoptsCandidates``), which becomes the best if it beats it. Where the requests live and
-how the wait is done is the gate's business (``jobs.approvals`` keeps them in the store).
+joins ``SearchContext.reviewer_notes``, which GEPA's reflection, APO's critique and
+MIPRO's instruction proposer show the model (``reviewer_section``); an edit makes the
+person's text a child of the candidate, scored on val like any child (an algorithm that
+keeps a pool adopts it, ``AdoptsCandidates``), which becomes the best if it beats it.
+Where the requests live and how the wait is done is the gate's business
+(``jobs.approvals`` keeps them in the store).
 """
 
 from __future__ import annotations
@@ -168,16 +169,24 @@ async def score_edit(
     return child.id
 
 
-def with_reviewer_notes(messages: list[ChatMessage], notes: Sequence[str]) -> list[ChatMessage]:
-    """``messages`` with the latest rejection reasons added to the last one (unchanged
-    when there are none)."""
+def reviewer_section(notes: Sequence[str]) -> str | None:
+    """The latest rejection reasons as a paragraph for a proposal prompt (None when there
+    are none)."""
     shown = [note.strip() for note in notes if note and note.strip()][-NOTES_SHOWN:]
-    if not shown or not messages:
-        return messages
+    if not shown:
+        return None
     lines = "\n".join(f"- {note}" for note in shown)
-    text = (
+    return (
         "A person reviewing this search rejected earlier proposals, saying:\n"
         f"{lines}\nTake this into account."
     )
+
+
+def with_reviewer_notes(messages: list[ChatMessage], notes: Sequence[str]) -> list[ChatMessage]:
+    """``messages`` with the latest rejection reasons added to the last one (unchanged
+    when there are none)."""
+    text = reviewer_section(notes)
+    if text is None or not messages:
+        return messages
     last: ChatMessage = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{text}"}
     return [*messages[:-1], last]

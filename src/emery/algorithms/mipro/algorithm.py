@@ -345,6 +345,7 @@ class Mipro:
                     program_description=state.program_description,
                     dataset_description=ctx.dataset.description,
                     baseline_score=state.baseline_val_score,
+                    reviewer_notes=tuple(ctx.reviewer_notes),
                 ),
                 choices[:wanted],
                 state.demo_sets.get(stage_name, []),

@@ -1,7 +1,8 @@
 """Grounded instruction proposals for one stage: prompt, tips, checks and deduplication.
 
 Each proposal prompt carries the dataset summary, the program description, the stage's
-required format, a sampled demo set, the instructions tried so far with their scores and a
+required format, a sampled demo set, the instructions tried so far with their scores, the
+latest reasons a person gave for rejecting candidates of the job (``[job] approve``) and a
 randomly drawn tip. A reply is accepted only if it reads as an instruction (not an
 answer, not a copy of an example, placeholders intact) and is not a near-duplicate of a
 choice the stage already has.
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from emery.algorithms.approval import reviewer_section
 from emery.algorithms.mipro.state import DemoSet, InstructionChoice, RejectedProposal
 from emery.algorithms.proposals import (
     extract_proposal,
@@ -56,6 +58,7 @@ HEADERS = (
     "Stage to write for:",
     "Instructions tried so far",
     "Examples of this stage replying correctly",
+    "A person reviewing this search rejected",
 )
 
 
@@ -70,6 +73,8 @@ class StageGrounding:
     program_description: str
     dataset_description: str = ""
     baseline_score: float | None = None
+    reviewer_notes: Sequence[str] = ()
+    """Reasons a person gave for rejecting candidates of the job, oldest first."""
 
 
 @dataclass
@@ -124,6 +129,8 @@ def proposal_messages(
         )
         history.append(f"- {choice.text!r} ({score})")
     parts.append("Instructions tried so far for this stage:\n" + "\n".join(history))
+    if (reviewed := reviewer_section(grounding.reviewer_notes)) is not None:
+        parts.append(reviewed)
     parts.append(
         f"Stage to write for: {grounding.stage!r}. It reads"
         f" {', '.join(grounding.reads) or 'nothing'}; {grounding.format}."
