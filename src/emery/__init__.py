@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # What mypy and IDEs read; EXPORTS below is the same list (a 
     from emery.core.models import Dataset as Dataset
     from emery.core.models import Example as Example
     from emery.reports.results import JobResult as JobResult
+    from emery.sdk.approvals import Approvals as Approvals
     from emery.sdk.job import Job as Job
     from emery.sdk.job import optimize as optimize
     from emery.sdk.prompts import prompt as prompt
@@ -51,6 +52,7 @@ EXPORTS: dict[str, str] = {
     "Example": "emery.core.models:Example",
     "JobResult": "emery.reports.results:JobResult",
     "Result": "emery.reports.results:JobResult",
+    "Approvals": "emery.sdk.approvals:Approvals",
     "Job": "emery.sdk.job:Job",
     "optimize": "emery.sdk.job:optimize",
     "prompt": "emery.sdk.prompts:prompt",
