@@ -162,6 +162,14 @@ class RLSection(LoRASection):
     it); ``beta`` weighs the KL term to the base model. The defaults fit 2 CPU cores with
     ``local/smollm2-135m``. The prompt trained (and scored on test) is the system's seed,
     or the best candidate of a finished prompt job (``source_job``).
+
+    A system that is not a prompt program (a function agent, a task app, a code harness)
+    is trained as an agent (``training.agent_episodes``): its episodes run through
+    ``[runtime] executor`` and every LM call kept is credited by ``credit`` (``same``: the
+    episode's reward on every call; ``discounted``: the last call gets it, each earlier one
+    ``discount`` times the next one's; ``per_step``: the rewards the agent emitted after
+    each call); ``agent`` keeps only the calls of the agent of that name (``as_agent``,
+    the ``X-Emery-Agent`` header, ``gen_ai.agent.name``): a multi-agent system trains one.
     """
 
     source_job: str | None = None
@@ -174,6 +182,24 @@ class RLSection(LoRASection):
     max_completion_length: int = Field(default=48, ge=1)
     temperature: float = Field(default=1.0, gt=0)
     beta: float = Field(default=0.04, ge=0.0)
+    credit: Literal["same", "discounted", "per_step"] = "same"
+    discount: float = Field(default=1.0, gt=0.0, le=1.0)
+    agent: str | None = Field(default=None, min_length=1)
+
+    @field_validator("agent")
+    @classmethod
+    def _named_agent(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("an agent name cannot be blank")
+        return value
+
+    @model_validator(mode="after")
+    def _discount_discounts(self) -> RLSection:
+        if self.discount != 1.0 and self.credit != "discounted":  # a stored config sets all
+            raise ValueError(
+                f'discount applies to credit = "discounted", not credit = "{self.credit}"'
+            )
+        return self
 
 
 class TrackingConfig(Section):

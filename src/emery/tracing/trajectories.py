@@ -167,6 +167,17 @@ def agent_of(span: SpanRecord, by_id: dict[str, SpanRecord]) -> str | None:
     return None
 
 
+def agents_in(spans: Sequence[SpanRecord]) -> set[str]:
+    """The agents named on (or above) the answered ``chat`` spans of ``spans``."""
+    by_id = {span.span_id: span for span in spans}
+    return {
+        agent
+        for span in spans
+        if is_chat(span) and response_message(span) is not None
+        if (agent := agent_of(span, by_id)) is not None
+    }
+
+
 def emitted_reward(span: SpanRecord) -> float | None:
     """The value of a reward span (None for any other span)."""
     if span.name != sc.REWARD_SPAN:

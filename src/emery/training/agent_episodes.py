@@ -38,7 +38,15 @@ from emery.lm.wrapper import LMWrapper
 from emery.store.protocol import Store
 from emery.systems.base import System
 from emery.tracing.store_recorder import StoreRecorder, load_spans
-from emery.tracing.trajectories import Credit, Selection, credited_calls, every_call, same
+from emery.tracing.trajectories import (
+    AgentNamed,
+    Credit,
+    Selection,
+    agents_in,
+    credited_calls,
+    every_call,
+    same,
+)
 from emery.training.gguf_adapter import write_gguf_adapter
 from emery.verifiers.base import Verifier
 
@@ -169,6 +177,7 @@ class AgentEpisodes:
         finally:
             recorder.flush()
         rows: list[CreditedCall] = []
+        agents: set[str] = set()
         for episode in result.results:
             if episode.rollout_id is None:
                 continue
@@ -176,12 +185,19 @@ class AgentEpisodes:
             if not attempts:
                 continue
             spans = load_spans(self.store, episode.rollout_id, attempts[-1].id)
+            agents |= agents_in(spans)
             rows += credited_calls(
                 spans,
                 group_id=episode.example_id,
                 reward=episode.score,
                 credit=self.credit,
                 select=self.select,
+            )
+        if not rows and isinstance(self.select, AgentNamed):
+            seen = ", ".join(sorted(agents)) or "none named"
+            raise EmeryError(
+                f"no LM call of step {step}'s {len(result.results)} episodes was made by"
+                f" agent {self.select.name!r} (rl.agent; agents seen: {seen})"
             )
         unrecorded = sum(1 for row in rows if not row.completion_token_ids)
         if unrecorded == len(rows) and rows:

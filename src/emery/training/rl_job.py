@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
-from emery.config.schema import JobConfig
+from emery.config.schema import JobConfig, RLSection
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate
 from emery.lm.catalog import installed_path
@@ -27,6 +27,7 @@ from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
 from emery.systems.base import System
 from emery.systems.prompt_program import PromptProgram
+from emery.tracing.trajectories import Selection, agent_named, credit_policy, every_call
 from emery.training.agent_episodes import AgentEpisodes
 from emery.training.job import SFTResult
 from emery.training.paths import run_dir
@@ -107,15 +108,37 @@ def trains_an_agent(system: System) -> bool:
     return not isinstance(system, PromptProgram)
 
 
+def agent_keys(settings: RLSection) -> list[str]:
+    """The ``[rl]`` keys set away from their defaults that apply to an agent's LM calls."""
+    defaults = RLSection()
+    return [
+        key
+        for key in ("credit", "discount", "agent")
+        if getattr(settings, key) != getattr(defaults, key)
+    ]
+
+
+def agent_selection(settings: RLSection) -> Selection:
+    """The LM calls ``[rl] agent`` trains: that agent's, else every call."""
+    return every_call if settings.agent is None else agent_named(settings.agent)
+
+
 def agent_episodes(
     store: Store, config: JobConfig, base_dir: Path, job_id: str
 ) -> AgentEpisodes | None:
     """The episodes an rl job trains on when its system is an agent (None: a prompt
-    program, trained by ``job_reward``'s prompt rows)."""
+    program, trained by ``job_reward``'s prompt rows), credited and selected as its
+    ``[rl]`` section says."""
     assert config.rl is not None
     dataset = resolve_dataset(config, base_dir)
     system = resolve_system(config, dataset, base_dir)
     if not trains_an_agent(system):
+        keys = agent_keys(config.rl)
+        if keys:
+            raise ConfigError(
+                f"rl.{keys[0]} applies to an agent's LM calls; a prompt program's rl job"
+                " trains its one prompt (use a function agent, task app or code harness)"
+            )
         return None
     examples = [e for split in config.rl.splits for e in dataset.split(split)]
     if not examples:
@@ -135,6 +158,8 @@ def agent_episodes(
         run_dir=run_dir(base_dir, config, job_id),
         seed=config.job.seed,
         concurrency=config.runtime.concurrency,
+        credit=credit_policy(config.rl.credit, gamma=config.rl.discount),
+        select=agent_selection(config.rl),
     )
 
 
