@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -11,7 +12,10 @@ from test_cli_jobs import write
 
 from emery.cli.app import main
 from emery.core.events import event
+from emery.evaluation.label_agreement import LabelAgreement
+from emery.reports.html_report import ReportData, render_html
 from emery.reports.plots import score_points
+from emery.reports.results import JobResult
 from emery.store import SQLiteStore
 
 pytestmark = pytest.mark.usefixtures("random_search_algorithm")
@@ -113,3 +117,29 @@ def test_candidates_tree_and_text_report_diff(
     assert job.best_candidate_id not in (None, seed.id)
     assert "Diff against the seed" in text
     assert "-Answer the question." in text
+
+
+@pytest.mark.parametrize(
+    ("labels", "line"),
+    [
+        (
+            LabelAgreement(examples=10, labeled=6, n=6, rho=0.87),
+            "labels: 6 of 10 examples have feedback (60%); judge vs feedback:"
+            " Spearman rho +0.87 (n = 6)",
+        ),
+        (
+            LabelAgreement(examples=4, labeled=0),
+            "labels: 0 of 4 examples have feedback (0%)",
+        ),
+    ],
+)
+def test_html_report_has_the_label_line_of_a_dataset_from_traces(
+    labels: LabelAgreement, line: str
+) -> None:
+    result = JobResult(
+        job_id="j-1", name="n", kind="prompt", algorithm="baseline", state="succeeded"
+    )
+    data = ReportData(result=result, events=[], candidates=[], scores={}, config={})
+    assert "labels:" not in render_html(data)  # not a dataset from traces: no line
+    data.result = result.model_copy(update={"labels": labels})
+    assert f"<p>{html.escape(line)}</p>" in render_html(data)

@@ -159,7 +159,8 @@ def _heading(r: JobResult) -> list[str]:
 
 
 def _scores(r: JobResult) -> list[str]:
-    """Baseline and best on val and test, and the lift."""
+    """Baseline and best on val and test, the lift, and (a dataset from traces) how many
+    examples had feedback and how the judge agreed with it."""
     sections = [
         "<h2>Scores</h2>",
         _table(
@@ -176,6 +177,8 @@ def _scores(r: JobResult) -> list[str]:
             f"<p class=lift>lift on {_e(r.lift_split)}: "
             f"{r.lift_abs * 100:+.1f} points{relative}</p>"
         )
+    if r.labels is not None:
+        sections.append(f"<p>{_e(r.labels.line())}</p>")
     return sections
 
 
