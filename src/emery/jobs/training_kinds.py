@@ -28,6 +28,7 @@ from emery.training.job import SFTResult, check_sft_job, train_sft_job
 from emery.training.paths import job_base_dir
 from emery.training.rl_job import RLResult, check_rl_job, train_rl_job
 from emery.training.scoring import Lift
+from emery.training.source import check_source_job, pin_source_job
 from emery.training.trainer import TrainingHooks, TrainingStats
 
 Check = Callable[[Store, JobConfig, Path], None]
@@ -53,12 +54,15 @@ class TrainingKind:
         base_dir: Path | None = None,
         inputs: JobInputs | None = None,
     ) -> None:
-        """Refuse a config this kind cannot train (its data, source job, reward, base model;
+        """Refuse a config this kind cannot train (its source job, ``training/source.py``;
+        its data, reward, base model;
         ``inputs``, Python objects in place of the config's, are a prompt job's). The
         trainer resolves the config when it runs: nothing is kept."""
         if inputs is not None and not inputs.empty:
             raise EmeryError(f"an {self.name} job is made from its config alone, not from objects")
-        self.checks(store, config, job_base_dir(config_path, base_dir))
+        base = job_base_dir(config_path, base_dir)
+        check_source_job(store, config, base)
+        self.checks(store, config, base)
 
     def create(
         self,
@@ -75,7 +79,7 @@ class TrainingKind:
     ) -> JobRecord:
         """Store a new job of this kind for ``config`` (checked by ``check``)."""
         base = job_base_dir(config_path, base_dir)
-        resolved = config.model_dump(mode="json")
+        resolved = pin_source_job(store, config).model_dump(mode="json")
         return store.create_job(
             NewJob(
                 id=f"j-{uuid.uuid4().hex[:10]}",

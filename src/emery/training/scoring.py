@@ -15,6 +15,7 @@ from emery.evaluation.stats import ScoreSummary
 from emery.lm.config import build_lm
 from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
+from emery.training.source import source_prompt
 
 
 class Lift(BaseModel):
@@ -37,21 +38,10 @@ class Lift(BaseModel):
         )
 
 
-def source_job(config: JobConfig) -> str | None:
-    """The prompt job an SFT or RL job names as ``source_job``, if any."""
-    section = config.sft or config.rl
-    return None if section is None else section.source_job
-
-
 def scored_candidate(store: Store, config: JobConfig, system_seed: Candidate) -> Candidate:
-    """The prompt to score: the source job's best candidate, else the system's seed."""
-    source_id = source_job(config)
-    if source_id is None:
-        return system_seed
-    source = store.get_job(store.resolve_job_id(source_id))
-    if not source.best_candidate_id:
-        return system_seed
-    return store.get_candidate(source.id, source.best_candidate_id)
+    """The prompt to score: the source job's best candidate (checked against this job's
+    system, ``training/source.py``), else the system's seed."""
+    return source_prompt(store, config, system_seed) or system_seed
 
 
 async def compare(store: Store, config: JobConfig, base_dir: Path, tuned_model: str) -> Lift:
