@@ -457,7 +457,8 @@ async def test_the_budget_line_comes_before_the_plan_and_names_every_limit() -> 
     assert describe_event(first) == (
         "budget: 300 metric calls; 50000 LM tokens and $0.25 of LM cost over task,"
         " reflection, proposer and judge calls together, checked before each call and"
-        " rollout (cache hits count); 600 s search time"
+        " rollout (cache hits count); 600 s search time (a step is cut when it runs out;"
+        " the test scoring after the search not counted)"
     )
     assert not [e for r in records[1:] for e in r.events if e.kind == "budget_planned"]
 

@@ -55,9 +55,9 @@ def build_search_context(
     ``clock`` times the steps against the wall-time budget.
 
     The algorithm's models (``ctx.lms``) ask the budget before each call, and the
-    evaluator before each rollout, so the LM token and cost limits stop a step mid-way
-    (``Budget.lm_gate``); the evaluator's own task model is not guarded (a refused call
-    inside a rollout would read as a failed run).
+    evaluator before each rollout, so the LM token and cost limits and the wall time stop
+    a step mid-way (``Budget.gate``); the evaluator's own task model is not guarded (a
+    refused call inside a rollout would read as a failed run).
     """
     meter = meter or UsageMeter()
     tracked = Budget(budget or BudgetConfig(), meter, budget_usage, clock=clock)

@@ -6,9 +6,11 @@
 and after each completed step it hands a ``StepRecord`` to ``on_step`` (the engine stores
 it in one transaction); ``start``'s record also carries what the seed's evaluation told
 about the plan and the budget (see ``pace``). A step cut short by the budget (the metric
-calls it needs, or the LM token or cost limit reached mid-step: ``Budget.step_gate``), a
-pause or a crash is abandoned whole: its state changes, budget charges and results are
-rolled back, so a resumed run repeats it exactly. Steps are timed by the budget's clock.
+calls it needs, or the LM token or cost limit or the wall time reached mid-step:
+``Budget.step_gate``, ``Budget.within_wall_time``), a pause or a crash is abandoned whole:
+its state changes, budget charges and results are rolled back, so a resumed run repeats it
+exactly. Steps are timed by the budget's clock; the time of a step the budget cut counts
+(the search then ends with the best of the steps before it).
 
 With an ``ApprovalGate`` (``[job] approve = "best"``), a step that would change the best is
 stored with a pending request instead, and the loop waits for the decision, and applies
@@ -95,7 +97,8 @@ async def run_search(
         if (reason := policy.reason(state)) is not None:
             return SearchOutcome(state=state, reason=reason)
         with ctx.budget.step_gate():
-            stepped = await _attempt(ctx, algorithm.step(ctx, state.model_copy(deep=True)))
+            step = algorithm.step(ctx, state.model_copy(deep=True))
+            stepped = await _attempt(ctx, ctx.budget.within_wall_time(step))
         if stepped is None:
             return SearchOutcome(state=state, reason=policy.out_of_budget())
         waiting = None if gate is None else hold(ctx, gate, state, stepped, declined)
@@ -175,6 +178,7 @@ async def _attempt(ctx: SearchContext, work: Coroutine[Any, Any, T]) -> T | None
         ctx.candidates.clear()
         ctx.candidates.update(known_candidates)
         if isinstance(exc, BudgetExhausted):
+            usage.wall_time_s += clock() - started  # spent, though the step is undone
             return None
         raise
     ctx.budget.usage.wall_time_s += clock() - started

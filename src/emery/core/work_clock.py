@@ -109,15 +109,19 @@ async def within_work_time(coro: Coroutine[Any, Any, T], seconds: float) -> T:
     clock = WorkClock()
     with keeping_time(clock):
         task = asyncio.ensure_future(coro)  # the task's context holds the clock
-    try:
-        while (left := seconds - clock.elapsed()) > 0:
-            done, _ = await asyncio.wait({task}, timeout=left)
-            if done:
-                return task.result()
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
+    await wait_while(task, lambda: seconds - clock.elapsed())
     if task.done():
         return task.result()
     task.cancel()
     raise WorkTimeExceeded(seconds)
+
+
+async def wait_while(task: asyncio.Future[Any], left: Callable[[], float]) -> None:
+    """Wait until ``task`` is done or ``left()`` (seconds, read on any clock that runs no
+    faster than wall time) is no longer positive; cancelled here, it cancels ``task``."""
+    try:
+        while not task.done() and (seconds := left()) > 0:
+            await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise

@@ -1,29 +1,35 @@
 """Budgets: limits on metric calls, LM tokens and cost, wall time, proposals and stagnation.
 
 The LM token and cost limits cover every role together (task, reflection, proposer,
-judge). Between steps ``exhausted`` ends the search; within a step, ``lm_gate`` is
-checked before each search-role call (``BudgetedLM``) and before each rollout of a batch,
-so a step stops within one call (one rollout per lane) of the limit, not at its end: the
-gate raises ``BudgetExhausted`` and the search loop abandons the step whole, as it does
-one the metric calls cannot pay for.
+judge). Between steps ``exhausted`` ends the search; within a step, ``gate`` is checked
+before each search-role call (``BudgetedLM``) and before each rollout of a batch, so a
+step stops within one call (one rollout per lane) of the LM limits or the wall time, not
+at its end: the gate raises ``BudgetExhausted`` and the search loop abandons the step
+whole, as it does one the metric calls cannot pay for. ``within_wall_time`` also cuts the
+calls in flight when the wall time runs out. Wall time is read from ``clock`` (tests pass
+a fake one); only the search's steps and start count, not the test scoring after it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
 from emery.core.models import ChatMessage
 from emery.core.plan_events import BudgetPlanned
 from emery.core.settings import Settings
+from emery.core.work_clock import wait_while
 from emery.lm.base import LM, Completion
 from emery.lm.usage import UsageMeter
 from emery.lm.wrapper import LMWrapper
+
+T = TypeVar("T")
 
 
 class BudgetExhausted(Exception):
@@ -80,9 +86,12 @@ class Budget:
         self.search_roles = search_roles
         self.clock = clock
         self.gated = False
-        """Whether ``lm_gate`` refuses work past the LM limits (only while a step runs)."""
+        """Whether ``gate`` refuses work past the LM limits and the wall time (only while a
+        step runs)."""
         self.cut: str | None = None
-        """The LM limit the gate refused work for in the running step (None: it did not)."""
+        """The limit the gate refused work for in the running step (None: it did not)."""
+        self.step_started: float | None = None
+        """``clock`` when the running step began (None between steps)."""
 
     def remaining_metric_calls(self) -> int | None:
         if self.config.metric_calls is None:
@@ -127,28 +136,67 @@ class Budget:
                 return f"{name}: {spent:g} of {limit:g} used"
         return None
 
-    def lm_gate(self) -> None:
+    def wall_time_used(self) -> float:
+        """Seconds of search: the committed steps' and the running step's so far."""
+        running = 0.0 if self.step_started is None else self.clock() - self.step_started
+        return self.usage.wall_time_s + running
+
+    def wall_time_left(self) -> float:
+        """Seconds left before the wall-time limit (``inf`` without one)."""
+        limit = self.config.wall_time_s
+        return float("inf") if limit is None else limit - self.wall_time_used()
+
+    def wall_time_reached(self) -> str | None:
+        """``wall_time_s: 312 of 300 used`` once the search has used its wall time."""
+        limit = self.config.wall_time_s
+        if limit is None or (used := self.wall_time_used()) < limit:
+            return None
+        return f"wall_time_s: {used:g} of {limit:g} used"
+
+    def gate(self) -> None:
         """Before an LM call or a rollout: raise ``BudgetExhausted`` when a step is running
-        and the LM token or cost limit is reached (remembering the cut in ``cut``)."""
+        and the LM token or cost limit or the wall time is reached (remembering the cut in
+        ``cut``)."""
         if not self.gated:
             return
-        reached = self.cut or self.lm_limit_reached()
+        reached = self.cut or self.lm_limit_reached() or self.wall_time_reached()
         if reached is not None:
             self.cut = reached
             raise BudgetExhausted(reached)
 
     @contextmanager
     def step_gate(self) -> Iterator[None]:
-        """Arm ``lm_gate`` for one step (the seed's baseline is scored in full: a limit it
-        spends stops the search after it, see ``algorithms.pace``)."""
-        self.gated, self.cut = True, None
+        """Arm ``gate`` for one step and time it (the seed's baseline is scored in full: a
+        limit it spends stops the search after it, see ``algorithms.pace``)."""
+        self.gated, self.cut, self.step_started = True, None, self.clock()
         try:
             yield
         finally:
-            self.gated, self.cut = False, None
+            self.gated, self.cut, self.step_started = False, None, None
+
+    async def within_wall_time(self, work: Coroutine[Any, Any, T]) -> T:
+        """``work``'s result; when the wall time runs out first, ``work`` (its calls and
+        rollouts in flight) is cancelled, waited for and ``BudgetExhausted`` raised. Either
+        way, and when the caller is cancelled (a pause), ``work`` has unwound on return."""
+        if self.config.wall_time_s is None:
+            return await work
+        task = asyncio.ensure_future(work)
+        try:
+            await wait_while(task, self.wall_time_left)
+        except asyncio.CancelledError:
+            await asyncio.wait({task})  # unwound before the caller rolls the step back
+            raise
+        if task.done():
+            return task.result()
+        task.cancel()
+        await asyncio.wait({task})
+        if not task.cancelled() and task.exception() is None:
+            return task.result()  # it finished as it was cancelled
+        self.cut = self.cut or self.wall_time_reached() or "wall_time_s"
+        raise BudgetExhausted(self.cut)
 
     def guard(self, lm: LM) -> LM:
-        """``lm`` with ``lm_gate`` checked before each call."""
+        """``lm`` with ``gate`` checked before each call."""
         return BudgetedLM(lm, self)
 
     def plan(self) -> BudgetPlanned:
@@ -213,7 +261,8 @@ class Budget:
 
 def describe_limits(config: BudgetConfig, roles: Sequence[str]) -> str:
     """``budget: 200 metric calls; 50000 LM tokens and $0.5 over task, reflection, proposer
-    and judge calls together, checked before each call and rollout; 600 s search time``."""
+    and judge calls together, checked before each call and rollout; 600 s search time
+    (...)``."""
     c = config
     parts = []
     if c.metric_calls is not None:
@@ -228,7 +277,10 @@ def describe_limits(config: BudgetConfig, roles: Sequence[str]) -> str:
             " rollout (cache hits count)"
         )
     if c.wall_time_s is not None:
-        parts.append(f"{c.wall_time_s:g} s search time")
+        parts.append(
+            f"{c.wall_time_s:g} s search time (a step is cut when it runs out; the test"
+            " scoring after the search not counted)"
+        )
     if c.max_proposals is not None:
         parts.append(f"{c.max_proposals} proposals")
     if c.no_improvement_iterations is not None:
@@ -241,7 +293,7 @@ def describe_limits(config: BudgetConfig, roles: Sequence[str]) -> str:
 
 
 class BudgetedLM(LMWrapper):
-    """``inner`` asking its budget's ``lm_gate`` before each call: a search role's model
+    """``inner`` asking its budget's ``gate`` before each call: a search role's model
     (reflection, proposer, judge, or the task model called outside a rollout)."""
 
     def __init__(self, inner: LM, budget: Budget) -> None:
@@ -249,5 +301,5 @@ class BudgetedLM(LMWrapper):
         self.budget = budget
 
     async def _call(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Completion:
-        self.budget.lm_gate()
+        self.budget.gate()
         return await self.inner.complete(messages, **params)

@@ -72,9 +72,7 @@ class EvaluationService:
         unique_missing = list({e.id: e for e in missing}.values())
         if charge:
             self.budget.charge_metric_calls(len(unique_missing))
-        await self._run(
-            candidate, unique_missing, split, gate=self.budget.lm_gate if charge else None
-        )
+        await self._run(candidate, unique_missing, split, gate=self.budget.gate if charge else None)
         fresh = [self.known[eval_key(candidate.id, e.id, split)] for e in unique_missing]
         results = [self.known[eval_key(candidate.id, e.id, split)] for e in examples]
         outcome = EvalResult(candidate_id=candidate.id, split=split, results=results)
@@ -94,7 +92,7 @@ class EvaluationService:
         """Run ``examples`` (taking prepaid results instead of running again, their model
         usage charged to the meter as the first run's was), keeping each result as it
         finishes, so that a step cut short keeps its finished runs; ``gate`` is asked
-        before each rollout (the LM budget)."""
+        before each rollout (the LM limits and the wall time)."""
         keep = self._keep
         if self.on_progress is not None and examples:
             counter = BatchCounter(self.on_progress, candidate.id, split or "", len(examples))

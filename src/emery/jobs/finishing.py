@@ -2,9 +2,9 @@
 
 The winner is the search's best, or the candidate the job's ``select`` rule picks among
 those scored on val (``jobs/winner.py``). The seed and the winner are scored on the test
-split (not charged to the budget), the result is built from the store and written as JSON
-and text next to the config, and the last rows, the result and the ``succeeded`` state are
-stored in one commit.
+split (not charged to the budget, its time not the search's), the result is built from
+the store and written as JSON and text next to the config, and the last rows, the result
+and the ``succeeded`` state are stored in one commit.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ async def finish_job(
         labels=labels,
         front=front,
     )
+    result.budget = ctx.budget.usage.model_copy(deep=True)  # a cut step's time, unstored
     result.evaluations_paid += len(evaluations)
     result.finished_at = datetime.now(UTC)
     write_result_files(job, result, runtime.base_dir)
