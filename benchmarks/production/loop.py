@@ -60,6 +60,10 @@ SEED = "Solve the problem step by step. End with 'Answer: <number>'."
 """v1: what a sensible person writes first, stating the output format."""
 TEMPLATE = "{question}"
 ANSWER = re.compile(r"Answer:\s*\$?(-?[\d,]*\.?\d+)")
+"""The seed's format, as v1's parser reads it (the baseline job's val score only)."""
+ANSWER_LINE = re.compile(r"Answer:(.*)")
+BOXED = re.compile(r"\\boxed\{\s*\$?(-?[\d,]*\.?\d+)")
+NUMBER = re.compile(r"-?[\d,]*\.?\d+")
 RUBRIC = (
     "The reply solves the word problem correctly: the arithmetic is right and its last"
     " line, 'Answer: <number>', gives the number the question asks for."
@@ -94,14 +98,28 @@ def load_questions(path: Path, split: str, offset: int, count: int) -> list[Ques
     return picked
 
 
+def answer_of(reply: str) -> str | None:
+    """The number a reply gives on its last ``Answer:`` line: the ``\\boxed{N}`` there when
+    the model wrapped it in LaTeX (``Answer: \\(\\boxed{8}\\)``), else the line's first
+    number; None without an ``Answer:`` line (the format the prompt asks for)."""
+    lines = ANSWER_LINE.findall(reply)
+    if not lines:
+        return None
+    boxed = BOXED.search(lines[-1])
+    if boxed is not None:
+        return boxed.group(1)
+    plain = NUMBER.search(lines[-1])
+    return None if plain is None else plain.group(0)
+
+
 def correct(reply: str, gold: float) -> float:
-    """1.0 when the reply's last ``Answer: N`` line is the gold number (the application's
-    own reading of a reply, and the scripted user's thumb)."""
-    found = ANSWER.findall(reply)
-    if not found:
+    """1.0 when the number on the reply's last ``Answer:`` line is the gold number (the
+    application's own reading of a reply, and the scripted user's thumb)."""
+    found = answer_of(reply)
+    if found is None:
         return 0.0
     try:
-        return float(abs(float(found[-1].replace(",", "")) - gold) < 1e-6)
+        return float(abs(float(found.replace(",", "")) - gold) < 1e-6)
     except ValueError:
         return 0.0
 
@@ -120,7 +138,11 @@ class Models:
 
 
 def models_for(
-    name: str, questions: Sequence[Question], max_tokens: int, concurrency: int
+    name: str,
+    questions: Sequence[Question],
+    max_tokens: int,
+    concurrency: int,
+    threads: int | None = None,
 ) -> Models:
     """The local model (one instance shared by the proxy and the jobs), or the scripted
     ones for ``fake``."""
@@ -133,7 +155,7 @@ def models_for(
         roles = {"task": task, "proposer": scripted.writer_lm(), "judge": judge}
         roles["reflection"] = roles["proposer"]
         return Models(task, roles, judge, name)
-    base = build_base_lm(LMConfig(model=name, n_parallel=concurrency))
+    base = build_base_lm(LMConfig(model=name, n_parallel=concurrency, n_threads=threads))
     judge = build_lm(
         LMConfig(model=name, max_tokens=max_tokens),
         role="judge",
@@ -226,8 +248,18 @@ def stage(instruction: str, max_tokens: int) -> dict[str, Any]:
 
 
 ALGORITHM_SETTINGS: dict[str, dict[str, Any]] = {
-    # the proxy serves a system prompt only: no demos, no layouts or edit operators
-    "mipro": {"max_bootstrapped_demos": 0, "max_labeled_demos": 0, "search_layouts": False},
+    # the proxy serves a system prompt only: no demos, no layouts or edit operators. MIPRO
+    # proposes two instructions beside the served one, with no dataset summary (the small
+    # model's summaries described the task wrongly): twelve proposer calls of up to 256
+    # tokens took 744 s of a 300 s search on a loaded machine and left no time for a trial
+    "mipro": {
+        "max_bootstrapped_demos": 0,
+        "max_labeled_demos": 0,
+        "search_layouts": False,
+        "num_instructions": 3,
+        "use_dataset_summary": False,
+        "proposer_max_tokens": 160,
+    },
     "gepa": {"operator_fallback": False, "operator_every": 0},
 }
 VERIFIERS: dict[str, dict[str, Any]] = {
@@ -557,11 +589,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--algorithm", default="mipro", choices=sorted(ALGORITHM_SETTINGS))
     parser.add_argument("--verifier", default="feedback", choices=sorted(VERIFIERS))
     parser.add_argument("--budget", type=int, default=60, help="metric calls per search")
-    parser.add_argument("--search-wall-s", type=int, default=300, help="wall-time cap per search")
+    parser.add_argument("--search-wall-s", type=int, default=900, help="wall-time cap per search")
     parser.add_argument(
-        "--max-tokens", type=int, default=128, help="reply cap of the application's calls"
+        "--max-tokens",
+        type=int,
+        default=320,
+        help="reply cap of the application's calls (the seed's replies run 110-270 tokens)",
     )
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument(
+        "--threads", type=int, default=None, help="llama.cpp threads (default: every core)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="write the figures as JSON")
     args = parser.parse_args(argv)
@@ -585,7 +623,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         concurrency=args.concurrency,
         seed=args.seed,
     )
-    models = models_for(args.model, questions, args.max_tokens, args.concurrency)
+    models = models_for(args.model, questions, args.max_tokens, args.concurrency, args.threads)
     stretches = [questions[: args.traffic]] + [
         questions[args.traffic + i * args.stretch : args.traffic + (i + 1) * args.stretch]
         for i in range(args.rounds)

@@ -63,3 +63,9 @@ def test_the_user_reads_the_last_answer_line() -> None:
     assert loop.correct("Answer: 2.50", 2.5) == 1.0
     assert loop.correct("The answer is 7.", 7.0) == 0.0  # not the format the prompt asked for
     assert loop.correct("Answer: 8", 7.0) == 0.0
+    # the small model's LaTeX on the Answer line: the number it boxed
+    assert loop.correct("so 140 + 303 = 443\n\nAnswer: \\(\\boxed{443}\\)", 443.0) == 1.0
+    assert loop.correct("Answer: \\boxed{8}", 8.0) == 1.0
+    assert loop.correct("Answer: in 2 rows there are \\(\\boxed{28}\\) birds.", 28.0) == 1.0
+    assert loop.correct("Answer: 2 rows of 14, so 28", 28.0) == 0.0  # the line's first number
+    assert loop.correct("Therefore she has \\(\\boxed{8}\\) apples.", 8.0) == 0.0  # no Answer line
