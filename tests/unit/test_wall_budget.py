@@ -311,6 +311,33 @@ def test_a_mipro_job_ends_in_its_bootstrapping_with_the_seed(
     [planned] = store.list_events(job.id, kinds=["budget_planned"])
     assert "9 s search time (a step is cut when it runs out" in describe_event(planned)
     assert "search time 9.0s of 9s" in render_report(result)
+    [cut] = store.list_events(job.id, kinds=["search_not_run"])
+    assert cut.data == {"limit": "wall_time_s", "reason": job.stop_reason, "first_step": True}
+    warning = (
+        "the search completed no step: the wall-time budget ran out in its first step"
+        " (wall_time_s: 9 of 9 used), so the best is the seed; raise job.budget.wall_time_s"
+        " to search"
+    )
+    assert warning in result.warnings
+    assert f"warning: {warning}" in " ".join(render_report(result).split())
+
+
+@pytest.mark.usefixtures("random_search_algorithm")
+def test_a_job_that_kept_a_step_has_no_such_warning(
+    tmp_path: Path, fresh_clock: wt.FakeClock
+) -> None:
+    config = js.search_config(  # the seed 8 s, then 6 s a step (14 with a val scoring)
+        tmp_path / ".emery", budget={"wall_time_s": 30}, iterations=8, concurrency=1
+    )
+    config["lm"]["task"]["model"] = "python/walltime_support:task_lm"
+    store = MemoryStore()
+    job_id = create_job(store, parse_config(config), given=config, base_dir=tmp_path).id
+    job = run_job(store, job_id, engine=JobEngine(store, job_id, clock=fresh_clock))
+
+    assert job.state == "succeeded", job.error
+    assert (job.stop_reason or "").startswith("wall_time_s: ")
+    assert store.list_events(job.id, kinds=["iteration_completed"])
+    assert not store.list_events(job.id, kinds=["search_not_run"])
 
 
 @pytest.mark.usefixtures("random_search_algorithm")

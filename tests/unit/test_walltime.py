@@ -94,7 +94,11 @@ def test_a_seed_that_spends_the_wall_time_says_the_search_never_ran(tmp_path: Pa
 
     assert job.stop_reason == "wall_time_s: 8 of 5 used"
     [event] = store.list_events(job.id, kinds=[SearchNotRun.kind])
-    assert event.data == {"limit": "wall_time_s", "reason": "wall_time_s: 8 of 5 used"}
+    assert event.data == {
+        "limit": "wall_time_s",
+        "reason": "wall_time_s: 8 of 5 used",
+        "first_step": False,
+    }
     assert describe_event(event).startswith(f"warning: {NEVER_RAN} (wall_time_s: 8 of 5 used)")
     assert not store.list_events(job.id, kinds=["iteration_completed"])
 

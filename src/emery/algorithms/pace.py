@@ -6,8 +6,9 @@ concurrency included). From it ``check_seed_spending`` estimates how long the pl
 after the seed take, and records a ``pace_warning`` when the wall-time budget left cannot
 hold all the planned trials; and it records a ``search_not_run`` warning when the seed's
 evaluation alone spent a budget limit, so the search ends before its first step with the
-seed as best. The figures are estimates: proposals' LM calls are not metric calls, and
-rollouts already scored are free.
+seed as best (``first_step_cut``: the same warning when a limit cut the first step short,
+so that no step was kept). The figures are estimates: proposals' LM calls are not metric
+calls, and rollouts already scored are free.
 """
 
 from __future__ import annotations
@@ -90,6 +91,15 @@ def search_not_run(budget: Budget, state: AlgorithmState) -> SearchNotRun | None
     if reason is None or limit not in SPENDING_LIMITS:
         return None
     return SearchNotRun(limit=limit, reason=reason)
+
+
+def first_step_cut(budget: Budget, state: AlgorithmState, reason: str) -> SearchNotRun | None:
+    """The warning when a spending limit (``reason``) cut the search's first step short, so
+    that no step was kept; None otherwise."""
+    limit = reason.split(":", 1)[0]
+    if state.done or budget.usage.iterations or limit not in SPENDING_LIMITS:
+        return None
+    return SearchNotRun(limit=limit, reason=reason, first_step=True)
 
 
 def latest_plan(events: Iterable[Event]) -> PlanPayload | None:

@@ -32,7 +32,7 @@ from emery.algorithms.approval import (
     reviewer_notes,
 )
 from emery.algorithms.base import Algorithm, AlgorithmState, SearchContext
-from emery.algorithms.pace import check_seed_spending
+from emery.algorithms.pace import check_seed_spending, first_step_cut
 from emery.algorithms.stopping import StopPolicy, StopRequest
 from emery.core.approvals import Approval
 from emery.core.events import BudgetWarning, Event, IterationCompleted
@@ -100,7 +100,10 @@ async def run_search(
             step = algorithm.step(ctx, state.model_copy(deep=True))
             stepped = await _attempt(ctx, ctx.budget.within_wall_time(step))
         if stepped is None:
-            return SearchOutcome(state=state, reason=policy.out_of_budget())
+            reason = policy.out_of_budget()
+            if (cut := first_step_cut(ctx.budget, state, reason)) is not None:
+                ctx.emit(cut)  # stored with the job's last commit
+            return SearchOutcome(state=state, reason=reason)
         waiting = None if gate is None else hold(ctx, gate, state, stepped, declined)
         _close_iteration(ctx, previous_best=state.best_val_score, state=stepped)
         state = stepped

@@ -124,15 +124,23 @@ SPENDING_LIMITS = {
 
 class SearchNotRun(Payload):
     """A warning: the seed's evaluation spent a budget limit (``limit``, such as
-    ``wall_time_s``), so the search stops before its first step with the seed as best."""
+    ``wall_time_s``), so the search stops before its first step with the seed as best; or,
+    with ``first_step``, the limit cut the first step short, so no step was kept."""
 
     kind: ClassVar[str] = "search_not_run"
     limit: str
     reason: str
     """The stop reason the limit gave (``wall_time_s: 12.3 of 10 used``)."""
+    first_step: bool = False
 
     def message(self) -> str:
         name = SPENDING_LIMITS.get(self.limit, self.limit)
+        if self.first_step:
+            return (
+                f"the search completed no step: the {name} budget ran out in its first step"
+                f" ({self.reason}), so the best is the seed; raise job.budget.{self.limit}"
+                " to search"
+            )
         return (
             f"the search never ran: the {name} budget was spent on the seed's evaluation"
             f" ({self.reason}); raise job.budget.{self.limit} to search"

@@ -24,7 +24,13 @@ from emery.jobs.rows import evaluation_rows
 from emery.jobs.runtime import Runtime
 from emery.jobs.winner import cost_front
 from emery.reports.report import render_report
-from emery.reports.results import JobResult, build_result, result_paths, write_result
+from emery.reports.results import (
+    JobResult,
+    build_result,
+    event_warnings,
+    result_paths,
+    write_result,
+)
 from emery.store.protocol import Store
 from emery.store.records import JobRecord, StepWrite
 
@@ -69,6 +75,7 @@ async def finish_job(
         front=front,
     )
     result.budget = ctx.budget.usage.model_copy(deep=True)  # a cut step's time, unstored
+    result.warnings += event_warnings(events)  # stored below, with the result (a cut step's)
     result.evaluations_paid += len(evaluations)
     result.finished_at = datetime.now(UTC)
     write_result_files(job, result, runtime.base_dir)

@@ -3,13 +3,14 @@ LM usage. Built from the store, so it can be rebuilt at any time (``emery report
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from emery.core.events import PaceWarning, RolloutsFailed, SearchNotRun
+from emery.core.events import Event, PaceWarning, RolloutsFailed, SearchNotRun
 from emery.core.models import Candidate
 from emery.evaluation.budget import BudgetConfig, BudgetUsage
 from emery.evaluation.front import CostFront
@@ -220,10 +221,13 @@ def seed_warnings(
 
 def search_warnings(store: Store, job_id: str) -> list[str]:
     """The job's ``search_not_run`` and ``pace_warning`` events, in words."""
-    payloads = [
-        item.payload()
-        for item in store.list_events(job_id, kinds=[SearchNotRun.kind, PaceWarning.kind])
-    ]
+    return event_warnings(store.list_events(job_id, kinds=[SearchNotRun.kind, PaceWarning.kind]))
+
+
+def event_warnings(events: Iterable[Event]) -> list[str]:
+    """The ``search_not_run`` and ``pace_warning`` events among ``events``, in words."""
+    kinds = (SearchNotRun.kind, PaceWarning.kind)
+    payloads = [item.payload() for item in events if item.kind in kinds]
     return [p.message() for p in payloads if isinstance(p, SearchNotRun | PaceWarning)]
 
 
