@@ -139,6 +139,10 @@ async def test_gepa_stops_inside_a_minibatch_when_the_time_runs_out() -> None:
     await check_wall_cut_at(gepa_setup(), "judge", step=2)
 
 
+async def test_gepa_with_two_children_a_step_stops_at_the_time_too() -> None:
+    await check_wall_cut_at(gepa_setup(proposals_per_step=2), "reflection")
+
+
 async def test_graph_gepa_stops_at_the_reflection_call_that_spends_the_time() -> None:
     await check_wall_cut_at(graph_gepa_setup(), "reflection")
 
