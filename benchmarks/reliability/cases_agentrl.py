@@ -52,6 +52,11 @@ def agentrl_cases() -> list[Case]:
             _rl('agent = "solver"', PROGRAM),
         ),
         train(
+            "rl executor: runners for a prompt program",
+            "executor = 'runners' runs an agent's episodes elsewhere",
+            _rl("", PROGRAM, runtime='executor = "runners"\n'),
+        ),
+        train(
             "rl credit: on a prompt program",
             "rl.credit applies to an agent's LM calls",
             _rl('credit = "per_step"', PROGRAM),

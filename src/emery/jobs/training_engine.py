@@ -24,14 +24,17 @@ from emery.config.loading import job_config
 from emery.config.schema import JobConfig, LoRASection
 from emery.core.errors import EmeryError
 from emery.core.events import CheckpointSaved, Event, event
+from emery.evaluation.executor import Executor
 from emery.jobs.control import LOST, ControlWatcher, StopRequest, fail_job, stop_job
 from emery.jobs.ownership import check_runnable, claim_job, owner_id
 from emery.lm.catalog import adapter_file, installed_path
+from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 from emery.training.gguf_adapter import write_gguf_adapter
 from emery.training.scoring import Lift, compare
 from emery.training.trainer import TrainingHooks, TrainingStats
+from emery.workers.executors import ExecutorSetup, build_executor, check_executor, executor_kind
 
 log = logging.getLogger(__name__)
 
@@ -122,17 +125,37 @@ class TrainingEngine:
             watcher.stop()
 
     async def _work(self, config: JobConfig, base_dir: Path) -> JobRecord:
-        stats, adapter = await asyncio.to_thread(
-            self.trainer.train, self.store, config, base_dir, self.job_id, self._hooks()
-        )
+        executor = self._rollout_executor(config)
+        try:
+            stats, adapter = await asyncio.to_thread(
+                self.trainer.train,
+                self.store,
+                config,
+                base_dir,
+                self.job_id,
+                self._hooks(executor),
+            )
+        finally:
+            if executor is not None:
+                executor.close()
         if stats.stopped is not None:
             return self._stop(stats.stopped)
         assert adapter is not None
         return await self._finish(config, base_dir, stats, adapter)
 
-    def _hooks(self) -> TrainingHooks:
-        """Losses, rewards and checkpoints as job events; stop requests from the watcher."""
+    def _rollout_executor(self, config: JobConfig) -> Executor | None:
+        """An rl job's ``[runtime] executor`` when it runs rollouts in other processes (an
+        agent's episodes on runners or Ray), checked; None: they run in this process."""
+        if config.job.type != "rl" or not executor_kind(config.runtime.executor).elsewhere:
+            return None
+        check_executor(config.runtime, self.store, in_process_inputs=False)
+        return build_executor(ExecutorSetup(config.runtime, self.store, self.job_id, UsageMeter()))
+
+    def _hooks(self, executor: Executor | None = None) -> TrainingHooks:
+        """Losses, rewards and checkpoints as job events; stop requests from the watcher;
+        where rollouts run."""
         return TrainingHooks(
+            executor=executor,
             on_loss=lambda split, step, loss: self._add(
                 event(f"{split}_loss", step=step, loss=round(loss, 5))
             ),

@@ -3,16 +3,22 @@
 ``AgentEpisodes`` is the ``RolloutSource`` of an RL job whose system is not a single-stage
 prompt program (a function agent, a task app, a code harness, a workflow). Step ``s`` draws
 ``prompts_per_step`` examples of the ``[rl]`` splits (seeded by the job's seed and the
-step) and runs ``num_generations`` episodes of each through the ``Evaluator`` (its
-executor; in this process by default) on the local task model with the policy after step
-``s - 1`` applied as its llama.cpp LoRA (written as GGUF), each call sampled at the
-``[rl]`` temperature and cut at ``max_completion_length`` tokens whatever the agent asks
-(``SamplingLM``: an agent asking for temperature 0 would make every episode of a group the
-same, and the tokens are the training rows' length), its tokens recorded
-(``record_tokens``), never cached. The rollouts and their spans are stored under the job;
-each episode's last attempt is read back from the store and turned into ``CreditedCall``
-rows by ``tracing.trajectories.credited_calls``: the group is the example, the episode's
-reward its score (the verifier's, or the agent's own), shared by the credit policy.
+step) and runs ``num_generations`` episodes of each (``agent_policy.episode_example``:
+``<example>@<step>.<n>``) through the ``Evaluator``, sampled from the local task model with
+the policy after step ``s - 1`` applied as its llama.cpp LoRA (``<run dir>/policy-<s>.gguf``),
+each call sampled at the ``[rl]`` temperature and cut at ``max_completion_length`` tokens
+whatever the agent asks (``SamplingLM``: an agent asking for temperature 0 would make every
+episode of a group the same, and the tokens are the training rows' length), its tokens
+recorded (``record_tokens``), never cached.
+
+Where: in this process by default (``executor`` None: the step's model is loaded here);
+given the job's executor (``runners``, ``ray``, a plugin), the episodes run there, and the
+worker samples each call from the policy its episode's step names (``agent_policy.
+episode_lm``, rebuilt from the job's stored config). Either way the rollouts and their
+spans are stored under the job; each episode's last attempt is read back from the store
+and turned into ``CreditedCall`` rows by ``tracing.trajectories.credited_calls``: the group
+is the example, the episode's reward its score (the verifier's, or the agent's own),
+shared by the credit policy.
 """
 
 from __future__ import annotations
@@ -32,9 +38,7 @@ from emery.evaluation.executor import Executor
 from emery.lm.base import LM, Completion
 from emery.lm.catalog import installed_path
 from emery.lm.config import LMConfig, build_lm
-from emery.lm.local import LocalLM
 from emery.lm.usage import UsageMeter
-from emery.lm.wrapper import LMWrapper
 from emery.store.protocol import Store
 from emery.systems.base import System
 from emery.tracing.store_recorder import StoreRecorder, load_spans
@@ -47,28 +51,19 @@ from emery.tracing.trajectories import (
     every_call,
     same,
 )
+from emery.training.agent_policy import (
+    SamplingLM,
+    episode_example,
+    parse_episode,
+    policy_gguf,
+    sampled_config,
+    step_model,
+)
 from emery.training.gguf_adapter import write_gguf_adapter
 from emery.verifiers.base import Verifier
 
-POLICY_GGUF = "policy.gguf"
-
 PolicyModel = Callable[[Path | None, int], LM]
 """(the peft policy adapter or None, the step) → the model that samples the step's episodes."""
-
-
-class SamplingLM(LMWrapper):
-    """``inner`` sampled at ``temperature``, each reply cut at ``max_tokens`` tokens."""
-
-    def __init__(self, inner: LM, *, temperature: float, max_tokens: int) -> None:
-        super().__init__(inner)
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-
-    async def _call(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Completion:
-        asked = params.get("max_tokens")
-        params["max_tokens"] = self.max_tokens if asked is None else min(asked, self.max_tokens)
-        params["temperature"] = self.temperature
-        return await self.inner.complete(messages, **params)
 
 
 class AgentEpisodes:
@@ -101,15 +96,7 @@ class AgentEpisodes:
         self.verifier = verifier
         self.examples = list(examples)
         self.base = lm.model.removeprefix("local/")
-        self.lm = lm.model_copy(
-            update={
-                "model": f"local/{self.base}",
-                "record_tokens": True,
-                "cache": False,
-                "temperature": settings.temperature,
-                "max_tokens": settings.max_completion_length,
-            }
-        )
+        self.lm = sampled_config(lm, settings)
         self.settings = settings
         self.store = store
         self.job_id = job_id
@@ -126,8 +113,19 @@ class AgentEpisodes:
         rng = random.Random(f"{self.seed}:{step}")
         return rng.sample(self.examples, min(self.settings.prompts_per_step, len(self.examples)))
 
+    def batch(self, step: int) -> list[Example]:
+        """Step ``step``'s episodes: ``num_generations`` of each drawn example, in order."""
+        return [
+            episode_example(example, step, n)
+            for example in self.draw(step)
+            for n in range(self.settings.num_generations)
+        ]
+
     def rows(self, step: int, policy: Path | None) -> list[CreditedCall]:
         """The credited calls of step ``step``'s episodes, sampled with ``policy``."""
+        if self.executor is not None:
+            self.write_policy(step, policy)
+            return asyncio.run(self._episodes(step, EpisodesElsewhere(self.lm.model)))
         model = self.model(policy, step)
         try:
             return asyncio.run(self._episodes(step, model))
@@ -136,23 +134,25 @@ class AgentEpisodes:
             if close is not None:
                 close()
 
+    def write_policy(self, step: int, policy: Path | None) -> Path | None:
+        """``policy`` as step ``step``'s llama.cpp LoRA (``policy_gguf``; older steps'
+        removed); None at step 1 (no policy: the base model)."""
+        if policy is None:
+            return None
+        lora = policy_gguf(self.run_dir, step)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        partial = lora.with_name(lora.name + ".partial")
+        write_gguf_adapter(policy, installed_path(self.base), partial)
+        partial.replace(lora)  # a worker never reads half a file
+        for old in self.run_dir.glob("policy-*.gguf"):
+            if old != lora:
+                old.unlink(missing_ok=True)
+        return lora
+
     def local_model(self, policy: Path | None, step: int) -> LM:
         """The local task model with ``policy`` as its llama.cpp LoRA (written as GGUF),
         its sampling seeded by the job's seed and the step."""
-        lora = None
-        if policy is not None:
-            lora = self.run_dir / POLICY_GGUF
-            write_gguf_adapter(policy, installed_path(self.base), lora)
-        return LocalLM(
-            installed_path(self.base),
-            model=self.lm.model,
-            n_ctx=self.lm.n_ctx,
-            n_parallel=self.lm.n_parallel,
-            n_threads=self.lm.n_threads,
-            prefix_reuse=self.lm.prefix_reuse,
-            seed=self.seed * 10_007 + step,
-            lora_path=lora,
-        )
+        return step_model(self.lm, self.seed, step, self.write_policy(step, policy))
 
     async def _episodes(self, step: int, model: LM) -> list[CreditedCall]:
         sampled = SamplingLM(
@@ -171,11 +171,16 @@ class AgentEpisodes:
             job_id=self.job_id,
             executor=self.executor,
         )
-        batch = [e for e in self.draw(step) for _ in range(self.settings.num_generations)]
         try:
-            result = await evaluator.evaluate(self.candidate, batch, "train")
+            result = await evaluator.evaluate(self.candidate, self.batch(step), "train")
         finally:
             recorder.flush()
+        failed = [episode.error for episode in result.results if episode.error is not None]
+        if result.results and len(failed) == len(result.results):
+            raise EmeryError(
+                f"every one of step {step}'s {len(failed)} episodes failed; the first:"
+                f" {failed[0].splitlines()[0] if failed[0] else 'no reason given'}"
+            )
         rows: list[CreditedCall] = []
         agents: set[str] = set()
         for episode in result.results:
@@ -186,9 +191,10 @@ class AgentEpisodes:
                 continue
             spans = load_spans(self.store, episode.rollout_id, attempts[-1].id)
             agents |= agents_in(spans)
+            parsed = parse_episode(episode.example_id)
             rows += credited_calls(
                 spans,
-                group_id=episode.example_id,
+                group_id=episode.example_id if parsed is None else parsed[0],
                 reward=episode.score,
                 credit=self.credit,
                 select=self.select,
@@ -206,3 +212,18 @@ class AgentEpisodes:
                 " does the agent call the job's task model (the LM it is given, or the LM proxy)?"
             )
         return rows
+
+
+class EpisodesElsewhere:
+    """The job process's task model while its episodes run on its executor: never asked
+    (the workers sample from the policy themselves, ``agent_policy.episode_lm``)."""
+
+    def __init__(self, model: str) -> None:
+        self._model = model
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def complete(self, messages: Sequence[ChatMessage], **params: Any) -> Completion:
+        raise EmeryError("this job's agent episodes run on its executor, not in this process")

@@ -21,6 +21,7 @@ from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifi
 from emery.config.schema import JobConfig, RLSection
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate
+from emery.evaluation.executor import Executor
 from emery.lm.catalog import installed_path
 from emery.lm.config import build_lm
 from emery.lm.usage import UsageMeter
@@ -108,6 +109,12 @@ def trains_an_agent(system: System) -> bool:
     return not isinstance(system, PromptProgram)
 
 
+def runs_agent_episodes(config: JobConfig, system: System) -> bool:
+    """Whether ``config`` is an rl job that trains ``system`` as an agent: its rollouts are
+    episodes (``agent_policy``), sampled from the policy of their step."""
+    return config.job.type == "rl" and trains_an_agent(system)
+
+
 def agent_keys(settings: RLSection) -> list[str]:
     """The ``[rl]`` keys set away from their defaults that apply to an agent's LM calls."""
     defaults = RLSection()
@@ -124,11 +131,15 @@ def agent_selection(settings: RLSection) -> Selection:
 
 
 def agent_episodes(
-    store: Store, config: JobConfig, base_dir: Path, job_id: str
+    store: Store,
+    config: JobConfig,
+    base_dir: Path,
+    job_id: str,
+    executor: Executor | None = None,
 ) -> AgentEpisodes | None:
     """The episodes an rl job trains on when its system is an agent (None: a prompt
     program, trained by ``job_reward``'s prompt rows), credited and selected as its
-    ``[rl]`` section says."""
+    ``[rl]`` section says, run on ``executor`` (None: in this process)."""
     assert config.rl is not None
     dataset = resolve_dataset(config, base_dir)
     system = resolve_system(config, dataset, base_dir)
@@ -138,6 +149,11 @@ def agent_episodes(
             raise ConfigError(
                 f"rl.{keys[0]} applies to an agent's LM calls; a prompt program's rl job"
                 " trains its one prompt (use a function agent, task app or code harness)"
+            )
+        if config.runtime.executor != "local":
+            raise ConfigError(
+                f"executor = {config.runtime.executor!r} runs an agent's episodes elsewhere;"
+                ' a prompt program\'s rl job samples in its trainer: use executor = "local"'
             )
         return None
     examples = [e for split in config.rl.splits for e in dataset.split(split)]
@@ -158,6 +174,7 @@ def agent_episodes(
         run_dir=run_dir(base_dir, config, job_id),
         seed=config.job.seed,
         concurrency=config.runtime.concurrency,
+        executor=executor,
         credit=credit_policy(config.rl.credit, gamma=config.rl.discount),
         select=agent_selection(config.rl),
     )
@@ -175,7 +192,7 @@ def train_rl_job(
 ) -> tuple[TrainingStats, Path | None]:
     """Train (or resume from its last checkpoint) RL job ``job_id`` of ``config``."""
     assert config.rl is not None
-    episodes = agent_episodes(store, config, base_dir, job_id)
+    episodes = agent_episodes(store, config, base_dir, job_id, hooks.executor)
     if episodes is not None:
         return _train_agent(episodes, config, base_dir, job_id, hooks)
     from emery.training.rl_trainer import train_rl  # torch: imported only to train

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from emery.config.schema import LoRASection, SFTSection
+from emery.evaluation.executor import Executor
 from emery.training.base_model import import_torch, load_base
 from emery.training.data import Conversation, prompt_completion
 
@@ -35,6 +36,9 @@ class TrainingHooks:
     """``"pause"``, ``"cancel"`` (or another stop) when the run must stop, else None."""
     on_reward: Callable[[int, float, float | None], None] | None = None
     """(step, mean reward, KL to the base model) of an RL step."""
+    executor: Executor | None = None
+    """Where the job runs rollouts in other processes (``[runtime] executor``: runners, Ray),
+    for a trainer that runs any (an RL job's agent episodes); None: in this process."""
 
 
 class TrainingStats(BaseModel):

@@ -11,7 +11,9 @@ runner may take it.
 
 What it rebuilds per job (``build_job_work``: the job's system, data, verifier and task
 model from its stored config, an evaluator whose spans go to the job's store) is also what
-the Ray executor's workers run a rollout with.
+the Ray executor's workers run a rollout with. For an RL job on an agent the rollouts are
+its episodes and the task model samples each from the policy of its step
+(``training.agent_policy``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ from emery.store.protocol import Store
 from emery.store.queue import DEFAULT_LEASE_S, LEASE_KEY, RESOURCE_KEY, VERSION_KEY
 from emery.store.records import WorkerRecord
 from emery.tracing.store_recorder import StoreRecorder
+from emery.training.agent_policy import episode_lm, episode_of
+from emery.training.rl_job import runs_agent_episodes
 from emery.verifiers.judge import uses_judge, with_judge
 
 log = logging.getLogger(__name__)
@@ -100,9 +104,14 @@ class JobWork:
     evaluator: Evaluator
     recorder: QueueRecorder
     cache: ResponseCache | None
+    episodes: bool = False
+    """An agent RL job: its rollouts are episodes of its examples (``<example>@<step>.<n>``)."""
 
     def example(self, rollout: Rollout) -> Example:
-        example = self.examples.get((rollout.split or "", rollout.example_id or ""))
+        split, example_id = rollout.split or "", rollout.example_id or ""
+        example = self.examples.get((split, example_id))
+        if example is None and self.episodes:
+            example = episode_of(self.examples, split, example_id)
         if example is None:
             raise EmeryError(
                 f"job {self.job_id} has no {rollout.split} example {rollout.example_id!r}"
@@ -138,7 +147,12 @@ def build_job_work(store: Store, job_id: str, worker_id: str, *, queued: bool = 
             " (another version of the code or config?): its results would not be comparable"
         )
     cache = open_cache(config, base_dir)
-    lm = build_lm(config.lm.task, role="task", meter=UsageMeter(), cache=cache)
+    episodes = runs_agent_episodes(config, system)
+    lm = (
+        episode_lm(config, base_dir, job_id)  # sampled from the policy of each episode's step
+        if episodes
+        else build_lm(config.lm.task, role="task", meter=UsageMeter(), cache=cache)
+    )
     if uses_judge(verifier):
         judge = build_lm(config.lm.for_role("judge"), role="judge", meter=UsageMeter(), cache=cache)
         verifier = with_judge(verifier, judge)
@@ -158,7 +172,7 @@ def build_job_work(store: Store, job_id: str, worker_id: str, *, queued: bool = 
         for split in ("train", "val", "test")
         for example in dataset.split(split)
     }
-    return JobWork(job_id, examples, evaluator, recorder, cache)
+    return JobWork(job_id, examples, evaluator, recorder, cache, episodes=episodes)
 
 
 def fetch_candidate(store: Store, rollout: Rollout) -> Candidate:
