@@ -190,11 +190,9 @@ def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
     print(HEADER, flush=True)
 
     def done(*new: dict[str, Any]) -> None:
+        rows.extend(new)
         first = next((_summary(r["test"]) for r in rows if r["stage"] == "1 prompt search"), None)
         for row in new:
-            rows.append(row)
-            if row["stage"] == "1 prompt search":
-                first = _summary(row["test"])
             print(row_markdown(row, first), flush=True)
         if args.out is not None:
             report = {"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}
