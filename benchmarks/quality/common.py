@@ -531,10 +531,11 @@ def run(coro: Any) -> Any:
 class Server:
     """``emery serve`` in a subprocess: one OpenAI-compatible endpoint for every row."""
 
-    def __init__(self, model: str, port: int, log: Path) -> None:
+    def __init__(self, model: str, port: int, log: Path, threads: int | None = None) -> None:
         self.model = model
         self.port = port
         self.log = log
+        self.threads = threads
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -546,8 +547,9 @@ class Server:
 
         emery = Path(sys.executable).with_name("emery")
         handle = self.log.open("wb")
+        threads = ["--threads", str(self.threads)] if self.threads else []
         self.process = subprocess.Popen(
-            [str(emery), "serve", "--model", self.model, "--port", str(self.port)],
+            [str(emery), "serve", "--model", self.model, "--port", str(self.port), *threads],
             stdout=handle,
             stderr=subprocess.STDOUT,
         )

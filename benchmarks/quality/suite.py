@@ -293,7 +293,8 @@ class Suite:
         if self._peer_model is None:
             base_url = self.args.base_url
             if base_url is None:
-                server = Server(self.args.model, self.args.port, self.workdir / "server.log")
+                log = self.workdir / "server.log"
+                server = Server(self.args.model, self.args.port, log, self.args.threads)
                 base_url = self.stack.enter_context(server).base_url
             self._peer_model = ModelSpec(
                 model=self.args.model,

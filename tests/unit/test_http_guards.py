@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from bad_input_support import one_error_line, run_cli
 from fastapi.testclient import TestClient
 
 from emery.lm import FakeLM
+from emery.lm.config import LMConfig
 from emery.proxy import create_app
 from emery.taskapp import create_task_app
 
@@ -206,3 +208,21 @@ def test_task_app_refuses_an_lm_proxy_url_it_cannot_call(url: str) -> None:
         response = client.post("/rollout", json=body)
     assert response.status_code == 400, response.text
     assert "inference_url" in response.json()["detail"]
+
+
+def test_serve_threads_need_a_model_named_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "job.toml"
+    config.write_text("")
+    assert run_cli(["serve", "--config", str(config), "--threads", "1"]) == 2
+    assert "--threads applies to --model" in one_error_line(capsys.readouterr().err)
+
+
+def test_serve_threads_reach_the_local_model_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    from emery.cli import serve_cmd
+
+    seen: list[LMConfig] = []
+    monkeypatch.setattr(serve_cmd, "build_lm", lambda config, **_: seen.append(config))
+    serve_cmd.task_model("local/smollm2-135m", None, None, None, threads=1)
+    assert [config.n_threads for config in seen] == [1]

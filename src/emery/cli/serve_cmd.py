@@ -25,15 +25,23 @@ API_KEY_ENV = "EMERY_API_KEY"
 
 
 def task_model(
-    model: str | None, config_path: Path | None, job: str | None, store_location: str | None
+    model: str | None,
+    config_path: Path | None,
+    job: str | None,
+    store_location: str | None,
+    threads: int | None = None,
 ) -> LM | None:
-    """The model ``/v1`` forwards to: ``--model``, a config's task model, or a job's."""
+    """The model ``/v1`` forwards to: ``--model`` (on ``threads`` llama.cpp threads for a
+    local one), a config's task model, or a job's."""
     options = (("--model", model), ("--config", config_path), ("--job", job))
     given = [name for name, value in options if value]
     if len(given) > 1:
         raise ConfigError(f"give one of --model, --config or --job, not {' and '.join(given)}")
+    if threads is not None and model is None:
+        raise ConfigError("--threads applies to --model (a config's model sets its own n_threads)")
     if model is not None:
-        return build_lm(LMConfig(model=model), role="task", meter=UsageMeter(), cache=None)
+        local = LMConfig(model=model, n_threads=threads)
+        return build_lm(local, role="task", meter=UsageMeter(), cache=None)
     config: JobConfig | None = None
     base_dir = Path.cwd()
     if config_path is not None:
@@ -61,6 +69,10 @@ def serve(
         Path | None, typer.Option("--config", help="Use this job config's task model.")
     ] = None,
     job: Annotated[str | None, typer.Option(help="Use this stored job's task model.")] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(min=1, help="llama.cpp threads for a local --model (default: every core)."),
+    ] = None,
     api_key_env: Annotated[
         str,
         typer.Option(
@@ -79,7 +91,7 @@ def serve(
     """
     key = os.environ.get(api_key_env) or None
     refuse_open_binding(host, key, f"set ${api_key_env}")
-    lm = task_model(model, config_path, job, store_location)
+    lm = task_model(model, config_path, job, store_location, threads)
     where = f"http://{host}:{port}"
     behind = f"model {lm.model}" if lm is not None else "no default model"
     behind += ", API key required" if key else ""
