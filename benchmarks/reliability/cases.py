@@ -64,6 +64,7 @@ def all_cases() -> list[Case]:
     from cases_registry import registry_cases
     from cases_rolebudgets import rolebudgets_cases
     from cases_server import server_cases
+    from cases_together import together_cases
     from cases_warmstart import warmstart_cases
     from cases_workers import workers_cases
 
@@ -86,4 +87,5 @@ def all_cases() -> list[Case]:
         *warmstart_cases(),
         *fromtraces_cases(),
         *approval_cases(),
+        *together_cases(),
     ]
