@@ -5,9 +5,10 @@ control, around a trainer instead of a search.
 also from a dead owner; see ``ownership``), runs the kind's trainer in a worker thread
 from its last checkpoint while a ``ControlWatcher`` keeps the heartbeat fresh and passes
 pause and cancel requests on (the trainer reads them between steps and, on a pause, saves
-a checkpoint first), stores losses, rewards and checkpoints as events, then writes the
-GGUF adapter (served as ``local/<model>+<job id>``), scores base vs tuned on test when the
-settings ask for it and succeeds with the kind's result.
+a checkpoint first; an rl job whose ``[runtime] executor`` runs rollouts in other processes
+gets it in its hooks, for its agent episodes), stores losses, rewards and checkpoints as
+events, then writes the GGUF adapter (served as ``local/<model>+<job id>``), scores base
+vs tuned on test when the settings ask for it and succeeds with the kind's result.
 """
 
 from __future__ import annotations
