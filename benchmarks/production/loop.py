@@ -48,6 +48,7 @@ from emery.server.launcher import ThreadLauncher
 from emery.store import SQLiteStore, Store
 from emery.tracing import conventions as sc
 from emery.verifiers.config import VerifierConfig, build_verifier
+from emery.verifiers.feedback_score import feedback_of
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -249,8 +250,8 @@ def stage(instruction: str, max_tokens: int) -> dict[str, Any]:
 
 ALGORITHM_SETTINGS: dict[str, dict[str, Any]] = {
     # the proxy serves a system prompt only: no demos, no layouts or edit operators. MIPRO
-    # proposes two instructions beside the served one, with no dataset summary (the small
-    # model's summaries described the task wrongly): twelve proposer calls of up to 256
+    # has three instruction choices (at most four proposer calls) and no dataset summary
+    # (the small model's described the task wrongly): twelve proposer calls of up to 256
     # tokens took 744 s of a 300 s search on a loaded machine and left no time for a trial
     "mipro": {
         "max_bootstrapped_demos": 0,
@@ -418,8 +419,8 @@ def cell(found: dict[str, Any]) -> str:
 
 COLUMNS = (
     "round",
-    "data: file lines (served by)",
-    "labeled",
+    "data: file lines (served by: right by gold)",
+    "labeled, thumbs up",
     "rubric judge vs feedback",
     "search val: seed → best",
     "metric calls",
@@ -446,8 +447,8 @@ def row_cells(r: dict[str, Any]) -> list[str]:
     share = r["labeled"] / max(1, r["examples"])
     return [
         str(r["round"]),
-        f"{r['data_rows']} (v{r['served_version']})",
-        f"{r['labeled']} of {r['examples']} ({pct(share)})",
+        f"{r['data_rows']} (v{r['served_version']}: {pct(r['data_right']['mean'])} right)",
+        f"{r['labeled']} of {r['examples']} ({pct(share)}), {r['thumbs_up']} up",
         agreement_cell(r["judge"]),
         f"{r['val_seed']:.3f} → {r['val_best']:.3f}",
         str(r["metric_calls"]),
@@ -500,6 +501,10 @@ def run_round(
         ).write(path)
         for line in built.summary.lines():
             print(f"  {line}", flush=True)
+    thumbs = [f for _, e in built if (f := feedback_of(e)) is not None]
+    right = summary([c.score for c in traffic])
+    ups = sum(1 for f in thumbs if f >= 1.0)
+    print(f"  right by gold: {cell(right)} of {len(traffic)}; thumbs {ups} up of {len(thumbs)}")
     with clock.phase("judge agreement"):
         judge = judge_agreement(models, [example for _, example in built])
     print(f"  rubric judge vs feedback: {agreement_cell(judge)}", flush=True)
@@ -539,6 +544,8 @@ def run_round(
         "matched": matched,
         "examples": sum(built.summary.splits.values()),
         "labeled": labeled,
+        "thumbs_up": ups,
+        "data_right": right,
         "dataset_summary": built.summary.lines(),
         "judge": judge,
         "job": job_id,

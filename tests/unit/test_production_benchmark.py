@@ -44,6 +44,9 @@ def test_the_loop_lifts_the_next_stretch_and_warm_starts_round_two(tmp_path: Pat
     assert "carefully" in first["instruction_after"]  # what the scripted writer proposes
     # thumbs on 30% of each stretch; the scripted judge ranks them as the user did
     assert (first["labeled"], first["examples"]) == (6, 20)
+    assert 0 < first["thumbs_up"] < 6  # the user's thumbs: up on the right replies only
+    assert 0 < first["data_right"]["mean"] < 0.5
+    assert second["data_right"]["mean"] == 1.0  # round 2's data: the calls v2 answered
     assert (first["judge"]["n"], first["judge"]["rho"]) == (6, 1.0)
     assert first["label_line"].startswith("labels: 6 of 6 examples have feedback (100%)")
     # the next stretch: v1 right on about a third, v2 on all, paired on the same 20 calls
