@@ -28,9 +28,10 @@ from emery.store.protocol import Store
 from emery.store.records import NewJob
 from emery.systems.function_agent import agent
 from emery.training import agent_episodes as episodes_module
-from emery.training import agent_policy, rl_job
+from emery.training import agent_policy, agent_rl, rl_job
 from emery.training.agent_episodes import AgentEpisodes
 from emery.training.agent_policy import parse_episode, policy_gguf
+from emery.training.trainer import TrainingHooks
 from emery.workers.runner import RolloutWorker, build_job_work
 
 
@@ -273,3 +274,23 @@ def rl_job_kind() -> Any:
     from emery.jobs.training_kinds import RL
 
     return RL
+
+
+def test_the_rl_trainer_runs_its_episodes_on_the_executor_its_hooks_carry(
+    tmp_path: Path, policies: Policies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteStore(tmp_path / "emery.db")
+    job_id = _job(store, tmp_path, executor="runners")
+    executor = WorkerExecutor(store, job_id)
+    trained: list[Any] = []
+
+    def trainer(base: Any, settings: Any, source: AgentEpisodes, run_dir: Path, **kw: Any) -> Any:
+        source.model = _never
+        trained.extend(source.rows(1, None))
+        return None, None
+
+    monkeypatch.setattr(agent_rl, "train_agent_rl", trainer)
+    hooks = TrainingHooks(lambda *a: None, lambda step: None, lambda: None, executor=executor)
+    rl_job.train_rl_job(store, parse_config(_config(tmp_path)), tmp_path, job_id, hooks)
+    assert len(executor.received) == 1  # the step's episodes went to the executor
+    assert len(trained) == 12
