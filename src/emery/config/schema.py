@@ -133,6 +133,12 @@ class SFTSection(LoRASection):
     ``candidate`` "best", "all" or an id prefix, on ``splits``, scoring at least
     ``min_score``) or a chat JSONL file (``data``, one ``{"messages": [...]}`` a line).
     ``val_fraction`` of it is held out for the val loss.
+
+    With ``samples_per_example = N`` (0: the stored rollouts only) the source job's
+    candidate is also run N times on each example of ``splits`` before training, sampled
+    at ``sample_temperature`` by ``teacher`` (a model name as ``[lm.*]`` takes, called with
+    ``[lm.task]``'s other settings; default: the task model), and the replies scoring at
+    least ``min_score`` are kept (rejection sampling, ``training.sampling``).
     """
 
     source_job: str | None = None
@@ -144,11 +150,49 @@ class SFTSection(LoRASection):
     max_length: int = Field(default=512, ge=8)
     val_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
     eval_steps: int = Field(default=10, ge=1)
+    samples_per_example: int = Field(default=0, ge=0, le=1000)
+    sample_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    teacher: str | None = None
+
+    @field_validator("teacher")
+    @classmethod
+    def _teacher_model(cls, value: str | None) -> str | None:
+        provider, _, name = (value or "").partition("/")
+        if value is not None and (provider not in ("local", "openai", "python") or not name):
+            raise ValueError(
+                f"{value!r} must look like local/<name>, local/<file.gguf>,"
+                " openai/<model> or python/<module>:<attr>"
+            )
+        return value
 
     @model_validator(mode="after")
     def _one_source(self) -> SFTSection:
         if (self.source_job is None) == (self.data is None):
             raise ValueError("set exactly one of sft.source_job (a finished job) or sft.data")
+        return self
+
+    @model_validator(mode="after")
+    def _sampling_fits(self) -> SFTSection:
+        n = self.samples_per_example
+        if n == 0 and self.teacher is not None:
+            raise ValueError(
+                "sft.teacher samples replies: set sft.samples_per_example to 1 or more"
+            )
+        if n > 0 and self.source_job is None:
+            raise ValueError(
+                "sft.samples_per_example samples a prompt job's candidate: set sft.source_job"
+                " (sft.data is trained as it is)"
+            )
+        if n > 0 and self.candidate == "all":
+            raise ValueError(
+                'sft.samples_per_example samples one prompt: set sft.candidate to "best"'
+                ' or a candidate id, not "all"'
+            )
+        if n > 1 and self.sample_temperature == 0:
+            raise ValueError(
+                f"sft.sample_temperature = 0 makes all {n} samples of an example the same:"
+                " set a temperature above 0 or sft.samples_per_example = 1"
+            )
         return self
 
 

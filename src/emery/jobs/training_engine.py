@@ -157,6 +157,7 @@ class TrainingEngine:
         where rollouts run."""
         return TrainingHooks(
             executor=executor,
+            on_events=self._emit,
             on_loss=lambda split, step, loss: self._add(
                 event(f"{split}_loss", step=step, loss=round(loss, 5))
             ),

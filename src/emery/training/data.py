@@ -8,13 +8,44 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from emery.core.errors import ConfigError
+from emery.core.hashing import canonical_json
 from emery.store.protocol import Store
-from emery.store.records import EvaluationFilter
+from emery.store.records import EvaluationFilter, EvaluationRecord
 from emery.tracing.export import check_chat_example, chosen_candidates, rollout_examples
 
 Conversation = list[dict[str, Any]]
 """One chat: OpenAI-style messages, the last one the assistant's reply to learn."""
+
+
+class SampledData(BaseModel):
+    """What an SFT job's rejection sampling gave."""
+
+    model: str
+    samples_per_example: int
+    temperature: float
+    examples: int
+    """Examples of the ``[sft]`` splits."""
+    rollouts: int
+    """Sampled rollouts stored (``examples`` × ``samples_per_example``)."""
+    kept: int
+    """Distinct chats kept from them (scoring >= ``min_score``)."""
+    examples_kept: int
+    """Examples with at least one kept reply."""
+    tokens: int
+    """Prompt and completion tokens of the sampling calls."""
+    stored: int = 0
+    """Distinct chats of the source job's stored rollouts, trained beside them."""
+
+    def __str__(self) -> str:
+        return (
+            f"sampled {self.samples_per_example}x per example at temperature"
+            f" {self.temperature:g} with {self.model}: {self.kept} replies kept from"
+            f" {self.examples_kept} of {self.examples} examples ({self.rollouts} rollouts,"
+            f" {self.tokens} tokens), beside {self.stored} stored chats of the source job"
+        )
 
 
 def load_chat_jsonl(path: Path) -> list[Conversation]:
@@ -61,7 +92,29 @@ def job_conversations(
     min_score: float,
 ) -> list[Conversation]:
     """The chats of a finished job's successful rollouts (as ``emery export`` writes them)
-    of ``candidate`` ("best", "all" or an id prefix) on ``splits``, scoring >= ``min_score``."""
+    of ``candidate`` ("best", "all" or an id prefix) on ``splits``, scoring >= ``min_score``;
+    none is a ``ConfigError`` saying which settings would take more."""
+    conversations = stored_conversations(
+        store, job_id, candidate=candidate, splits=splits, min_score=min_score
+    )
+    if not conversations:
+        raise ConfigError(
+            f"job {store.resolve_job_id(job_id)} has no successful rollouts of candidate"
+            f" {candidate!r} on {'/'.join(splits)} scoring >= {min_score}:"
+            f" try {wider(candidate, splits)}"
+        )
+    return conversations
+
+
+def stored_conversations(
+    store: Store,
+    job_id: str,
+    *,
+    candidate: str,
+    splits: tuple[str, ...],
+    min_score: float,
+) -> list[Conversation]:
+    """``job_conversations``' chats, possibly none."""
     job = store.get_job(store.resolve_job_id(job_id))
     if job.state != "succeeded":
         raise ConfigError(f"sft.source_job {job.id} has not succeeded (it is {job.state})")
@@ -84,20 +137,34 @@ def job_conversations(
             if key in seen:
                 continue
             seen.add(key)
-            for line in rollout_examples(store, record):
-                try:
-                    conversations.append(parse_line(json.dumps(line), f"rollout {key}"))
-                except ConfigError:
-                    continue
-    if not conversations:
-        raise ConfigError(
-            f"job {job.id} has no successful rollouts of candidate {candidate!r} on"
-            f" {'/'.join(splits)} scoring >= {min_score}: try {_wider(candidate, splits)}"
-        )
+            conversations += record_conversations(store, record, key)
     return conversations
 
 
-def _wider(candidate: str, splits: Sequence[str]) -> str:
+def record_conversations(store: Store, record: EvaluationRecord, key: str) -> list[Conversation]:
+    """The valid chats of one stored evaluation's rollout (``key`` names it in errors)."""
+    conversations = []
+    for line in rollout_examples(store, record):
+        try:
+            conversations.append(parse_line(json.dumps(line), f"rollout {key}"))
+        except ConfigError:
+            continue
+    return conversations
+
+
+def distinct(conversations: Sequence[Conversation]) -> list[Conversation]:
+    """``conversations`` without repeats (the first of equal chats kept), in order."""
+    seen: set[str] = set()
+    kept = []
+    for conversation in conversations:
+        key = canonical_json(conversation)
+        if key not in seen:
+            seen.add(key)
+            kept.append(conversation)
+    return kept
+
+
+def wider(candidate: str, splits: Sequence[str]) -> str:
     """The selection settings that would take more rollouts than these."""
     options = [] if candidate == "all" else ['sft.candidate = "all"']
     options.append("a lower sft.min_score")

@@ -14,10 +14,22 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from emery.config.schema import JobConfig
+from emery.core.errors import ConfigError, EmeryError
+from emery.core.events import event
 from emery.lm.catalog import installed_path
+from emery.lm.config import build_base_lm, local_model_path
 from emery.store.protocol import Store
-from emery.training.data import Conversation, hold_out, job_conversations, load_chat_jsonl
+from emery.training.data import (
+    Conversation,
+    SampledData,
+    distinct,
+    hold_out,
+    job_conversations,
+    load_chat_jsonl,
+    stored_conversations,
+)
 from emery.training.paths import run_dir
+from emery.training.sampling import KEPT_EVENT, RejectionSampler, teacher_config
 from emery.training.scoring import Lift
 from emery.training.trainer import TrainingHooks, TrainingStats, train
 
@@ -42,6 +54,8 @@ class SFTResult(BaseModel):
         ]
         if t.first_val_loss is not None and t.last_val_loss is not None:
             lines.append(f"val loss {t.first_val_loss:.3f} → {t.last_val_loss:.3f}")
+        if t.sampled is not None:
+            lines.append(str(t.sampled))
         lines.append(
             f"{t.train_examples} train / {t.val_examples} val chats, {t.wall_s:.0f} s on"
             f" {t.device}: {t.steps_per_s:.3f} steps/s, {t.tokens_per_s:.0f} tokens/s,"
@@ -61,6 +75,8 @@ def check_sft_job(store: Store, config: JobConfig, base_dir: Path) -> None:
     else:
         assert config.sft.data is not None
         sft_conversations(store, config, base_dir)
+    if config.sft.samples_per_example:
+        check_sampling(config)
     installed_path(config.lm.task.model.removeprefix("local/"))
 
 
@@ -80,12 +96,15 @@ def sft_conversations(store: Store, config: JobConfig, base_dir: Path) -> list[C
 def train_sft_job(
     store: Store, config: JobConfig, base_dir: Path, job_id: str, hooks: TrainingHooks
 ) -> tuple[TrainingStats, Path | None]:
-    """Train (or resume from its last checkpoint) SFT job ``job_id`` of ``config``."""
+    """Train (or resume from its last checkpoint) SFT job ``job_id`` of ``config``, after
+    its rejection sampling (``training.sampling``) when ``[sft] samples_per_example`` asks."""
     assert config.sft is not None
-    train_set, val_set = hold_out(
-        sft_conversations(store, config, base_dir), config.sft.val_fraction, config.job.seed
-    )
-    return train(
+    data = sft_data(store, config, base_dir, job_id, hooks)
+    if isinstance(data, str):
+        return not_trained(data), None
+    chats, sampled = data
+    train_set, val_set = hold_out(chats, config.sft.val_fraction, config.job.seed)
+    stats, adapter = train(
         config.lm.task.model.removeprefix("local/"),
         config.sft,
         train_set,
@@ -93,4 +112,82 @@ def train_sft_job(
         run_dir(base_dir, config, job_id),
         seed=config.job.seed,
         hooks=hooks,
+    )
+    return stats.model_copy(update={"sampled": sampled}), adapter
+
+
+def sft_data(
+    store: Store, config: JobConfig, base_dir: Path, job_id: str, hooks: TrainingHooks
+) -> tuple[list[Conversation], SampledData | None] | str:
+    """The chats SFT job ``job_id`` trains on and what its sampling kept (None: it
+    samples nothing), or the stop request that cut its sampling short."""
+    sft = config.sft
+    assert sft is not None
+    if not sft.samples_per_example:
+        return sft_conversations(store, config, base_dir), None
+    assert sft.source_job is not None
+    sampler = RejectionSampler(store, config, base_dir, job_id)
+    stopped = sampler.run(hooks)
+    if stopped is not None:
+        return stopped
+    sampled_chats, sampled = sampler.kept()
+    source = sft.source_job
+    stored = distinct(
+        stored_conversations(
+            store, source, candidate=sft.candidate, splits=sft.splits, min_score=sft.min_score
+        )
+    )
+    chats = distinct(stored + sampled_chats)
+    sampled = sampled.model_copy(update={"stored": len(stored)})
+    if not chats:
+        raise ConfigError(
+            f"no chat to train on: neither job {sft.source_job}'s stored rollouts nor the"
+            f" {sampled.rollouts} sampled replies scored >= {sft.min_score}: try"
+            " a lower sft.min_score, a higher sft.samples_per_example or a stronger sft.teacher"
+        )
+    if not store.list_events(job_id, kinds=[KEPT_EVENT]):
+        note = event(KEPT_EVENT, **sampled.model_dump(mode="json"))
+        stored_events = store.append_events(job_id, [note])
+        if hooks.on_events is not None:
+            hooks.on_events(stored_events)
+    return chats, sampled
+
+
+def check_sampling(config: JobConfig) -> None:
+    """Refuse sampling settings the job cannot run: a teacher that is not there, an
+    executor other than this process."""
+    if config.runtime.executor != "local":
+        raise ConfigError(
+            f"sft.samples_per_example samples in the job's own process: executor ="
+            f' {config.runtime.executor!r} is not used by an sft job; set executor = "local"'
+        )
+    teacher = teacher_config(config)
+    provider, _, name = teacher.model.partition("/")
+    try:
+        if provider == "local":
+            local_model_path(name)
+        elif provider == "python":
+            build_base_lm(teacher)
+    except EmeryError as exc:
+        raise type(exc)(f"sft.teacher: {exc}") from None
+
+
+def not_trained(action: str) -> TrainingStats:
+    """The stats of a run stopped by ``action`` before its first training step."""
+    return TrainingStats(
+        steps=0,
+        resumed_from_step=None,
+        stopped=action,
+        first_loss=None,
+        last_loss=None,
+        first_val_loss=None,
+        last_val_loss=None,
+        train_examples=0,
+        val_examples=0,
+        wall_s=0.0,
+        steps_per_s=0.0,
+        tokens_per_s=0.0,
+        tokens=0,
+        peak_rss_mb=0.0,
+        device="cpu",
     )

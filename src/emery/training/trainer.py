@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from emery.config.schema import LoRASection, SFTSection
+from emery.core.events import Event
 from emery.evaluation.executor import Executor
 from emery.training.base_model import import_torch, load_base
-from emery.training.data import Conversation, prompt_completion
+from emery.training.data import Conversation, SampledData, prompt_completion
 
 
 @dataclass
@@ -39,6 +40,9 @@ class TrainingHooks:
     executor: Executor | None = None
     """Where the job runs rollouts in other processes (``[runtime] executor``: runners, Ray),
     for a trainer that runs any (an RL job's agent episodes); None: in this process."""
+    on_events: Callable[[Sequence[Event]], None] | None = None
+    """Events the trainer stored itself (an SFT job's sampling rounds), for the job's
+    listeners."""
 
 
 class TrainingStats(BaseModel):
@@ -62,6 +66,8 @@ class TrainingStats(BaseModel):
     tokens: int
     peak_rss_mb: float
     device: str
+    sampled: SampledData | None = None
+    """What an SFT job's rejection sampling gave (``[sft] samples_per_example``)."""
 
 
 def checkpoint_root(run_dir: Path) -> Path:
