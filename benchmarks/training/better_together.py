@@ -8,9 +8,11 @@ would run them), all sharing one store under --workdir:
    and the seed are scored on test by the job itself.
 2. **weights** on that prompt: an SFT job (`--weights sft`, default) whose `source_job` is
    stage 1, trained on stage 1's successful rollouts of its best candidate
-   (`--sft-candidate best`), or an RL job (`--weights rl`, GRPO from that prompt); the job
-   scores stage 1's best prompt on test with the base and the tuned model
-   (`local/<model>+<job id>`).
+   (`--sft-candidate best`), with `--sft-samples N` also on the verified replies of that
+   prompt run N times per example of `--sft-splits` (rejection sampling, at
+   `--sft-sample-temperature`, by `--sft-teacher` or the task model), or an RL job
+   (`--weights rl`, GRPO from that prompt); the job scores stage 1's best prompt on test
+   with the base and the tuned model (`local/<model>+<job id>`).
 3. **prompt search on the tuned model**: a prompt job whose task model is stage 2's tuned
    model and whose `[job] warm_start` is stage 1 (its best candidates are rescored on val
    first), with the same algorithm and budget; the proposer and reflection models stay
@@ -146,6 +148,53 @@ def weights_row(stage: dict[str, Any], label: str, chats: int | None) -> dict[st
     }
 
 
+def sampling_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``[sft]`` rejection-sampling keys the flags set (none without --sft-samples)."""
+    if not args.sft_samples:
+        return {}
+    settings: dict[str, Any] = {
+        "samples_per_example": args.sft_samples,
+        "sample_temperature": args.sft_sample_temperature,
+    }
+    if args.sft_teacher is not None:
+        settings["teacher"] = args.sft_teacher
+    return settings
+
+
+def sft_plan(workdir: Path, source: str, args: argparse.Namespace) -> tuple[int | None, int]:
+    """(the chats SFT will train on, if known before it runs; its optimizer steps):
+    --sft-epochs over the stored chats, or with --sft-samples over the most chats the
+    sampling can add (every sample kept); --sft-steps sets the steps."""
+    if not args.sft_samples:
+        try:
+            chats = training_chats(workdir, source, args)
+        except ConfigError as exc:
+            raise SystemExit(f"error: stage 2 has no chats to train on: {exc}") from None
+        return chats, args.sft_steps or sft_steps(args.sft_epochs, chats, args.sft_batch_size)
+    splits = args.sft_splits.split(",")
+    sizes = {"train": args.n_train, "val": args.n_val}
+    most = args.sft_samples * sum(sizes[split] for split in splits)
+    bound = int(most * (1 - args.sft_val_fraction))
+    return None, args.sft_steps or sft_steps(args.sft_epochs, bound, args.sft_batch_size)
+
+
+def sft_row(stage: dict[str, Any], steps: int, chats: int | None) -> dict[str, Any]:
+    """The SFT job's row, labelled with its data (what its sampling kept, if it sampled)."""
+    training = stage["payload"]["result"].get("training") or {}
+    trained = training.get("train_examples", chats)
+    sampled = training.get("sampled")
+    if sampled is None:
+        return weights_row(stage, f"2 SFT ({steps} steps, {trained} chats)", trained)
+    teacher = sampled["model"].removeprefix("local/")
+    label = (
+        f"2 SFT ({steps} steps, {trained} chats: {sampled['kept']} sampled by {teacher},"
+        f" {sampled['samples_per_example']}x at T={sampled['temperature']:g}, from"
+        f" {sampled['examples_kept']} of {sampled['examples']} examples,"
+        f" + {sampled['stored']} stored)"
+    )
+    return weights_row(stage, label, trained)
+
+
 def row_markdown(row: dict[str, Any], first: ScoreSummary | None) -> str:
     """One table row; ``first`` is stage 1's best on test."""
     test = _summary(row["test"])
@@ -202,17 +251,14 @@ def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
     done(*search_rows(stage1, "1 prompt search", model, seed_label="0 seed"))
     source = stage1["payload"]["job_id"]
     if args.weights == "sft":
-        try:
-            chats = training_chats(workdir, source, args)
-        except ConfigError as exc:
-            raise SystemExit(f"error: stage 2 has no chats to train on: {exc}") from None
-        steps = sft_steps(args.sft_epochs, chats, args.sft_batch_size)
+        chats, steps = sft_plan(workdir, source, args)
         config = sft_config(base, args, source, steps)
         config["job"]["name"] = "better-together-2"
         if args.train_threads is not None:
             config["sft"]["threads"] = args.train_threads
+        config["sft"] |= sampling_settings(args)
         stage2 = run_stage("stage2-sft", config, workdir)
-        weights = weights_row(stage2, f"2 SFT ({steps} steps, {chats} chats)", chats)
+        weights = sft_row(stage2, steps, chats)
     else:
         config = rl_config(base, args, source)
         config["job"]["name"] = "better-together-2"
@@ -263,6 +309,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--sft-candidate", dest="sft_candidate", default="best", help='"best", "all" or an id')
     add("--sft-min-score", dest="sft_min_score", type=float, default=1.0, help="rollouts kept")
     add("--sft-splits", dest="sft_splits", default="train,val", help="train, or train,val")
+    add("--sft-steps", dest="sft_steps", type=int, default=None, help="SFT steps (else epochs)")
+    add("--sft-samples", dest="sft_samples", type=int, default=0, help="samples per example")
+    add("--sft-sample-temperature", dest="sft_sample_temperature", type=float, default=0.7)
+    add("--sft-teacher", dest="sft_teacher", default=None, help="model that samples (task)")
     add("--rl-steps", dest="rl_steps", type=int, default=20)
     add("--rl-prompts-per-step", dest="rl_prompts_per_step", type=int, default=2)
     add("--rl-generations", dest="rl_generations", type=int, default=4)

@@ -78,3 +78,38 @@ def test_better_together_holds_only_when_stage_3_beats_both(bt: ModuleType) -> N
     worse = bt.verdict([first, second, _row("3 prompt search, tuned model", 0.25, 0.1, 0.4)])
     assert worse.endswith("did not hold")
     assert bt.verdict([first]).endswith("not measured (a stage did not finish)")
+
+
+def test_sft_samples_flags_set_the_sampling_of_stage_2(bt: ModuleType, tmp_path: Path) -> None:
+    from configs import base_config, sft_config
+
+    flags = " --sft-samples 3 --sft-teacher local/qwen2.5-coder-0.5b --sft-splits train"
+    args = bt.parse_args((ARGS + flags).split())
+    chats, steps = bt.sft_plan(tmp_path, "j-first", args)
+    assert chats is None  # known only once the job has sampled
+    assert steps == 8  # 3 epochs over at most 3 x 4 train chats less the 10% held out, 4 a batch
+    data = sft_config(bt.with_threads(base_config(args, tmp_path), args), args, "j-first", steps)
+    data["sft"] |= bt.sampling_settings(args)
+    sft = JobConfig.model_validate(data).sft
+    assert sft is not None
+    assert (sft.samples_per_example, sft.sample_temperature) == (3, 0.7)
+    assert sft.teacher == "local/qwen2.5-coder-0.5b"
+    assert bt.sampling_settings(bt.parse_args(ARGS.split())) == {}
+    sampled = {
+        "model": "local/qwen2.5-coder-0.5b",
+        "samples_per_example": 3,
+        "temperature": 0.7,
+        "kept": 5,
+        "examples_kept": 3,
+        "examples": 4,
+        "stored": 1,
+    }
+    result = {
+        "model": "local/smollm2-135m+j-2",
+        "training": {"train_examples": 6, "sampled": sampled},
+    }
+    row = bt.sft_row({"payload": {"result": result, "job_id": "j-2"}, "wall_s": 1.0}, steps, None)
+    assert row["stage"] == (
+        "2 SFT (8 steps, 6 chats: 5 sampled by qwen2.5-coder-0.5b, 3x at T=0.7, from 3 of 4"
+        " examples, + 1 stored)"
+    )
