@@ -12,7 +12,14 @@ import test_apo_support as apo_support
 import test_mipro_support as mipro_support
 from test_apo_resume import fingerprint, varied_reflection
 from test_gepa_resume import checkpoint, known_results, restore_candidates, summary
-from test_gepa_support import FORMAT_RULE, RULES, run_gepa, task_lm, word_problem_context
+from test_gepa_support import (
+    FORMAT_RULE,
+    RULES,
+    reflection_lm,
+    run_gepa,
+    task_lm,
+    word_problem_context,
+)
 
 from emery.algorithms import StepRecord
 from emery.algorithms.apo import Apo, ApoState
@@ -20,11 +27,13 @@ from emery.algorithms.base import WARM_START, WarmStart
 from emery.algorithms.mipro import MiproSettings
 from emery.algorithms.mipro.state import MiproState
 from emery.config import parse_config
+from emery.core.approvals import Approval
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate, Dataset, Lineage
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import BudgetConfig
 from emery.jobs.manage import create_job, run_job
+from emery.lm import FakeLM
 from emery.lm.usage import UsageMeter
 from emery.sdk.arguments import optimize_config
 from emery.store import MemoryStore
@@ -54,6 +63,7 @@ def create(
     algorithm: str = "gepa",
     warm_start: str | None = None,
     name: str | None = None,
+    reflection: FakeLM | None = None,
 ) -> str:
     """A GEPA job on ``system`` with the scripted models (``warm_start``: the earlier job)."""
     config, given, inputs = optimize_config(
@@ -63,7 +73,7 @@ def create(
         budget=40,
         verifier="numeric",
         lm=task_lm(data),
-        reflection_lm=None,
+        reflection_lm=reflection,
         seed=0,
         settings=None,
         runtime={"workdir": str(tmp_path / ".emery")},
@@ -99,6 +109,25 @@ def test_a_warm_started_gepa_job_starts_from_the_earlier_best(tmp_path: Path) ->
         f"warm start from {earlier} (gepa, its Pareto front): 1 candidate rescored on all 4"
         " val examples first, up to 4 metric calls of this budget"
     )
+
+
+def test_the_earlier_jobs_rejection_reasons_reach_the_warm_started_reflection(
+    tmp_path: Path,
+) -> None:
+    """A reason given when the earlier job's winner was refused for publishing is what the
+    next round's reflection reads (decided after this job was created: not shown)."""
+    data, store = word_problems(), MemoryStore()
+    earlier = create(store, tmp_path, program("Answer the question."), data)
+    best = store.get_job(earlier).best_candidate_id or ""
+    store.add_approval(Approval(id="p1", job_id=earlier, kind="publish", candidate_id=best))
+    store.decide_approval("p1", "reject", reason="customers want the number alone")
+    reflection = reflection_lm()
+    create(store, tmp_path, program("Answer the question."), data, warm_start=earlier,
+           reflection=reflection)  # fmt: skip
+
+    prompts = [call[-1]["content"] for call in reflection.calls]
+    assert prompts
+    assert all("customers want the number alone" in prompt for prompt in prompts)
 
 
 def test_a_weekly_job_warm_starts_from_the_last_job_of_its_name(tmp_path: Path) -> None:

@@ -120,6 +120,10 @@ class SearchContext:
     reflection prompts show the latest (``algorithms.approval.with_reviewer_notes``)."""
     warm: WarmStart | None = None
     """An earlier job's candidates to start from (``[job] warm_start``); read in ``start``."""
+    earlier_notes: tuple[str, ...] = ()
+    """The reasons people gave for rejecting the warm start's earlier job's candidates
+    before this job was created, oldest first: shown before this job's own reviewer notes
+    (set on every start, so a resumed job's prompts are the same)."""
     objectives: tuple[str, ...] = ("score",)
     """The job's ``[job] objectives``: with a cost among them, GEPA also accepts a child as
     good as its parent and cheaper (``algorithms.cost_acceptance``)."""

@@ -133,12 +133,12 @@ async def _settle(
 
 
 def _declined(ctx: SearchContext, gate: ApprovalGate | None) -> set[str]:
-    """The candidates a person declined (never asked about again); their reasons become the
-    context's reviewer notes."""
+    """The candidates a person declined (never asked about again); their reasons, after those
+    of the warm start's earlier job (``ctx.earlier_notes``), become the context's reviewer notes."""
     if gate is None:
         return set()
     declined = gate.declined()
-    ctx.reviewer_notes[:] = reviewer_notes(declined)
+    ctx.reviewer_notes[:] = [*ctx.earlier_notes, *reviewer_notes(declined)]
     return {a.candidate_id for a in declined}
 
 

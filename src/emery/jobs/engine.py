@@ -45,7 +45,7 @@ from emery.jobs.ownership import JobBusy, check_runnable, claim_job, owner_id
 from emery.jobs.prepaid import PREPAID, metadata_after, prepaid_keys, split_stored, stop_write
 from emery.jobs.rows import EvaluationRows, evaluation_rows
 from emery.jobs.runtime import ConfigObjects, Runtime, build_runtime
-from emery.jobs.warm_start import load_warm_start
+from emery.jobs.warm_start import earlier_notes, load_warm_start
 from emery.lm.unavailable import ModelUnavailable, guard_search_roles
 from emery.lm.usage import RoleUsage
 from emery.store.protocol import Store
@@ -236,6 +236,9 @@ class JobEngine:
 
         if state is None:  # the first step: a resumed job has the warm start in its state
             ctx.warm = load_warm_start(self.store, runtime.config, runtime.system)
+        created_at = self.store.get_job(self.job_id).created_at
+        ctx.earlier_notes = earlier_notes(self.store, runtime.config, created_at)
+        ctx.reviewer_notes[:] = ctx.earlier_notes  # with a gate, its own reasons follow
 
         gate = None
         if runtime.config.job.approve == "best":

@@ -15,8 +15,10 @@ job and candidate and its earlier val score. What an algorithm does with them is
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
+from emery.algorithms.approval import reviewer_notes
 from emery.algorithms.base import WARM_START, Algorithm, AlgorithmState, WarmStart
 from emery.algorithms.registry import build_algorithm, settings_table
 from emery.algorithms.warm_start import WarmStartable
@@ -98,6 +100,22 @@ def load_warm_start(store: Store, config: JobConfig, system: System) -> WarmStar
         candidates=tuple(picked[: config.job.warm_start_candidates]),
         what=type(state).handoff_what,
     )
+
+
+def earlier_notes(store: Store, config: JobConfig, created_at: datetime) -> tuple[str, ...]:
+    """The reasons people gave, before ``created_at`` (the new job's creation, so a resumed
+    job reads the same), for rejecting or editing ``config``'s warm start's candidates (as
+    its best or for publishing), oldest first."""
+    name = config.job.warm_start
+    if name is None:
+        return ()
+    before = created_at.timestamp()
+    declined = [
+        a
+        for a in store.list_approvals(store.resolve_job_id(name))
+        if a.status in ("rejected", "edited") and (a.decided_at or 0.0) <= before
+    ]
+    return tuple(reviewer_notes(declined))
 
 
 def _earlier_algorithm(earlier: JobRecord) -> Algorithm[Any]:
