@@ -275,3 +275,29 @@ def test_no_verified_reply_and_no_stored_chat_fails_in_one_line(
     with pytest.raises(ConfigError, match=r"^no chat to train on: neither job") as caught:
         sft_job.sft_data(store, config, tmp_path, job.id, hooks)
     assert "\n" not in str(caught.value)
+
+
+class Broken:
+    """A teacher endpoint that refuses every call."""
+
+    model = TASK
+
+    async def complete(self, messages: Sequence[ChatMessage], **params: Any) -> Completion:
+        raise ConnectionError("connection refused")
+
+
+def test_a_round_whose_every_sample_failed_is_an_error_and_not_stored(
+    trained: Trained, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sampling, "build_base_lm", lambda settings: Broken())
+    store = MemoryStore()
+    config = _config(_source(store, tmp_path), samples_per_example=2).model_copy(deep=True)
+    config.runtime.max_attempts = 1
+    job = create_job(store, config, base_dir=tmp_path)
+    done = run_job(store, job.id)
+    assert done.state == "failed"
+    assert (done.error or "").startswith(
+        f"every one of sampling round 1's {len(_data().train)} rollouts failed ({TASK})"
+    )
+    assert "\n" not in (done.error or "")
+    assert not store.list_events(job.id, kinds=[sampling.ROUND_EVENT])

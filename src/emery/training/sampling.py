@@ -11,8 +11,9 @@ run again gives the same replies. Round ``n`` (every example once) is stored in 
 transaction: its evaluations (scope ``sft-samples:<job id>``, never reused by a search)
 with an ``sft_samples`` event (its rollouts, kept replies and tokens); its rollouts and
 spans are stored under the SFT job as they run. A resumed job runs only the rounds not
-stored (a round cut by a kill or a pause is run again; its cut rollouts stay unfinished),
-and every run reads the kept chats back from the store: the replies scoring at least
+stored (a pause is taken between rounds; a round cut by a kill is run again, its cut
+rollouts left unfinished; a round whose every rollout failed is an error, not stored), and
+every run reads the kept chats back from the store: the replies scoring at least
 ``min_score``, without repeats, which join the source job's stored chats.
 """
 
@@ -26,7 +27,7 @@ from typing import Any
 from emery.config.evaluation_scope import example_hash
 from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
 from emery.config.schema import JobConfig
-from emery.core.errors import ConfigError
+from emery.core.errors import ConfigError, EmeryError
 from emery.core.events import Event, event
 from emery.core.hashing import call_seed
 from emery.core.models import Candidate, ChatMessage
@@ -176,6 +177,13 @@ class RejectionSampler:
                 ]
         finally:
             recorder.flush()
+        failed = [r.result.error for r in records if r.result.error is not None]
+        if records and len(failed) == len(records):
+            first = (failed[0] or "no reason given").splitlines()[0]
+            raise EmeryError(
+                f"every one of sampling round {n}'s {len(records)} rollouts failed"
+                f" ({self.teacher.model}); the first: {first}"
+            )
         return records
 
     def _store_round(self, n: int, records: list[EvaluationRecord]) -> list[Event]:
