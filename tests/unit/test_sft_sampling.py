@@ -21,6 +21,7 @@ from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage
 from emery.data.tasks import builtin_task
 from emery.jobs import training_engine
+from emery.jobs.kinds import kind_of
 from emery.jobs.manage import create_job, run_job
 from emery.lm.base import Completion, TokenUsage
 from emery.sdk.arguments import optimize_config
@@ -301,3 +302,35 @@ def test_a_round_whose_every_sample_failed_is_an_error_and_not_stored(
     )
     assert "\n" not in (done.error or "")
     assert not store.list_events(job.id, kinds=[sampling.ROUND_EVENT])
+
+
+def test_a_job_paused_while_sampling_resumes_with_its_next_round(
+    trained: Trained, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    models = Models()
+    monkeypatch.setattr(sampling, "build_base_lm", models)
+    store = MemoryStore()
+    config = _config(_source(store, tmp_path), samples_per_example=3)
+    job = create_job(store, config, base_dir=tmp_path)
+    engine = kind_of(store.get_job(job.id)).runner(store, job.id)
+    task = models.models[TASK]
+    per_round = len(_data().train)
+    pause_at = per_round + 1  # asked during round 2: taken after it
+
+    class Pausing(SeedScripted):
+        async def complete(self, messages: Sequence[ChatMessage], **params: Any) -> Completion:
+            if len(task.calls) + 1 == pause_at:
+                engine.request("pause")
+            return await task.complete(messages, **params)
+
+    monkeypatch.setattr(sampling, "build_base_lm", lambda settings: Pausing(TASK))
+    assert run_job(store, job.id, engine=engine).state == "paused"
+    assert len(task.calls) == 2 * per_round
+    assert not trained.train_sets
+    monkeypatch.setattr(sampling, "build_base_lm", models)
+    assert run_job(store, job.id).state == "succeeded"
+    assert len(task.calls) == 3 * per_round  # rounds 1 and 2 were not sampled again
+    [chats] = trained.train_sets
+    assert sorted(_marked(chats)) == sorted(set(task.right))
+    rounds = [e.data["round"] for e in store.list_events(job.id, kinds=[sampling.ROUND_EVENT])]
+    assert rounds == [1, 2, 3]
