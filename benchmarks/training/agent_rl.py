@@ -6,7 +6,10 @@ to `calculate` and `convert`, the numeric verifier) or a two-call function agent
 built-in word problems (`--task two_call`: a thought, then the answer). Each step runs
 `--prompts-per-step` examples x `--generations` episodes on the local model with the
 current policy as its LoRA and takes one GRPO step; the job then scores the base and the
-tuned model with the agent on test.
+tuned model with the agent on test. `--verifier-pattern REGEX` rewards a reply that
+matches REGEX instead of the task's verifier (a format reward a small model can learn in a
+few steps), `--credit` picks the `[rl] credit` policy and `--executor ray` runs the
+episodes on a local Ray of `--threads` CPUs.
 
     .venv/bin/python benchmarks/training/agent_rl.py --out agent_rl.json
 
@@ -67,6 +70,12 @@ def agent_rl_config(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "runtime": {"workdir": str(workdir / "work"), "concurrency": args.concurrency},
     }
     config["dataset"]["n_test"] = args.n_test
+    if args.verifier_pattern is not None:
+        config["verifier"] = {"kind": "regex", "pattern": args.verifier_pattern}
+    if args.credit != "same":
+        config["rl"]["credit"] = args.credit
+    if args.executor == "ray":
+        config["runtime"] |= {"executor": "ray", "ray_cpus": args.threads}
     if args.task == "two_call":
         (workdir / "two_call_agent.py").write_text(TWO_CALL_AGENT)
         config["dataset"]["task"] = "word_problems"
@@ -93,6 +102,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument(
+        "--verifier-pattern",
+        default=None,
+        help="reward a reply that matches this regex (default: the task's verifier)",
+    )
+    parser.add_argument("--credit", choices=["same", "discounted", "per_step"], default="same")
+    parser.add_argument(
+        "--executor", choices=["local", "ray"], default="local", help="where episodes run"
+    )
     parser.add_argument("--workdir", type=Path, default=Path("agent_rl_work"))
     parser.add_argument("--out", type=Path, default=None)
     parser.set_defaults(task="harness_calculator")
