@@ -28,6 +28,13 @@ bills hidden reasoning tokens besides its reply, set by the system prompt's phra
 twice." pays for its checking, "Be concise." halves the reasoning). The replies' text does
 not depend on it.
 
+``--task noisy`` (``NOISY``) makes luck matter, so an acceptance rule that rewards it
+shows: smaller helpful weights (0.05 to 0.15), milder harmful decoys (-0.04 to -0.08), two
+local decoys ("Be concise.", "Think about the problem.") that help on a quarter of the
+questions (+0.25) and hurt on the rest (-0.15: -0.05 on average), so on a lucky minibatch
+they look better, and 15% of (prompt, question) pairs flipped. ``DEFAULT`` is the task as
+before.
+
 No state, no model. ``sums`` is a dataset of such questions.
 """
 
@@ -45,6 +52,7 @@ import sys
 import time
 import urllib.request
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
@@ -90,8 +98,30 @@ _TRIED = re.compile(r"^- ((['\"]).*\2) \((?:validation score [\d.]+|not scored y
 
 def accuracy(instruction: str) -> float:
     """The chance that ``mock-task`` answers a question right under ``instruction``."""
-    gain = sum(weight for phrase, weight in PHRASES.items() if phrase in instruction)
-    return min(0.95, max(0.05, BASE + gain))
+    return DEFAULT.accuracy(instruction)
+
+
+@dataclass(frozen=True)
+class Task:
+    """What ``mock-task``'s accuracy depends on: each phrase's weight on every question,
+    the local decoys (phrase → share of questions, gain there, loss on the others; which
+    questions by a hash of both) and the share of (prompt, question) pairs flipped."""
+
+    weights: dict[str, float]
+    local: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    flip: float = FLIP
+
+    def accuracy(self, instruction: str, question: str | None = None) -> float:
+        """The chance of a right answer under ``instruction`` (on ``question``: with the
+        local decoys' gain or loss there; without one, their mean)."""
+        gain = sum(weight for phrase, weight in self.weights.items() if phrase in instruction)
+        for phrase, (share, inside, outside) in self.local.items():
+            if phrase in instruction:
+                if question is None:
+                    gain += share * inside - (1 - share) * outside
+                else:
+                    gain += inside if unit(phrase, question) < share else -outside
+        return min(0.95, max(0.05, BASE + gain))
 
 
 def unit(*parts: str) -> float:
@@ -128,13 +158,35 @@ def usage(model: str | None, messages: list[dict[str, Any]], text: str) -> dict[
     }
 
 
-def task_reply(messages: list[dict[str, Any]]) -> str:
+DEFAULT = Task(PHRASES)
+NOISY = Task(
+    {
+        "Add the two numbers.": 0.15,
+        "Check the sum twice.": 0.12,
+        "Reply with the number only.": 0.10,
+        "Carry the tens carefully.": 0.08,
+        "Write digits without units.": 0.05,
+        "Use a friendly tone.": -0.04,
+        "Mention your confidence.": -0.06,
+        "Restate the question first.": -0.08,
+    },
+    local={
+        "Be concise.": (0.25, 0.25, 0.15),
+        "Think about the problem.": (0.25, 0.25, 0.15),
+    },
+    flip=0.15,
+)
+TASKS = {"default": DEFAULT, "noisy": NOISY}
+"""The mock's tasks by ``--task`` name (module doc)."""
+
+
+def task_reply(messages: list[dict[str, Any]], task: Task = DEFAULT) -> str:
     question = str(messages[-1]["content"])
     system = "\n".join(str(m["content"]) for m in messages[:-1])
     numbers = [int(n) for n in _NUMBERS.findall(question)]
     right = sum(numbers[-2:])
-    solved = difficulty(question) < accuracy(system)
-    if unit(system, question) < FLIP:
+    solved = difficulty(question) < task.accuracy(system, question)
+    if unit(system, question) < task.flip:
         solved = not solved
     answer = right if solved else right + 1
     return f"Adding them up.\nAnswer: {answer}"
@@ -237,9 +289,10 @@ def sums(n_train: int = 60, n_val: int = 30, n_test: int = 200) -> Dataset:
     )
 
 
-def mock_app(latency_s: float = 0.05, prune_share: float = 0.0) -> FastAPI:
+def mock_app(latency_s: float = 0.05, prune_share: float = 0.0, task: str = "default") -> FastAPI:
     """The endpoint (module doc), answering after ``latency_s`` seconds; ``prune_share``
-    of the proposer's replies drop a phrase the instruction has instead of adding one."""
+    of the proposer's replies drop a phrase the instruction has instead of adding one;
+    ``task`` names the task's profile (``TASKS``)."""
     app = FastAPI()
     app.state.calls = 0
     app.state.log = []  # (model, arrived, answered) per request, time.monotonic seconds
@@ -258,7 +311,7 @@ def mock_app(latency_s: float = 0.05, prune_share: float = 0.0) -> FastAPI:
         if body.get("model") == "mock-proposer":
             text = proposer_reply(messages, body.get("seed"), prune_share)
         else:
-            text = task_reply(messages)
+            text = task_reply(messages, TASKS[task])
         return {
             "id": f"mock-{app.state.calls}",
             "object": "chat.completion",
@@ -281,7 +334,9 @@ class BackgroundServer:
     """The mock endpoint served by uvicorn in its own process on ``127.0.0.1:port``, so
     its work does not share the benchmark's interpreter (as a real endpoint's would not)."""
 
-    def __init__(self, port: int, latency_s: float, prune_share: float = 0.0) -> None:
+    def __init__(
+        self, port: int, latency_s: float, prune_share: float = 0.0, task: str = "default"
+    ) -> None:
         self.command = [
             sys.executable,
             __file__,
@@ -291,6 +346,8 @@ class BackgroundServer:
             str(latency_s),
             "--prune-share",
             str(prune_share),
+            "--task",
+            task,
         ]
         self.base_url = f"http://127.0.0.1:{port}/v1"
         self.process: subprocess.Popen[bytes] | None = None
@@ -324,8 +381,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--prune-share", type=float, default=0.0)
+    parser.add_argument("--task", choices=sorted(TASKS), default="default")
     args = parser.parse_args()
-    app = mock_app(args.latency, args.prune_share)
+    app = mock_app(args.latency, args.prune_share, args.task)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

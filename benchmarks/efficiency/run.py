@@ -522,8 +522,10 @@ def all_variants(args: argparse.Namespace) -> list[Variant]:
 
 
 def gepa_extra(args: argparse.Namespace) -> dict[str, Any] | None:
-    """GEPA's settings given on the command line (``--accept``, ``--confidence``)."""
+    """GEPA's settings given on the command line (``--accept``, ``--confidence``,
+    ``--set``)."""
     extra = {"accept": args.accept, "confidence": args.confidence}
+    extra |= dict(args.settings)
     return {key: value for key, value in extra.items() if value is not None} or None
 
 
@@ -585,12 +587,27 @@ def main() -> None:
         "--confidence",
         type=float,
         default=None,
-        help="GEPA's confidence (of the paired evidence that accepts a child; default 0.95)",
+        help="GEPA's confidence (of the paired evidence that accepts a child; default GEPA's)",
+    )
+    parser.add_argument(
+        "--set",
+        type=lambda text: (text.partition("=")[0], json.loads(text.partition("=")[2])),
+        action="append",
+        default=[],
+        dest="settings",
+        help="NAME=VALUE: a GEPA setting (a JSON value), repeatable",
     )
     parser.add_argument(
         "--instruction",
         default="Answer the question.",
         help="the seed instruction on the mock endpoint",
+    )
+    parser.add_argument(
+        "--task",
+        choices=["default", "noisy"],
+        default="default",
+        help="the mock task's profile (mock_endpoint.TASKS; noisy: small effects, local"
+        " decoys, 15%% flips)",
     )
     parser.add_argument(
         "--prune-share",
@@ -634,7 +651,7 @@ def main() -> None:
     if args.model is not None:
         runs = asyncio.run(main_async(args, local_setup(args)))
     else:
-        with BackgroundServer(free_port(), args.latency, args.prune_share) as server:
+        with BackgroundServer(free_port(), args.latency, args.prune_share, args.task) as server:
             setup = mock_setup(server.base_url, args.instruction, server.log)
             runs = asyncio.run(main_async(args, setup, server.base_url))
     rows = summarize(runs, all_variants(args))

@@ -1,0 +1,233 @@
+"""Where GEPA's metric calls go on the mock task, and what its verdicts were worth.
+
+Runs GEPA in-process on the mock's task and proposer (``mock_endpoint``: the same
+replies as the endpoint's, answered by scripted models, no HTTP and no latency) and
+attributes every metric call to the phase that charged it: the seed's val score, the
+parents' minibatches, the children's minibatches, the evidence rounds (parent and child
+on further train examples), the accepted children's val scores and the merges. Each child
+is classed by what the mock knows and the search does not: whether its phrase helps
+(its mean accuracy above its parent's), hurts, or changes nothing; and by its verdict:
+accepted, rejected as shown worse, rejected undecided (behind, tied, or ahead when the
+evidence stopped at its cap or the budget). Then the seed and the best are scored on test
+(not charged), as ``run.py`` does.
+
+    .venv/bin/python benchmarks/efficiency/spend.py --budget 500 --seeds 5
+    .venv/bin/python benchmarks/efficiency/spend.py --task noisy --budget 250 \
+        --set confidence=0.95
+
+``--set NAME=VALUE`` (repeatable) sets a GEPA setting (JSON values). See README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextvars
+import json
+import statistics
+import sys
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import mock_endpoint as mock
+from run import T95, program
+
+from emery.algorithms import build_algorithm, run_search
+from emery.algorithms.context import build_search_context
+from emery.algorithms.gepa import algorithm as gepa_algorithm
+from emery.algorithms.gepa import judging, merge
+from emery.core.models import ChatMessage
+from emery.evaluation.budget import BudgetConfig
+from emery.lm import Completion, FakeLM
+from emery.verifiers.config import VerifierConfig, build_verifier
+
+PHASES = ("seed val", "parent minibatch", "child minibatch", "evidence", "val", "merge")
+_phase: contextvars.ContextVar[str] = contextvars.ContextVar("phase", default="seed val")
+
+
+def _tagged(phase: str, method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """``method`` with every metric call it (and the tasks it starts) charges tagged."""
+
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        token = _phase.set(phase)
+        try:
+            return await method(*args, **kwargs)
+        finally:
+            _phase.reset(token)
+
+    return wrapper
+
+
+def instrument() -> None:
+    """Tag GEPA's scoring by phase (``_reflect``'s own scoring is the children's
+    minibatches; the parts it calls set their own phase)."""
+    gepa = gepa_algorithm.Gepa
+    gepa._reflect = _tagged("child minibatch", gepa._reflect)  # type: ignore[method-assign]
+    gepa._bases = _tagged("parent minibatch", gepa._bases)  # type: ignore[method-assign]
+    gepa._promote = _tagged("val", gepa._promote)  # type: ignore[method-assign]
+    judging._score_round = _tagged("evidence", judging._score_round)  # type: ignore[assignment]
+    gepa_algorithm.run_merge = _tagged("merge", merge.run_merge)  # type: ignore[assignment]
+
+
+class SeededLM(FakeLM):
+    """A scripted model whose reply may read the request's ``seed`` (the proposer's)."""
+
+    def __init__(self, reply: Callable[[Sequence[ChatMessage], Any], str], model: str) -> None:
+        self.seed: Any = None
+        super().__init__(lambda messages: reply(messages, self.seed), model=model)
+
+    async def complete(self, messages: Sequence[ChatMessage], **params: Any) -> Completion:
+        self.seed = params.get("seed")
+        return await super().complete(messages, **params)
+
+
+def instruction(candidate: Any) -> str:
+    return "\n".join(str(text) for text in candidate.components.values())
+
+
+async def one_run(
+    task: mock.Task, seed: int, budget: int, settings: dict[str, Any]
+) -> dict[str, Any]:
+    dataset = mock.sums()
+    ctx = build_search_context(
+        system=program(),
+        dataset=dataset,
+        verifier=build_verifier(VerifierConfig(kind="numeric")),
+        lms={
+            "task": SeededLM(lambda m, _s: mock.task_reply(list(m), task), "mock-task"),  # type: ignore[arg-type]
+            "reflection": SeededLM(lambda m, s: mock.proposer_reply(list(m), s), "mock-proposer"),  # type: ignore[arg-type]
+        },
+        budget=BudgetConfig(metric_calls=budget),
+        seed=seed,
+        concurrency=8,
+    )
+    calls: Counter[str] = Counter()
+    charge = ctx.budget.charge_metric_calls
+
+    def tagged_charge(count: int) -> None:
+        charge(count)
+        calls[_phase.get()] += count
+
+    ctx.budget.charge_metric_calls = tagged_charge  # type: ignore[method-assign]
+    outcome = await run_search(build_algorithm("gepa", settings), ctx)
+    state = outcome.state
+    children = []
+    for child in ctx.candidates.values():
+        details = child.lineage.details
+        if "evidence" not in details:  # the seed, a merge, or a child never judged
+            continue
+        parent = ctx.candidates[child.lineage.parents[0]]
+        truth = task.accuracy(instruction(child)) - task.accuracy(instruction(parent))
+        evidence = details["evidence"]
+        children.append(
+            {
+                "truth": "helps" if truth > 1e-9 else "hurts" if truth < -1e-9 else "neutral",
+                "outcome": "accepted"
+                if details["accepted"]
+                else "worse"
+                if evidence["verdict"] == "worse"
+                else "undecided",
+                "n": evidence["n"],
+                "difference": evidence["difference"],
+                "high": evidence["high"],
+            }
+        )
+    best = ctx.candidates[state.best_candidate_id]
+    seed_candidate = ctx.candidates[state.seed_candidate_id]
+    test = {}
+    for name, candidate in (("seed", seed_candidate), ("best", best)):
+        result = await ctx.evaluations.evaluate(candidate, dataset.test, "test", charge=False)
+        test[name] = result.mean
+    return {
+        "seed": seed,
+        "metric_calls": ctx.budget.usage.metric_calls,
+        "steps": ctx.budget.usage.iterations,
+        "calls": dict(calls),
+        "children": children,
+        "best_val": state.best_val_score,
+        "best": instruction(best),
+        "lift": test["best"] - test["seed"],
+    }
+
+
+def spend_table(runs: list[dict[str, Any]]) -> str:
+    """Metric calls by phase, means over the runs, with shares of all calls."""
+    total = statistics.fmean(r["metric_calls"] for r in runs)
+    lines = ["| phase | metric calls | share |", "| --- | --- | --- |"]
+    for phase in PHASES:
+        mean = statistics.fmean(r["calls"].get(phase, 0) for r in runs)
+        lines.append(f"| {phase} | {mean:.1f} | {mean / total:.0%} |")
+    lines.append(f"| all | {total:.1f} | 100% |")
+    return "\n".join(lines)
+
+
+def children_table(runs: list[dict[str, Any]]) -> str:
+    """Children per run by truth and outcome (counts, mean evidence n)."""
+    lines = [
+        "| truth | outcome | children per run | mean n | n at cap or more |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    everyone = [c for r in runs for c in r["children"]]
+    cap = max((c["n"] for c in everyone), default=0)
+    for truth in ("helps", "neutral", "hurts"):
+        for outcome in ("accepted", "worse", "undecided"):
+            mine = [c for c in everyone if c["truth"] == truth and c["outcome"] == outcome]
+            if not mine:
+                continue
+            at_cap = sum(c["n"] >= cap for c in mine)
+            lines.append(
+                f"| {truth} | {outcome} | {len(mine) / len(runs):.1f}"
+                f" | {statistics.fmean(c['n'] for c in mine):.1f} | {at_cap / len(runs):.1f} |"
+            )
+    return "\n".join(lines)
+
+
+def lift_line(runs: list[dict[str, Any]]) -> str:
+    lifts = [r["lift"] for r in runs]
+    sd = statistics.stdev(lifts) if len(lifts) > 1 else 0.0
+    vals = statistics.fmean(r["best_val"] for r in runs)
+    return (
+        f"test lift {statistics.fmean(lifts):+.3f} (sd {sd:.3f}), best val {vals:.3f},"
+        f" per seed {', '.join(f'{x:+.3f}' for x in lifts)}"
+    )
+
+
+def paired_line(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> str:
+    """The second runs' test lift minus the first's, paired by seed (95% t interval)."""
+    diffs = [b["lift"] - a["lift"] for a, b in zip(first, second, strict=True)]
+    mean = statistics.fmean(diffs)
+    half = T95.get(len(diffs) - 1, 2.0) * statistics.stdev(diffs) / len(diffs) ** 0.5
+    return f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
+
+
+def setting(text: str) -> tuple[str, Any]:
+    name, _, value = text.partition("=")
+    return name, json.loads(value)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget", type=int, default=500)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--task", choices=sorted(mock.TASKS), default="default")
+    parser.add_argument("--set", type=setting, action="append", default=[], dest="settings")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    instrument()
+    settings = dict(args.settings)
+    task = mock.TASKS[args.task]
+    runs = [asyncio.run(one_run(task, seed, args.budget, settings)) for seed in range(args.seeds)]
+    print(f"task {args.task}, budget {args.budget}, settings {settings or 'defaults'}")
+    print(lift_line(runs))
+    print(spend_table(runs))
+    print(children_table(runs))
+    if args.out is not None:
+        args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "runs": runs}))
+
+
+if __name__ == "__main__":
+    main()
