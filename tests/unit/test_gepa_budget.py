@@ -42,6 +42,25 @@ async def test_the_metric_call_limit_is_never_exceeded() -> None:
         assert sum(len(r.results) for r in records) == ctx.budget.usage.metric_calls
 
 
+async def test_the_search_stops_when_no_new_candidate_could_join_the_pool() -> None:
+    # A candidate joins the pool only after it is scored on all of val (and a child on its
+    # minibatch first): with fewer calls left, more steps cannot change the best. Before,
+    # the last steps here spent 90 -> 93 -> 97 of 100 calls on children that could never
+    # be promoted.
+    dataset = word_problems()
+    ctx = word_problem_context(dataset, budget=BudgetConfig(metric_calls=100))
+    outcome, records = await run_gepa(ctx)
+    needed = 3 + len(dataset.val)  # the minibatch and val
+    left = 100 - ctx.budget.usage.metric_calls
+    assert outcome.reason == (
+        f"metric_calls: the {left} left cannot score a new candidate on its minibatch"
+        f" and on val ({needed}), so none can join the pool"
+    )
+    assert left < needed
+    started_with = [100 - record.budget.metric_calls for record in records[:-1]]
+    assert min(started_with) >= len(dataset.val)  # every step could still promote one
+
+
 async def test_max_proposals_stops_the_search() -> None:
     ctx = word_problem_context(word_problems(), budget=BudgetConfig(max_proposals=2))
     outcome, records = await run_gepa(ctx)

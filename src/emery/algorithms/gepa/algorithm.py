@@ -204,12 +204,27 @@ class Gepa:
             return "the best candidate is perfect on val"
         if settings.max_iterations is not None and state.iteration >= settings.max_iterations:
             return f"max_iterations: {state.iteration} done"
+        left, needed = ctx.budget.remaining_metric_calls(), self._calls_to_join(ctx, state)
+        if left is not None and left < needed:
+            return (
+                f"metric_calls: the {left} left cannot score a new candidate on its minibatch"
+                f" and on val ({needed}), so none can join the pool"
+            )
         if state.counters.stale_in_a_row >= stale_allowed:
             return (
                 f"{state.counters.stale_in_a_row} iterations in a row ran no new rollout"
                 " (minibatches already solved, or the same proposals again)"
             )
         return None
+
+    def _calls_to_join(self, ctx: SearchContext, state: GepaState) -> int:
+        """The fewest metric calls a new candidate needs to join the pool: all of val (it
+        is new, so nothing of it is stored) and, for a child, its minibatch; a merge due
+        next needs only val. With fewer left, no step can change the pool or the best."""
+        settings = self.settings
+        merge_due = settings.use_merge and state.merges_due > 0 and state.last_accepted
+        minibatch = 0 if merge_due else min(settings.minibatch_size, len(ctx.train))
+        return minibatch + len(ctx.val)
 
     # -- reflective mutation: propose → score → accept → promote ---------------------------
 
