@@ -41,7 +41,7 @@ def _job_file(tmp_path: Path, rl: str) -> Path:
     path.write_text(
         '[job]\ntype = "rl"\nseed = 1\n\n'
         '[system]\nkind = "function_agent"\n'
-        'agent = "test_agent_rl_config:planner_and_solver"\n\n'
+        'agent = "test_agent_rl_config:planner_and_solver"\ninstrument_openai = false\n\n'
         '[dataset]\ntask = "word_problems"\nn_train = 4\nn_val = 0\nn_test = 2\n\n'
         '[lm.task]\nmodel = "local/smollm2-135m"\n\n'
         f"[rl]\nmax_steps = 1\nprompts_per_step = 2\nnum_generations = 2\n{rl}\n"
@@ -105,7 +105,8 @@ def test_an_agent_that_makes_no_call_stops_the_step_in_one_line(
 def test_agent_keys_on_a_prompt_program_are_refused(tmp_path: Path) -> None:
     path = _job_file(tmp_path, 'agent = "solver"')
     text = path.read_text().replace(
-        'kind = "function_agent"\nagent = "test_agent_rl_config:planner_and_solver"',
+        'kind = "function_agent"\nagent = "test_agent_rl_config:planner_and_solver"\n'
+        "instrument_openai = false",
         'kind = "prompt_program"\n[[system.stages]]\nname = "answer"\n'
         'messages = [{ role = "user", template = "{question}" }]',
     )

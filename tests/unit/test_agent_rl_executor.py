@@ -47,7 +47,11 @@ def _config(tmp_path: Path, **runtime: Any) -> dict[str, Any]:
     return {
         "job": {"type": "rl", "seed": 2},
         "rl": {"max_steps": 3, "prompts_per_step": 2, "num_generations": 3},
-        "system": {"kind": "function_agent", "agent": "test_agent_rl_executor:plan_then_answer"},
+        "system": {
+            "kind": "function_agent",
+            "agent": "test_agent_rl_executor:plan_then_answer",
+            "instrument_openai": False,  # importing openai costs ~2 s; the agent calls lm
+        },
         "dataset": {"task": "word_problems", "n_train": 4, "n_val": 0, "n_test": 2},
         "lm": {"task": {"model": "local/smollm2-135m"}},
         "verifier": {"kind": "numeric"},
