@@ -49,6 +49,7 @@ def data(name: str, expect: str, file: str, content: str | bytes) -> Case:
 
 def all_cases() -> list[Case]:
     """Every case of the corpus."""
+    from cases_agentrl import agentrl_cases
     from cases_approval import approval_cases
     from cases_cliinit import cliinit_cases
     from cases_configs import config_cases
@@ -88,4 +89,5 @@ def all_cases() -> list[Case]:
         *fromtraces_cases(),
         *approval_cases(),
         *together_cases(),
+        *agentrl_cases(),
     ]
