@@ -85,6 +85,21 @@ class SeededLM(FakeLM):
         return await super().complete(messages, **params)
 
 
+OUTCOMES = ("accepted", "shown worse", "undecided, behind", "undecided, tied", "undecided, ahead")
+
+
+def outcome(accepted: bool, evidence: dict[str, Any]) -> str:
+    """A verdict by what ended it: accepted, shown worse, or undecided when the evidence
+    stopped with the child behind (not worth more calls), tied (twice), or ahead (at the
+    cap of evidence examples, or the budget)."""
+    if accepted:
+        return "accepted"
+    if evidence["verdict"] == "worse":
+        return "shown worse"
+    difference = evidence["difference"]
+    return f"undecided, {'behind' if difference < 0 else 'tied' if difference == 0 else 'ahead'}"
+
+
 def instruction(candidate: Any) -> str:
     return "\n".join(str(text) for text in candidate.components.values())
 
@@ -113,8 +128,8 @@ async def one_run(
         calls[_phase.get()] += count
 
     ctx.budget.charge_metric_calls = tagged_charge  # type: ignore[method-assign]
-    outcome = await run_search(build_algorithm("gepa", settings), ctx)
-    state = outcome.state
+    searched = await run_search(build_algorithm("gepa", settings), ctx)
+    state = searched.state
     children = []
     for child in ctx.candidates.values():
         details = child.lineage.details
@@ -126,11 +141,10 @@ async def one_run(
         children.append(
             {
                 "truth": "helps" if truth > 1e-9 else "hurts" if truth < -1e-9 else "neutral",
-                "outcome": "accepted"
-                if details["accepted"]
-                else "worse"
-                if evidence["verdict"] == "worse"
-                else "undecided",
+                "outcome": outcome(details["accepted"], evidence),
+                "source": "operator"
+                if child.lineage.operation.startswith("operator")
+                else "reflection",
                 "n": evidence["n"],
                 "difference": evidence["difference"],
                 "high": evidence["high"],
@@ -165,24 +179,40 @@ def spend_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def children_table(runs: list[dict[str, Any]]) -> str:
-    """Children per run by truth and outcome (counts, mean evidence n)."""
+def children_table(runs: list[dict[str, Any]], minibatch: int = 3) -> str:
+    """Children per run by truth and outcome: how many, their mean evidence n, the
+    further examples their evidence took beyond the first minibatch (each costs up to two
+    metric calls: the parent's and the child's), and how many stopped at the cap."""
     lines = [
-        "| truth | outcome | children per run | mean n | n at cap or more |",
-        "| --- | --- | --- | --- | --- |",
+        "| truth | outcome | children per run | mean n | further examples per run"
+        " | at the cap per run |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     everyone = [c for r in runs for c in r["children"]]
     cap = max((c["n"] for c in everyone), default=0)
     for truth in ("helps", "neutral", "hurts"):
-        for outcome in ("accepted", "worse", "undecided"):
-            mine = [c for c in everyone if c["truth"] == truth and c["outcome"] == outcome]
+        for verdict in OUTCOMES:
+            mine = [c for c in everyone if c["truth"] == truth and c["outcome"] == verdict]
             if not mine:
                 continue
+            further = sum(max(0, c["n"] - minibatch) for c in mine)
             at_cap = sum(c["n"] >= cap for c in mine)
             lines.append(
-                f"| {truth} | {outcome} | {len(mine) / len(runs):.1f}"
-                f" | {statistics.fmean(c['n'] for c in mine):.1f} | {at_cap / len(runs):.1f} |"
+                f"| {truth} | {verdict} | {len(mine) / len(runs):.1f}"
+                f" | {statistics.fmean(c['n'] for c in mine):.1f} | {further / len(runs):.1f}"
+                f" | {at_cap / len(runs):.1f} |"
             )
+    by_source = Counter(c["source"] for c in everyone)
+    kept = Counter(c["source"] for c in everyone if c["outcome"] == "accepted")
+    lines.append("")
+    lines.append(
+        "by source, per run: "
+        + ", ".join(
+            f"{source} {by_source[source] / len(runs):.1f} children, {kept[source] / len(runs):.1f}"
+            " accepted"
+            for source in sorted(by_source)
+        )
+    )
     return "\n".join(lines)
 
 
