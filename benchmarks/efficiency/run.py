@@ -36,6 +36,10 @@ request in flight).
     .venv/bin/python benchmarks/efficiency/run.py --algorithm mipro --ks 1,4 --seeds 3 \
         --budget 500
 
+``--task noisy`` serves the mock's noisier task (``mock_endpoint.NOISY``: smaller effects,
+decoys that help on a quarter of the questions and hurt on average, 15% flips); ``--set
+NAME=VALUE`` sets any GEPA setting. ``spend.py`` says where GEPA's metric calls go.
+
 ``--model`` runs the same comparison on SVAMP (``../shared/datasets/svamp.jsonl``, the
 first ``--train/--val/--test`` rows) with a local model as task and reflection model.
 """
