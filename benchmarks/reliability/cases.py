@@ -65,6 +65,7 @@ def all_cases() -> list[Case]:
     from cases_registry import registry_cases
     from cases_rolebudgets import rolebudgets_cases
     from cases_server import server_cases
+    from cases_sftsample import sftsample_cases
     from cases_together import together_cases
     from cases_warmstart import warmstart_cases
     from cases_workers import workers_cases
@@ -90,4 +91,5 @@ def all_cases() -> list[Case]:
         *approval_cases(),
         *together_cases(),
         *agentrl_cases(),
+        *sftsample_cases(),
     ]
