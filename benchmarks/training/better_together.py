@@ -35,13 +35,11 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 from configs import base_config, rl_config, sft_config, sft_steps
-from run import _exit_on_signal, run_stage, training_chats
+from run import run_stage, start, training_chats
 
 from emery.core.errors import ConfigError
 from emery.evaluation.stats import ScoreSummary
@@ -324,14 +322,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _exit_on_signal)
-    if args.workdir is None:
-        import tempfile
-
-        args.workdir = Path(tempfile.mkdtemp(prefix="emery-better-together-"))
-    args.workdir = args.workdir.resolve()
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    print(f"workdir: {args.workdir}", file=sys.stderr, flush=True)
+    start(args, "emery-better-together-")
     run_all(args)
 
 

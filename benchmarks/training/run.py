@@ -218,16 +218,21 @@ def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+def start(args: argparse.Namespace, prefix: str) -> None:
+    """A killed benchmark exits cleanly; ``args.workdir`` made (a temp dir by default)."""
     signal.signal(signal.SIGTERM, _exit_on_signal)
     if args.workdir is None:
         import tempfile
 
-        args.workdir = Path(tempfile.mkdtemp(prefix="emery-training-bench-"))
+        args.workdir = Path(tempfile.mkdtemp(prefix=prefix))
     args.workdir = args.workdir.resolve()
     args.workdir.mkdir(parents=True, exist_ok=True)
     print(f"workdir: {args.workdir}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    start(args, "emery-training-bench-")
     run_all(args)
 
 
