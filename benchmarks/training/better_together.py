@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from configs import base_config, rl_config, sft_config, sft_steps
-from run import run_stage, start, training_chats
+from run import add_task_arguments, run_stage, start, training_chats
 
 from emery.core.errors import ConfigError
 from emery.evaluation.stats import ScoreSummary
@@ -287,13 +287,8 @@ def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    add_task_arguments(parser)
     add = parser.add_argument
-    add("--model", default="local/qwen2.5-coder-0.5b", help="local model to prompt and tune")
-    add("--dataset", default="svamp", help="svamp (../shared/datasets) or a built-in task")
-    add("--n-train", dest="n_train", type=int, default=50)
-    add("--n-val", dest="n_val", type=int, default=20)
-    add("--n-test", dest="n_test", type=int, default=100)
-    add("--seed", type=int, default=0)
     add("--max-tokens", dest="max_tokens", type=int, default=None, help="reply limit")
     add("--threads", type=int, default=None, help="llama.cpp threads of every model")
     add("--train-threads", dest="train_threads", type=int, default=None, help="torch threads")

@@ -186,8 +186,8 @@ def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+def add_task_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model and data flags every training benchmark takes."""
     add = parser.add_argument
     add("--model", default="local/qwen2.5-coder-0.5b", help="local model to prompt and tune")
     add("--dataset", default="svamp", help="svamp (../shared/datasets) or a built-in task")
@@ -195,6 +195,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--n-val", dest="n_val", type=int, default=20)
     add("--n-test", dest="n_test", type=int, default=100)
     add("--seed", type=int, default=0)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    add_task_arguments(parser)
+    add = parser.add_argument
     add("--max-tokens", dest="max_tokens", type=int, default=None, help="svamp reply limit")
     add("--metric-calls", dest="metric_calls", type=int, default=150, help="MIPRO budget")
     add("--prompt-wall-time", dest="prompt_wall_time", type=float, default=None)
