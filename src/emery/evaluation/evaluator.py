@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from emery.core.models import Candidate, ChatMessage, Example, Split
 from emery.core.results import ExampleResult, FailureKind
@@ -119,6 +119,7 @@ class Evaluator:
         self.runner = RolloutRunner(self.tracing, rollouts, job_id=job_id, proxy=proxy)
         self.executor: Executor = executor or LocalExecutor()
         self._seed_components: dict[str, str] | None = None
+        self._proxied: tuple[System, bool] | None = None
 
     @property
     def recorder(self) -> RolloutRecorder:
@@ -128,10 +129,17 @@ class Evaluator:
         """Release what the executor holds (a Ray actor pool); local: nothing."""
         self.executor.close()
 
+    def _calls_through_proxy(self) -> bool:
+        """Whether the system is ``CallsThroughProxy``, asked once per system (a runtime
+        protocol check takes about 10 microseconds, on every rollout)."""
+        if self._proxied is None or self._proxied[0] is not self.system:
+            self._proxied = (self.system, isinstance(self.system, CallsThroughProxy))
+        return self._proxied[1]
+
     def _prepare(self) -> dict[str, str] | None:
-        system = self.system
-        if not isinstance(system, CallsThroughProxy):
+        if not self._calls_through_proxy():
             return None
+        system = cast(CallsThroughProxy, self.system)
         if self.runner.proxy is None and system.needs_proxy:
             from emery.proxy.embedded import shared_proxy  # starts a server: only when needed
 
