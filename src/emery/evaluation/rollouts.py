@@ -17,8 +17,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry.context import Context
-from opentelemetry.trace import Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from emery.core.models import Candidate, Example, Split
@@ -27,6 +25,7 @@ from emery.lm.base import LM
 from emery.store.queue import is_queued_rollout
 from emery.systems.base import SystemRun
 from emery.tracing import conventions as sc
+from emery.tracing.attempt_span import AttemptSpan
 from emery.tracing.processor import RolloutTracing
 from emery.tracing.registry import RolloutProxy
 from emery.tracing.scope import AttemptScope, activate
@@ -177,43 +176,34 @@ class RolloutRunner:
         }
         if rollout.split is not None:
             attributes[sc.SPLIT] = rollout.split
-        with (
-            activate(scope),
-            self.tracing.tracer.start_as_current_span(
-                sc.ROLLOUT_SPAN,
-                context=Context(),
-                attributes=attributes,
-                record_exception=False,
-                set_status_on_exception=False,
-            ) as root,
-        ):
-            scope.root, scope.loop = root, asyncio.get_running_loop()
-            if self.proxy is not None:
-                scope.proxy_url = self.proxy.open(scope)
-            attempt.move("running")
-            rollout.move("running")
-            self.recorder.save_attempt(attempt)
-            self.recorder.save_rollout(rollout)
-            task = asyncio.ensure_future(body(scope))
-            task.add_done_callback(_retrieve)
-            status, error = await self._watch(task, scope)
-            run: SystemRun | None = None
-            if status == "succeeded":
-                exc = None if task.cancelled() else task.exception()
-                if task.cancelled():
-                    status, error = "failed", "the agent was cancelled"
-                elif exc is not None:
-                    root.record_exception(exc)
-                    status, error = "failed", _describe(exc)
-                else:
-                    run = task.result()
-                    if run.error is not None:
-                        status, error = "failed", run.error
-            root.set_status(
-                Status(StatusCode.OK)
-                if status == "succeeded"
-                else Status(StatusCode.ERROR, f"{status}: {error}")
-            )
+        root = AttemptSpan(scope, attributes, self.tracing.processor.add_record)
+        try:
+            with activate(scope), root.current():
+                scope.root, scope.loop = root.span, asyncio.get_running_loop()
+                if self.proxy is not None:
+                    scope.proxy_url = self.proxy.open(scope)
+                attempt.move("running")
+                rollout.move("running")
+                self.recorder.save_attempt(attempt)
+                self.recorder.save_rollout(rollout)
+                task = asyncio.ensure_future(body(scope))
+                task.add_done_callback(_retrieve)
+                status, error = await self._watch(task, scope)
+                run: SystemRun | None = None
+                if status == "succeeded":
+                    exc = None if task.cancelled() else task.exception()
+                    if task.cancelled():
+                        status, error = "failed", "the agent was cancelled"
+                    elif exc is not None:
+                        root.record_exception(exc)
+                        status, error = "failed", _describe(exc)
+                    else:
+                        run = task.result()
+                        if run.error is not None:
+                            status, error = "failed", run.error
+                root.set_status(status == "succeeded", f"{status}: {error}")
+        finally:
+            root.end()
         return status, run, error
 
     async def _watch(

@@ -98,6 +98,11 @@ class RecordingSpanProcessor(SpanProcessor):
             scope = self._open.pop(span.context.span_id, None)
         if scope is not None:
             scope.keep(record)
+        self.add_record(record)
+
+    def add_record(self, record: SpanRecord) -> None:
+        """Buffer one finished span recorded without the SDK (already stamped), writing the
+        batch when it is due as ``on_end`` does."""
         with self._lock:
             if not self._buffer:
                 self._buffer_since = time.monotonic()
