@@ -52,7 +52,7 @@ ONE_PER_STEP = {
     "weak reflection": (
         [*BEFORE, "f2b160fb1e6ba57d", "0ee1c4eafd3d23ad", "6f83fb3fcd8b013b"],
         33,
-        215,
+        218,  # 215 before a nearest-demos child could be judged on its pool's examples
     ),
 }
 

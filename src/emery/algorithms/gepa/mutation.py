@@ -26,6 +26,7 @@ from emery.core.events import GepaMinibatchRejected, GepaMinibatchSampled, GepaP
 from emery.core.models import Candidate, Example, Lineage
 from emery.evaluation.results import EvalResult
 from emery.lm.base import LMError
+from emery.systems.prompt_layout import StageLayout
 
 REFLECTION = "reflection"
 
@@ -289,16 +290,11 @@ def draw_extension(
 ) -> list[Example]:
     """The examples of the next minibatch (of ``size``, default the batch's) to judge
     ``mutation`` on as well: at most ``room`` of them, none already judged or shown to
-    either as a demo; none when no such example is left or the budget cannot pay for both
-    on them (besides ``reserved`` calls other children of the step will spend) and still
-    score an accepted child on all of val."""
+    either as a demo (``shown_demo_ids``); none when no such example is left or the budget
+    cannot pay for both on them (besides ``reserved`` calls other children of the step will
+    spend) and still score an accepted child on all of val."""
     train = {example.id: example for example in ctx.train}
-    shown = {
-        demo.example_id
-        for candidate in (mutation.child, mutation.parent.candidate)
-        for demos in candidate.demos.values()
-        for demo in demos
-    }
+    shown = shown_demo_ids(mutation.child) | shown_demo_ids(mutation.parent.candidate)
     used = {example.id for example in mutation.batch} | shown
     ids = next_minibatch(state.sampler, list(train), size or len(mutation.batch), rng)
     extra = [train[i] for i in dict.fromkeys(ids) if i not in used][:room]
@@ -307,6 +303,19 @@ def draw_extension(
     number = mutation.basis.number
     ctx.emit(GepaMinibatchSampled(iteration=number, example_ids=ids, epoch=state.sampler.epoch))
     return extra
+
+
+def shown_demo_ids(candidate: Candidate) -> set[str]:
+    """The train examples ``candidate`` may show an input as a demo: all its demos, except
+    in a stage that shows only the nearest few of its pool, whose retrieval never shows an
+    input its own example (``demo_retrieval``), so its pool's examples are fair evidence."""
+    return {
+        demo.example_id
+        for stage, demos in candidate.demos.items()
+        if StageLayout.of(candidate.components, stage).select != "nearest"
+        for demo in demos
+        if demo.example_id is not None
+    }
 
 
 def extended(
