@@ -48,18 +48,28 @@ def next_operator_child(
     materials: Materials = NO_MATERIALS,
 ) -> Candidate | None:
     """The first operator child of ``parent`` in ``stages`` that is neither in ``tried``
-    nor ``known``; every child looked at is added to ``tried`` (so it is never offered
-    again for this parent)."""
+    nor ``known``, from an operator not yet tried on that stage; every child looked at is
+    added to ``tried`` with its operator and stage (``operator_key``), so neither it nor
+    another child of the same operator is offered again for this parent (a demo operator's
+    child differs with the ``materials``' excluded examples: a near copy, not a new edit)."""
     for stage in stages:
         if stage not in program.stages:
             continue
         for child in operator_children(
             parent, program, stage, tried=frozenset(tried), iteration=iteration, materials=materials
         ):
-            tried.append(child.id)
+            key = operator_key(child.lineage.operation, stage)
+            if key in tried:
+                continue
+            tried.extend((child.id, key))
             if not known(child.id):
                 return child
     return None
+
+
+def operator_key(operation: str, stage: str) -> str:
+    """How ``tried`` names an operator applied to a stage (``operator.<name>@<stage>``)."""
+    return f"{operation}@{stage}"
 
 
 def count(sources: dict[str, SourceCount], source: str, outcome: Outcome) -> None:
