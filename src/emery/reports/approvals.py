@@ -21,12 +21,11 @@ from pydantic import BaseModel, Field
 from emery.algorithms.evidence import paired
 from emery.algorithms.lineage import component_diff
 from emery.core.approvals import ACTIONS, Approval, new_approval_id
-from emery.core.errors import ConfigError, EmeryError, IllegalTransition
+from emery.core.errors import ConfigError, IllegalTransition
 from emery.core.results import ExampleResult
 from emery.core.search_events import Evidence
 from emery.evaluation.stats import ScoreSummary, summarize
 from emery.reports import published
-from emery.reports.results import build_result
 from emery.store.protocol import Store
 from emery.store.records import EvaluationFilter
 from emery.store.states import NotFound
@@ -159,15 +158,7 @@ def request_publish(store: Store, job: str, name: str) -> Approval:
     """A pending request to publish ``job``'s best candidate as the next version of
     ``name``, which an approval publishes (the same checks as publishing now)."""
     published.check_name(name)
-    record = store.get_job(store.resolve_job_id(job))
-    published.check_publishable(record)
-    result = build_result(store, record)
-    best = result.best_candidate
-    if best is None:
-        raise EmeryError(
-            f"job {record.id} ({record.kind}) has no best candidate: only a prompt job's"
-            " can be published"
-        )
+    record, result, best = published.publishable_best(store, job)
     latest = _latest(store, name)
     return store.add_approval(
         Approval(

@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 
 from emery.algorithms.lineage import component_diff
 from emery.core.errors import ConfigError, EmeryError
-from emery.core.models import Demo
-from emery.reports.results import build_result
+from emery.core.models import Candidate, Demo
+from emery.reports.results import JobResult, build_result
 from emery.store.protocol import Store
 from emery.store.records import JobRecord, ResourceRecord
 from emery.store.states import NotFound
@@ -98,10 +98,9 @@ def check_publishable(record: JobRecord) -> None:
         )
 
 
-def publish(store: Store, job: str, name: str) -> PublishedPrompt:
-    """Store the best candidate of the succeeded ``job`` (id, prefix or name) as the next
-    version of ``name``."""
-    check_name(name)
+def publishable_best(store: Store, job: str) -> tuple[JobRecord, JobResult, Candidate]:
+    """The succeeded ``job`` (id, prefix or name), its result and its best candidate; a job
+    that cannot be published is an ``EmeryError``."""
     record = store.get_job(store.resolve_job_id(job))
     check_publishable(record)
     result = build_result(store, record)
@@ -111,6 +110,14 @@ def publish(store: Store, job: str, name: str) -> PublishedPrompt:
             f"job {record.id} ({record.kind}) has no best candidate: only a prompt job's"
             " can be published"
         )
+    return record, result, best
+
+
+def publish(store: Store, job: str, name: str) -> PublishedPrompt:
+    """Store the best candidate of the succeeded ``job`` (id, prefix or name) as the next
+    version of ``name``."""
+    check_name(name)
+    record, result, best = publishable_best(store, job)
     seed = result.seed_candidate
     prompt = PublishedPrompt(
         name=name,
