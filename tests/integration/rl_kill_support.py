@@ -1,5 +1,6 @@
 """An RL job of `emery train --no-poll` SIGKILLed after its step-2 checkpoint and resumed
-with `emery jobs resume`: the steps both RL integration tests share."""
+with `emery jobs resume`: the steps (and the small GRPO settings) both RL integration tests
+share."""
 
 from __future__ import annotations
 
@@ -13,6 +14,17 @@ from emery.store import SQLiteStore
 from emery.training.rl_job import RLResult
 
 from .cli_support import emery_json
+
+SMALL_GRPO = {
+    "max_steps": 3,
+    "save_steps": 2,  # the checkpoint the tests kill the job after
+    "prompts_per_step": 2,
+    "num_generations": 2,
+    "max_completion_length": 12,
+    "learning_rate": 1e-4,
+    "threads": 1,
+}
+"""3 GRPO steps of 2 examples x 2 generations of at most 12 tokens, on one thread."""
 
 
 @dataclass

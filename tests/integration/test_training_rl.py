@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .rl_kill_support import kill_after_checkpoint, resume_to_the_end
+from .rl_kill_support import SMALL_GRPO, kill_after_checkpoint, resume_to_the_end
 
 pytest.importorskip("torch")
 pytest.importorskip("trl")
@@ -30,15 +30,7 @@ def _config(tmp_path: Path) -> dict[str, Any]:
     }
     return {
         "job": {"type": "rl", "seed": 1},
-        "rl": {
-            "max_steps": 3,
-            "save_steps": 2,
-            "prompts_per_step": 2,
-            "num_generations": 2,
-            "max_completion_length": 12,
-            "learning_rate": 1e-4,
-            "threads": 1,
-        },
+        "rl": dict(SMALL_GRPO),
         "system": {"kind": "prompt_program", "stages": [stage]},
         "verifier": {"kind": "regex", "pattern": r"\d"},
         "dataset": {"task": "word_problems", "n_train": 4, "n_val": 0, "n_test": 2},
