@@ -11,14 +11,11 @@ from typing import Any
 
 import jobs_support as js
 import pytest
-from test_server_browser import ARGS, CHROMIUM, VAL, artifacts, post
+from test_server_browser import ARGS, CHROMIUM, VAL, artifacts, live, post
 
-from emery.proxy.serving import BackgroundServer
-from emery.server.api import create_server_app
-from emery.server.launcher import ThreadLauncher
 from emery.store import MemoryStore
 
-__all__ = ["artifacts"]
+__all__ = ["artifacts", "live"]
 
 pytestmark = [
     pytest.mark.slow,
@@ -32,19 +29,6 @@ sync_api = pytest.importorskip(
 )
 
 REASON = "drop the filler words"
-
-
-@pytest.fixture
-def live(tmp_path: Path) -> Iterator[tuple[MemoryStore, str]]:
-    store = MemoryStore()
-    launcher = ThreadLauncher()
-    app = create_server_app(store, launcher=launcher, base_dir=tmp_path)
-    with BackgroundServer(app) as server:
-        yield store, server.url
-        for job in store.list_jobs(limit=None).items:
-            if not job.terminal:
-                store.set_requested_action(job.id, "cancel", only_state="running")
-        launcher.join(30)
 
 
 @pytest.fixture
