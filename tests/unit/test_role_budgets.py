@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_graph_gepa import GRAPH
 
 from emery.algorithms import StepRecord, build_algorithm, run_search
 from emery.algorithms.base import AlgorithmState, SearchContext
@@ -349,22 +350,6 @@ async def test_a_step_that_goes_on_after_a_refused_call_is_not_kept() -> None:
     assert outcome.reason.startswith("lm_tokens")
     assert len(records) == 1  # the start only: the step that swallowed the refusal is undone
     assert outcome.state.iteration == 0
-
-
-GRAPH: dict[str, Any] = {
-    "kind": "graph",
-    "name": "one_node",
-    "nodes": [
-        {
-            "kind": "llm",
-            "name": "solve",
-            "instruction": "Solve the problem.",
-            "messages": [{"template": "Problem: {question}"}],
-            "parser": {"kind": "regex", "pattern": r"Answer:\s*(-?\d+)"},
-        },
-        {"kind": "output", "value": "solve"},
-    ],
-}
 
 
 def graph_gepa_setup() -> Setup:
