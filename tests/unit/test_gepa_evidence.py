@@ -16,6 +16,15 @@ from emery.lm import FakeLM
 
 LUCKY = "Trust your luck."
 
+REFLECTION_ONLY = GepaSettings(
+    minibatch_size=5,
+    operator_every=0,
+    operator_fallback=False,
+    use_merge=False,
+    skip_perfect=False,
+)
+"""Reflection children only, judged on minibatches of 5 (no operators, merges or skips)."""
+
 
 def lucky_task_lm(dataset: Dataset) -> FakeLM:
     """The seed is right when the gold answer is even (about half the time). A child whose
@@ -55,15 +64,7 @@ async def test_a_child_lucky_on_its_first_five_examples_is_not_accepted() -> Non
         task=lucky_task_lm(dataset),
         reflection=lucky_reflection_lm(),
     )
-    gepa = Gepa(
-        GepaSettings(
-            minibatch_size=5,
-            operator_every=0,
-            operator_fallback=False,
-            use_merge=False,
-            skip_perfect=False,
-        )
-    )
+    gepa = Gepa(REFLECTION_ONLY)
     state = await gepa.start(ctx)
     state = await gepa.step(ctx, state)
 

@@ -8,10 +8,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from test_gepa_evidence import LUCKY, lucky_reflection_lm, lucky_task_lm
+from test_gepa_evidence import LUCKY, REFLECTION_ONLY, lucky_reflection_lm, lucky_task_lm
 from test_gepa_support import word_problem_context, word_problems
 
-from emery.algorithms.gepa import Gepa, GepaSettings
+from emery.algorithms.gepa import Gepa
 from emery.core.models import ChatMessage
 from emery.evaluation.budget import BudgetConfig
 from emery.lm import Completion, FakeLM
@@ -48,15 +48,7 @@ async def test_a_lone_childs_evidence_round_scores_parent_and_child_at_once() ->
         task=task,  # type: ignore[arg-type]
         reflection=lucky_reflection_lm(),
     )
-    gepa = Gepa(
-        GepaSettings(
-            minibatch_size=5,
-            operator_every=0,
-            operator_fallback=False,
-            use_merge=False,
-            skip_perfect=False,
-        )
-    )
+    gepa = Gepa(REFLECTION_ONLY)
     state = await gepa.start(ctx)
     await gepa.step(ctx, state)
 
