@@ -99,6 +99,12 @@ class FakeDecoder:
         (what the cache held when the token was sampled) in thousandths."""
         return -len(self.kv[slot]) / 1000
 
+    def top(self, slot: int, n: int) -> list[tuple[int, float]]:
+        """The likeliest tokens, saying where they were asked: a letter for the slot's cache
+        length (``a`` + length mod 26), then ``?``."""
+        where = ord("a") + len(self.kv[slot]) % 26
+        return [(where, -0.25), (ord("?"), -2.0)][:n]
+
     def close(self) -> None:
         self.closed = True
 

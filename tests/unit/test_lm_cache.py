@@ -204,3 +204,20 @@ async def test_a_call_with_tokens_is_cached_with_them_under_a_key_of_its_own(
     assert again.cached
     assert again.tokens == recorded.tokens
     assert len(inner.calls) == 2
+
+
+async def test_a_call_for_top_logprobs_is_cached_with_them_under_a_key_of_its_own(
+    cache: ResponseCache,
+) -> None:
+    inner = _counting_lm()
+    lm = CachedLM(inner, cache)
+    tokens_only = await lm.complete(MESSAGES, logprobs=True)
+    top = await lm.complete(MESSAGES, logprobs=True, top_logprobs=3)
+    again = await lm.complete(MESSAGES, logprobs=True, top_logprobs=3)
+    assert tokens_only.tokens is not None
+    assert tokens_only.tokens.completion_top_logprobs is None
+    assert top.tokens is not None
+    assert top.tokens.completion_top_logprobs
+    assert again.cached
+    assert again.tokens == top.tokens
+    assert len(inner.calls) == 2

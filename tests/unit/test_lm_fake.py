@@ -73,3 +73,28 @@ async def test_max_tokens_truncates_words_and_reports_length() -> None:
 def test_complete_sync_runs_from_plain_code() -> None:
     lm = FakeLM(["sync reply"])
     assert complete_sync(lm, _user("x")).text == "sync reply"
+
+
+async def test_top_logprobs_are_the_scripted_alternatives_cut_to_n_else_the_word() -> None:
+    alternatives = [{"4": -0.2, "3": -1.9, "5": -3.0}]
+    lm = FakeLM(["4 fine", "4 fine"], alternatives=alternatives)
+    tokens = (await lm.complete(_user("grade"), logprobs=True, top_logprobs=2)).tokens
+    assert tokens is not None
+    assert tokens.completion_logprobs is not None
+    top = tokens.completion_top_logprobs
+    assert top is not None
+    assert [[(c.token, c.logprob) for c in choices] for choices in top] == [
+        [("4", -0.2), ("3", -1.9)],
+        [("fine", tokens.completion_logprobs[1])],
+    ]
+    plain = (await lm.complete(_user("grade"), logprobs=True)).tokens
+    assert plain is not None
+    assert plain.completion_top_logprobs is None
+
+
+async def test_scripted_alternatives_can_depend_on_the_messages() -> None:
+    lm = FakeLM("2", alternatives=lambda messages: [{messages[-1]["content"]: -0.5}])
+    tokens = (await lm.complete(_user("7"), logprobs=True, top_logprobs=5)).tokens
+    assert tokens is not None
+    assert tokens.completion_top_logprobs is not None
+    assert tokens.completion_top_logprobs[0][0].token == "7"

@@ -92,3 +92,24 @@ async def test_an_unloadable_file_is_an_lm_error(tmp_path: Path) -> None:
 def test_missing_model_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         LocalLM(tmp_path / "absent.gguf")
+
+
+async def test_a_call_for_top_logprobs_gets_the_likeliest_tokens_at_each_reply_position(
+    tmp_path: Path,
+) -> None:
+    decoder = FakeDecoder()
+    lm = _local_lm(tmp_path, decoder)
+    plain = await lm.complete(_chat("hi"), logprobs=True)
+    completion = await lm.complete(_chat("hi"), logprobs=True, top_logprobs=1)
+    assert decoder.prepared[-1] == {"temperature": 0.0}  # not a sampling parameter
+    assert plain.tokens is not None
+    assert plain.tokens.completion_top_logprobs is None
+    assert completion.text == "re: hi"
+    assert completion.tokens is not None
+    top = completion.tokens.completion_top_logprobs
+    assert top is not None
+    prompt = len("<system>Be brief.<user>hi<a>")
+    # one list per reply token, read where that token was sampled, cut to the one asked for
+    assert [[(c.token, c.logprob) for c in choices] for choices in top] == [
+        [(chr(ord("a") + (prompt + k) % 26), -0.25)] for k in range(len("re: hi"))
+    ]

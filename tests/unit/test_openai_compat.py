@@ -265,3 +265,29 @@ async def test_a_call_with_logprobs_reads_them_and_any_token_ids(server: Server)
 
     server.state.body = None
     assert (await lm.complete(MESSAGES)).tokens is None
+
+
+async def test_a_call_for_top_logprobs_sends_them_and_reads_the_likeliest_tokens(
+    server: Server,
+) -> None:
+    lm = _lm(server)
+    body = json.loads(_reply_with_logprobs(["4", "\n"]))
+    content = body["choices"][0]["logprobs"]["content"]
+    content[0]["top_logprobs"] = [
+        {"token": "4", "logprob": -0.25, "bytes": [52]},
+        {"token": "3", "logprob": -1.5, "bytes": [51]},
+    ]
+    content[1]["top_logprobs"] = [{"token": "\n", "logprob": -0.5, "bytes": [10]}]
+    server.state.body = json.dumps(body)
+    tokens = (await lm.complete(MESSAGES, logprobs=True, top_logprobs=2)).tokens
+    assert (server.state.requests[0]["logprobs"], server.state.requests[0]["top_logprobs"]) == (
+        True,
+        2,
+    )
+    assert tokens is not None
+    top = tokens.completion_top_logprobs
+    assert top is not None
+    assert [[(c.token, c.logprob) for c in choices] for choices in top] == [
+        [("4", -0.25), ("3", -1.5)],
+        [("\n", -0.5)],
+    ]

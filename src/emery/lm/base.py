@@ -12,19 +12,32 @@ from emery.core.models import ChatMessage
 from emery.core.results import TokenUsage as TokenUsage
 
 
+class TokenChoice(BaseModel):
+    """One of the likeliest tokens at a position of a reply: its text and the model's
+    log-probability of it there."""
+
+    token: str
+    logprob: float
+
+
 class TokenTrace(BaseModel):
-    """A call's tokens, for training on it: returned when the call asks ``logprobs=True``
-    of a model that can say (the local model; OpenAI-compatible servers that return them).
+    """A call's tokens, for training on it or reading its probabilities: returned when the
+    call asks ``logprobs=True`` of a model that can say (the local model; OpenAI-compatible
+    servers that return them).
 
     ``completion_token_ids`` are the tokens as sampled (a stop string's tokens included,
     the end-of-generation token not); an empty list means the model did not say.
     ``completion_logprobs`` are the model's log-probabilities of those tokens (log-softmax
     of its logits, before the sampler's temperature and penalties), one per token.
+    ``completion_top_logprobs`` answers a call that also asks ``top_logprobs=N``: for each
+    reply token, the ``N`` likeliest tokens at its position, likeliest first (None when
+    not asked or the model did not say).
     """
 
     prompt_token_ids: list[int] = Field(default_factory=list)
     completion_token_ids: list[int] = Field(default_factory=list)
     completion_logprobs: list[float] | None = None
+    completion_top_logprobs: list[list[TokenChoice]] | None = None
 
 
 class Completion(BaseModel):

@@ -7,9 +7,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from emery.core.models import ChatMessage
-from emery.lm.base import Completion, TokenTrace, TokenUsage
+from emery.lm.base import Completion, TokenChoice, TokenTrace, TokenUsage
 
 Responder = Callable[[Sequence[ChatMessage]], str]
+Alternatives = Sequence[Mapping[str, float]]
+"""Per reply word, the likeliest tokens there and their log-probabilities."""
 
 
 class FakeLM:
@@ -21,8 +23,11 @@ class FakeLM:
 
     Tokens are whitespace-separated words. A call with ``logprobs=True`` gets its tokens
     (``Completion.tokens``): each word's id in ``vocabulary`` (``decode`` reads ids back)
-    and a log-probability of ``-0.1 * (1 + id % 5)`` per completion word. ``calls``
-    records every request.
+    and a log-probability of ``-0.1 * (1 + id % 5)`` per completion word. With
+    ``top_logprobs=N`` as well it gets, per reply word, the first ``N`` entries of the
+    scripted ``alternatives`` for that word (a sequence, or a function of the messages
+    giving one), or the word itself with its log-probability where none are scripted.
+    ``calls`` records every request.
     """
 
     def __init__(
@@ -32,8 +37,10 @@ class FakeLM:
         default: str | None = None,
         model: str = "fake",
         delay_s: float = 0.0,
+        alternatives: Alternatives | Callable[[Sequence[ChatMessage]], Alternatives] = (),
     ) -> None:
         self.model = model
+        self.alternatives = alternatives
         self.delay_s = delay_s
         self.calls: list[list[ChatMessage]] = []
         self._script = script
@@ -75,17 +82,36 @@ class FakeLM:
             finish_reason=finish,
             usage=TokenUsage(prompt_tokens=prompt_tokens, completion_tokens=len(text.split())),
             model=self.model,
-            tokens=self._tokens(messages, text) if params.get("logprobs") else None,
+            tokens=self._tokens(messages, text, int(params.get("top_logprobs") or 0))
+            if params.get("logprobs")
+            else None,
         )
 
-    def _tokens(self, messages: Sequence[ChatMessage], text: str) -> TokenTrace:
+    def _tokens(self, messages: Sequence[ChatMessage], text: str, top: int) -> TokenTrace:
         prompt = self.encode(" ".join(m["content"] for m in messages))
         completion = self.encode(text)
+        logprobs = [-0.1 * (1 + i % 5) for i in completion]
         return TokenTrace(
             prompt_token_ids=prompt,
             completion_token_ids=completion,
-            completion_logprobs=[-0.1 * (1 + i % 5) for i in completion],
+            completion_logprobs=logprobs,
+            completion_top_logprobs=self._top(messages, text.split(), logprobs, top)
+            if top
+            else None,
         )
+
+    def _top(
+        self, messages: Sequence[ChatMessage], words: list[str], logprobs: list[float], n: int
+    ) -> list[list[TokenChoice]]:
+        scripted = self.alternatives
+        if callable(scripted):
+            scripted = scripted(messages)
+        return [
+            [TokenChoice(token=t, logprob=lp) for t, lp in list(scripted[i].items())[:n]]
+            if i < len(scripted)
+            else [TokenChoice(token=word, logprob=logprobs[i])]
+            for i, word in enumerate(words)
+        ]
 
     def _reply(self, messages: Sequence[ChatMessage]) -> str:
         script = self._script

@@ -149,10 +149,23 @@ class LlamaDecoder:
         """The model's log-probability of ``token`` where ``slot`` last sampled (log-softmax
         of the logits, before the sampler's penalties and temperature); asked before the
         next decode, while those logits are still there."""
+        return float(self._log_softmax(slot)[token])
+
+    def top(self, slot: int, n: int) -> list[tuple[int, float]]:
+        """The ``n`` likeliest tokens where ``slot`` last sampled, likeliest first, with
+        their log-probabilities (as ``logprob`` reads them)."""
+        logprobs = self._log_softmax(slot)
+        n = min(n, len(logprobs))
+        best = np.argpartition(-logprobs, n - 1)[:n]
+        best = best[np.argsort(-logprobs[best], kind="stable")]
+        return [(int(token), float(logprobs[token])) for token in best]
+
+    def _log_softmax(self, slot: int) -> np.ndarray[Any, np.dtype[np.float64]]:
         pointer = self._lib.llama_get_logits_ith(self._ctx, self._sampled_at[slot])
         logits = np.ctypeslib.as_array(pointer, shape=(self._n_vocab,)).astype(np.float64)
-        top = logits.max()
-        return float(logits[token] - top - np.log(np.exp(logits - top).sum()))
+        shifted = logits - logits.max()
+        out: np.ndarray[Any, np.dtype[np.float64]] = shifted - np.log(np.exp(shifted).sum())
+        return out
 
     def close(self) -> None:
         for slot in list(self._samplers):

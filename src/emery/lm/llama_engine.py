@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from emery.core.models import ChatMessage
-from emery.lm.base import Completion, LMError, TokenTrace, TokenUsage
+from emery.lm.base import Completion, LMError, TokenChoice, TokenTrace, TokenUsage
 from emery.lm.llama_prompt import Prompt, Sampling
 from emery.lm.llama_text import Generation
 
@@ -54,6 +54,7 @@ class Decoder(Protocol):
     def prefill(self, slot: int, tokens: Sequence[int], pos: int) -> int: ...
     def step(self, entries: Sequence[tuple[int, int, int]]) -> list[int]: ...
     def logprob(self, slot: int, token: int) -> float: ...
+    def top(self, slot: int, n: int) -> list[tuple[int, float]]: ...
     def close(self) -> None: ...
 
 
@@ -80,6 +81,8 @@ class _Request:
     prompt: Prompt | None = None
     start: float = 0.0
     logprobs: list[float] | None = None  # a list when the caller asked for its tokens
+    top_n: int = 0  # the likeliest tokens to keep per reply token (0: none)
+    top: list[list[TokenChoice]] = field(default_factory=list)
 
 
 @dataclass
@@ -124,16 +127,23 @@ class BatchEngine:
         self._stopping = False
 
     def submit(
-        self, messages: Sequence[ChatMessage], params: dict[str, Any], *, tokens: bool = False
+        self,
+        messages: Sequence[ChatMessage],
+        params: dict[str, Any],
+        *,
+        tokens: bool = False,
+        top: int = 0,
     ) -> Future[Completion]:
         """Queue a request; its future may be cancelled to free its slot. With ``tokens`` its
         completion carries the prompt's and the reply's token ids and the model's
-        log-probability of each reply token (``Completion.tokens``)."""
+        log-probability of each reply token (``Completion.tokens``); with ``top`` as well,
+        the ``top`` likeliest tokens at each reply token's position."""
         request = _Request(
             order=next(self._order),
             messages=list(messages),
             params=params,
-            logprobs=[] if tokens else None,
+            logprobs=[] if tokens or top else None,
+            top_n=max(0, top),
         )
         with self._cond:
             self._incoming.append(request)
@@ -348,6 +358,8 @@ class BatchEngine:
         done = generation.push(token)
         if request.logprobs is not None and len(generation.tokens) > taken:
             request.logprobs.append(decoder.logprob(slot.index, token))
+            if request.top_n:
+                request.top.append(_choices(decoder, slot.index, request.top_n))
         if not done:
             slot.next_token = token
             return
@@ -360,7 +372,7 @@ class BatchEngine:
             ),
             latency_s=time.perf_counter() - request.start,
             model=self.model,
-            tokens=_tokens(generation, request.logprobs),
+            tokens=_tokens(generation, request),
         )
         self._release(decoder, slot)  # before the caller hears: the slot is free by then
         try:
@@ -375,15 +387,25 @@ class BatchEngine:
         slot.used = next(self._stamp)
 
 
-def _tokens(generation: Generation, logprobs: list[float] | None) -> TokenTrace | None:
+def _tokens(generation: Generation, request: _Request) -> TokenTrace | None:
     """What a request that asked for its tokens gets (None for the others)."""
-    if logprobs is None:
+    if request.logprobs is None:
         return None
     return TokenTrace(
         prompt_token_ids=list(generation.prompt.tokens),
         completion_token_ids=list(generation.tokens),
-        completion_logprobs=list(logprobs),
+        completion_logprobs=list(request.logprobs),
+        completion_top_logprobs=list(request.top) if request.top_n else None,
     )
+
+
+def _choices(decoder: Decoder, slot: int, n: int) -> list[TokenChoice]:
+    """The ``n`` likeliest tokens where ``slot`` last sampled, as text (a token that is part
+    of a character reads as the replacement character)."""
+    return [
+        TokenChoice(token=decoder.piece(token).decode("utf-8", "replace"), logprob=logprob)
+        for token, logprob in decoder.top(slot, n)
+    ]
 
 
 def _fail(request: _Request, error: Exception) -> None:

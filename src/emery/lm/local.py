@@ -9,7 +9,8 @@ greedy reply does not depend on the batch it ran in.
 A call waits inside ``waiting_on_model()``: the rollout that made it does not spend its
 ``timeout_seconds`` while queued behind other requests or decoding on a busy machine.
 A call with ``logprobs=True`` gets its token ids and the model's log-probability of each
-reply token in ``Completion.tokens``; the reply is the same as without.
+reply token in ``Completion.tokens`` (and with ``top_logprobs=N`` the ``N`` likeliest
+tokens at each reply position); the reply is the same as without.
 
 ``close()`` (or leaving ``with LocalLM(...)``) stops the decoder thread and frees the model.
 """
@@ -67,7 +68,7 @@ class LocalLM:
         **params: Any,
     ) -> Completion:
         tokens = bool(params.pop("logprobs", False))
-        params.pop("top_logprobs", None)  # only the sampled token's log-probability is kept
+        top = int(params.pop("top_logprobs", None) or 0) if tokens else 0
         request_params: dict[str, Any] = {
             "temperature": temperature or 0.0,
             "max_tokens": max_tokens,
@@ -76,7 +77,7 @@ class LocalLM:
         }
         request_params = {k: v for k, v in request_params.items() if v is not None}
         with waiting_on_model():
-            future = self.engine.submit(messages, request_params, tokens=tokens)
+            future = self.engine.submit(messages, request_params, tokens=tokens, top=top)
             return await asyncio.wrap_future(future)
 
     def close(self) -> None:

@@ -17,7 +17,14 @@ import openai
 
 from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage
-from emery.lm.base import Completion, LMError, TokenTrace, TokenUsage, sampling_params
+from emery.lm.base import (
+    Completion,
+    LMError,
+    TokenChoice,
+    TokenTrace,
+    TokenUsage,
+    sampling_params,
+)
 from emery.lm.loop_local import LoopLocal
 from emery.lm.retry import RetryPolicy, retrying
 
@@ -66,9 +73,10 @@ TOKEN_ID_PREFIX = "token_id:"  # vLLM's ``return_tokens_as_token_ids`` spelling 
 
 def reply_tokens(reply: dict[str, Any], choice: dict[str, Any]) -> TokenTrace | None:
     """The tokens a reply carries: ``choices[0].logprobs.content[*].logprob`` (a request
-    with ``logprobs: true``), and the token ids where the server gives them (vLLM's
-    ``prompt_token_ids`` and ``choices[0].token_ids``, or tokens spelt ``token_id:N``).
-    None when it carries neither."""
+    with ``logprobs: true``) and its ``top_logprobs`` (a request with ``top_logprobs: N``),
+    and the token ids where the server gives them (vLLM's ``prompt_token_ids`` and
+    ``choices[0].token_ids``, or tokens spelt ``token_id:N``). None when it carries
+    neither."""
     content = (choice.get("logprobs") or {}).get("content")
     completion_ids = choice.get("token_ids")
     if content is None and completion_ids is None:
@@ -82,7 +90,20 @@ def reply_tokens(reply: dict[str, Any], choice: dict[str, Any]) -> TokenTrace | 
         prompt_token_ids=list(reply.get("prompt_token_ids") or []),
         completion_token_ids=list(completion_ids or []),
         completion_logprobs=logprobs,
+        completion_top_logprobs=top_choices(content or []),
     )
+
+
+def top_choices(content: list[dict[str, Any]]) -> list[list[TokenChoice]] | None:
+    """``content[*].top_logprobs`` as choices per reply token; None when no token has any
+    (the request did not ask for them)."""
+    tops = [item.get("top_logprobs") or [] for item in content]
+    if not any(tops):
+        return None
+    return [
+        [TokenChoice(token=str(c["token"]), logprob=float(c["logprob"])) for c in top]
+        for top in tops
+    ]
 
 
 class OpenAICompatibleLM:
@@ -94,8 +115,9 @@ class OpenAICompatibleLM:
     client's ``post`` (its auth, headers, timeouts and error types) with a plain JSON
     body, and only the fields a ``Completion`` needs are read from the reply: building the
     SDK's typed request and response models costs more CPU than the rest of a call.
-    A call with ``logprobs=True`` sends it on and reads the reply's log-probabilities (and
-    token ids, where the server returns them) into ``Completion.tokens``.
+    A call with ``logprobs=True`` (and ``top_logprobs=N``) sends them on and reads the
+    reply's log-probabilities, the likeliest tokens per position, and token ids where the
+    server returns them, into ``Completion.tokens``.
     """
 
     def __init__(
