@@ -331,10 +331,21 @@ def run_peer(python: Path, script: Path, spec: dict[str, Any], timeout_s: float)
     return result
 
 
-def peer_examples(dataset: Dataset, split: str) -> list[dict[str, Any]]:
-    """A split as plain JSON rows for peer scripts: id, input fields, expected output."""
+PEER_FIELD = "message"
+"""The peers' one input field when the stage's user turn is more than one ``{field}``."""
+
+
+def peer_examples(dataset: Dataset, split: str, stage: StageConfig) -> list[dict[str, Any]]:
+    """A split as plain JSON rows for peer scripts: id, the one input a peer sends as the
+    user turn (``input_field``'s name), the example's own fields and the expected output."""
+    name, template = input_field(stage), stage.messages[0].template
     return [
-        {"id": e.id, "input": e.input, "expected": e.expected}
+        {
+            "id": e.id,
+            "input": {name: render(template, e.input)},
+            "fields": e.input,
+            "expected": e.expected,
+        }
         for e in dataset.split(split)  # type: ignore[arg-type]
     ]
 
@@ -362,15 +373,16 @@ def task_from(args: argparse.Namespace, metric_calls: int | None = None) -> Task
 
 
 def input_field(stage: StageConfig) -> str:
-    """The input a peer sends as the user turn: the stage's one message must be ``{field}``."""
+    """The name of the one input a peer sends as the user turn: the field when the stage's
+    one user turn is just ``{field}``, else ``PEER_FIELD``, holding the turn as emery renders
+    it (so a peer's task model reads the same user turn as emery's)."""
     messages = stage.messages
-    fields = placeholders(messages[0].template) if len(messages) == 1 else set()
-    if len(fields) != 1 or messages[0].role != "user":
-        raise SystemExit(f"stage {stage.name!r}: a peer needs one user turn that is one field")
-    name = fields.pop()
-    if messages[0].template.strip() != f"{{{name}}}":
-        raise SystemExit(f"stage {stage.name!r}: a peer needs a user turn that is just {{{name}}}")
-    return name
+    if len(messages) != 1 or messages[0].role != "user":
+        raise SystemExit(f"stage {stage.name!r}: a peer needs a stage with one user turn")
+    fields = placeholders(messages[0].template)
+    if len(fields) == 1 and messages[0].template.strip() == f"{{{next(iter(fields))}}}":
+        return fields.pop()
+    return PEER_FIELD
 
 
 def peer_spec(task: Task, model: ModelSpec, workdir: Path) -> dict[str, Any]:
@@ -394,7 +406,7 @@ def peer_spec(task: Task, model: ModelSpec, workdir: Path) -> dict[str, Any]:
         "parser": stage.parser.model_dump(),
         "verifier": task.verifier_config().model_dump(),
         "task_max_tokens": stage.max_tokens or model.task_max_tokens,
-        **{split: peer_examples(dataset, split) for split in SPLITS},
+        **{split: peer_examples(dataset, split, stage) for split in SPLITS},
     }
 
 

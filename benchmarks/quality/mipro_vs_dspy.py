@@ -107,17 +107,20 @@ def emery_settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def transplanted(task: Task, found: dict[str, Any], field: str) -> tuple[Demo, ...]:
-    """DSPy's demos as emery demos: reasoning (if any), then the answer as the stage's
-    parser reads it (a labeled demo's reply form)."""
+def transplanted(task: Task, found: dict[str, Any], spec: dict[str, Any]) -> tuple[Demo, ...]:
+    """DSPy's demos as emery demos: the train example's own fields (looked up by the input
+    DSPy saw), reasoning (if any), then the answer as the stage's parser reads it (a labeled
+    demo's reply form)."""
     stage = task.system().config.stages[0]
+    field = spec["input_field"]
+    fields_of = {row["input"][field]: row["fields"] for row in spec["train"]}
     demos = []
     for demo in found["demos"]:
-        if field not in demo or "answer" not in demo:
+        if demo.get(field) not in fields_of or "answer" not in demo:
             continue
         reply = labeled_replies(stage, demo["answer"])
         output = f"{demo.get('reasoning', '').strip()}\n{reply[0] if reply else ''}".strip()
-        demos.append(Demo(inputs={field: demo[field]}, output=output))
+        demos.append(Demo(inputs=fields_of[demo[field]], output=output))
     return tuple(demos)
 
 
@@ -155,8 +158,8 @@ def dspy_winner(
         proposer_max_tokens=args.proposer_max_tokens,
     )
     found = run_peer(python, PEER, spec, timeout_s=8 * 3600)
-    component, field = spec["component"], spec["input_field"]
-    demos = transplanted(task, found, field)
+    component = spec["component"]
+    demos = transplanted(task, found, spec)
     best = transplant(task, {component: found["instruction"]}, {component: demos})
     name = f"dspy 3.4.1 MIPROv2 ({args.dspy_module})"
     row = RowReport(

@@ -2,21 +2,26 @@
 
 A peer runs in its own venv without emery, yet must score replies exactly as emery's job
 does: ``parse`` mirrors ``emery.systems.parsers.ParserConfig.parse`` (raw, last_line,
-regex) and ``verify`` mirrors the exact, normalized and numeric verifiers, with
-the same feedback texts. The spec's ``parser`` and ``verifier`` are the job's configs as
-JSON (``model_dump``).
+regex, json_object) and ``verify`` mirrors the exact, normalized, numeric and json_object
+verifiers (``emery.verifiers.json_object``, ``json_reply``), with the same scores and
+feedback texts (``tests/unit/test_peer_scoring.py`` holds them to it). The spec's ``parser``
+and ``verifier`` are the job's configs as JSON (``model_dump``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import string
+import unicodedata
 from typing import Any
 
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
 ARTICLES = re.compile(r"\b(a|an|the)\b")
+FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+STRIPPED = ".,;:!?'\"`()[]{}<>\u2018\u2019\u201c\u201d\u00ab\u00bb\u2026"
 
 
 def clip(text: str, limit: int = 120) -> str:
@@ -43,7 +48,33 @@ def parse(parser: dict[str, Any], text: str) -> str:
             )
         last = found[-1]
         return (last.group(1) if last.groups() else last.group(0)).strip()
+    if kind == "json_object":
+        return json.dumps(read_json_object(text), ensure_ascii=False)
     raise ValueError(f"parser kind {kind!r} is not supported by the peer scripts")
+
+
+def read_json_object(text: str) -> dict[str, Any]:
+    """The first JSON object in the reply's fenced blocks (``json`` ones first), then in the
+    reply; ValueError with emery's message when there is none."""
+    if not text.strip():
+        raise ValueError("the reply is empty; it must be a JSON object")
+    blocks = [(m.group(1).lower(), m.group(2)) for m in FENCE.finditer(text)]
+    fenced = [b for tag, b in blocks if tag == "json"] + [b for tag, b in blocks if tag != "json"]
+    why = None
+    for source in [*fenced, text]:
+        start = source.find("{")
+        while start >= 0:
+            try:
+                value, _ = json.JSONDecoder().raw_decode(source, start)
+            except json.JSONDecodeError as exc:
+                why = why or f"{exc.msg} at character {exc.pos - start} of the object"
+            else:
+                if isinstance(value, dict):
+                    return value
+            start = source.find("{", start + 1)
+    if why is None:
+        raise ValueError(f"the reply has no JSON object ({{...}}): {clip(text)!r}")
+    raise ValueError(f"the reply has no JSON object that parses ({why}): {clip(text)!r}")
 
 
 def normalize(text: str) -> str:
@@ -69,6 +100,8 @@ def verify(verifier: dict[str, Any], expected: Any, output: str) -> tuple[float,
     kind, want, got = verifier.get("kind", "exact"), str(expected), str(output)
     if kind == "numeric":
         return _numeric(verifier, want, got)
+    if kind == "json_object":
+        return _json_object(verifier.get("match", "f1"), expected, output)
     if kind == "exact":
         ok = got.strip() == want.strip()
         wrong = f"Expected exactly {clip(want.strip())!r} but got {clip(got.strip())!r}."
@@ -94,4 +127,88 @@ def _numeric(verifier: dict[str, Any], want_text: str, got_text: str) -> tuple[f
     return 0.0, (
         f"Expected {number_text(want)} but the output's final number was {number_text(got)}"
         f" in {clip(got_text)!r}."
+    )
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def normalize_key(text: str) -> str:
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(folded.split()).strip(STRIPPED + " ").strip()
+
+
+def _normalized_tree(value: Any) -> Any:
+    if isinstance(value, str):
+        return normalize_key(value)
+    if isinstance(value, dict):
+        return {normalize_key(str(k)): _normalized_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalized_tree(item) for item in value]
+    return value
+
+
+def normalized_value(value: Any) -> str:
+    if isinstance(value, str):
+        return normalize_key(value)
+    if isinstance(value, dict | list):
+        return _canonical(_normalized_tree(value))
+    return normalize_key(_canonical(value))
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    return clip(json.dumps(value, ensure_ascii=False), limit)
+
+
+def _json_object(match: str, expected: Any, output: Any) -> tuple[float, str]:
+    """Key-value F1 (``match = "f1"``) or exact equality of the reply's JSON object."""
+    want_object = json.loads(expected) if isinstance(expected, str) else expected
+    if not isinstance(want_object, dict):
+        raise ValueError("expected value is not a JSON object")
+    want = _show(want_object, 200)
+    try:
+        got = output if isinstance(output, dict) else read_json_object(str(output))
+    except ValueError as exc:
+        return 0.0, f"The reply must be a JSON object like {want}: {exc}."
+    key, value = (normalize_key, normalized_value) if match == "f1" else (str, _canonical)
+    replied = {key(str(k)): (str(k), v) for k, v in got.items()}
+    wanted = {key(str(k)) for k in want_object}
+    right, wrong, missing = [], [], []
+    for name, gold in want_object.items():
+        found = replied.get(key(str(name)))
+        if found is None:
+            missing.append((str(name), gold))
+        elif value(found[1]) == value(gold):
+            right.append(str(name))
+        else:
+            wrong.append((str(name), gold, found[1]))
+    extra = [(k, v) for norm, (k, v) in replied.items() if norm not in wanted]
+    parts = []
+    if missing:
+        parts.append(
+            "missing keys: " + ", ".join(f"{_show(k)} (expected {_show(v)})" for k, v in missing)
+        )
+    if extra:
+        parts.append("extra keys: " + ", ".join(f"{_show(k)} (= {_show(v)})" for k, v in extra))
+    if wrong:
+        shown = ", ".join(f"{_show(k)} expected {_show(w)} but got {_show(g)}" for k, w, g in wrong)
+        parts.append(f"wrong values: {shown}")
+    problems = "; ".join(parts)
+    if match == "exact":
+        if not problems:
+            return 1.0, f"Correct: exactly {want}."
+        return 0.0, f"Expected exactly {want}; {problems}."
+    n_replied, n_expected = (
+        len(right) + len(wrong) + len(extra),
+        len(right) + len(wrong) + len(missing),
+    )
+    precision = len(right) / n_replied if n_replied else 1.0
+    recall = len(right) / n_expected if n_expected else 1.0
+    score = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    if not problems:
+        return score, f"Correct: every key and value of {want}."
+    return score, (
+        f"Key-value F1 {score:.2f} (precision {precision:.2f}, recall {recall:.2f}) against"
+        f" {want}; {problems}."
     )
