@@ -5,6 +5,7 @@ on the metric emery reports."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -87,3 +88,9 @@ def test_a_peer_needs_a_stage_with_one_user_turn() -> None:
     system_turn = StageConfig(name="s", messages=[{"role": "system", "template": "{text}"}])
     with pytest.raises(SystemExit, match="one user turn"):
         input_field(system_turn)
+
+
+def test_a_peer_carries_an_object_gold_output_as_json() -> None:
+    carried = scoring.expected_text(GOLD)
+    assert scoring.verify({"kind": "json_object"}, carried, json.dumps(GOLD))[0] == 1.0
+    assert scoring.expected_text("7") == "7"

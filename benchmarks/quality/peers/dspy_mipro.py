@@ -27,7 +27,7 @@ from typing import Any
 
 import dspy
 from dspy.clients.base_lm import GLOBAL_HISTORY
-from scoring import verify
+from scoring import expected_text, verify
 
 
 def fraction(percent: float | None) -> float | None:
@@ -80,7 +80,7 @@ def usage(model: str) -> dict[str, int]:
 def examples(rows: list[dict[str, Any]], field: str) -> list[Any]:
     return [
         dspy.Example(
-            **{field: str(row["input"][field]), "answer": str(row["expected"])}
+            **{field: str(row["input"][field]), "answer": expected_text(row["expected"])}
         ).with_inputs(field)
         for row in rows
     ]

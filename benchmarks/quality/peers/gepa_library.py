@@ -24,7 +24,7 @@ from typing import Any
 import gepa
 from gepa.adapters.default_adapter.default_adapter import DefaultAdapter, EvaluationResult
 from gepa.utils.stop_condition import TimeoutStopCondition
-from scoring import parse, verify
+from scoring import expected_text, parse, verify
 
 
 class Scorer:
@@ -83,7 +83,7 @@ def rows(items: list[dict[str, Any]], field: str) -> list[dict[str, Any]]:
         {
             "input": str(item["input"][field]),
             "additional_context": {},
-            "answer": str(item["expected"]),
+            "answer": expected_text(item["expected"]),
         }
         for item in items
     ]

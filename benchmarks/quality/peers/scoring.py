@@ -29,6 +29,11 @@ def clip(text: str, limit: int = 120) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def expected_text(expected: Any) -> str:
+    """A row's expected output as the text a peer carries: JSON for anything but text."""
+    return expected if isinstance(expected, str) else json.dumps(expected, ensure_ascii=False)
+
+
 def parse(parser: dict[str, Any], text: str) -> str:
     """The stage's output read from ``text``; ValueError with emery's message if it has none."""
     kind = parser.get("kind", "raw")
