@@ -14,6 +14,7 @@ from emery.verifiers.base import Verdict, as_text, clip
 from emery.verifiers.judge import (
     FIELD_CHARS,
     JUDGE_SYSTEM,
+    Grading,
     JudgeReplyError,
     JudgeVerifier,
     extract_json,
@@ -48,9 +49,7 @@ class ContrastiveJudge(JudgeVerifier):
     def messages(self, example: Example, output: Any) -> list[ChatMessage]:
         parts = [
             "Compare the answer with the reference answer to the task below, fact by fact.",
-            section("Input", render_input(example)),
-            section("Reference answer", clip(as_text(example.expected), FIELD_CHARS)),
-            section("Answer", clip(as_text(output), FIELD_CHARS)),
+            *_task(example, output),
             "List the facts of the reference answer that the answer misses and those it"
             " gets wrong (wording and extra detail do not matter), then score it. Reply"
             " with this JSON object only:\n" + json.dumps(REPLY_SHAPE, indent=1),
@@ -59,6 +58,21 @@ class ContrastiveJudge(JudgeVerifier):
             {"role": "system", "content": JUDGE_SYSTEM},
             {"role": "user", "content": "\n\n".join(parts)},
         ]
+
+    def grading(self, example: Example, output: Any) -> Grading:
+        """The answer's agreement with the gold output as one grade."""
+        brief = "\n\n".join(
+            [
+                "Compare the answer with the reference answer to the task below, fact by fact"
+                " (wording and extra detail do not matter).",
+                *_task(example, output),
+            ]
+        )
+        return Grading(
+            brief,
+            lowest="every fact of the reference answer is missing or wrong",
+            highest="every fact of the reference answer is present and right",
+        )
 
     def read(self, example: Example, reply: str) -> Verdict:
         value = extract_json(reply)
@@ -79,6 +93,14 @@ class ContrastiveJudge(JudgeVerifier):
         if reason:
             lines.append(reason + ".")
         return Verdict(score=score, feedback=" ".join(lines))
+
+
+def _task(example: Example, output: Any) -> list[str]:
+    return [
+        section("Input", render_input(example)),
+        section("Reference answer", clip(as_text(example.expected), FIELD_CHARS)),
+        section("Answer", clip(as_text(output), FIELD_CHARS)),
+    ]
 
 
 def _facts(value: Any) -> list[str]:

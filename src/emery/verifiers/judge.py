@@ -1,9 +1,11 @@
-"""The LLM judge behind the ``rubric`` and ``contrastive`` verifiers.
+"""The LLM judge behind the ``rubric``, ``contrastive`` and ``preference`` verifiers.
 
-A judge verifier asks the judge model (``[lm.judge]``; the task model when unset) for a JSON
-verdict, reads it robustly (a fenced block or the first JSON object of the reply, scores
-clamped to [0, 1]) and turns it into a ``Verdict`` whose feedback is the judge's reasoning,
-which reflection reads. A reply that cannot be read scores 0 with feedback saying so and is
+A judge verifier asks the judge model (``[lm.judge]``; the task model when unset) and turns
+its reply into a ``Verdict`` whose feedback is the judge's reasoning, which reflection
+reads. How it asks and reads is its ``JudgeScoring``: by default (``JsonVerdict``) the
+verifier's own JSON verdict, read robustly (a fenced block or the first JSON object of the
+reply, scores clamped to [0, 1]); ``verifiers.grade_scoring`` reads a grade's token
+probabilities instead. A reply that cannot be read scores 0 with feedback saying so and is
 counted in ``stats``; it never fails the rollout. A judge model that raises is a verifier
 error, which the evaluator records like any other.
 """
@@ -15,12 +17,13 @@ import json
 import logging
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Protocol, Self
 
 from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage, Example
-from emery.lm.base import LM
+from emery.lm.base import LM, Completion
 from emery.verifiers.base import Verdict, Verifier, as_text, clip
 
 log = logging.getLogger(__name__)
@@ -42,10 +45,55 @@ class JudgeReplyError(ValueError):
 
 @dataclass
 class JudgeStats:
-    """What a judge verifier has done: judge calls made and replies it could not read."""
+    """What a judge verifier has done: judge calls made, replies it could not read, and
+    grades read from the reply's text because the judge model gave no token probabilities
+    (``text_grades``, with ``scoring = "logprobs"``)."""
 
     calls: int = 0
     unreadable: int = 0
+    text_grades: int = 0
+
+
+@dataclass(frozen=True)
+class Grading:
+    """What a judge is asked to grade on one scale: the task, answer and standard
+    (``brief``), and what the lowest and the highest grade mean."""
+
+    brief: str
+    lowest: str
+    highest: str
+
+
+class JudgeScoring(Protocol):
+    """How a judge verifier asks its model and turns the reply into a verdict."""
+
+    name: str
+    params: Mapping[str, Any]
+    """What the judge call asks besides the messages (``complete``'s keyword arguments)."""
+
+    def messages(
+        self, verifier: JudgeVerifier, example: Example, output: Any
+    ) -> list[ChatMessage]: ...
+
+    def verdict(self, verifier: JudgeVerifier, example: Example, reply: Completion) -> Verdict:
+        """The verdict the reply holds; ``JudgeReplyError`` when it holds none."""
+        ...
+
+
+class JsonVerdict:
+    """The verifier's own prompt and JSON verdict (``scoring = "json"``)."""
+
+    name = "json"
+    params: Mapping[str, Any] = {}
+
+    def messages(self, verifier: JudgeVerifier, example: Example, output: Any) -> list[ChatMessage]:
+        return verifier.messages(example, output)
+
+    def verdict(self, verifier: JudgeVerifier, example: Example, reply: Completion) -> Verdict:
+        return verifier.read(example, reply.text)
+
+
+JSON_VERDICT = JsonVerdict()
 
 
 def extract_json(text: str) -> Any:
@@ -106,13 +154,16 @@ def section(title: str, body: str) -> str:
 
 class JudgeVerifier:
     """Base of the verifiers that ask a judge model: subclasses write the prompt
-    (``messages``) and read the reply (``read``, raising ``JudgeReplyError``)."""
+    (``messages``) and read the reply (``read``, raising ``JudgeReplyError``); one that can
+    be graded on a scale also says what to grade (``grading``). ``scoring`` picks which
+    of the two the judge is asked for."""
 
     kind: ClassVar[str] = "judge"
     needs_expected: bool = False
 
-    def __init__(self, judge: LM | None = None) -> None:
+    def __init__(self, judge: LM | None = None, *, scoring: JudgeScoring | None = None) -> None:
         self.judge = judge
+        self.scoring = scoring or JSON_VERDICT
         self.stats = JudgeStats()
 
     def with_judge(self, judge: LM) -> Self:
@@ -128,14 +179,19 @@ class JudgeVerifier:
     def read(self, example: Example, reply: str) -> Verdict:
         raise NotImplementedError
 
+    def grading(self, example: Example, output: Any) -> Grading:
+        """What to grade ``output`` on, for a scoring that asks for one grade."""
+        raise NotImplementedError(f"the {self.kind} verifier cannot be graded on a scale")
+
     async def verify(self, example: Example, output: Any, trace: Any = None) -> Verdict:
         """Ask the judge about ``output`` and turn its reply into a verdict."""
         if self.judge is None:
             raise ConfigError(f"the {self.kind} verifier has no judge model (set [lm.judge])")
         self.stats.calls += 1
-        completion = await self.judge.complete(self.messages(example, output))
+        messages = self.scoring.messages(self, example, output)
+        completion = await self.judge.complete(messages, **self.scoring.params)
         try:
-            return self.read(example, completion.text)
+            return self.scoring.verdict(self, example, completion)
         except JudgeReplyError as exc:
             self.stats.unreadable += 1
             log.warning("the %s judge's reply on example %s: %s", self.kind, example.id, exc)

@@ -19,8 +19,10 @@ from emery.verifiers.base import Verifier
 from emery.verifiers.config import VerifierConfig, VerifierKind
 from emery.verifiers.contrastive import ContrastiveJudge
 from emery.verifiers.feedback_score import FeedbackScore
+from emery.verifiers.grade_scoring import GRADE_PROBABILITIES
 from emery.verifiers.json_field import JsonFieldMatch
 from emery.verifiers.json_object import JsonMatch, JsonObjectMatch
+from emery.verifiers.judge import JSON_VERDICT, JudgeScoring
 from emery.verifiers.numeric import NumericMatch
 from emery.verifiers.preference import PreferenceJudge
 from emery.verifiers.python import CallableVerifier
@@ -40,7 +42,7 @@ _FLAT_SCOPE: dict[str, Any] = {
 }
 """The options of the one flat settings table, at its defaults."""
 
-_LATER_SCOPE: dict[str, Any] = {"agreement": "mae", "match": "f1"}
+_LATER_SCOPE: dict[str, Any] = {"agreement": "mae", "match": "f1", "scoring": "json"}
 """Options added to the flat table after evaluations were first stored: in a scope only
 when set to something else."""
 
@@ -120,18 +122,28 @@ class PythonConfig(BuiltinConfig):
     function: str
 
 
+ScoringName = Literal["json", "logprobs"]
+"""How a graded judge scores: its JSON verdict, or the expected 1-5 grade under its token
+probabilities (``verifiers.grade_scoring``)."""
+
+SCORINGS: dict[str, JudgeScoring] = {"json": JSON_VERDICT, "logprobs": GRADE_PROBABILITIES}
+
+
 class RubricConfig(BuiltinConfig):
     """``rubric``: the judge model scores the output on ``[[verifier.criteria]]`` (and an
-    example's ``meta["rubric"]``)."""
+    example's ``meta["rubric"]``); ``scoring`` as ``ScoringName``."""
 
     kind: Literal["rubric"] = "rubric"
     criteria: list[Criterion] = Field(default_factory=list)
+    scoring: ScoringName = "json"
 
 
 class ContrastiveConfig(BuiltinConfig):
-    """``contrastive``: the judge model compares the output with the gold output."""
+    """``contrastive``: the judge model compares the output with the gold output;
+    ``scoring`` as ``ScoringName``."""
 
     kind: Literal["contrastive"] = "contrastive"
+    scoring: ScoringName = "json"
 
 
 class PreferenceConfig(VerifierConfig):
@@ -191,10 +203,16 @@ PYTHON = VerifierKind(
     "python", PythonConfig, lambda config, judge: CallableVerifier(config.function)
 )
 RUBRIC = VerifierKind(
-    "rubric", RubricConfig, lambda config, judge: RubricJudge(config.criteria, judge=judge)
+    "rubric",
+    RubricConfig,
+    lambda config, judge: RubricJudge(
+        config.criteria, judge=judge, scoring=SCORINGS[config.scoring]
+    ),
 )
 CONTRASTIVE = VerifierKind(
-    "contrastive", ContrastiveConfig, lambda config, judge: ContrastiveJudge(judge)
+    "contrastive",
+    ContrastiveConfig,
+    lambda config, judge: ContrastiveJudge(judge, scoring=SCORINGS[config.scoring]),
 )
 PREFERENCE = VerifierKind(
     "preference",

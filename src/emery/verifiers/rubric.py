@@ -24,7 +24,9 @@ from emery.verifiers.base import Verdict, as_text, clip
 from emery.verifiers.judge import (
     FIELD_CHARS,
     JUDGE_SYSTEM,
+    Grading,
     JudgeReplyError,
+    JudgeScoring,
     JudgeVerifier,
     extract_json,
     read_score,
@@ -91,8 +93,14 @@ class RubricJudge(JudgeVerifier):
 
     kind: ClassVar[str] = "rubric"
 
-    def __init__(self, criteria: Sequence[Criterion] = (), *, judge: LM | None = None) -> None:
-        super().__init__(judge)
+    def __init__(
+        self,
+        criteria: Sequence[Criterion] = (),
+        *,
+        judge: LM | None = None,
+        scoring: JudgeScoring | None = None,
+    ) -> None:
+        super().__init__(judge, scoring=scoring)
         self.criteria = list(criteria)
         if self.criteria:
             check_criteria(self.criteria, "verifier.criteria")
@@ -117,12 +125,7 @@ class RubricJudge(JudgeVerifier):
         shape = {c.name: {"score": "<0 to 1>", "reason": "<one sentence>"} for c in criteria}
         parts = [
             "Grade the answer to the task below on each criterion.",
-            section("Input", render_input(example)),
-            section("Answer", clip(as_text(output), FIELD_CHARS)),
-        ]
-        if example.expected is not None:
-            parts.append(section("Reference answer", clip(as_text(example.expected), FIELD_CHARS)))
-        parts += [
+            *_task(example, output),
             section("Criteria", listed),
             "Give each criterion a score from 0 (not met) to 1 (fully met) and a one-sentence"
             " reason that says what is missing or wrong. Reply with this JSON object only:\n"
@@ -132,6 +135,24 @@ class RubricJudge(JudgeVerifier):
             {"role": "system", "content": JUDGE_SYSTEM},
             {"role": "user", "content": "\n\n".join(parts)},
         ]
+
+    def grading(self, example: Example, output: Any) -> Grading:
+        """The whole rubric as one grade (weights shown where they differ)."""
+        criteria = self.criteria_for(example)
+        check_criteria(criteria, f"example {example.id}")
+        listed = "\n".join(
+            f"{number}. {c.name}: {c.description or c.name}"
+            + (f" (weight {c.weight:g})" if c.weight != 1 else "")
+            for number, c in enumerate(criteria, 1)
+        )
+        brief = "\n\n".join(
+            [
+                "Grade the answer to the task below on the criteria.",
+                *_task(example, output),
+                section("Criteria", listed),
+            ]
+        )
+        return Grading(brief, lowest="meets none of the criteria", highest="fully meets all")
 
     def read(self, example: Example, reply: str) -> Verdict:
         criteria = self.criteria_for(example)
@@ -153,6 +174,17 @@ class RubricJudge(JudgeVerifier):
         total = sum(c.weight for c in criteria)
         score = min(1.0, max(0.0, sum(c.weight * s for c, s, _ in scored) / total))
         return Verdict(score=score, feedback=_feedback(score, scored))
+
+
+def _task(example: Example, output: Any) -> list[str]:
+    """The input, the answer and the reference answer where there is one."""
+    parts = [
+        section("Input", render_input(example)),
+        section("Answer", clip(as_text(output), FIELD_CHARS)),
+    ]
+    if example.expected is not None:
+        parts.append(section("Reference answer", clip(as_text(example.expected), FIELD_CHARS)))
+    return parts
 
 
 def _entries(value: Any, count: int) -> dict[str, Any]:
