@@ -3,16 +3,19 @@ given budget, the event each run records first, and the line the CLI prints for 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pytest
 import test_apo_support as apo_support
 from events_support import payloads
+from test_gepa_support import _FENCED as FENCED
 from test_gepa_support import run_gepa, word_problem_context, word_problems
 
 from emery.algorithms.apo import Apo
 from emery.algorithms.apo.plan import ApoPlanInputs, make_apo_plan
 from emery.algorithms.apo.settings import ApoSettings
+from emery.algorithms.base import SearchContext
 from emery.algorithms.gepa import Gepa
 from emery.algorithms.gepa.plan import (
     GepaPlanInputs,
@@ -23,7 +26,9 @@ from emery.algorithms.gepa.plan import (
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.separation import examples_for
 from emery.core.events import ApoPlanned, ApoRoundCut, Event, GepaPlanned
+from emery.core.models import ChatMessage
 from emery.evaluation.budget import BudgetConfig
+from emery.lm import FakeLM
 from emery.reports.event_text import describe_event, event_line
 from emery.server.views import plan_view
 from emery.store import MemoryStore
@@ -47,13 +52,16 @@ def test_gepa_plans_the_iterations_the_budget_pays_for() -> None:
 
     assert plan.iteration_cost == 6  # parent and child on a minibatch of 3
     assert plan.acceptance_cost == 10  # an accepted child on all of val
-    assert plan.iterations == (100 - 10) // 6 == 15
-    assert (plan.reflection_iterations, plan.operator_iterations) == (10, 5)
-    assert plan.reflection_calls == 10 * 3  # proposal_attempts per reflection
-    assert plan.metric_calls == {"baseline": 10, "iterations": 90, "total": 100}
+    # a step starts only while 3 + 10 calls are left: 90 -> 84 -> ... -> 18 -> 12
+    assert plan.iterations == (90 - 13) // 6 + 1 == 13
+    assert plan.unspent == 90 - 13 * 6 == 12
+    assert (plan.reflection_iterations, plan.operator_iterations) == (9, 4)
+    assert plan.reflection_calls == 9 * 3  # proposal_attempts per reflection
+    assert plan.metric_calls == {"baseline": 10, "iterations": 78, "total": 88}
     assert plan.merges == 5
-    assert plan.summary.startswith("gepa plan: seed on 10 val, then up to 15 iterations")
-    assert "10 reflection (up to 30 calls), 5 edit-operator (every 3)" in plan.summary
+    assert plan.summary.startswith("gepa plan: seed on 10 val, then up to 13 iterations")
+    assert "9 reflection (up to 27 calls), 4 edit-operator (every 3)" in plan.summary
+    assert any("the last 12 metric calls stay unspent" in note for note in plan.notes)
     assert any("the cost of about 2 iterations" in note for note in plan.notes)
     # an undecided child is judged on up to all 12 train examples (the target needs 55)
     assert (plan.evidence_examples, plan.evidence_cost) == (12, 24)
@@ -75,7 +83,7 @@ def test_gepa_judges_children_on_what_the_separation_needs(budget: int) -> None:
     assert plan.separation is not None
     assert plan.separation.candidates == {100: 0, 200: 1, 400: 2}[budget]
     assert plan.separation.detectable <= 0.2
-    assert plan.iterations == (budget - 40) // 6
+    assert plan.iterations == (budget - 40 - 43) // 6 + 1  # while 3 + 40 calls are left
     if budget == 100:
         assert any("cannot judge one child" in note for note in plan.notes)
 
@@ -126,12 +134,12 @@ def test_graph_gepa_plan_counts_structural_iterations_first() -> None:
     inputs = gepa_inputs(algorithm="graph_gepa", structure_every=2)
     plan = make_gepa_plan(GepaSettings(minibatch_size=3, operator_every=3), inputs)
 
-    assert plan.iterations == 15
-    # 2, 4, ..., 14 are structural; 3, 9, 15 are operators (6 and 12 went to structure)
-    assert (plan.structure_iterations, plan.operator_iterations) == (7, 3)
+    assert plan.iterations == 13
+    # 2, 4, ..., 12 are structural; 3 and 9 are operators (6 and 12 went to structure)
+    assert (plan.structure_iterations, plan.operator_iterations) == (6, 2)
     assert plan.reflection_iterations == 5
     assert plan.summary.startswith("graph_gepa plan:")
-    assert "7 structural" in plan.summary
+    assert "6 structural" in plan.summary
 
 
 async def test_a_gepa_run_records_its_plan_first_and_runs_the_planned_iterations() -> None:
@@ -149,6 +157,60 @@ async def test_a_gepa_run_records_its_plan_first_and_runs_the_planned_iterations
     assert plan.budget_metric_calls == 400
     assert plan.iterations == 4
     assert outcome.state.iteration == 4
+
+
+def poisoned_children_context(budget: int) -> SearchContext:
+    """60 train, 10 val; the task model answers right unless its instruction holds POISON,
+    and every reflection adds a new POISON line: each child is worse than the seed on its
+    first minibatch, so it is rejected there and never scored on val (the plan's case)."""
+    data = word_problems(n_train=60, n_val=10)
+    gold = {e.input["question"]: int(e.expected) for e in data}
+
+    def answer(messages: Sequence[ChatMessage]) -> str:
+        instruction = next((m["content"] for m in messages if m["role"] == "system"), "")
+        right = gold[messages[-1]["content"]]
+        return f"Answer: {right + 1 if 'POISON' in instruction else right}"
+
+    edits = iter(range(10_000))
+
+    def poison(messages: Sequence[ChatMessage]) -> str:
+        current = FENCED.findall(messages[0]["content"])[0].strip()
+        return f"```\n{current} POISON {next(edits)}\n```"
+
+    return word_problem_context(
+        data,
+        budget=BudgetConfig(metric_calls=budget),
+        task=FakeLM(answer, model="fake/task"),
+        reflection=FakeLM(poison, model="fake/reflection"),
+    )
+
+
+@pytest.mark.parametrize(("budget", "k"), [(70, 1), (76, 1), (76, 4), (100, 1), (100, 4)])
+async def test_the_gepa_plan_counts_the_iterations_a_run_makes_before_the_tail_stop(
+    budget: int, k: int
+) -> None:
+    """A step starts only while the calls left pay for a child's minibatch and all of val
+    (3 + 10): the plan counts the iterations that fit before that and the calls left
+    unspent. Before, it counted (budget - 10) // 6 iterations (10, 11 and 15 here) and no
+    unspent calls, where one child a step makes 8, 9 and 13 and leaves 12 calls, and four
+    a step make 11 and 15 and leave none."""
+    ctx = poisoned_children_context(budget)
+    settings = {
+        "proposals_per_step": k,
+        "operator_every": 0,
+        "use_merge": False,
+        "stop_when_perfect": False,
+        "skip_perfect": False,
+    }
+
+    outcome, records = await run_gepa(ctx, settings)
+
+    [plan] = payloads(records, GepaPlanned)
+    assert outcome.reason.startswith("metric_calls: the ")
+    assert outcome.state.counters.rejected == outcome.state.iteration  # the plan's case
+    assert plan.iterations == outcome.state.iteration
+    assert plan.unspent == budget - ctx.budget.usage.metric_calls
+    assert plan.metric_calls["total"] == ctx.budget.usage.metric_calls
 
 
 async def test_an_apo_run_records_its_plan_and_is_cut_in_the_round_it_cannot_pay_for() -> None:
@@ -216,8 +278,8 @@ def test_the_dashboard_shows_a_gepa_plan() -> None:
     assert view is not None
     assert view["kind"] == "gepa.plan"
     assert view["summary"] == plan.summary
-    assert view["figures"]["iterations"] == 15
-    assert view["figures"]["metric_calls.total"] == 100
+    assert view["figures"]["iterations"] == 13
+    assert view["figures"]["metric_calls.total"] == 88
 
 
 @pytest.mark.parametrize(("budget", "children"), [(100, 1), (200, 3), (400, 8)])

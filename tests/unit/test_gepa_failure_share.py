@@ -134,4 +134,4 @@ def test_the_plan_counts_three_minibatches_an_iteration() -> None:
     inputs = GepaPlanInputs("gepa", 30, 10, 1, 130, operators=True)
     assert make_gepa_plan(GepaSettings(), inputs).iteration_cost == 6
     plan = make_gepa_plan(GepaSettings(failure_share=0.5), inputs)
-    assert (plan.iteration_cost, plan.iterations) == (9, 13)  # (130 - 10) // 9
+    assert (plan.iteration_cost, plan.iterations) == (9, 12)  # while 3 + 10 of 120 are left

@@ -163,8 +163,10 @@ def test_the_plan_counts_the_children_of_a_step() -> None:
     inputs = GepaPlanInputs("gepa", 30, 10, 1, 130, operators=True)
     one = make_gepa_plan(GepaSettings(), inputs)
     four = make_gepa_plan(GepaSettings(proposals_per_step=4), inputs)
-    assert one.iterations == four.iterations == 20  # (130 - 10) // (2 x 3): children
-    assert one.metric_calls == four.metric_calls
+    # 120 calls after the seed, 6 a child, a step only while 3 + 10 are left: one child a
+    # step stops at 12 left; four a step spend 24 a step down to none
+    assert (one.iterations, one.unspent) == (18, 12)
+    assert (four.iterations, four.unspent) == (20, 0)
     assert not any("children a step" in note for note in one.notes)
     assert any("4 children a step" in n and "about 5 steps" in n for n in four.notes)
 

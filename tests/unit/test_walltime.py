@@ -154,15 +154,15 @@ def gepa_plan(max_iterations: int = 15) -> PlanPayload:
 
 
 def test_pace_warning_counts_the_gepa_iterations_the_time_left_holds() -> None:
-    plan = gepa_plan()  # 15 iterations of 6 metric calls after the seed's 10
+    plan = gepa_plan()  # 13 iterations of 6 metric calls after the seed's 10 (12 unspent)
     pace = Pace(seconds=10.0, metric_calls=10)  # 1 s per call
 
     short = pace_warning(plan, pace, wall_time_s=40, used_s=10)
 
     assert isinstance(short, PaceWarning)
-    assert (short.planned_trials, short.planned_calls, short.trials_held) == (15, 90, 5)
+    assert (short.planned_trials, short.planned_calls, short.trials_held) == (13, 78, 5)
     assert short.message().startswith(
-        "the wall-time budget of 40 s holds about 5 of the 15 planned iterations at the"
+        "the wall-time budget of 40 s holds about 5 of the 13 planned iterations at the"
         " measured pace of 1 s per metric call"
     )
     assert pace_warning(plan, pace, wall_time_s=100, used_s=10) is None  # 90 s left: enough

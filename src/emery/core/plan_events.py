@@ -78,10 +78,12 @@ class GepaPlanned(PlanPayload):
     (``acceptance_cost``); while the paired evidence is undecided and the child ahead, both
     are scored on more minibatches, up to ``evidence_examples`` (``evidence_cost`` metric
     calls). ``iterations`` is how many the budget pays for when every child is decided on
-    its first minibatch and none is accepted (capped by ``max_iterations``; None: no limit
+    its first minibatch and none is accepted, a step starting only while the calls left pay
+    for a child's minibatch and all of val (capped by ``max_iterations``; None: no limit
     on either), split by what proposes the child: the reflection LM, an LM-free edit
     operator (prompt programs, every ``operator_every``-th iteration) or, in
-    ``graph_gepa``, a structural mutation (every ``structure_every``-th).
+    ``graph_gepa``, a structural mutation (every ``structure_every``-th). ``unspent``: the
+    metric calls those iterations leave (None: no metric-call limit, or an older plan).
     """
 
     kind: ClassVar[str] = "gepa.plan"
@@ -95,6 +97,7 @@ class GepaPlanned(PlanPayload):
     iteration_cost: int
     acceptance_cost: int
     iterations: int | None
+    unspent: int | None = None
     max_iterations: int | None = None
     reflection_iterations: int | None = None
     operator_iterations: int | None = None

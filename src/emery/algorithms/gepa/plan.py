@@ -4,14 +4,18 @@ An iteration scores the parent and its child on one train minibatch (2 x the min
 size in metric calls). A child the paired evidence cannot yet decide on and that is ahead
 (or tied, once) is scored with its parent on more minibatches, up to the evidence examples
 (``evidence_examples``: 2 x that in calls); an accepted child is scored on all of val
-besides. So the budget left after the seed's val score pays for at most
-``(budget - val) // (2 x minibatch)`` iterations (every child decided on its first
-minibatch and none accepted), and for about ``(budget - val) // (2 x evidence + val)``
-children judged on all the evidence examples and accepted: the children the budget can
-separate (``algorithms.separation``). Train rollouts already scored are free, so the real
-counts can differ a little either way. An iteration is one child: with
-``proposals_per_step`` k, a step runs k iterations at once (fewer when the metric calls
-left pay for fewer), so the counts above hold for any k.
+besides. A step starts only while the calls left can pay for a new candidate to join the
+pool (a child's minibatch and all of val: the tail stop, ``Gepa._calls_to_join``), so the
+budget left after the seed's val score pays for at most the iterations that fit before
+fewer than ``minibatch + val`` calls are left (every child decided on its first minibatch
+and none accepted; ``affordable_iterations``), and the calls left then stay unspent
+(``unspent``). It pays for about ``(budget - val) // (2 x evidence + val)`` children
+judged on all the evidence examples and accepted: the children the budget can separate
+(``algorithms.separation``). Train rollouts already scored are free, so the real counts
+can differ a little either way. An iteration is one child: with ``proposals_per_step`` k,
+a step runs k iterations at once (fewer when the metric calls left pay for fewer), so a
+step that starts just above the tail can spend calls a single child would have left, and
+k changes the count a little.
 
 The evidence examples default to what a 20-point difference needs for a typical pair
 (``algorithms.separation``, 55) rather than a fixed number of minibatches: the minibatch
@@ -75,6 +79,23 @@ def evidence_examples(settings: GepaSettings, n_train: int) -> int:
     return max(1, min(n_train, max(wanted, settings.minibatch_size)))
 
 
+def affordable_iterations(left: int, cost: int, to_join: int, per_step: int) -> tuple[int, int]:
+    """The iterations ``left`` metric calls pay for, each costing ``cost``, ``per_step`` of
+    them a step (fewer when the calls left pay for fewer, never none), a step starting only
+    while at least ``to_join`` calls are left (the tail stop); and the calls left unspent."""
+    cost, per_step = max(cost, 1), max(per_step, 1)
+    step = per_step * cost
+    full_from = max(to_join, step)  # a step of all per_step children starts from here
+    iterations = 0
+    if left >= full_from:
+        steps = (left - full_from) // step + 1
+        iterations, left = steps * per_step, left - steps * step
+    while left >= max(to_join, 1):  # below full_from: at most a few short steps
+        children = min(per_step, max(1, left // cost))
+        iterations, left = iterations + children, max(0, left - children * cost)
+    return iterations, left
+
+
 def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanned:
     """The plan of a run with ``settings`` on data and a budget like ``inputs``."""
     n_val, budget = inputs.n_val, inputs.budget_metric_calls
@@ -82,11 +103,17 @@ def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanne
     cost = (2 if settings.failure_share is None else 3) * minibatch
     evidence = evidence_examples(settings, inputs.n_train)
     judged = None if budget is None else max(0, budget - n_val) // (2 * evidence + n_val)
-    iterations = None if budget is None else max(0, budget - n_val) // max(cost, 1)
-    if settings.max_iterations is not None:
-        iterations = min(
-            settings.max_iterations, settings.max_iterations if iterations is None else iterations
+    iterations, unspent = None, None
+    if budget is not None:
+        iterations, unspent = affordable_iterations(
+            max(0, budget - n_val), cost, minibatch + n_val, settings.proposals_per_step
         )
+    if settings.max_iterations is not None and (
+        iterations is None or settings.max_iterations < iterations
+    ):
+        iterations = settings.max_iterations
+        if budget is not None:
+            unspent = max(0, budget - n_val - iterations * cost)
     operator_every = settings.operator_every if inputs.operators else 0
     split = (
         None if iterations is None else _split(iterations, operator_every, inputs.structure_every)
@@ -99,7 +126,7 @@ def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanne
         summary="",
         metric_calls=metric_calls,
         budget_metric_calls=budget,
-        notes=_notes(settings, inputs, cost, iterations, judged),
+        notes=_notes(settings, inputs, cost, iterations, judged, unspent),
         algorithm=inputs.algorithm,
         val_size=n_val,
         train_size=inputs.n_train,
@@ -109,6 +136,7 @@ def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanne
         iteration_cost=cost,
         acceptance_cost=n_val,
         iterations=iterations,
+        unspent=unspent,
         max_iterations=settings.max_iterations,
         reflection_iterations=None if split is None else split.reflection,
         operator_iterations=None if split is None else split.operator,
@@ -132,6 +160,7 @@ def _notes(
     cost: int,
     iterations: int | None,
     judged: int | None,
+    unspent: int | None,
 ) -> list[str]:
     notes = []
     if judged == 0 and iterations:
@@ -147,6 +176,13 @@ def _notes(
         )
     if iterations == 0:
         notes.append(f"the budget pays for the seed's val score but not one iteration ({cost})")
+    if unspent:
+        notes.append(
+            f"the last {unspent} metric calls stay unspent: a step starts only while the"
+            f" calls left pay for a child's minibatch and all of val"
+            f" ({min(settings.minibatch_size, inputs.n_train) + inputs.n_val}), so that its"
+            " child could still join the pool"
+        )
     k = settings.proposals_per_step
     if k > 1:
         steps = "" if iterations is None else f": about {math.ceil(iterations / k)} steps"
