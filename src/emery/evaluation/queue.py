@@ -11,6 +11,12 @@ of queuing a new one: its result is picked up, not paid again.
 
 While no runner claims any of the batch's rollouts, ``RunnerWait`` warns once (naming
 the command that starts a runner) and fails the job after ``[runtime] runner_wait_s``.
+
+When the wait is cancelled (the wall time ran out mid-step, ``Budget.within_wall_time``;
+a pause or a cancel of the job), the batch's rollouts still waiting in the queue are
+withdrawn (``cancelled``): no runner claims them later, and no result of theirs is ever
+picked up and charged. Rollouts a runner holds already run on; a step repeated after a
+pause takes their results and queues the withdrawn ones anew.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ DEFAULT_RUNNER_WAIT_S = 600.0
 NOTICE_S = 2.0
 
 _PREFERENCE = {"succeeded": 0, "failed": 0, "running": 1, "preparing": 1, "queuing": 2}
+WITHDRAWN = "withdrawn from the queue: the step waiting for it was cut or stopped"
 
 
 def queued_result(rollout: Rollout) -> ExampleResult:
@@ -158,6 +165,20 @@ class QueueExecutor:
         """Queue ``examples`` (or take their rollouts already queued) and wait for every
         result; ``done`` hears each as it is picked up."""
         waiting = self._enqueue(candidate, examples, split, host.runner.config)
+        try:
+            await self._collect(candidate, split, waiting, done)
+        except asyncio.CancelledError:
+            self._withdraw(waiting)
+            raise
+
+    async def _collect(
+        self,
+        candidate: Candidate,
+        split: Split | None,
+        waiting: dict[str, list[int]],
+        done: Done,
+    ) -> None:
+        """Poll until every rollout in ``waiting`` has finished, telling ``done``."""
         wait = RunnerWait(self.store.url, limit_s=self.runner_wait_s, notice_s=self.notice_s)
         delay = self.poll_s
         while waiting:
@@ -176,6 +197,12 @@ class QueueExecutor:
             if waiting:
                 delay = self.poll_s if finished else min(delay * 1.5, self.max_poll_s)
                 await asyncio.sleep(delay)
+
+    def _withdraw(self, waiting: dict[str, list[int]]) -> None:
+        """Cancel the rollouts of ``waiting`` that no runner has claimed yet."""
+        withdrawn = self.store.withdraw_rollouts(list(waiting), error=WITHDRAWN)
+        if withdrawn:
+            log.info("withdrew %d queued rollouts no runner had claimed", withdrawn)
 
     def _enqueue(
         self,

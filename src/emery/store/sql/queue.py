@@ -13,6 +13,7 @@ rollout, so they are built once (``@cache``) with bound parameters, whose names 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -229,6 +230,20 @@ class QueueMixin(SqlBase):
                 .values(status="queuing", error=error)
             )
         return bool(done.rowcount == 1)
+
+    def withdraw_rollouts(self, rollout_ids: Sequence[str], *, error: str) -> int:
+        """Cancel those of ``rollout_ids`` still waiting in the queue (no runner claimed
+        them), so none is claimed later. Returns how many were withdrawn."""
+        if not rollout_ids:
+            return 0
+        r = t.rollouts
+        with self._tx(write=True) as conn:
+            done = conn.execute(
+                update(r)
+                .where(r.c.id.in_(list(rollout_ids)), r.c.status == "queuing")
+                .values(status="cancelled", error=error, finished_at=self.clock())
+            )
+        return int(done.rowcount)
 
     def expire_leases(self, *, job_id: str | None = None) -> int:
         """Give up every live queued attempt whose heartbeat is older than its rollout's
