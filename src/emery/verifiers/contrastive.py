@@ -14,7 +14,6 @@ from emery.verifiers.base import Verdict, as_text, clip
 from emery.verifiers.judge import (
     FIELD_CHARS,
     JUDGE_SYSTEM,
-    Grading,
     JudgeReplyError,
     JudgeVerifier,
     extract_json,
@@ -36,6 +35,9 @@ class ContrastiveJudge(JudgeVerifier):
     """Scores an output by how well it agrees with the gold output, per a judge model."""
 
     kind: ClassVar[str] = "contrastive"
+    grading_question: ClassVar[str] = (
+        "Does the answer state every fact of the reference answer, and state it right?"
+    )
     needs_expected = True
 
     async def verify(self, example: Example, output: Any, trace: Any = None) -> Verdict:
@@ -59,19 +61,14 @@ class ContrastiveJudge(JudgeVerifier):
             {"role": "user", "content": "\n\n".join(parts)},
         ]
 
-    def grading(self, example: Example, output: Any) -> Grading:
-        """The answer's agreement with the gold output as one grade."""
-        brief = "\n\n".join(
+    def grading_brief(self, example: Example, output: Any) -> str:
+        """The task, the reference answer and the answer to compare."""
+        return "\n\n".join(
             [
                 "Compare the answer with the reference answer to the task below, fact by fact"
                 " (wording and extra detail do not matter).",
                 *_task(example, output),
             ]
-        )
-        return Grading(
-            brief,
-            lowest="every fact of the reference answer is missing or wrong",
-            highest="every fact of the reference answer is present and right",
         )
 
     def read(self, example: Example, reply: str) -> Verdict:

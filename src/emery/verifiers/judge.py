@@ -4,10 +4,10 @@ A judge verifier asks the judge model (``[lm.judge]``; the task model when unset
 its reply into a ``Verdict`` whose feedback is the judge's reasoning, which reflection
 reads. How it asks and reads is its ``JudgeScoring``: by default (``JsonVerdict``) the
 verifier's own JSON verdict, read robustly (a fenced block or the first JSON object of the
-reply, scores clamped to [0, 1]); ``verifiers.grade_scoring`` reads a grade's token
-probabilities instead. A reply that cannot be read scores 0 with feedback saying so and is
-counted in ``stats``; it never fails the rollout. A judge model that raises is a verifier
-error, which the evaluator records like any other.
+reply, scores clamped to [0, 1]); ``verifiers.verdict_probability`` asks a yes/no question
+and scores the judge's probability of Yes instead. A reply that cannot be read scores 0
+with feedback saying so and is counted in ``stats``; it never fails the rollout. A judge
+model that raises is a verifier error, which the evaluator records like any other.
 """
 
 from __future__ import annotations
@@ -46,22 +46,12 @@ class JudgeReplyError(ValueError):
 @dataclass
 class JudgeStats:
     """What a judge verifier has done: judge calls made, replies it could not read, and
-    grades read from the reply's text because the judge model gave no token probabilities
-    (``text_grades``, with ``scoring = "logprobs"``)."""
+    verdicts read from the reply's text because the judge model gave no token
+    probabilities (``text_verdicts``, with ``scoring = "logprobs"``)."""
 
     calls: int = 0
     unreadable: int = 0
-    text_grades: int = 0
-
-
-@dataclass(frozen=True)
-class Grading:
-    """What a judge is asked to grade on one scale: the task, answer and standard
-    (``brief``), and what the lowest and the highest grade mean."""
-
-    brief: str
-    lowest: str
-    highest: str
+    text_verdicts: int = 0
 
 
 class JudgeScoring(Protocol):
@@ -154,12 +144,14 @@ def section(title: str, body: str) -> str:
 
 class JudgeVerifier:
     """Base of the verifiers that ask a judge model: subclasses write the prompt
-    (``messages``) and read the reply (``read``, raising ``JudgeReplyError``); one that can
-    be graded on a scale also says what to grade (``grading``). ``scoring`` picks which
-    of the two the judge is asked for."""
+    (``messages``) and read the reply (``read``, raising ``JudgeReplyError``); one that a
+    yes/no question can score also gives that question (``grading_question``) and what it
+    is about (``grading_brief``). ``scoring`` picks which of the two the judge is asked."""
 
     kind: ClassVar[str] = "judge"
     needs_expected: bool = False
+    grading_question: ClassVar[str] = ""
+    """A yes/no question whose Yes means the answer passes (``scoring = "logprobs"``)."""
 
     def __init__(self, judge: LM | None = None, *, scoring: JudgeScoring | None = None) -> None:
         self.judge = judge
@@ -179,9 +171,9 @@ class JudgeVerifier:
     def read(self, example: Example, reply: str) -> Verdict:
         raise NotImplementedError
 
-    def grading(self, example: Example, output: Any) -> Grading:
-        """What to grade ``output`` on, for a scoring that asks for one grade."""
-        raise NotImplementedError(f"the {self.kind} verifier cannot be graded on a scale")
+    def grading_brief(self, example: Example, output: Any) -> str:
+        """The task, the answer and the standard ``grading_question`` asks about."""
+        raise NotImplementedError(f"the {self.kind} verifier has no yes/no question")
 
     async def verify(self, example: Example, output: Any, trace: Any = None) -> Verdict:
         """Ask the judge about ``output`` and turn its reply into a verdict."""

@@ -19,7 +19,6 @@ from emery.verifiers.base import Verifier
 from emery.verifiers.config import VerifierConfig, VerifierKind
 from emery.verifiers.contrastive import ContrastiveJudge
 from emery.verifiers.feedback_score import FeedbackScore
-from emery.verifiers.grade_scoring import GRADE_PROBABILITIES
 from emery.verifiers.json_field import JsonFieldMatch
 from emery.verifiers.json_object import JsonMatch, JsonObjectMatch
 from emery.verifiers.judge import JSON_VERDICT, JudgeScoring
@@ -28,6 +27,7 @@ from emery.verifiers.preference import PreferenceJudge
 from emery.verifiers.python import CallableVerifier
 from emery.verifiers.rubric import Criterion, RubricJudge
 from emery.verifiers.text import Contains, ExactMatch, NormalizedMatch, RegexMatch, TokenF1
+from emery.verifiers.verdict_probability import VERDICT_PROBABILITY
 
 _FLAT_SCOPE: dict[str, Any] = {
     "abs_tol": 1e-6,
@@ -123,10 +123,10 @@ class PythonConfig(BuiltinConfig):
 
 
 ScoringName = Literal["json", "logprobs"]
-"""How a graded judge scores: its JSON verdict, or the expected 1-5 grade under its token
-probabilities (``verifiers.grade_scoring``)."""
+"""How a rubric or contrastive judge scores: its JSON verdict, or its probability of Yes to
+a yes/no question (``verifiers.verdict_probability``)."""
 
-SCORINGS: dict[str, JudgeScoring] = {"json": JSON_VERDICT, "logprobs": GRADE_PROBABILITIES}
+SCORINGS: dict[str, JudgeScoring] = {"json": JSON_VERDICT, "logprobs": VERDICT_PROBABILITY}
 
 
 class RubricConfig(BuiltinConfig):

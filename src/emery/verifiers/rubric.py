@@ -24,7 +24,6 @@ from emery.verifiers.base import Verdict, as_text, clip
 from emery.verifiers.judge import (
     FIELD_CHARS,
     JUDGE_SYSTEM,
-    Grading,
     JudgeReplyError,
     JudgeScoring,
     JudgeVerifier,
@@ -92,6 +91,7 @@ class RubricJudge(JudgeVerifier):
     """Scores an output on weighted criteria with a judge model (see the module doc)."""
 
     kind: ClassVar[str] = "rubric"
+    grading_question: ClassVar[str] = "Does the answer meet the criteria?"
 
     def __init__(
         self,
@@ -136,8 +136,8 @@ class RubricJudge(JudgeVerifier):
             {"role": "user", "content": "\n\n".join(parts)},
         ]
 
-    def grading(self, example: Example, output: Any) -> Grading:
-        """The whole rubric as one grade (weights shown where they differ)."""
+    def grading_brief(self, example: Example, output: Any) -> str:
+        """The task, the answer and the whole rubric (weights shown where they differ)."""
         criteria = self.criteria_for(example)
         check_criteria(criteria, f"example {example.id}")
         listed = "\n".join(
@@ -145,14 +145,13 @@ class RubricJudge(JudgeVerifier):
             + (f" (weight {c.weight:g})" if c.weight != 1 else "")
             for number, c in enumerate(criteria, 1)
         )
-        brief = "\n\n".join(
+        return "\n\n".join(
             [
-                "Grade the answer to the task below on the criteria.",
+                "Judge the answer to the task below on the criteria.",
                 *_task(example, output),
                 section("Criteria", listed),
             ]
         )
-        return Grading(brief, lowest="meets none of the criteria", highest="fully meets all")
 
     def read(self, example: Example, reply: str) -> Verdict:
         criteria = self.criteria_for(example)
