@@ -279,6 +279,7 @@ class Settings:
     max_tokens: int
     concurrency: int
     seed: int
+    judge_scoring: str = "logprobs"
 
 
 def run_config(
@@ -348,7 +349,7 @@ def search_config(
             "proposer": {"model": model, "temperature": 0.7, "max_tokens": 200},
             "reflection": {"model": model, "max_tokens": 300},
         },
-        "verifier": VERIFIERS[settings.verifier],
+        "verifier": verifier_config(settings.verifier, settings.judge_scoring),
         "runtime": {"workdir": str(workdir), "concurrency": settings.concurrency},
         "algorithm": {settings.algorithm: ALGORITHM_SETTINGS[settings.algorithm]},
     }
@@ -365,11 +366,18 @@ def traces_of(store: Store, version: int, *, labeled_only: bool) -> emery.TraceD
     )
 
 
-def judge_agreement(models: Models, examples: list[Example]) -> dict[str, Any]:
+def verifier_config(name: str, judge_scoring: str) -> dict[str, Any]:
+    """The search's ``[verifier]``; a rubric judge scores as ``judge_scoring`` says."""
+    config = dict(VERIFIERS[name])
+    return {**config, "scoring": judge_scoring} if config["kind"] == "rubric" else config
+
+
+def judge_agreement(models: Models, examples: list[Example], judge_scoring: str) -> dict[str, Any]:
     """The rubric judge's rank agreement with the feedback on the labeled recorded
     replies (``label_agreement``, as a job's report measures it), whatever verifier the
-    search used."""
-    verifier = build_verifier(VerifierConfig.model_validate(VERIFIERS["rubric"]), models.judge)
+    search used; the judge scores as ``judge_scoring`` says (``json`` or ``logprobs``)."""
+    config = VerifierConfig.model_validate(verifier_config("rubric", judge_scoring))
+    verifier = build_verifier(config, models.judge)
     found = asyncio.run(label_agreement(verifier, examples))
     return found.model_dump() if found is not None else {}
 
@@ -506,7 +514,7 @@ def run_round(
     ups = sum(1 for f in thumbs if f >= 1.0)
     print(f"  right by gold: {cell(right)} of {len(traffic)}; thumbs {ups} up of {len(thumbs)}")
     with clock.phase("judge agreement"):
-        judge = judge_agreement(models, [example for _, example in built])
+        judge = judge_agreement(models, [example for _, example in built], settings.judge_scoring)
     print(f"  rubric judge vs feedback: {agreement_cell(judge)}", flush=True)
     instruction = published.show(store, NAME, served).text("solve")
     with clock.phase("search"):
@@ -595,6 +603,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--feedback-share", type=float, default=0.3)
     parser.add_argument("--algorithm", default="mipro", choices=sorted(ALGORITHM_SETTINGS))
     parser.add_argument("--verifier", default="feedback", choices=sorted(VERIFIERS))
+    parser.add_argument(
+        "--judge-scoring",
+        default="logprobs",
+        choices=("json", "logprobs"),
+        help="how the rubric judge scores: its JSON verdict, or its grade probabilities",
+    )
     parser.add_argument("--budget", type=int, default=60, help="metric calls per search")
     parser.add_argument("--search-wall-s", type=int, default=900, help="wall-time cap per search")
     parser.add_argument(
@@ -629,6 +643,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         max_tokens=args.max_tokens,
         concurrency=args.concurrency,
         seed=args.seed,
+        judge_scoring=args.judge_scoring,
     )
     models = models_for(args.model, questions, args.max_tokens, args.concurrency, args.threads)
     stretches = [questions[: args.traffic]] + [

@@ -57,12 +57,15 @@ def writer_lm() -> FakeLM:
 
 
 def judge_lm(golds: Mapping[str, float]) -> FakeLM:
-    """A rubric judge that scores one criterion, ``correct``."""
+    """A rubric judge that scores one criterion, ``correct``: a JSON verdict, or Yes or No
+    when asked a yes/no question (``scoring = "logprobs"``)."""
 
     def reply(messages: Sequence[ChatMessage]) -> str:
         text = "\n".join(m["content"] for m in messages)
         gold = next((g for q, g in golds.items() if q in text), None)
         score = 1 if gold is not None and answer_line(gold) in text else 0
+        if "Answer Yes or No" in text:
+            return ("Yes" if score else "No") + "\nchecked"
         return json.dumps({"criteria": {"correct": {"score": score, "reason": "checked"}}})
 
     return FakeLM(reply, model="fake/judge")

@@ -38,7 +38,7 @@ async def test_the_score_is_the_judges_probability_of_yes() -> None:
     verdict = await verifier.verify(EXAMPLE, "5")
     assert verdict.score == pytest.approx(0.6 / 0.9)
     assert verdict.feedback == (
-        "Judge P(yes) 0.67: does the answer meet the criteria? the total is right."
+        "Judge P(yes) 0.67: does the answer meet the criteria? The total is right."
     )
     assert isinstance(verifier.judge, FakeLM)
     prompt = verifier.judge.calls[0][-1]["content"]

@@ -92,7 +92,8 @@ def text_verdict(text: str) -> bool:
 def reason_of(text: str) -> str:
     """The judge's sentence: the reply after its leading Yes or No, on one line."""
     rest = re.sub(r"^\W*(yes|no)\b\W*", "", text.strip(), count=1, flags=re.IGNORECASE)
-    return " ".join(rest.split()).rstrip(". ")
+    sentence = " ".join(rest.split()).rstrip(". ")
+    return sentence[:1].upper() + sentence[1:]
 
 
 class VerdictProbability:
