@@ -139,7 +139,7 @@ def pair_accuracy(pairs: Sequence[tuple[float, float]]) -> float:
 
 
 def interval(
-    pairs: Sequence[tuple[float, float]], statistic: Any, rng: np.random.Generator
+    pairs: Sequence[tuple[float, float]], statistic: Any, rng: np.random.Generator, draws: int
 ) -> dict[str, Any]:
     """The statistic on the pairs, and its 95% percentile bootstrap interval over pairs."""
 
@@ -149,19 +149,22 @@ def interval(
         return statistic(scores, labels)  # type: ignore[no-any-return]
 
     value = of(pairs)
-    draws = []
-    for _ in range(BOOTSTRAP):
+    found_draws = []
+    for _ in range(draws):
         picked = rng.integers(0, len(pairs), len(pairs))
         found = of([pairs[i] for i in picked])
         if found is not None:
-            draws.append(found)
-    if value is None or not draws:
-        return {"value": None, "low": None, "high": None, "defined_draws": len(draws)}
-    low, high = np.percentile(draws, [2.5, 97.5])
-    return {"value": value, "low": float(low), "high": float(high), "defined_draws": len(draws)}
+            found_draws.append(found)
+    defined = len(found_draws)
+    if value is None or not found_draws:
+        return {"value": None, "low": None, "high": None, "defined_draws": defined}
+    low, high = np.percentile(found_draws, [2.5, 97.5])
+    return {"value": value, "low": float(low), "high": float(high), "defined_draws": defined}
 
 
-def summary(replies: Sequence[Reply], scores: Sequence[float], seed: int) -> dict[str, Any]:
+def summary(
+    replies: Sequence[Reply], scores: Sequence[float], seed: int, draws: int = BOOTSTRAP
+) -> dict[str, Any]:
     """The figures of ``replies`` scored ``scores`` (in the same order)."""
     by_pair: dict[str, dict[bool, float]] = {}
     for reply, score in zip(replies, scores, strict=True):
@@ -175,10 +178,10 @@ def summary(replies: Sequence[Reply], scores: Sequence[float], seed: int) -> dic
         "distinct_scores": len(set(values)),
         "mean_right": float(np.mean([r for r, _ in pairs])),
         "mean_wrong": float(np.mean([w for _, w in pairs])),
-        "auc": interval(pairs, auc, rng),
-        "spearman": interval(pairs, spearman, rng),
+        "auc": interval(pairs, auc, rng, draws),
+        "spearman": interval(pairs, spearman, rng, draws),
         "pairs_ranked_right": interval(
-            pairs, lambda s, _: pair_accuracy(list(zip(s[::2], s[1::2], strict=True))), rng
+            pairs, lambda s, _: pair_accuracy(list(zip(s[::2], s[1::2], strict=True))), rng, draws
         ),
     }
 
@@ -287,6 +290,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads")
     parser.add_argument("--parallel", type=int, default=4, help="replies judged at once")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--bootstrap", type=int, default=BOOTSTRAP, help="bootstrap draws")
     parser.add_argument("--out", type=Path, help="write the figures as JSON")
     return parser.parse_args(argv)
 
@@ -307,12 +311,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             judged = asyncio.run(judge_all(lm, replies, MODES[mode], args.parallel))
             scores = judged.scores
             ordered = [scores[i] for i in range(len(replies))]
-            by_data = {"all": summary(replies, ordered, args.seed)}
+            by_data = {"all": summary(replies, ordered, args.seed, args.bootstrap)}
             for data in ("clinc", "svamp"):
                 chosen = [i for i, r in enumerate(replies) if r.dataset == data]
                 if chosen:
                     picked = [replies[i] for i in chosen]
-                    by_data[data] = summary(picked, [scores[i] for i in chosen], args.seed)
+                    chosen_scores = [scores[i] for i in chosen]
+                    by_data[data] = summary(picked, chosen_scores, args.seed, args.bootstrap)
             results["modes"][mode] = {
                 "by_data": by_data,
                 "unreadable": judged.unreadable,
