@@ -60,6 +60,7 @@ def all_cases() -> list[Case]:
     from cases_fromtraces import fromtraces_cases
     from cases_graphcode import graphcode_cases
     from cases_inputs import inputs_cases
+    from cases_judge import judge_cases
     from cases_parallel import parallel_cases
     from cases_publish import publish_cases
     from cases_registry import registry_cases
@@ -92,4 +93,5 @@ def all_cases() -> list[Case]:
         *together_cases(),
         *agentrl_cases(),
         *sftsample_cases(),
+        *judge_cases(),
     ]
