@@ -77,8 +77,9 @@ def test_the_figures_a_plan_records_and_prints() -> None:
 
     assert figures.describe("trials") == (
         "about 3 trials judged on 40 examples each: +/-17 points,"
-        " a 24-point difference shown 80% of the time"
+        " a 24-point difference shown 80% of the time (20 points need 55 examples each)"
     )
+    assert separation(60, 3).describe("trials").endswith("shown 80% of the time")
     assert separation(40, 1).describe("trials").startswith("about 1 trial judged")
     assert separation(40, None).describe().startswith("candidates judged on 40")
     assert "no difference shown reliably" in separation(2, 2).describe()

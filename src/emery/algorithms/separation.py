@@ -136,4 +136,5 @@ def separation(examples: int, candidates: int | None, a: Assumptions = TYPICAL) 
         target=a.target,
         score=a.score,
         correlation=a.correlation,
+        target_examples=examples_for(a.target, a),
     )

@@ -20,7 +20,8 @@ class Separation(BaseModel):
     paired interval of two equally good candidates is +/- ``half_width`` and a difference
     of ``detectable`` is shown better ``power`` of the time, for a typical pair (each
     scoring ``score``, their per-example scores correlating at ``correlation``). The plan
-    sized its batches to detect ``target``."""
+    sized its batches to detect ``target``, which needs ``target_examples`` shared examples
+    (None in plans recorded before it was)."""
 
     candidates: int | None
     examples: int
@@ -30,10 +31,12 @@ class Separation(BaseModel):
     target: float
     score: float
     correlation: float
+    target_examples: int | None = None
 
     def describe(self, what: str = "candidates", one: str | None = None) -> str:
         """``about 3 trials judged on 40 examples each: +/-17 points, a 24-point
-        difference shown 80% of the time``."""
+        difference shown 80% of the time (20 points need 55 examples each)``: the
+        parenthesis when the target is finer than the examples can show."""
         count = "" if self.candidates is None else f"about {self.candidates} "
         if self.candidates == 1:
             what = one or what.removesuffix("s")
@@ -43,9 +46,14 @@ class Separation(BaseModel):
             if self.detectable < 1
             else "no difference shown reliably"
         )
+        short = (
+            f" ({_points(self.target)} points need {self.target_examples} examples each)"
+            if self.target_examples is not None and self.detectable > self.target
+            else ""
+        )
         return (
             f"{count}{what} judged on {self.examples} examples each:"
-            f" +/-{_points(self.half_width)} points, {shown}"
+            f" +/-{_points(self.half_width)} points, {shown}{short}"
         )
 
 
