@@ -124,6 +124,13 @@ def test_gepa_plan_without_a_budget_or_operators_or_with_max_iterations() -> Non
     assert capped.operator_iterations == 0
     assert capped.reflection_iterations == 4
     assert any("need a prompt program" in note for note in capped.notes)
+    # the calls max_iterations leaves are its doing, not the tail stop's
+    assert capped.unspent == 90 - 4 * capped.iteration_cost
+    unspent = [note for note in capped.notes if "stay unspent" in note]
+    assert unspent == [
+        f"the last {capped.unspent} metric calls stay unspent: max_iterations (4) ends the"
+        " run first"
+    ]
 
     broke = make_gepa_plan(GepaSettings(), gepa_inputs(budget_metric_calls=12))
     assert broke.iterations == 0

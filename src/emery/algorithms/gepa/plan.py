@@ -176,7 +176,12 @@ def _notes(
         )
     if iterations == 0:
         notes.append(f"the budget pays for the seed's val score but not one iteration ({cost})")
-    if unspent:
+    if unspent and iterations == settings.max_iterations:
+        notes.append(
+            f"the last {unspent} metric calls stay unspent: max_iterations ({iterations})"
+            " ends the run first"
+        )
+    elif unspent:
         notes.append(
             f"the last {unspent} metric calls stay unspent: a step starts only while the"
             f" calls left pay for a child's minibatch and all of val"
