@@ -98,6 +98,15 @@ async def test_without_logprobs_the_verdict_is_read_from_the_text_and_said_once(
     assert len(warnings) == 1
 
 
+async def test_a_text_verdict_beside_token_probabilities_says_they_held_no_verdict() -> None:
+    # a sampled "Yes" where "Sure" was likelier: read from the text, though probabilities came
+    verifier = asked("Yes it is", probabilities(Sure=0.7, Yes=0.2))
+    verdict = await verifier.verify(EXAMPLE, "5")
+    assert verdict.score == 1.0
+    assert verdict.feedback.startswith("Judge said yes (no verdict among its likeliest tokens)")
+    assert verifier.stats.text_verdicts == 0
+
+
 async def test_a_reply_without_a_verdict_scores_0_and_counts_as_unreadable() -> None:
     verifier = asked("Excellent work", probabilities(Excellent=0.9, Yes=0.1))
     verdict = await verifier.verify(EXAMPLE, "5")

@@ -20,7 +20,6 @@ import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from emery.core.models import ChatMessage, Example
@@ -50,35 +49,25 @@ def verdict_of(token: str) -> bool | None:
     return _VERDICTS.get(token.strip().lower())
 
 
-@dataclass(frozen=True)
-class VerdictOdds:
-    """P(Yes) renormalised over the two verdicts at the verdict's position, and the share
-    of the likeliest tokens' probability the verdicts held there."""
-
-    yes: float
-    mass: float
-
-
-def verdict_odds(tokens: TokenTrace | None) -> VerdictOdds | None:
-    """The verdict probabilities at the first reply position whose likeliest token is a
-    verdict; None when the reply carries no top log-probabilities or no such position."""
+def probability_of_yes(tokens: TokenTrace | None) -> float | None:
+    """P(Yes) renormalised over the two verdicts at the first reply position whose likeliest
+    token is a verdict; None when the reply carries no top log-probabilities or no such
+    position."""
     if tokens is None or not tokens.completion_top_logprobs:
         return None
     for choices in tokens.completion_top_logprobs:
         if choices and verdict_of(choices[0].token) is not None:
-            return _odds(choices)
+            return _yes_share(choices)
     return None
 
 
-def _odds(choices: Sequence[TokenChoice]) -> VerdictOdds:
+def _yes_share(choices: Sequence[TokenChoice]) -> float:
     weights = {True: 0.0, False: 0.0}
     for choice in choices:
         verdict = verdict_of(choice.token)
         if verdict is not None:
             weights[verdict] += math.exp(choice.logprob)
-    total = weights[True] + weights[False]
-    listed = sum(math.exp(choice.logprob) for choice in choices)
-    return VerdictOdds(weights[True] / total, total / listed if listed else 0.0)
+    return weights[True] / (weights[True] + weights[False])
 
 
 def text_verdict(text: str) -> bool:
@@ -120,15 +109,17 @@ class VerdictProbability:
 
     def verdict(self, verifier: JudgeVerifier, example: Example, reply: Completion) -> Verdict:
         reason = reason_of(reply.text)
-        odds = verdict_odds(reply.tokens)
-        if odds is not None:
-            score = odds.yes
+        yes = probability_of_yes(reply.tokens)
+        if yes is not None:
+            score = yes
             said = f"Judge P(yes) {score:.2f}"
         else:
-            if reply.tokens is None or reply.tokens.completion_top_logprobs is None:
+            given = reply.tokens is not None and reply.tokens.completion_top_logprobs is not None
+            if not given:
                 self._note_no_logprobs(verifier, reply)
             score = 1.0 if text_verdict(reply.text) else 0.0
-            said = f"Judge said {'yes' if score else 'no'} (no token probabilities)"
+            why = "no verdict among its likeliest tokens" if given else "no token probabilities"
+            said = f"Judge said {'yes' if score else 'no'} ({why})"
         question = verifier.grading_question.rstrip("?")
         feedback = f"{said}: {question[0].lower()}{question[1:]}?"
         return Verdict(score=score, feedback=f"{feedback} {reason}." if reason else feedback)
