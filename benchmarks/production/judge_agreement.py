@@ -295,12 +295,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def bad_counts(args: argparse.Namespace) -> str | None:
+    """What is wrong with the pair, draw and parallel counts asked for, or None."""
+    if args.clinc < 0 or args.svamp < 0 or args.clinc + args.svamp == 0:
+        pairs = f"--clinc {args.clinc} --svamp {args.svamp}"
+        return f"{pairs}: pairs to judge, 0 or more each, 1 in all"
+    if args.bootstrap < 1:
+        return f"--bootstrap {args.bootstrap}: bootstrap draws, 1 or more"
+    if args.parallel < 1:
+        return f"--parallel {args.parallel}: replies judged at once, 1 or more"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         print(f"error: unknown scoring {unknown[0]!r}; use {', '.join(MODES)}", file=sys.stderr)
+        return 2
+    wrong = bad_counts(args)
+    if wrong:
+        print(f"error: {wrong}", file=sys.stderr)
         return 2
     rng = random.Random(args.seed)
     replies = clinc_pairs(args.clinc, rng) + svamp_pairs(args.svamp, rng)

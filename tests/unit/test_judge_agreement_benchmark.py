@@ -38,3 +38,23 @@ def test_a_scripted_run_judges_every_reply_in_both_modes(tmp_path: Path) -> None
         # the scripted judge likes an even last character: its verdicts are the scores
         for reply in found["scores"]:
             assert reply["score"] == float(ord(reply["output"][-1]) % 2 == 0)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--clinc", "-1"], "error: --clinc -1 --svamp 2: pairs to judge"),
+        (["--clinc", "0", "--svamp", "0"], "error: --clinc 0 --svamp 0: pairs to judge"),
+        (["--bootstrap", "0"], "error: --bootstrap 0: bootstrap draws, 1 or more"),
+        (["--parallel", "0"], "error: --parallel 0: replies judged at once, 1 or more"),
+    ],
+)
+def test_bad_counts_end_with_one_error_line(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # before: --clinc -1 judged all CLINC rows but the last, 0 pairs raised ZeroDivisionError
+    # and --parallel 0 waited forever on a semaphore of 0
+    assert ja.main(["--model", "fake", "--svamp", "2", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message)
+    assert err.count("\n") == 1
