@@ -607,7 +607,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--judge-scoring",
         default="logprobs",
         choices=("json", "logprobs"),
-        help="how the rubric judge scores: its JSON verdict, or its grade probabilities",
+        help="how the rubric judge scores: its JSON verdict, or its probability of Yes",
     )
     parser.add_argument("--budget", type=int, default=60, help="metric calls per search")
     parser.add_argument("--search-wall-s", type=int, default=900, help="wall-time cap per search")

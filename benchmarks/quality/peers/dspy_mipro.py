@@ -6,7 +6,8 @@ the seed instruction (placeholders filled), train/val/test rows, the job's verif
 MIPROv2's settings. Task and proposer model are the same endpoint, told apart by model
 name (the server serves one model whatever the name) so that calls and tokens are counted
 per role. The program is ``<input field> -> answer``; the metric is the job's verifier on
-the ``answer`` field (``scoring.py``: numeric, normalized or exact, as emery scores).
+the ``answer`` field (``scoring.py``: numeric, normalized, exact or json_object, as emery
+scores).
 
 A DSPy program runs through DSPy's adapters, not emery's prompt format, so the winner is
 scored on test here, by DSPy, with that metric (per row; a reply DSPy cannot parse scores

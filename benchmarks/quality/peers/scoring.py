@@ -4,7 +4,7 @@ A peer runs in its own venv without emery, yet must score replies exactly as eme
 does: ``parse`` mirrors ``emery.systems.parsers.ParserConfig.parse`` (raw, last_line,
 regex, json_object) and ``verify`` mirrors the exact, normalized, numeric and json_object
 verifiers (``emery.verifiers.json_object``, ``json_reply``), with the same scores and
-feedback texts (``tests/unit/test_peer_scoring.py`` holds them to it). The spec's ``parser``
+feedback texts (``tests/unit/test_peer_spec.py`` holds them to it). The spec's ``parser``
 and ``verifier`` are the job's configs as JSON (``model_dump``).
 """
 
@@ -139,16 +139,16 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-def normalize_key(text: str) -> str:
+def normalize_text(text: str) -> str:
     folded = unicodedata.normalize("NFKC", text).casefold()
     return " ".join(folded.split()).strip(STRIPPED + " ").strip()
 
 
 def _normalized_tree(value: Any) -> Any:
     if isinstance(value, str):
-        return normalize_key(value)
+        return normalize_text(value)
     if isinstance(value, dict):
-        return {normalize_key(str(k)): _normalized_tree(v) for k, v in value.items()}
+        return {normalize_text(str(k)): _normalized_tree(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_normalized_tree(item) for item in value]
     return value
@@ -156,10 +156,10 @@ def _normalized_tree(value: Any) -> Any:
 
 def normalized_value(value: Any) -> str:
     if isinstance(value, str):
-        return normalize_key(value)
+        return normalize_text(value)
     if isinstance(value, dict | list):
         return _canonical(_normalized_tree(value))
-    return normalize_key(_canonical(value))
+    return normalize_text(_canonical(value))
 
 
 def _show(value: Any, limit: int = 60) -> str:
@@ -176,7 +176,7 @@ def _json_object(match: str, expected: Any, output: Any) -> tuple[float, str]:
         got = output if isinstance(output, dict) else read_json_object(str(output))
     except ValueError as exc:
         return 0.0, f"The reply must be a JSON object like {want}: {exc}."
-    key, value = (normalize_key, normalized_value) if match == "f1" else (str, _canonical)
+    key, value = (normalize_text, normalized_value) if match == "f1" else (str, _canonical)
     replied = {key(str(k)): (str(k), v) for k, v in got.items()}
     wanted = {key(str(k)) for k in want_object}
     right, wrong, missing = [], [], []
