@@ -36,12 +36,11 @@ from emery.core.models import ChatMessage, Example
 from emery.lm import LM, FakeLM
 from emery.lm.config import LMConfig, build_base_lm, build_lm
 from emery.lm.usage import UsageMeter
-from emery.verifiers.judge import JSON_VERDICT, JudgeScoring
+from emery.verifiers.judge import JudgeScoring
+from emery.verifiers.kinds import SCORINGS
 from emery.verifiers.rubric import Criterion, RubricJudge
-from emery.verifiers.verdict_probability import VERDICT_PROBABILITY
 
 DATASETS = Path(__file__).resolve().parents[3] / "shared" / "datasets"
-MODES: dict[str, JudgeScoring] = {"json": JSON_VERDICT, "logprobs": VERDICT_PROBABILITY}
 RUBRICS = {
     "clinc": "The reply is the one intent label, among the listed labels, that names what"
     " the query asks for.",
@@ -310,9 +309,9 @@ def bad_counts(args: argparse.Namespace) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
+    unknown = [m for m in modes if m not in SCORINGS]
     if unknown:
-        print(f"error: unknown scoring {unknown[0]!r}; use {', '.join(MODES)}", file=sys.stderr)
+        print(f"error: unknown scoring {unknown[0]!r}; use {', '.join(SCORINGS)}", file=sys.stderr)
         return 2
     wrong = bad_counts(args)
     if wrong:
@@ -324,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {"settings": vars(args) | {"out": str(args.out)}, "modes": {}}
     try:
         for mode in modes:
-            judged = asyncio.run(judge_all(lm, replies, MODES[mode], args.parallel))
+            judged = asyncio.run(judge_all(lm, replies, SCORINGS[mode], args.parallel))
             scores = judged.scores
             ordered = [scores[i] for i in range(len(replies))]
             by_data = {"all": summary(replies, ordered, args.seed, args.bootstrap)}

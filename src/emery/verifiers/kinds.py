@@ -126,7 +126,8 @@ ScoringName = Literal["json", "logprobs"]
 """How a rubric or contrastive judge scores: its JSON verdict, or its probability of Yes to
 a yes/no question (``verifiers.verdict_probability``)."""
 
-SCORINGS: dict[str, JudgeScoring] = {"json": JSON_VERDICT, "logprobs": VERDICT_PROBABILITY}
+SCORINGS: dict[str, JudgeScoring] = {s.name: s for s in (JSON_VERDICT, VERDICT_PROBABILITY)}
+"""Each ``ScoringName``'s strategy."""
 
 
 class RubricConfig(BuiltinConfig):
