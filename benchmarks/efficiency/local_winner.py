@@ -1,9 +1,9 @@
 """A cheaper winner on the local model: one search over score and tokens on a real data set,
 then the best-score winner and the ``cheapest_within`` winner scored on the same test split.
 
-One search is run in-process as a job with ``[job] objectives = ["score", "tokens"]`` runs
-it (the search is told the objectives); every candidate scored on all of val forms the pool
-that ``jobs/winner.py`` chooses from. ``best_score`` and each ``--select`` rule then pick
+One search runs in-process as a job with ``[job] objectives = ["score", "tokens"]`` would
+run it (the search is told the objectives); every candidate scored on all of val forms the
+pool that ``jobs/winner.py`` chooses from. ``best_score`` and each ``--select`` rule then pick
 their winner from that one pool, and the seed and every distinct winner are scored on test
 (uncharged). Prints the pool (val score, tokens per example, on the front or not), then
 per rule: the winner's tokens per test example, its test score (n, 95% interval) and its
