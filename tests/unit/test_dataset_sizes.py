@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from emery.algorithms.separation import TYPICAL, examples_for
 from emery.config.resolve import resolve_dataset
 from emery.config.schema import JobConfig
 from emery.core.errors import DataError
@@ -91,17 +90,3 @@ def test_val_without_a_size_is_capped_to_a_fifth_of_the_budget(tmp_path: Path) -
     task = JobConfig.model_validate(tasks)
     assert len(resolve_dataset(with_budget(task, 100)).val) == 20
     assert len(resolve_dataset(with_budget(task, None)).val) == 40  # the task's own size
-
-
-def test_val_without_a_size_stops_growing_where_the_plans_target_is_detectable(
-    tmp_path: Path,
-) -> None:
-    """Past 55 examples (a 20-point difference shown 4 times in 5) a larger budget pays for
-    more candidates, not a larger val: 400 calls get 55 val examples, not a fifth (80)."""
-    path = write_rows(tmp_path / "d.jsonl", per_split=100)
-    enough = examples_for(TYPICAL.target)
-    assert enough == 55
-    assert len(resolve_dataset(with_budget(config(path), 200)).val) == 40
-    assert len(resolve_dataset(with_budget(config(path), 400)).val) == enough
-    assert len(resolve_dataset(with_budget(config(path), 5000)).val) == enough
-    assert len(resolve_dataset(with_budget(config(path, n_val=90), 400)).val) == 90
