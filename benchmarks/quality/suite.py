@@ -12,7 +12,8 @@ scored on the same test examples in the same run, and a verdict on the targets.
 A set is ``svamp``, ``clinc``, ``restaurant8k`` (``real/<name>.toml``), a built-in task
 (``word_problems``) or a job config's path. Every row is appended to ``--out`` (one JSON
 object a line) as it finishes. ``--peers`` adds gepa 0.1.4 and DSPy MIPROv2 at 200 calls
-(``gepa_vs_library.py``/``mipro_vs_dspy.py``'s machinery, behind one ``emery serve``).
+(``--peers dspy`` one of them; ``gepa_vs_library.py``/``mipro_vs_dspy.py``'s machinery,
+behind one ``emery serve``).
 """
 
 from __future__ import annotations
@@ -129,7 +130,13 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--budgets", type=_ints, default=[100, 200, 400])
     parser.add_argument("--seeds", type=_ints, default=[0, 1, 2])
     parser.add_argument("--algorithms", type=_names, default=["gepa", "mipro", "apo"])
-    parser.add_argument("--peers", action="store_true", help=f"peers at {CHECK_BUDGET} calls")
+    parser.add_argument(
+        "--peers",
+        nargs="*",
+        choices=[peer.split()[0] for peer in PEERS],
+        default=None,
+        help=f"peers at {CHECK_BUDGET} calls: gepa, dspy (both when none is named)",
+    )
     parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
     parser.add_argument("--base-url", default=None, help="an OpenAI-compatible endpoint")
     parser.add_argument("--task-max-tokens", type=int, default=256)
@@ -150,6 +157,13 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def chosen_peers(args: argparse.Namespace) -> tuple[str, ...]:
+    """The peers ``--peers`` names (by first word), every peer when it names none."""
+    if args.peers is None:
+        return ()
+    return tuple(peer for peer in PEERS if not args.peers or peer.split()[0] in args.peers)
+
+
 def planned(args: argparse.Namespace) -> Iterator[Key]:
     """Every row the arguments ask for, in the order the suite runs them."""
     for set_name in args.sets:
@@ -157,8 +171,8 @@ def planned(args: argparse.Namespace) -> Iterator[Key]:
             for seed in args.seeds:
                 for algorithm in args.algorithms:
                     yield (set_label(set_name), budget, seed, algorithm)
-                if args.peers and budget == CHECK_BUDGET:
-                    for peer in PEERS:
+                if budget == CHECK_BUDGET:
+                    for peer in chosen_peers(args):
                         yield (set_label(set_name), budget, seed, peer)
 
 

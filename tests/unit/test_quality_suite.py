@@ -198,3 +198,15 @@ def test_the_targets_are_read_on_the_development_sets_chosen() -> None:
     chosen = suite.arguments(["--sets", "clinc,word_problems"])
     assert suite.verdict_sets(chosen) == ["clinc"]
     assert suite.verdict_sets(suite.arguments(["--sets", "word_problems"])) == ["word_problems"]
+
+
+def test_peers_names_the_peers_to_run() -> None:
+    def peers(*argv: str) -> list[str]:
+        args = suite.arguments(["--sets", "clinc", "--budgets", "200", "--seeds", "0", *argv])
+        return [key[3] for key in suite.planned(args) if key[3] in suite.PEERS]
+
+    assert peers() == []
+    assert peers("--peers") == ["gepa 0.1.4", "dspy MIPROv2"]
+    assert peers("--peers", "dspy") == ["dspy MIPROv2"]
+    with pytest.raises(SystemExit):
+        suite.arguments(["--peers", "optuna"])
