@@ -3,9 +3,12 @@ prompt route answers a stream of real questions, a scripted user gives thumbs on
 them, emery builds a dataset from the traces, searches, publishes, and the application's
 next stretch of traffic is scored against the gold answers before (the old version, asked
 on the side) and after (the new version, live); then a second round warm-started from the
-first job. One process, one temporary SQLite store, one model for everything.
+first job. One process, one temporary SQLite store, one model for everything. The
+application (``--app``: the SVAMP math helper or the CLINC intent router) is a strategy
+object of ``apps.py``.
 
     .venv/bin/python benchmarks/production/loop.py --out prod.json          # local model
+    .venv/bin/python benchmarks/production/loop.py --app clinc --out clinc.json
     .venv/bin/python benchmarks/production/loop.py --model fake             # seconds
 
 See README.md beside this file for the phases, the figures and a recorded run.
@@ -17,7 +20,6 @@ import argparse
 import asyncio
 import json
 import random
-import re
 import secrets
 import sys
 import tempfile
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from apps import APPS, Application, Question
 from fastapi.testclient import TestClient
 
 import emery
@@ -51,78 +54,11 @@ from emery.verifiers.config import VerifierConfig, build_verifier
 from emery.verifiers.feedback_score import feedback_of
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-SVAMP = ROOT.parent / "shared" / "datasets" / "svamp.jsonl"
-NAME = "math-helper"
-SERVICE = "math-helper"
-SHADOW = "math-helper-shadow"
-"""The service of the calls that ask the previous version on the side (not traffic)."""
-SEED = "Solve the problem step by step. End with 'Answer: <number>'."
-"""v1: what a sensible person writes first, stating the output format."""
-TEMPLATE = "{question}"
-ANSWER = re.compile(r"Answer:\s*\$?(-?[\d,]*\.?\d+)")
-"""The seed's format, as v1's parser reads it (the baseline job's val score only)."""
-ANSWER_LINE = re.compile(r"Answer:(.*)")
-BOXED = re.compile(r"\\boxed\{\s*\$?(-?[\d,]*\.?\d+)")
-NUMBER = re.compile(r"-?[\d,]*\.?\d+")
-RUBRIC = (
-    "The reply solves the word problem correctly: the arithmetic is right and its last"
-    " line, 'Answer: <number>', gives the number the question asks for."
-)
+JUDGE_MAX_TOKENS = 160
+"""The rubric judge's reply cap at least (a JSON verdict's, as ``judge_agreement.py`` gives
+it); the task's cap when that is larger."""
 SPLIT_SHARES = (0.5, 0.5, 0.0)
 """Train (oldest half) and val (newest half) by time; the next stretch is the test."""
-
-
-@dataclass(frozen=True)
-class Question:
-    row: int
-    """The row's position in the file (0-based)."""
-    text: str
-    gold: float
-
-
-def load_questions(path: Path, split: str, offset: int, count: int) -> list[Question]:
-    """``count`` rows of ``split`` in file order (arrival order), from its ``offset``-th."""
-    rows = []
-    for index, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-        row = json.loads(line)
-        if row.get("split") == split:
-            question, gold = row.get("input", {}).get("question"), row.get("expected")
-            if not isinstance(question, str) or not isinstance(gold, int | float):
-                raise SystemExit(f"error: {path} row {index}: needs input.question and a number")
-            rows.append(Question(index, question, float(gold)))
-    picked = rows[offset : offset + count]
-    if len(picked) < count:
-        raise SystemExit(
-            f"error: {path} has {len(rows)} {split!r} rows; {offset} + {count} are needed"
-        )
-    return picked
-
-
-def answer_of(reply: str) -> str | None:
-    """The number a reply gives on its last ``Answer:`` line: the ``\\boxed{N}`` there when
-    the model wrapped it in LaTeX (``Answer: \\(\\boxed{8}\\)``), else the line's first
-    number; None without an ``Answer:`` line (the format the prompt asks for)."""
-    lines = ANSWER_LINE.findall(reply)
-    if not lines:
-        return None
-    boxed = BOXED.search(lines[-1])
-    if boxed is not None:
-        return boxed.group(1)
-    plain = NUMBER.search(lines[-1])
-    return None if plain is None else plain.group(0)
-
-
-def correct(reply: str, gold: float) -> float:
-    """1.0 when the number on the reply's last ``Answer:`` line is the gold number (the
-    application's own reading of a reply, and the scripted user's thumb)."""
-    found = answer_of(reply)
-    if found is None:
-        return 0.0
-    try:
-        return float(abs(float(found.replace(",", "")) - gold) < 1e-6)
-    except ValueError:
-        return 0.0
 
 
 # -- the models ------------------------------------------------------------------------
@@ -139,6 +75,7 @@ class Models:
 
 
 def models_for(
+    app: Application,
     name: str,
     questions: Sequence[Question],
     max_tokens: int,
@@ -151,14 +88,13 @@ def models_for(
         sys.path.insert(0, str(HERE))
         import scripted
 
-        golds = {q.text: q.gold for q in questions}
-        task, judge = scripted.task_lm(golds), scripted.judge_lm(golds)
-        roles = {"task": task, "proposer": scripted.writer_lm(), "judge": judge}
+        task, judge = scripted.task_lm(app, questions), scripted.judge_lm(app, questions)
+        roles = {"task": task, "proposer": scripted.writer_lm(app), "judge": judge}
         roles["reflection"] = roles["proposer"]
         return Models(task, roles, judge, name)
     base = build_base_lm(LMConfig(model=name, n_parallel=concurrency, n_threads=threads))
     judge = build_lm(
-        LMConfig(model=name, max_tokens=max_tokens),
+        LMConfig(model=name, max_tokens=max(max_tokens, JUDGE_MAX_TOKENS)),
         role="judge",
         meter=UsageMeter(),
         cache=None,
@@ -175,14 +111,18 @@ class Call:
     question: Question
     trace_id: str
     reply: str
-
-    @property
-    def score(self) -> float:
-        return correct(self.reply, self.question.gold)
+    score: float
+    """1.0 when the user reads the reply as right against gold (``Application.correct``)."""
 
 
 def ask(
-    client: TestClient, question: Question, *, service: str, max_tokens: int, version: int | None
+    client: TestClient,
+    app: Application,
+    question: Question,
+    *,
+    service: str,
+    max_tokens: int,
+    version: int | None,
 ) -> Call:
     """One application call through the prompt route, in a trace of its own."""
     trace_id = secrets.token_hex(16)
@@ -192,32 +132,36 @@ def ask(
     }
     body = {
         "model": "app",
-        "messages": [{"role": "user", "content": question.text}],
+        "messages": [{"role": "user", "content": app.message(question)}],
         "temperature": 0,
         "max_tokens": max_tokens,
     }
     params = {"version": version} if version is not None else {}
     reply = client.post(
-        f"/prompts/{NAME}/v1/chat/completions", json=body, headers=headers, params=params
+        f"/prompts/{app.name}/v1/chat/completions", json=body, headers=headers, params=params
     )
     if reply.status_code != 200:
         raise SystemExit(f"error: the prompt route answered {reply.status_code}: {reply.text}")
-    return Call(question, trace_id, reply.json()["choices"][0]["message"]["content"] or "")
+    text = reply.json()["choices"][0]["message"]["content"] or ""
+    return Call(question, trace_id, text, app.correct(text, question.gold))
 
 
 def serve(
     client: TestClient,
+    app: Application,
     questions: Sequence[Question],
     *,
     concurrency: int,
     max_tokens: int,
-    service: str = SERVICE,
+    shadow: bool = False,
     version: int | None = None,
 ) -> list[Call]:
-    """The application's traffic, ``concurrency`` calls at a time, in arrival order."""
+    """The application's traffic, ``concurrency`` calls at a time, in arrival order (with
+    ``shadow``, the calls that ask a version on the side, under a service of their own)."""
+    service = app.shadow if shadow else app.name
 
     def one(question: Question) -> Call:
-        return ask(client, question, service=service, max_tokens=max_tokens, version=version)
+        return ask(client, app, question, service=service, max_tokens=max_tokens, version=version)
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         return list(pool.map(one, questions))
@@ -239,11 +183,11 @@ def give_feedback(client: TestClient, calls: Sequence[Call], share: float, seed:
 # -- emery's side: dataset, search, publish ----------------------------------------------
 
 
-def stage(instruction: str, max_tokens: int) -> dict[str, Any]:
+def stage(app: Application, instruction: str, max_tokens: int) -> dict[str, Any]:
     return {
-        "name": "solve",
+        "name": app.stage,
         "instruction": instruction,
-        "messages": [{"role": "user", "template": TEMPLATE}],
+        "messages": [{"role": "user", "template": app.template}],
         "max_tokens": max_tokens,
     }
 
@@ -263,14 +207,12 @@ ALGORITHM_SETTINGS: dict[str, dict[str, Any]] = {
     },
     "gepa": {"operator_fallback": False, "operator_every": 0},
 }
-VERIFIERS: dict[str, dict[str, Any]] = {
-    "feedback": {"kind": "feedback"},
-    "rubric": {"kind": "rubric", "criteria": [{"name": "correct", "description": RUBRIC}]},
-}
+VERIFIERS = ("feedback", "rubric")
 
 
 @dataclass
 class Settings:
+    app: Application
     model: str
     algorithm: str
     verifier: str
@@ -303,20 +245,16 @@ def first_version(
     store: Store, models: Models, settings: Settings, workdir: Path, dataset: Path
 ) -> str:
     """v1's job: the seed prompt tried on four rows of the file's val split (a baseline)."""
+    app = settings.app
     config = {
         "job": {"algorithm": "baseline", "name": "v1", "seed": settings.seed},
         "dataset": {"path": str(dataset), "n_train": 1, "n_val": 4, "n_test": 0},
         "system": {
             "kind": "prompt_program",
-            "stages": [
-                {
-                    **stage(SEED, settings.max_tokens),
-                    "parser": {"kind": "regex", "pattern": ANSWER.pattern},
-                }
-            ],
+            "stages": [{**stage(app, app.seed, settings.max_tokens), **app.seed_stage}],
         },
         "lm": {"task": {"model": lm_name(settings.model)}},
-        "verifier": {"kind": "numeric"},
+        "verifier": app.gold_verifier,
         "runtime": {"workdir": str(workdir / "v1"), "concurrency": settings.concurrency},
     }
     job_id, _ = run_config(store, models, config, workdir)
@@ -343,40 +281,52 @@ def search_config(
     return {
         "job": job,
         "dataset": {"path": str(dataset)},
-        "system": {"kind": "prompt_program", "stages": [stage(instruction, settings.max_tokens)]},
+        "system": {
+            "kind": "prompt_program",
+            "stages": [stage(settings.app, instruction, settings.max_tokens)],
+        },
         "lm": {
             "task": {"model": model},
             "proposer": {"model": model, "temperature": 0.7, "max_tokens": 200},
             "reflection": {"model": model, "max_tokens": 300},
         },
-        "verifier": verifier_config(settings.verifier, settings.judge_scoring),
+        "verifier": verifier_config(settings.app, settings.verifier, settings.judge_scoring),
         "runtime": {"workdir": str(workdir), "concurrency": settings.concurrency},
         "algorithm": {settings.algorithm: ALGORITHM_SETTINGS[settings.algorithm]},
     }
 
 
-def traces_of(store: Store, version: int, *, labeled_only: bool) -> emery.TraceDataset:
+def traces_of(
+    store: Store, app: Application, version: int, *, labeled_only: bool
+) -> emery.TraceDataset:
+    """The calls ``version`` answered as a dataset: the template's fields recovered from
+    each user message, the recorded reply as ``expected``, the thumb as the label."""
     return emery.dataset_from_traces(
-        TEMPLATE,
+        app.template,
         store=store,
-        service=SERVICE,
-        attributes={sc.PROMPT_NAME: NAME, sc.PROMPT_VERSION: str(version)},
+        service=app.name,
+        attributes={sc.PROMPT_NAME: app.name, sc.PROMPT_VERSION: str(version)},
         fractions=SPLIT_SHARES,
         labeled_only=labeled_only,
     )
 
 
-def verifier_config(name: str, judge_scoring: str) -> dict[str, Any]:
-    """The search's ``[verifier]``; a rubric judge scores as ``judge_scoring`` says."""
-    config = dict(VERIFIERS[name])
-    return {**config, "scoring": judge_scoring} if config["kind"] == "rubric" else config
+def verifier_config(app: Application, name: str, judge_scoring: str) -> dict[str, Any]:
+    """The search's ``[verifier]``: the feedback score, or a rubric judge on the
+    application's criterion that scores as ``judge_scoring`` says."""
+    if name == "feedback":
+        return {"kind": "feedback"}
+    criteria = [{"name": "correct", "description": app.rubric}]
+    return {"kind": "rubric", "criteria": criteria, "scoring": judge_scoring}
 
 
-def judge_agreement(models: Models, examples: list[Example], judge_scoring: str) -> dict[str, Any]:
+def judge_agreement(
+    models: Models, app: Application, examples: list[Example], judge_scoring: str
+) -> dict[str, Any]:
     """The rubric judge's rank agreement with the feedback on the labeled recorded
     replies (``label_agreement``, as a job's report measures it), whatever verifier the
     search used; the judge scores as ``judge_scoring`` says (``json`` or ``logprobs``)."""
-    config = VerifierConfig.model_validate(verifier_config("rubric", judge_scoring))
+    config = VerifierConfig.model_validate(verifier_config(app, "rubric", judge_scoring))
     verifier = build_verifier(config, models.judge)
     found = asyncio.run(label_agreement(verifier, examples))
     return found.model_dump() if found is not None else {}
@@ -496,14 +446,15 @@ def run_round(
     and asked of the old version on the side. The round's figures, its job, the new
     traffic (with its feedback sent)."""
     clock = Clock()
+    app = settings.app
     print(f"round {number}: data from {len(traffic)} calls served by v{served}", flush=True)
     with clock.phase("dataset"):
-        built = traces_of(store, served, labeled_only=False)
+        built = traces_of(store, app, served, labeled_only=False)
         labeled = built.summary.with_feedback
         matched = built.summary.matched
         path = workdir / f"traces-{number}.jsonl"
         (
-            traces_of(store, served, labeled_only=True)
+            traces_of(store, app, served, labeled_only=True)
             if settings.verifier == "feedback"
             else built
         ).write(path)
@@ -514,9 +465,10 @@ def run_round(
     ups = sum(1 for f in thumbs if f >= 1.0)
     print(f"  right by gold: {cell(right)} of {len(traffic)}; thumbs {ups} up of {len(thumbs)}")
     with clock.phase("judge agreement"):
-        judge = judge_agreement(models, [example for _, example in built], settings.judge_scoring)
+        examples = [example for _, example in built]
+        judge = judge_agreement(models, app, examples, settings.judge_scoring)
     print(f"  rubric judge vs feedback: {agreement_cell(judge)}", flush=True)
-    instruction = published.show(store, NAME, served).text("solve")
+    instruction = published.show(store, app.name, served).text(app.stage)
     with clock.phase("search"):
         config = search_config(settings, path, instruction, workdir / f"round-{number}", warm_start)
         job_id, result = run_config(store, models, config, workdir)
@@ -525,15 +477,15 @@ def run_round(
     label_line = LabelAgreement.model_validate(labels).line() if labels else "—"
     print(f"  {label_line}", flush=True)
     with clock.phase("publish"):
-        new = published.publish(store, job_id, NAME)
+        new = published.publish(store, job_id, app.name)
         if len(new.components) != 1 or any(new.demos.values()):
             raise SystemExit(f"error: v{new.version} is not one system prompt: {new.components}")
-    print(f"  published v{new.version}: {new.text('solve')!r}", flush=True)
+    print(f"  published v{new.version}: {new.text(app.stage)!r}", flush=True)
     serving = {"concurrency": settings.concurrency, "max_tokens": settings.max_tokens}
     with clock.phase("next stretch, live"):
-        after = serve(client, stretch, **serving)
+        after = serve(client, app, stretch, **serving)
     with clock.phase("next stretch, previous version on the side"):
-        before = serve(client, stretch, service=SHADOW, version=served, **serving)
+        before = serve(client, app, stretch, shadow=True, version=served, **serving)
     with clock.phase("feedback"):
         give_feedback(client, after, share, settings.seed + number)
     score = compare(before, after)
@@ -547,7 +499,7 @@ def run_round(
         "served_version": served,
         "published_version": new.version,
         "instruction_before": instruction,
-        "instruction_after": new.text("solve"),
+        "instruction_after": new.text(app.stage),
         "data_rows": rows_label(c.question for c in traffic),
         "matched": matched,
         "examples": sum(built.summary.splits.values()),
@@ -586,14 +538,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--model", default="local/qwen2.5-coder-0.5b", help="or local/smollm2-135m, or fake"
     )
     parser.add_argument(
+        "--app",
+        default="svamp",
+        choices=sorted(APPS),
+        help="the application served: the SVAMP math helper or the CLINC15 intent router",
+    )
+    parser.add_argument(
         "--dataset",
         type=Path,
-        default=SVAMP,
-        help="JSONL rows with input.question and a numeric expected",
+        default=None,
+        help="JSONL rows in the app's shape (default: svamp.jsonl or clinc15.jsonl in"
+        " ../shared/datasets: input.question and a numeric expected, or input.query,"
+        " input.labels and a label)",
     )
     parser.add_argument("--split", default="test", help="the rows' split the traffic is drawn from")
     parser.add_argument(
-        "--offset", type=int, default=300, help="first row of the split (file order)"
+        "--offset",
+        type=int,
+        default=None,
+        help="first row of the split, in file order (default: 300 for svamp, 120 for clinc:"
+        " past the test rows the quality benchmarks use)",
     )
     parser.add_argument(
         "--traffic", type=int, default=60, help="questions served by v1 before round 1"
@@ -614,8 +578,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--max-tokens",
         type=int,
-        default=320,
-        help="reply cap of the application's calls (the seed's replies run 110-270 tokens)",
+        default=None,
+        help="reply cap of the application's calls (default: 320 for svamp, whose seed's"
+        " replies run 110-270 tokens; 24 for clinc, as the quality config)",
     )
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument(
@@ -626,15 +591,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not 0.0 < args.feedback_share <= 1.0:
         parser.error("--feedback-share must be in (0, 1]")
+    app = APPS[args.app]
+    args.dataset = app.dataset if args.dataset is None else args.dataset
+    args.offset = app.offset if args.offset is None else args.offset
+    args.max_tokens = app.max_tokens if args.max_tokens is None else args.max_tokens
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    app = APPS[args.app]
     start = time.perf_counter()
     needed = args.traffic + args.rounds * args.stretch
-    questions = load_questions(args.dataset, args.split, args.offset, needed)
+    questions = app.load(args.dataset, args.split, args.offset, needed)
     settings = Settings(
+        app=app,
         model=args.model,
         algorithm=args.algorithm,
         verifier=args.verifier,
@@ -645,7 +616,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         seed=args.seed,
         judge_scoring=args.judge_scoring,
     )
-    models = models_for(args.model, questions, args.max_tokens, args.concurrency, args.threads)
+    models = models_for(app, args.model, questions, args.max_tokens, args.concurrency, args.threads)
     stretches = [questions[: args.traffic]] + [
         questions[args.traffic + i * args.stretch : args.traffic + (i + 1) * args.stretch]
         for i in range(args.rounds)
@@ -657,15 +628,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         clock = Clock()
         with clock.phase("v1"):
             v1 = published.publish(
-                store, first_version(store, models, settings, workdir, args.dataset), NAME
+                store, first_version(store, models, settings, workdir, args.dataset), app.name
             )
-        app = create_server_app(
+        server = create_server_app(
             store, default_lm=models.app, launcher=ThreadLauncher(), base_dir=workdir
         )
-        with TestClient(app) as client:
+        with TestClient(server) as client:
             with clock.phase("traffic, v1"):
                 traffic = serve(
-                    client, stretches[0], concurrency=args.concurrency, max_tokens=args.max_tokens
+                    client,
+                    app,
+                    stretches[0],
+                    concurrency=args.concurrency,
+                    max_tokens=args.max_tokens,
                 )
                 give_feedback(client, traffic, args.feedback_share, args.seed)
             served, warm = v1.version, None
@@ -687,6 +662,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 served = figures["published_version"]
     report = {
         "settings": {**vars(args), "dataset": str(args.dataset), "out": str(args.out)},
+        "application": {"name": app.name, "seed": app.seed, "template": app.template},
         "traffic_rows": rows_label(stretches[0]),
         "setup_wall_s": clock.phases,
         "rounds": rounds,

@@ -1,10 +1,11 @@
 """Scripted stand-ins for the local model (``loop.py --model fake``): the loop's logic in
-seconds, with an outcome known in advance.
+seconds, with an outcome known in advance, for any application of ``apps.py``.
 
 The task model answers a question it knows right under any instruction the writer wrote
-(they say "carefully") and right for about a third of the questions otherwise; the writer
-(MIPRO's proposer, GEPA's reflection) proposes such instructions; the judge scores a reply
-1 when it holds the gold answer's line.
+(they say "carefully") and right for about a third of the questions otherwise, with the
+application's sample replies; the writer (MIPRO's proposer, GEPA's reflection) proposes
+such instructions, keeping the application's reply format; the judge scores a reply 1 when
+the application's own reading finds it right against the question's gold.
 """
 
 from __future__ import annotations
@@ -13,58 +14,65 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 
+from apps import Application, Gold, Question
+
 from emery.core.models import ChatMessage
 from emery.lm.fake import FakeLM
 
 CAREFUL = "carefully"
-
-
-def answer_line(value: float) -> str:
-    """The line the seed prompt asks for: ``Answer: 12`` (``Answer: 2.5``)."""
-    return f"Answer: {int(value) if float(value).is_integer() else value}"
+UNKNOWN = "I do not know."
+"""The task model's reply to a message that is no question it was given."""
 
 
 def _digest(*texts: str) -> int:
     return int(hashlib.sha256("\x1f".join(texts).encode()).hexdigest()[:8], 16)
 
 
-def task_lm(golds: Mapping[str, float]) -> FakeLM:
+def task_lm(app: Application, questions: Sequence[Question]) -> FakeLM:
     """The application's (and the search's task) model."""
+    replies = {app.message(q): app.sample_replies(q) for q in questions}
 
     def reply(messages: Sequence[ChatMessage]) -> str:
         system = next((m["content"] for m in messages if m["role"] == "system"), "")
-        question = messages[-1]["content"]
-        gold = golds.get(question)
-        if gold is None:
-            return "Answer: 0"
-        right = CAREFUL in system or _digest(question) % 3 == 0
-        return f"Let me add it up.\n{answer_line(gold if right else gold + 1)}"
+        message = messages[-1]["content"]
+        if message not in replies:
+            return UNKNOWN
+        right, wrong = replies[message]
+        return right if CAREFUL in system or _digest(message) % 3 == 0 else wrong
 
     return FakeLM(reply, model="fake/task")
 
 
-def writer_lm() -> FakeLM:
+def writer_lm(app: Application) -> FakeLM:
     """Proposes instructions (a variant per prompt, so proposals are not duplicates)."""
 
     def reply(messages: Sequence[ChatMessage]) -> str:
         variant = _digest(*(m["content"] for m in messages)) % 10_000
         return (
-            f"Read the problem {CAREFUL} and check the arithmetic (variant {variant})."
-            " End with 'Answer: <number>'."
+            f"Read the input {CAREFUL} and check your work (variant {variant}). {app.reply_format}"
         )
 
     return FakeLM(reply, model="fake/writer")
 
 
-def judge_lm(golds: Mapping[str, float]) -> FakeLM:
+def section(prompt: str, title: str) -> str:
+    """A ``## title`` block of a judge prompt, without its heading."""
+    return prompt.split(f"## {title}\n", 1)[-1].split("\n\n## ", 1)[0]
+
+
+def judge_lm(app: Application, questions: Sequence[Question]) -> FakeLM:
     """A rubric judge that scores one criterion, ``correct``: a JSON verdict, or Yes or No
-    when asked a yes/no question (``scoring = "logprobs"``)."""
+    when asked a yes/no question (``scoring = "logprobs"``). It finds the question by the
+    prompt's input lines (``name: value``) and reads the answer as the application does."""
+    golds: Mapping[frozenset[str], Gold] = {
+        frozenset(f"{k}: {v}" for k, v in q.fields.items()): q.gold for q in questions
+    }
 
     def reply(messages: Sequence[ChatMessage]) -> str:
-        text = "\n".join(m["content"] for m in messages)
-        gold = next((g for q, g in golds.items() if q in text), None)
-        score = 1 if gold is not None and answer_line(gold) in text else 0
-        if "Answer Yes or No" in text:
+        prompt = messages[-1]["content"]
+        gold = golds.get(frozenset(section(prompt, "Input").splitlines()))
+        score = 0 if gold is None else int(app.correct(section(prompt, "Answer"), gold))
+        if "Answer Yes or No" in prompt:
             return ("Yes" if score else "No") + "\nchecked"
         return json.dumps({"criteria": {"correct": {"score": score, "reason": "checked"}}})
 
