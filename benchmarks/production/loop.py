@@ -88,10 +88,10 @@ def models_for(
         sys.path.insert(0, str(HERE))
         import scripted
 
-        task, judge = scripted.task_lm(app, questions), scripted.judge_lm(app, questions)
-        roles = {"task": task, "proposer": scripted.writer_lm(app), "judge": judge}
-        roles["reflection"] = roles["proposer"]
-        return Models(task, roles, judge, name)
+        task, writer = scripted.task_lm(app, questions), scripted.writer_lm(app)
+        fake_judge = scripted.judge_lm(app, questions)
+        roles: dict[str, LM] = {"task": task, "proposer": writer, "reflection": writer}
+        return Models(task, {**roles, "judge": fake_judge}, fake_judge, name)
     base = build_base_lm(LMConfig(model=name, n_parallel=concurrency, n_threads=threads))
     judge = build_lm(
         LMConfig(model=name, max_tokens=max(max_tokens, JUDGE_MAX_TOKENS)),
@@ -481,11 +481,19 @@ def run_round(
         if len(new.components) != 1 or any(new.demos.values()):
             raise SystemExit(f"error: v{new.version} is not one system prompt: {new.components}")
     print(f"  published v{new.version}: {new.text(app.stage)!r}", flush=True)
-    serving = {"concurrency": settings.concurrency, "max_tokens": settings.max_tokens}
+    concurrency, max_tokens = settings.concurrency, settings.max_tokens
     with clock.phase("next stretch, live"):
-        after = serve(client, app, stretch, **serving)
+        after = serve(client, app, stretch, concurrency=concurrency, max_tokens=max_tokens)
     with clock.phase("next stretch, previous version on the side"):
-        before = serve(client, app, stretch, shadow=True, version=served, **serving)
+        before = serve(
+            client,
+            app,
+            stretch,
+            concurrency=concurrency,
+            max_tokens=max_tokens,
+            shadow=True,
+            version=served,
+        )
     with clock.phase("feedback"):
         give_feedback(client, after, share, settings.seed + number)
     score = compare(before, after)
@@ -660,7 +668,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 )
                 rounds.append(figures)
                 served = figures["published_version"]
-    report = {
+    report: dict[str, Any] = {
         "settings": {**vars(args), "dataset": str(args.dataset), "out": str(args.out)},
         "application": {"name": app.name, "seed": app.seed, "template": app.template},
         "traffic_rows": rows_label(stretches[0]),
