@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from apps import CLINC, SVAMP
 
 from emery.core.models import ChatMessage, Example
 from emery.lm import LM, FakeLM
@@ -41,12 +42,8 @@ from emery.verifiers.kinds import SCORINGS
 from emery.verifiers.rubric import Criterion, RubricJudge
 
 DATASETS = Path(__file__).resolve().parents[3] / "shared" / "datasets"
-RUBRICS = {
-    "clinc": "The reply is the one intent label, among the listed labels, that names what"
-    " the query asks for.",
-    "svamp": "The reply solves the word problem correctly: the arithmetic is right and its"
-    " last line, 'Answer: <number>', gives the number the question asks for.",
-}
+RUBRICS = {"clinc": CLINC.rubric, "svamp": SVAMP.rubric}
+"""The criterion the loop's rubric judge scores each application's replies on."""
 BOOTSTRAP = 2000
 
 
