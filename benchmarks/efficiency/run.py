@@ -61,7 +61,8 @@ from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mock_endpoint import BackgroundServer, sums, waves
+from bare_client import BareLM
+from mock_endpoint import BackgroundServer, LogEntry, sums, waves
 
 from emery.algorithms import build_algorithm, run_search
 from emery.algorithms.base import AlgorithmState, SearchContext
@@ -74,9 +75,10 @@ from emery.evaluation.front import choose
 from emery.evaluation.objectives import cost_per_example
 from emery.evaluation.selection import parse_select
 from emery.jobs.winner import val_pool
-from emery.lm.base import LM
+from emery.lm.base import LM, Completion
 from emery.lm.config import LMConfig, build_base_lm
 from emery.lm.openai_compat import OpenAICompatibleLM
+from emery.lm.wrapper import LMWrapper
 from emery.systems.parsers import ParserConfig
 from emery.systems.prompt_program import (
     MessageTemplate,
@@ -129,6 +131,24 @@ def svamp(n_train: int, n_val: int, n_test: int) -> Dataset:
     )
 
 
+class CallClock(LMWrapper):
+    """Logs each call's model, start and end (``time.monotonic``) as the search sees them,
+    in the mock log's shape, so ``waves`` over it gives the time with no LM call open: the
+    search's own work between calls. The rest of the mock's idle time is spent handling
+    requests (the HTTP client, the connection, the mock's own parsing and encoding)."""
+
+    def __init__(self, inner: LM, log: list[LogEntry]) -> None:
+        super().__init__(inner)
+        self.log = log
+
+    async def _call(self, messages: Sequence[Any], params: dict[str, Any]) -> Completion:
+        started = time.monotonic()
+        try:
+            return await self.inner.complete(messages, **params)
+        finally:
+            self.log.append((self.model, started, time.monotonic(), ""))
+
+
 class Setup(NamedTuple):
     """What one run searches with: the data, the program and the two models."""
 
@@ -136,21 +156,36 @@ class Setup(NamedTuple):
     system: PromptProgram
     task: LM
     reflection: LM
-    log: Callable[[], list[tuple[str, float, float]]] | None = None
+    log: Callable[[], list[LogEntry]] | None = None
     """The mock's request log (``mock_endpoint.waves``), None on a local model."""
+    calls: list[LogEntry] | None = None
+    """The models' calls as the search saw them (``CallClock``), None on a local model."""
 
 
 def mock_setup(
     base_url: str,
     instruction: str = "Answer the question.",
-    log: Callable[[], list[tuple[str, float, float]]] | None = None,
+    log: Callable[[], list[LogEntry]] | None = None,
+    client: str = "sdk",
+    lm_concurrency: int = 64,
 ) -> Setup:
+    """The mock's task and proposer models: emery's ``OpenAICompatibleLM`` (``client =
+    "sdk"``, at most ``lm_concurrency`` calls in flight each, as ``[lm] concurrency``) or
+    the diagnostic ``BareLM`` (``"bare"``: no SDK, no limit), each behind a ``CallClock``."""
+    calls: list[LogEntry] = []
+
+    def model(name: str) -> LM:
+        if client == "bare":
+            return BareLM(name, base_url)
+        return OpenAICompatibleLM(name, base_url=base_url, concurrency=lm_concurrency)
+
     return Setup(
         sums(),
         program(instruction),
-        OpenAICompatibleLM("mock-task", base_url=base_url, concurrency=64),
-        OpenAICompatibleLM("mock-proposer", base_url=base_url, concurrency=64),
+        CallClock(model("mock-task"), calls),
+        CallClock(model("mock-proposer"), calls),
         log,
+        calls,
     )
 
 
@@ -195,8 +230,10 @@ async def one_run(
     algorithm = build_algorithm(algorithm_name, settings | (extra or {}))
     started, clock = time.perf_counter(), time.monotonic()
     outcome = await run_search(algorithm, ctx)
-    wall = time.perf_counter() - started
-    profile = waves(setup.log(), clock, time.monotonic()) if setup.log is not None else {}
+    wall, ended = time.perf_counter() - started, time.monotonic()
+    profile = waves(setup.log(), clock, ended) if setup.log is not None else {}
+    if profile and setup.calls is not None:
+        profile["between_calls_s"] = waves(setup.calls, clock, ended)["idle_s"]
     state = outcome.state
     best = ctx.candidates[state.best_candidate_id]
     seed_candidate = ctx.candidates[state.seed_candidate_id]
@@ -433,11 +470,15 @@ def profile_table(runs: list[dict[str, Any]], variants: Sequence[Variant], laten
     """Per variant (means over seeds), where the wall time went on the mock
     (``mock_endpoint.waves``): requests, waves and those with a proposer call, the time
     with a request in flight (busy) as seconds and as round trips one after the other
-    (busy / latency), those per step, and the rest (idle: the search's own work)."""
+    (busy / latency), those per step, and the rest (idle); for emery's runs the idle time
+    split into the time with no LM call open (between calls: the search's own work,
+    ``CallClock``) and the time spent handling requests (a call open, no request in the
+    mock's handler: the HTTP client, the connection, the mock's parsing and encoding);
+    and the connections the mock saw opened (``connects``)."""
     lines = [
         "| k | requests | waves | proposer waves | busy s | round trips | round trips per step"
-        " | idle s | idle share | wall s |",
-        "|" + " --- |" * 10,
+        " | idle s | idle share | between calls s | handling requests s | connects | wall s |",
+        "|" + " --- |" * 13,
     ]
     for v in variants:
         mine = [r for r in runs if variant(r) == v and "waves" in r]
@@ -448,11 +489,15 @@ def profile_table(runs: list[dict[str, Any]], variants: Sequence[Variant], laten
             return statistics.fmean(r[key] for r in rows_)
 
         trips = mean("busy_s") / latency_s
+        split = all("between_calls_s" in r for r in mine)
+        between = f"{mean('between_calls_s'):.2f}" if split else "-"
+        handling = f"{mean('idle_s') - mean('between_calls_s'):.2f}" if split else "-"
         lines.append(
             f"| {v[0]} | {mean('requests'):.0f} | {mean('waves'):.0f}"
-            f" | {mean('proposer_waves'):.0f} | {mean('busy_s'):.1f} | {trips:.0f}"
-            f" | {trips / mean('steps'):.1f} | {mean('idle_s'):.1f}"
-            f" | {mean('idle_s') / mean('wall_s'):.0%} | {mean('wall_s'):.1f} |"
+            f" | {mean('proposer_waves'):.0f} | {mean('busy_s'):.2f} | {trips:.0f}"
+            f" | {trips / mean('steps'):.1f} | {mean('idle_s'):.2f}"
+            f" | {mean('idle_s') / mean('wall_s'):.0%} | {between} | {handling}"
+            f" | {mean('connects'):.0f} | {mean('wall_s'):.2f} |"
         )
     return "\n".join(lines)
 
@@ -648,6 +693,19 @@ def main() -> None:
         " IndependentSampling(n); nb: also an adapter batch_evaluate that runs an"
         " iteration's batches at once)",
     )
+    parser.add_argument(
+        "--client",
+        choices=["sdk", "bare"],
+        default="sdk",
+        help="the mock's model client: emery's (the openai SDK) or, as a diagnostic of the"
+        " SDK's own work per call, a bare aiohttp session (bare_client.py)",
+    )
+    parser.add_argument(
+        "--lm-concurrency",
+        type=int,
+        default=64,
+        help="calls in flight at once per model ([lm] concurrency; its default is 8)",
+    )
     parser.add_argument("--train", type=int, default=60, help="--model: SVAMP train rows")
     parser.add_argument("--val", type=int, default=30, help="--model: SVAMP val rows")
     parser.add_argument("--test", type=int, default=100, help="--model: SVAMP test rows")
@@ -656,7 +714,9 @@ def main() -> None:
         runs = asyncio.run(main_async(args, local_setup(args)))
     else:
         with BackgroundServer(free_port(), args.latency, args.prune_share, args.task) as server:
-            setup = mock_setup(server.base_url, args.instruction, server.log)
+            setup = mock_setup(
+                server.base_url, args.instruction, server.log, args.client, args.lm_concurrency
+            )
             runs = asyncio.run(main_async(args, setup, server.base_url))
     rows = summarize(runs, all_variants(args))
     print(table(rows))
