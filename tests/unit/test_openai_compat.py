@@ -38,6 +38,7 @@ class ServerState:
     max_in_flight: int = 0
     body: str | None = None  # a raw reply body to answer with instead of a completion
     garbage: int = 0  # how many requests to answer first with a body that is not JSON
+    clients: set[str] = field(default_factory=set)  # host:port of each connection used
 
 
 def _completion(body: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +66,8 @@ def _app(state: ServerState) -> FastAPI:
     async def completions(request: Request) -> JSONResponse:
         body = await request.json()
         state.requests.append(body)
+        if request.client is not None:
+            state.clients.add(f"{request.client.host}:{request.client.port}")
         state.in_flight += 1
         state.max_in_flight = max(state.max_in_flight, state.in_flight)
         try:
@@ -128,6 +131,7 @@ def server(server_runner: tuple[str, ServerState]) -> Server:
     state.max_in_flight = 0
     state.body = None
     state.garbage = 0
+    state.clients.clear()
     return Server(base_url=base_url, state=state)
 
 
@@ -193,6 +197,20 @@ async def test_concurrency_limit_is_respected(server: Server) -> None:
     assert [c.text for c in completions] == [f"echo: request {i}" for i in range(6)]
     assert len(server.state.requests) == 6
     assert 1 <= server.state.max_in_flight <= 2
+
+
+async def test_calls_reuse_their_connections(server: Server) -> None:
+    # The client keeps its connections alive: three waves of four calls at once come on
+    # at most four connections, not one each (a connect costs a round trip, and a TLS
+    # handshake more, on every call).
+    server.state.hold_s = 0.01
+    lm = _lm(server, concurrency=4)
+    for wave in range(3):
+        await asyncio.gather(
+            *(lm.complete([{"role": "user", "content": f"{wave}.{i}"}]) for i in range(4))
+        )
+    assert len(server.state.requests) == 12
+    assert 1 <= len(server.state.clients) <= 4
 
 
 def test_sync_calls_on_fresh_loops_reuse_the_lm(server: Server) -> None:
