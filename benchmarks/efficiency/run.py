@@ -79,6 +79,7 @@ from emery.lm.base import LM, Completion
 from emery.lm.config import LMConfig, build_base_lm
 from emery.lm.openai_compat import OpenAICompatibleLM
 from emery.lm.wrapper import LMWrapper
+from emery.store.backends import open_store
 from emery.systems.parsers import ParserConfig
 from emery.systems.prompt_program import (
     MessageTemplate,
@@ -86,6 +87,7 @@ from emery.systems.prompt_program import (
     PromptProgramConfig,
     StageConfig,
 )
+from emery.tracing.store_recorder import StoreRecorder
 from emery.verifiers.config import VerifierConfig, build_verifier
 
 KS = (1, 2, 4, 8)
@@ -210,11 +212,16 @@ async def one_run(
     extra: dict[str, Any] | None = None,
     cost_search: bool = False,
     algorithm_name: str = "gepa",
+    store: bool = False,
 ) -> dict[str, Any]:
     dataset = setup.dataset
     lms = {"task": setup.task, "reflection": setup.reflection}
     if algorithm_name == "mipro":  # MIPRO's proposer and summaries: the mock's proposer
         lms = {"task": setup.task, "proposer": setup.reflection}
+    workdir = tempfile.TemporaryDirectory() if store else None
+    recorder = None
+    if workdir is not None:  # rollouts, attempts and spans written as a job writes them
+        recorder = StoreRecorder(open_store(Path(workdir.name) / "emery.db"))
     ctx = build_search_context(
         system=setup.system,
         dataset=dataset,
@@ -223,17 +230,20 @@ async def one_run(
         budget=BudgetConfig(metric_calls=budget),
         seed=seed,
         concurrency=concurrency,
+        recorder=recorder,
     )
     if cost_search:  # the search knows the job's objectives, as a job's engine tells it
         ctx.objectives = OBJECTIVES
     settings = SETTINGS[algorithm_name](k, failure_share)
     algorithm = build_algorithm(algorithm_name, settings | (extra or {}))
-    started, clock = time.perf_counter(), time.monotonic()
+    started, clock, cpu = time.perf_counter(), time.monotonic(), time.process_time()
     outcome = await run_search(algorithm, ctx)
     wall, ended = time.perf_counter() - started, time.monotonic()
+    cpu = time.process_time() - cpu
     profile = waves(setup.log(), clock, ended) if setup.log is not None else {}
     if profile and setup.calls is not None:
         profile["between_calls_s"] = waves(setup.calls, clock, ended)["idle_s"]
+        profile["cpu_s"] = cpu  # the benchmark's process: emery and its HTTP client
     state = outcome.state
     best = ctx.candidates[state.best_candidate_id]
     seed_candidate = ctx.candidates[state.seed_candidate_id]
@@ -242,6 +252,9 @@ async def one_run(
         result = await ctx.evaluations.evaluate(candidate, dataset.test, "test", charge=False)
         test[name] = result.mean
     chosen = await cost_winner(ctx, state, select) if select else {}
+    if workdir is not None:
+        ctx.evaluations.evaluator.tracing.flush()
+        workdir.cleanup()
     return (
         chosen
         | profile
@@ -473,12 +486,14 @@ def profile_table(runs: list[dict[str, Any]], variants: Sequence[Variant], laten
     (busy / latency), those per step, and the rest (idle); for emery's runs the idle time
     split into the time with no LM call open (between calls: the search's own work,
     ``CallClock``) and the time spent handling requests (a call open, no request in the
-    mock's handler: the HTTP client, the connection, the mock's parsing and encoding);
-    and the connections the mock saw opened (``connects``)."""
+    mock's handler: the HTTP client, the connection, the mock's parsing and encoding),
+    and the benchmark process's CPU per request during the search (emery and its HTTP
+    client); and the connections the mock saw opened (``connects``)."""
     lines = [
         "| k | requests | waves | proposer waves | busy s | round trips | round trips per step"
-        " | idle s | idle share | between calls s | handling requests s | connects | wall s |",
-        "|" + " --- |" * 13,
+        " | idle s | idle share | between calls s | handling requests s | connects"
+        " | CPU ms per request | wall s |",
+        "|" + " --- |" * 14,
     ]
     for v in variants:
         mine = [r for r in runs if variant(r) == v and "waves" in r]
@@ -492,12 +507,13 @@ def profile_table(runs: list[dict[str, Any]], variants: Sequence[Variant], laten
         split = all("between_calls_s" in r for r in mine)
         between = f"{mean('between_calls_s'):.2f}" if split else "-"
         handling = f"{mean('idle_s') - mean('between_calls_s'):.2f}" if split else "-"
+        per_request = f"{1000 * mean('cpu_s') / mean('requests'):.2f}" if split else "-"
         lines.append(
             f"| {v[0]} | {mean('requests'):.0f} | {mean('waves'):.0f}"
             f" | {mean('proposer_waves'):.0f} | {mean('busy_s'):.2f} | {trips:.0f}"
             f" | {trips / mean('steps'):.1f} | {mean('idle_s'):.2f}"
             f" | {mean('idle_s') / mean('wall_s'):.0%} | {between} | {handling}"
-            f" | {mean('connects'):.0f} | {mean('wall_s'):.2f} |"
+            f" | {mean('connects'):.0f} | {per_request} | {mean('wall_s'):.2f} |"
         )
     return "\n".join(lines)
 
@@ -602,6 +618,7 @@ async def main_async(
                 gepa_extra(args),
                 args.cost_search,
                 args.algorithm,
+                args.store,
             )
             shown = {key: round(v, 3) if isinstance(v, float) else v for key, v in run.items()}
             print(json.dumps(shown), flush=True)
@@ -705,6 +722,11 @@ def main() -> None:
         type=int,
         default=64,
         help="calls in flight at once per model ([lm] concurrency; its default is 8)",
+    )
+    parser.add_argument(
+        "--store",
+        action="store_true",
+        help="record rollouts, attempts and spans in a SQLite store, as a job does (default: none)",
     )
     parser.add_argument("--train", type=int, default=60, help="--model: SVAMP train rows")
     parser.add_argument("--val", type=int, default=30, help="--model: SVAMP val rows")
