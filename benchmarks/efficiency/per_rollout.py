@@ -7,11 +7,13 @@ emery's own: the batch loop, rollout and attempt states, spans, the prompt progr
 verifier and the result; ``--store`` adds a SQLite store behind the trace recorder.
 ``http``: the mock endpoint at zero latency, 8 calls at once, through
 ``OpenAICompatibleLM`` (the ``openai`` SDK) and through a bare aiohttp session posting the
-same JSON.
+same JSON. ``mock``: the mock endpoint's own CPU per request (its process, from
+``/proc``), which shares the machine's cores with the client it serves.
 
     .venv/bin/python benchmarks/efficiency/per_rollout.py rollouts --candidates 60
     .venv/bin/python benchmarks/efficiency/per_rollout.py rollouts --store
     .venv/bin/python benchmarks/efficiency/per_rollout.py http --calls 400
+    .venv/bin/python benchmarks/efficiency/per_rollout.py mock --calls 2000
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -75,6 +78,33 @@ def messages(i: int) -> list[Any]:
     ]
 
 
+def process_cpu_s(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def mock_cpu(base_url: str, pid: int, calls: int) -> None:
+    """The mock endpoint's own CPU per request (its process, read from ``/proc``), on
+    calls posted 8 at a time by a bare aiohttp session."""
+    import aiohttp
+
+    async with aiohttp.ClientSession(headers={"Content-Type": "application/json"}) as session:
+
+        async def call(i: int) -> None:
+            body = json.dumps({"model": "mock-task", "messages": messages(i), "max_tokens": 256})
+            async with session.post(f"{base_url}/chat/completions", data=body) as reply:
+                await reply.read()
+
+        for i in range(40):  # warm up
+            await call(i)
+        started = process_cpu_s(pid)
+        for first in range(0, calls, 8):
+            await asyncio.gather(*(call(first + j) for j in range(8)))
+        cpu = process_cpu_s(pid) - started
+    print(f"the mock: {1000 * cpu / calls:.3f} ms CPU a request")
+
+
 async def http(base_url: str, calls: int) -> None:
     import aiohttp
 
@@ -104,15 +134,19 @@ async def http(base_url: str, calls: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["rollouts", "http"])
+    parser.add_argument("what", choices=["rollouts", "http", "mock"])
     parser.add_argument("--candidates", type=int, default=60, help="rollouts: 30 each")
     parser.add_argument("--store", action="store_true", help="rollouts: a SQLite store")
-    parser.add_argument("--calls", type=int, default=400, help="http: calls per client")
+    parser.add_argument("--calls", type=int, default=400, help="http, mock: calls per client")
     args = parser.parse_args()
     if args.what == "rollouts":
         asyncio.run(rollouts(args.candidates, args.store))
         return
     with BackgroundServer(free_port(), 0.0) as server:
+        if args.what == "mock":
+            assert server.process is not None
+            asyncio.run(mock_cpu(server.base_url, server.process.pid, args.calls))
+            return
         asyncio.run(http(server.base_url, args.calls))
 
 
