@@ -29,7 +29,12 @@ parallel proposals, ``IndependentSampling(n)``; nb: also with an adapter
 ``batch_evaluate``), its best scored on test as emery's is. ``--algorithm mipro`` runs
 MIPRO with k as ``trials_per_step``. On the mock, a last table says where each variant's
 wall time went (``mock_endpoint.waves``: round trips waited on, and the time with no
-request in flight).
+request in flight, split into the search's own work between calls and the handling of
+requests), the connections the mock saw opened and the process's CPU per request.
+``--store`` records the rollouts in a SQLite store as a job does, ``--lm-concurrency``
+sets the models' ``[lm] concurrency`` (64 here, 8 in a job by default), and ``--client
+bare`` replaces the ``openai`` SDK by a bare aiohttp session to show what the SDK's own
+work per call costs (a diagnostic: emery always uses the SDK).
 
     .venv/bin/python benchmarks/efficiency/run.py --ks 1,4 --seeds 3 --budget 500 \
         --peer gepa --peer-proposals 1,4,4b
