@@ -32,7 +32,7 @@ wall time went (``mock_endpoint.waves``: round trips waited on, and the time wit
 request in flight, split into the search's own work between calls and the handling of
 requests), the connections the mock saw opened and the process's CPU per request.
 ``--store`` records the rollouts in a SQLite store as a job does, ``--lm-concurrency``
-sets the models' ``[lm] concurrency`` (64 here, 8 in a job by default), and ``--client
+sets the models' ``[lm.<role>] concurrency`` (64 here, 8 in a job by default), and ``--client
 bare`` replaces the ``openai`` SDK by a bare aiohttp session to show what the SDK's own
 work per call costs (a diagnostic: emery always uses the SDK).
 
@@ -177,7 +177,7 @@ def mock_setup(
     lm_concurrency: int = 64,
 ) -> Setup:
     """The mock's task and proposer models: emery's ``OpenAICompatibleLM`` (``client =
-    "sdk"``, at most ``lm_concurrency`` calls in flight each, as ``[lm] concurrency``) or
+    "sdk"``, at most ``lm_concurrency`` calls in flight each, as ``[lm.<role>] concurrency``) or
     the diagnostic ``BareLM`` (``"bare"``: no SDK, no limit), each behind a ``CallClock``."""
     calls: list[LogEntry] = []
 
@@ -726,7 +726,7 @@ def main() -> None:
         "--lm-concurrency",
         type=int,
         default=64,
-        help="calls in flight at once per model ([lm] concurrency; its default is 8)",
+        help="calls in flight at once per model ([lm.<role>] concurrency; its default is 8)",
     )
     parser.add_argument(
         "--store",
