@@ -513,10 +513,11 @@ def profile_table(runs: list[dict[str, Any]], variants: Sequence[Variant], laten
         between = f"{mean('between_calls_s'):.2f}" if split else "-"
         handling = f"{mean('idle_s') - mean('between_calls_s'):.2f}" if split else "-"
         per_request = f"{1000 * mean('cpu_s') / mean('requests'):.2f}" if split else "-"
+        per_step = f"{trips / mean('steps'):.1f}" if mean("steps") else "-"  # no step made
         lines.append(
             f"| {v[0]} | {mean('requests'):.0f} | {mean('waves'):.0f}"
             f" | {mean('proposer_waves'):.0f} | {mean('busy_s'):.2f} | {trips:.0f}"
-            f" | {trips / mean('steps'):.1f} | {mean('idle_s'):.2f}"
+            f" | {per_step} | {mean('idle_s'):.2f}"
             f" | {mean('idle_s') / mean('wall_s'):.0%} | {between} | {handling}"
             f" | {mean('connects'):.0f} | {per_request} | {mean('wall_s'):.2f} |"
         )
