@@ -63,11 +63,22 @@ def test_the_feedback_score_carries_the_rating_by_similarity() -> None:
     verifier = FeedbackScore()
     good, bad = labeled("g", "paris is the capital", 1.0), labeled("b", "lyon is the capital", 0.0)
     assert verifier.check(good, "paris is the capital").score == 1.0
-    assert verifier.check(good, "no idea").score == 0.0
+    assert verifier.check(good, "no idea").score == 0.5
     assert verifier.check(bad, "lyon is the capital").score == 0.0
-    assert verifier.check(bad, "no idea").score == 1.0
     assert verifier.check(labeled("n", "x", None), "anything").score == 0.5
-    assert verifier.check(labeled("h", "x y", 0.75), "x z").score == pytest.approx(0.5)
+    assert verifier.check(labeled("h", "x y", 0.75), "x z").score == pytest.approx(0.625)
+
+
+def test_a_reply_unlike_a_badly_rated_one_is_not_scored_as_right() -> None:
+    # Thumbs down on a recorded label: a sentence the application cannot read, or another
+    # label, is only "not that reply" (0.5), never as good as a thumbed-up reply repeated.
+    verifier = FeedbackScore()
+    bad = labeled("b", "pto_used", 0.0)
+    different = verifier.check(bad, "The user is asking about their vacation days.")
+    assert different.score == 0.5
+    assert "not known to be right" in different.feedback
+    good = labeled("g", "pto_request", 1.0)
+    assert verifier.check(good, "pto_request").score > different.score
 
 
 def test_the_new_kinds_build_from_config() -> None:

@@ -2,11 +2,13 @@
 
 A dataset built from traces keeps each call's recorded reply as ``expected`` and the
 feedback on it (a score in [0, 1]; a thumb up is 1, down 0) as ``meta["feedback"]``. A
-new output is scored ``f * s + (1 - f) * (1 - s)``, where ``f`` is the feedback and ``s``
-the output's similarity to the recorded reply (token F1): an output like a well-rated
-reply earns the rating, one unlike a badly rated reply earns the complement, and an
-example without feedback counts as ``f = 0.5`` (every output scores 0.5: it cannot tell
-candidates apart, and it does not pull them anywhere).
+new output is scored ``s * f + (1 - s) * 0.5``, where ``f`` is the feedback and ``s`` the
+output's similarity to the recorded reply (token F1): as far as the output is the recorded
+reply it earns that reply's rating, and as far as it is something else nothing is known of
+it (0.5). So repeating a badly rated reply scores 0 and an output unlike it 0.5, never
+more: a reply that is merely different (another wrong label, a sentence the application
+cannot read) is not rewarded as if it were right. An example without feedback scores 0.5
+whatever the output (it cannot tell candidates apart, and it does not pull them anywhere).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class FeedbackScore(SyncVerifier):
         if feedback is None:
             return Verdict(score=NEUTRAL, feedback="No feedback on this example: scored 0.5.")
         similar = self.similarity.check(example, output).score
-        score = feedback * similar + (1 - feedback) * (1 - similar)
+        score = similar * feedback + (1 - similar) * NEUTRAL
         rated = "well" if feedback >= NEUTRAL else "badly"
         aim = "closer to" if feedback >= NEUTRAL else "further from"
         return Verdict(
@@ -50,5 +52,6 @@ class FeedbackScore(SyncVerifier):
             feedback=(
                 f"The recorded reply was rated {feedback:.2f} ({rated}); the answer's token"
                 f" overlap with it is {similar:.2f}. Move {aim} that reply."
+                + ("" if feedback >= NEUTRAL else " A different reply is not known to be right.")
             ),
         )
