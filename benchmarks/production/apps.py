@@ -73,6 +73,10 @@ class Application:
     """How emery's parser reads the seed's format (v1's baseline job)."""
     gold_verifier: dict[str, Any]
     """The verifier v1's baseline job scores the parsed reply against gold with."""
+    reply_parser: dict[str, Any]
+    """How the application reads a reply, as an emery parser (``[[system.stages]]
+    parser``): the searches' stage parses with it, so a reply the application cannot read
+    fails to parse and scores 0 under any verifier."""
 
     @property
     def seed(self) -> str:
@@ -84,6 +88,12 @@ class Application:
         """The service of the calls that ask the previous version on the side (not
         traffic)."""
         return f"{self.name}-shadow"
+
+    @property
+    def proposed(self) -> str:
+        """The prompt a search's best is published under when the reviewer keeps the
+        served version: the next stretch asks it on the side, the application never."""
+        return f"{self.name}-proposed"
 
     def message(self, question: Question) -> str:
         """The user message the application sends for ``question``."""
@@ -123,6 +133,10 @@ ANSWER = re.compile(r"Answer:\s*\$?(-?[\d,]*\.?\d+)")
 ANSWER_LINE = re.compile(r"Answer:(.*)")
 BOXED = re.compile(r"\\boxed\{\s*\$?(-?[\d,]*\.?\d+)")
 NUMBER = re.compile(r"-?[\d,]*\.?\d+")
+READABLE_ANSWER = r"\A.*Answer:[^\n]*\d[^\n]*(?!.*Answer:)"
+"""A reply the math helper can read: its last ``Answer:`` line has a number. The parser
+keeps the reply up to the end of that line (the text the feedback verifier compares with
+the recorded reply), and fails on any other reply."""
 
 
 def number_gold(value: Any) -> float | None:
@@ -187,10 +201,17 @@ SVAMP = Application(
     max_tokens=320,
     seed_stage={"parser": {"kind": "regex", "pattern": ANSWER.pattern}},
     gold_verifier={"kind": "numeric"},
+    reply_parser={"kind": "regex", "pattern": READABLE_ANSWER, "ignore_case": False},
 )
 
 
 # -- clinc: the intent router --------------------------------------------------------------
+
+
+BARE_LABEL = r"(?:\A|\n)[ \t\"'`*]*([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*)[ \t\"'`*.]*\s*\Z"
+"""A reply the intent router can read: its last non-blank line is one label as the listed
+labels are written (letters and digits joined by ``_``), at most quoted or ending in a
+period; the parser gives that label. A sentence (``The intent is pto_used.``) fails."""
 
 
 def label_gold(value: Any) -> str | None:
@@ -243,6 +264,7 @@ CLINC = Application(
     max_tokens=24,
     seed_stage={"parser": {"kind": "last_line"}},
     gold_verifier={"kind": "normalized"},
+    reply_parser={"kind": "regex", "pattern": BARE_LABEL, "ignore_case": False},
 )
 
 APPS = {"svamp": SVAMP, "clinc": CLINC}

@@ -33,6 +33,7 @@ from typing import Any
 
 from apps import APPS, Application, Question
 from fastapi.testclient import TestClient
+from gate import review
 
 import emery
 from emery.algorithms.evidence import paired
@@ -123,8 +124,10 @@ def ask(
     service: str,
     max_tokens: int,
     version: int | None,
+    prompt: str | None = None,
 ) -> Call:
-    """One application call through the prompt route, in a trace of its own."""
+    """One application call through the prompt route (the application's prompt, or
+    ``prompt``), in a trace of its own."""
     trace_id = secrets.token_hex(16)
     headers = {
         "X-Emery-Service": service,
@@ -137,9 +140,8 @@ def ask(
         "max_tokens": max_tokens,
     }
     params = {"version": version} if version is not None else {}
-    reply = client.post(
-        f"/prompts/{app.name}/v1/chat/completions", json=body, headers=headers, params=params
-    )
+    route = f"/prompts/{prompt or app.name}/v1/chat/completions"
+    reply = client.post(route, json=body, headers=headers, params=params)
     if reply.status_code != 200:
         raise SystemExit(f"error: the prompt route answered {reply.status_code}: {reply.text}")
     text = reply.json()["choices"][0]["message"]["content"] or ""
@@ -155,13 +157,23 @@ def serve(
     max_tokens: int,
     shadow: bool = False,
     version: int | None = None,
+    prompt: str | None = None,
 ) -> list[Call]:
     """The application's traffic, ``concurrency`` calls at a time, in arrival order (with
-    ``shadow``, the calls that ask a version on the side, under a service of their own)."""
+    ``shadow``, the calls that ask a version, or another ``prompt``, on the side, under a
+    service of their own)."""
     service = app.shadow if shadow else app.name
 
     def one(question: Question) -> Call:
-        return ask(client, app, question, service=service, max_tokens=max_tokens, version=version)
+        return ask(
+            client,
+            app,
+            question,
+            service=service,
+            max_tokens=max_tokens,
+            version=version,
+            prompt=prompt,
+        )
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         return list(pool.map(one, questions))
@@ -184,11 +196,14 @@ def give_feedback(client: TestClient, calls: Sequence[Call], share: float, seed:
 
 
 def stage(app: Application, instruction: str, max_tokens: int) -> dict[str, Any]:
+    """The application's call as a prompt program stage, read as the application reads a
+    reply (``Application.reply_parser``): a reply it cannot read fails and scores 0."""
     return {
         "name": app.stage,
         "instruction": instruction,
         "messages": [{"role": "user", "template": app.template}],
         "max_tokens": max_tokens,
+        "parser": app.reply_parser,
     }
 
 
@@ -383,9 +398,10 @@ COLUMNS = (
     "search val: seed → best",
     "metric calls",
     "next stretch: file lines",
-    "before (old version)",
-    "after (new version)",
-    "after − before, points [95% paired]",
+    "served",
+    "gate: proposed − served on val [95% paired]",
+    "proposed",
+    "proposed − served, points [95% paired]",
     "wall",
 )
 
@@ -401,6 +417,12 @@ def difference_cell(found: dict[str, Any]) -> str:
     return f"{100 * found['difference']:+.1f} [{low:+.1f}, {high:+.1f}] ({found['verdict']})"
 
 
+def gate_cell(found: dict[str, Any]) -> str:
+    low, high = found["low"], found["high"]
+    figures = f"{found['difference']:+.3f} [{low:+.3f}, {high:+.3f}], n = {found['n']}"
+    return f"{figures}: {found['decision']}"
+
+
 def row_cells(r: dict[str, Any]) -> list[str]:
     share = r["labeled"] / max(1, r["examples"])
     return [
@@ -412,7 +434,8 @@ def row_cells(r: dict[str, Any]) -> list[str]:
         str(r["metric_calls"]),
         f"{r['stretch_rows']} (n = {r['score']['difference']['n']})",
         f"v{r['served_version']} {cell(r['score']['before'])}",
-        f"v{r['published_version']} {cell(r['score']['after'])}",
+        gate_cell(r["gate"]),
+        f"{r['proposed']} {cell(r['score']['after'])}",
         difference_cell(r["score"]["difference"]),
         f"{sum(r['wall_s'].values()) / 60:.1f} min",
     ]
@@ -476,36 +499,47 @@ def run_round(
     warm = [e.data for e in store.list_events(job_id, kinds=["warm_start.scored"])]
     label_line = LabelAgreement.model_validate(labels).line() if labels else "—"
     print(f"  {label_line}", flush=True)
-    with clock.phase("publish"):
-        new = published.publish(store, job_id, app.name)
+    with clock.phase("review and publish"):
+        decision = review(store, job_id, served)
+        # published under the application's name when the reviewer approves, else under a
+        # side name the application never asks: the next stretch asks it on the side
+        name = app.name if decision.publish else app.proposed
+        new = published.publish(store, job_id, name)
         if len(new.components) != 1 or any(new.demos.values()):
             raise SystemExit(f"error: v{new.version} is not one system prompt: {new.components}")
-    print(f"  published v{new.version}: {new.text(app.stage)!r}", flush=True)
+    proposed = f"v{new.version}" if decision.publish else "proposed"
+    serving = new.version if decision.publish else served
+    print(f"  {decision.reason}", flush=True)
+    print(f"  {proposed}: {new.text(app.stage)!r}", flush=True)
     concurrency, max_tokens = settings.concurrency, settings.max_tokens
-    with clock.phase("next stretch, live"):
-        after = serve(client, app, stretch, concurrency=concurrency, max_tokens=max_tokens)
-    with clock.phase("next stretch, previous version on the side"):
-        before = serve(
+    with clock.phase(f"next stretch, live (v{serving})"):
+        live = serve(client, app, stretch, concurrency=concurrency, max_tokens=max_tokens)
+    with clock.phase("next stretch, on the side"):
+        side = serve(
             client,
             app,
             stretch,
             concurrency=concurrency,
             max_tokens=max_tokens,
             shadow=True,
-            version=served,
+            version=served if decision.publish else new.version,
+            prompt=None if decision.publish else app.proposed,
         )
     with clock.phase("feedback"):
-        give_feedback(client, after, share, settings.seed + number)
+        give_feedback(client, live, share, settings.seed + number)
+    before, after = (side, live) if decision.publish else (live, side)
     score = compare(before, after)
     print(
-        f"  next stretch: v{served} {cell(score['before'])}, v{new.version} {cell(score['after'])},"
+        f"  next stretch: v{served} {cell(score['before'])}, {proposed} {cell(score['after'])},"
         f" difference {difference_cell(score['difference'])}",
         flush=True,
     )
     figures = {
         "round": number,
         "served_version": served,
-        "published_version": new.version,
+        "published_version": serving,
+        "proposed": proposed,
+        "gate": decision.as_dict(),
         "instruction_before": instruction,
         "instruction_after": new.text(app.stage),
         "data_rows": rows_label(c.question for c in traffic),
@@ -532,7 +566,8 @@ def run_round(
         "score": score,
         "wall_s": clock.phases,
     }
-    return figures, job_id, after
+    # the served version's calls: the next round's data (all of them, when it was kept)
+    return figures, job_id, live if decision.publish else [*traffic, *live]
 
 
 def rows_label(questions: Iterator[Question] | Sequence[Question]) -> str:

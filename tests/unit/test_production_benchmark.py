@@ -9,14 +9,23 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
+from emery.core.models import Example
 from emery.data.tasks import builtin_task
 from emery.data.trace_template import TraceTemplate
+from emery.evaluation import Evaluator
+from emery.lm import FakeLM
+from emery.systems import PromptProgram, PromptProgramConfig
+from emery.systems.parsers import ParseError, ParserConfig
+from emery.verifiers.feedback_score import FeedbackScore
 
 PRODUCTION = Path(__file__).resolve().parents[2] / "benchmarks" / "production"
 if str(PRODUCTION) not in sys.path:
     sys.path.insert(0, str(PRODUCTION))
 
 import apps  # noqa: E402
+import gate  # noqa: E402
 import loop  # noqa: E402
 
 
@@ -32,7 +41,9 @@ def questions_file(path: Path) -> Path:
     return path
 
 
-def test_the_loop_lifts_the_next_stretch_and_warm_starts_round_two(tmp_path: Path) -> None:
+def test_the_gate_keeps_the_served_version_when_val_cannot_show_the_winner_better(
+    tmp_path: Path,
+) -> None:
     dataset = questions_file(tmp_path / "questions.jsonl")
     out = tmp_path / "prod.json"
     args = ["--model", "fake", "--dataset", str(dataset), "--offset", "0", "--traffic", "20"]
@@ -41,26 +52,32 @@ def test_the_loop_lifts_the_next_stretch_and_warm_starts_round_two(tmp_path: Pat
     assert json.loads(out.read_text()) == report
     first, second = report["rounds"]
     assert report["traffic_rows"] == "6-25"  # the test rows, in file order
-    assert (first["served_version"], first["published_version"]) == (1, 2)
-    assert (second["served_version"], second["published_version"]) == (2, 3)
     assert first["instruction_before"] == apps.SVAMP.seed
     assert "carefully" in first["instruction_after"]  # what the scripted writer proposes
-    # thumbs on 30% of each stretch; the scripted judge ranks them as the user did
+    # thumbs on 30% of the stretch: 6 labeled, 3 on val, too few to show the winner better
     assert (first["labeled"], first["examples"]) == (6, 20)
     assert 0 < first["thumbs_up"] < 6  # the user's thumbs: up on the right replies only
     assert 0 < first["data_right"]["mean"] < 0.5
-    assert second["data_right"]["mean"] == 1.0  # round 2's data: the calls v2 answered
     assert (first["judge"]["n"], first["judge"]["rho"]) == (6, 1.0)
     assert first["label_line"].startswith("labels: 6 of 6 examples have feedback (100%)")
-    # the next stretch: v1 right on about a third, v2 on all, paired on the same 20 calls
+    gate = first["gate"]
+    assert (gate["publish"], gate["n"], gate["verdict"]) == (False, 3, "undecided")
+    assert gate["decision"] == "kept v1: not shown better"
+    assert gate["low"] < 0 < gate["high"]
+    assert (first["served_version"], first["published_version"]) == (1, 1)
+    assert first["proposed"] == "proposed"
+    # the next stretch still scores the proposal on the side: what the gate missed
     before, after = first["score"]["before"], first["score"]["after"]
     assert (before["n"], after["n"], after["mean"]) == (20, 20, 1.0)
     assert before["mean"] < 0.5
     assert first["score"]["difference"]["verdict"] == "better"
+    # round 2: v1 still served; its data are all the calls v1 answered, warm-started
+    assert (second["served_version"], second["published_version"]) == (1, 1)
+    assert second["data_rows"] == "6-45"
+    assert (second["labeled"], second["examples"]) == (12, 40)
     assert second["warm_start"] == first["job"]
     assert second["warm_rescored"]  # round 1's candidates, scored again on round 2's val
-    assert second["data_rows"] == first["stretch_rows"] == "26-45"
-    assert second["score"]["before"]["mean"] == 1.0  # v2, now served, asked on the side
+    assert second["score"]["before"]["mean"] < 0.5  # v1, still live
 
 
 def test_the_user_reads_the_last_answer_line() -> None:
@@ -98,9 +115,14 @@ def test_the_router_loop_serves_the_label_list_and_thumbs_by_the_gold_label(
     assert 0 < right < 0.5  # the scripted model is right on about a third under v1
     assert (first["labeled"], first["thumbs_up"]) == (20, round(20 * right))
     assert (first["judge"]["n"], first["judge"]["rho"]) == (20, 1.0)
+    # val (the newest 10 labeled calls) shows the proposal better: the gate publishes it
+    gate = first["gate"]
+    assert (gate["publish"], gate["n"], gate["verdict"]) == (True, 10, "better")
+    assert gate["low"] > 0
+    assert (first["published_version"], first["proposed"]) == (2, "v2")
     after, before = first["score"]["after"], first["score"]["before"]
-    assert (after["n"], after["mean"]) == (20, 1.0)
-    assert before["mean"] < 0.5
+    assert (after["n"], after["mean"]) == (20, 1.0)  # v2, live
+    assert before["mean"] < 0.5  # v1, on the side
     assert first["score"]["difference"]["verdict"] == "better"
 
 
@@ -129,3 +151,88 @@ def test_the_router_user_reads_the_last_line_as_the_quality_verifier_does() -> N
     assert apps.correct_label("The intent is pto_used.", "pto_used") == 0.0  # not the label alone
     assert apps.correct_label("w2", "pto_used") == 0.0
     assert apps.correct_label("", "pto_used") == 0.0
+
+
+def test_the_reviewer_publishes_only_what_the_paired_val_scores_show_better() -> None:
+    served = {f"ex{i}": float(i < 2) for i in range(10)}  # right on 2 of 10
+    better = {f"ex{i}": float(i < 9) for i in range(10)}  # right on 9, never worse
+    found = gate.decide(served, better, served_version=2)
+    assert (found.publish, found.decision) == (True, "published: shown better")
+    assert (found.evidence.n, found.evidence.verdict) == (10, "better")
+    # one example more, on an example the served version missed: not shown better
+    slightly = {**served, "ex5": 1.0}
+    kept = gate.decide(served, slightly, served_version=2)
+    assert (kept.publish, kept.decision) == (False, "kept v2: not shown better")
+    assert kept.evidence.low < 0 < kept.evidence.high
+    assert kept.reason.startswith(
+        "kept v2: not shown better (val: n = 10, proposed - served +0.100"
+    )
+    # only the examples both were scored on are paired
+    assert gate.decide({"a": 0.0, "b": 0.0}, {"b": 1.0, "c": 1.0}, served_version=1).evidence.n == 1
+
+
+def feedback_example(recorded: str, thumb: float, fields: dict[str, str]) -> Example:
+    """A call from the traces: the recorded reply as expected, its thumb as feedback."""
+    return Example(id="call", input=fields, expected=recorded, meta={"feedback": {"score": thumb}})
+
+
+@pytest.mark.parametrize(
+    ("app", "fields", "recorded", "unreadable", "readable"),
+    [
+        (
+            apps.CLINC,
+            {"query": "how much pto is left", "labels": "pto_used, w2"},
+            "w2",
+            'The request falls under the intent "pto_used".',
+            "pto_used",
+        ),
+        (
+            apps.SVAMP,
+            {"question": "3 and 4 apples?"},
+            "3 + 4 = 8\nAnswer: 8",
+            "So she has 7 apples.",
+            "3 + 4 = 7\nAnswer: 7",
+        ),
+    ],
+)
+async def test_a_reply_the_application_cannot_read_scores_0_in_the_search(
+    app: apps.Application, fields: dict[str, str], recorded: str, unreadable: str, readable: str
+) -> None:
+    program = PromptProgram(
+        PromptProgramConfig.model_validate({"stages": [loop.stage(app, app.seed, 24)]})
+    )
+    example = feedback_example(recorded, 0.0, fields)  # the recorded reply: thumbed down
+
+    async def score(reply: str) -> tuple[float, str | None]:
+        evaluator = Evaluator(program, FeedbackScore(), FakeLM(lambda _: reply))
+        found = await evaluator.evaluate(program.seed_candidate(), [example], "val")
+        return found.results[0].score, found.results[0].error
+
+    assert app.correct(unreadable, 7.0 if app is apps.SVAMP else "pto_used") == 0.0
+    low, error = await score(unreadable)
+    assert low == 0.0  # unlike the thumbed-down reply, but unreadable: not a good reply
+    assert "must match the pattern" in (error or "")
+    high, error = await score(readable)
+    assert error is None
+    assert high > 0.0
+
+
+def test_the_router_parser_reads_one_label_on_the_last_line() -> None:
+    parser = ParserConfig.model_validate(apps.CLINC.reply_parser)
+    assert parser.parse("  PTO_Used.\n") == "PTO_Used"
+    assert parser.parse("The request is about leave.\n`pto_used`") == "pto_used"
+    for sentence in ("The intent is pto_used.", "pto used", ""):
+        with pytest.raises(ParseError):
+            parser.parse(sentence)
+    math = ParserConfig.model_validate(apps.SVAMP.reply_parser)
+    assert math.parse("so\nAnswer: 8\nDone.") == "so\nAnswer: 8"
+    with pytest.raises(ParseError):
+        math.parse("Answer: 5\nAnswer: none")  # the last Answer line has no number
+
+
+@pytest.mark.parametrize("app", [apps.CLINC, apps.SVAMP])
+def test_the_search_reads_the_replies_in_the_application_format(app: apps.Application) -> None:
+    parser = ParserConfig.model_validate(app.reply_parser)
+    for question in app.load(app.dataset, "test", 0, 20):
+        for reply in app.sample_replies(question):
+            parser.parse(reply)  # the scripted model's right and wrong replies both read
