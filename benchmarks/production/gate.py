@@ -1,26 +1,22 @@
 """The loop's scripted reviewer: publish a search's best only when its own val examples
 show it better than the version being served.
 
-A search starts from the served prompt's text (its seed), so the served version and the
-proposed one (the job's best) were both scored on the job's val examples. The reviewer
-pairs their stored val scores per example and compares them with
-``emery.algorithms.evidence.paired`` at 95%: it publishes when the verdict is ``better``
-and otherwise keeps serving the current version, saying why (n, difference, interval).
-
-Why not ``[job] approve``: that gate holds a candidate's becoming the job's best inside a
-search (against the current best, step by step, the job waiting for a decision), not the
-publish of a finished job's best against the served version, which is the decision here.
+It goes through emery's publish approval, as a person would (``emery publish --request``,
+then approve or reject with a reason): a publish request for the job's best, its review
+(``reports.approvals.review``: the candidate beside the prompt's latest version, their
+val scores paired per example with ``emery.algorithms.evidence.paired`` at 95%), and a
+decision: approve when the verdict is ``better`` (the approval publishes), else reject,
+with the evidence as the reason (a warm-started job's proposer reads it). A search starts
+from the served prompt's text, so both sides were scored on the job's val examples.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from emery.algorithms.evidence import CONFIDENCE, Evidence, paired
-from emery.reports import published
+from emery.algorithms.evidence import Evidence, paired
+from emery.reports import approvals
 from emery.store import Store
-from emery.store.records import EvaluationFilter
 
 
 @dataclass(frozen=True)
@@ -30,7 +26,9 @@ class Review:
     publish: bool
     evidence: Evidence
     decision: str
-    """``published``, or ``kept vN`` and why."""
+    """``published: shown better``, or ``kept vN: not shown better``."""
+    result: str | None = None
+    """What the approval published (``NAME version N``), if anything."""
 
     @property
     def reason(self) -> str:
@@ -46,36 +44,26 @@ class Review:
             "publish": self.publish,
             "decision": self.decision,
             "reason": self.reason,
+            "result": self.result,
             **self.evidence.model_dump(include={"n", "difference", "low", "high", "verdict"}),
         }
 
 
-def val_scores(store: Store, job_id: str, candidate_id: str) -> dict[str, float]:
-    """A candidate's stored val score per example id (a failed run scored 0)."""
-    found = store.list_evaluations(
-        EvaluationFilter(job_id=job_id, candidate_id=candidate_id, split="val"), limit=None
-    )
-    return {record.result.example_id: record.result.score for record in found.items}
+def decide(evidence: Evidence | None, *, served_version: int) -> Review:
+    """The rule: publish when the proposal is shown ``better`` than the served version on
+    the val examples both were run on; otherwise keep serving it."""
+    found = evidence if evidence is not None else paired([], [])
+    if found.verdict == "better":
+        return Review(True, found, "published: shown better")
+    return Review(False, found, f"kept v{served_version}: not shown better")
 
 
-def decide(
-    served: Mapping[str, float], proposed: Mapping[str, float], *, served_version: int
-) -> Review:
-    """Publish when ``proposed`` is shown better than ``served`` on the examples both were
-    scored on (paired, at ``CONFIDENCE``); otherwise keep the served version."""
-    shared = sorted(set(served) & set(proposed))
-    evidence = paired([proposed[i] for i in shared], [served[i] for i in shared], CONFIDENCE)
-    if evidence.verdict == "better":
-        return Review(True, evidence, "published: shown better")
-    return Review(False, evidence, f"kept v{served_version}: not shown better")
-
-
-def review(store: Store, job_id: str, served_version: int) -> Review:
-    """The decision on ``job_id``'s best against its seed (the served version's text)."""
-    _, result, best = published.publishable_best(store, job_id)
-    seed = result.seed_candidate
-    if seed is None or seed.id == best.id:
-        decision = f"kept v{served_version}: the search's best is the served version"
-        return Review(False, paired([], []), decision)
-    served = val_scores(store, job_id, seed.id)
-    return decide(served, val_scores(store, job_id, best.id), served_version=served_version)
+def review(store: Store, job_id: str, name: str, served_version: int) -> Review:
+    """Request to publish ``job_id``'s best as ``name``, review it against ``name``'s latest
+    version and approve or reject it by ``decide``, the evidence as the reason."""
+    request = approvals.request_publish(store, job_id, name)
+    shown = approvals.review(store, request.id)
+    found = decide(shown.difference, served_version=served_version)
+    action = "approve" if found.publish else "reject"
+    decided = approvals.decide(store, request.id, action, reason=found.reason)
+    return Review(found.publish, found.evidence, found.decision, decided.result)

@@ -500,11 +500,13 @@ def run_round(
     label_line = LabelAgreement.model_validate(labels).line() if labels else "—"
     print(f"  {label_line}", flush=True)
     with clock.phase("review and publish"):
-        decision = review(store, job_id, served)
-        # published under the application's name when the reviewer approves, else under a
-        # side name the application never asks: the next stretch asks it on the side
-        name = app.name if decision.publish else app.proposed
-        new = published.publish(store, job_id, name)
+        decision = review(store, job_id, app.name, served)
+        # the approval published it under the application's name; a rejected one goes
+        # under a side name the application never asks: the next stretch asks it there
+        if decision.publish:
+            new = published.show(store, app.name)
+        else:
+            new = published.publish(store, job_id, app.proposed)
         if len(new.components) != 1 or any(new.demos.values()):
             raise SystemExit(f"error: v{new.version} is not one system prompt: {new.components}")
     proposed = f"v{new.version}" if decision.publish else "proposed"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from emery.algorithms.evidence import paired
 from emery.core.models import Example
 from emery.data.tasks import builtin_task
 from emery.data.trace_template import TraceTemplate
@@ -63,6 +64,7 @@ def test_the_gate_keeps_the_served_version_when_val_cannot_show_the_winner_bette
     gate = first["gate"]
     assert (gate["publish"], gate["n"], gate["verdict"]) == (False, 3, "undecided")
     assert gate["decision"] == "kept v1: not shown better"
+    assert gate["result"] is None  # the publish request was rejected, with the evidence
     assert gate["low"] < 0 < gate["high"]
     assert (first["served_version"], first["published_version"]) == (1, 1)
     assert first["proposed"] == "proposed"
@@ -120,6 +122,7 @@ def test_the_router_loop_serves_the_label_list_and_thumbs_by_the_gold_label(
     assert (gate["publish"], gate["n"], gate["verdict"]) == (True, 10, "better")
     assert gate["low"] > 0
     assert (first["published_version"], first["proposed"]) == (2, "v2")
+    assert gate["result"] == "intent-router version 2"  # the approved request published it
     after, before = first["score"]["after"], first["score"]["before"]
     assert (after["n"], after["mean"]) == (20, 1.0)  # v2, live
     assert before["mean"] < 0.5  # v1, on the side
@@ -154,21 +157,18 @@ def test_the_router_user_reads_the_last_line_as_the_quality_verifier_does() -> N
 
 
 def test_the_reviewer_publishes_only_what_the_paired_val_scores_show_better() -> None:
-    served = {f"ex{i}": float(i < 2) for i in range(10)}  # right on 2 of 10
-    better = {f"ex{i}": float(i < 9) for i in range(10)}  # right on 9, never worse
-    found = gate.decide(served, better, served_version=2)
-    assert (found.publish, found.decision) == (True, "published: shown better")
-    assert (found.evidence.n, found.evidence.verdict) == (10, "better")
-    # one example more, on an example the served version missed: not shown better
-    slightly = {**served, "ex5": 1.0}
-    kept = gate.decide(served, slightly, served_version=2)
+    served = [float(i < 2) for i in range(10)]  # right on 2 of 10
+    better = gate.decide(paired([float(i < 9) for i in range(10)], served), served_version=2)
+    assert (better.publish, better.decision) == (True, "published: shown better")
+    assert (better.evidence.n, better.evidence.verdict) == (10, "better")
+    # right on one example more than the served version: not shown better
+    slightly = [*served[:5], 1.0, *served[6:]]
+    kept = gate.decide(paired(slightly, served), served_version=2)
     assert (kept.publish, kept.decision) == (False, "kept v2: not shown better")
     assert kept.evidence.low < 0 < kept.evidence.high
-    assert kept.reason.startswith(
-        "kept v2: not shown better (val: n = 10, proposed - served +0.100"
-    )
-    # only the examples both were scored on are paired
-    assert gate.decide({"a": 0.0, "b": 0.0}, {"b": 1.0, "c": 1.0}, served_version=1).evidence.n == 1
+    assert kept.reason.startswith("kept v2: not shown better (val: n = 10, proposed - served")
+    # no example both were run on: no evidence, nothing published
+    assert not gate.decide(None, served_version=1).publish
 
 
 def feedback_example(recorded: str, thumb: float, fields: dict[str, str]) -> Example:
