@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from emery.systems.parsers import ParseError, ParserConfig
 from emery.systems.templates import placeholders, render
 from emery.verifiers.text import normalize
 
@@ -218,18 +219,18 @@ def label_gold(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def last_line(reply: str) -> str:
-    """The reply's last non-blank line, stripped (the ``last_line`` parser's reading)."""
-    lines = [line.strip() for line in reply.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+LAST_LINE = ParserConfig(kind="last_line")
 
 
 def correct_label(reply: str, gold: Gold) -> float:
     """1.0 when the reply's last line is the gold label after ``normalize`` (lowercase,
     punctuation and articles dropped: ``PTO used.`` names ``pto_used``), as the quality
     benchmark's ``normalized`` verifier reads a ``last_line`` reply."""
-    line = last_line(reply)
-    return float(bool(line) and normalize(line) == normalize(str(gold)))
+    try:
+        line = LAST_LINE.parse(reply)
+    except ParseError:  # an empty reply
+        return 0.0
+    return float(normalize(line) == normalize(str(gold)))
 
 
 def labels_of(question: Question) -> list[str]:
