@@ -18,6 +18,8 @@ from server_support import finished_job, random_search_module
 
 import emery
 from emery.core.errors import ConfigError, EmeryError, StoreError
+from emery.core.models import Demo
+from emery.data.tasks import builtin_task
 from emery.lm.fake import FakeLM
 from emery.reports import published
 from emery.reports.published import PublishedPrompt
@@ -26,6 +28,7 @@ from emery.server.launcher import ThreadLauncher
 from emery.store import SQLiteStore
 from emery.store.records import NewJob
 from emery.store.states import NotFound
+from emery.systems.stages import MessageTemplate
 
 __all__ = ["random_search_module"]
 
@@ -68,6 +71,10 @@ def test_a_publish_records_the_best_candidate_its_job_scores_and_diff(done: Publ
     best = done.store.get_candidate(job.id, job.best_candidate_id)
     assert prompt.candidate_id == best.id
     assert prompt.components == best.components
+    program = builtin_task("word_problems").program  # the job's system: the task's program
+    assert program is not None
+    assert prompt.templates == {stage.name: tuple(stage.messages) for stage in program.stages}
+    assert prompt.templates  # the demos can be served as the job showed them
     assert prompt.scores.val == job.best_score
     assert prompt.scores.seed_val == job.baseline_score
     assert prompt.scores.test is not None
@@ -278,3 +285,94 @@ def test_a_prompt_text_is_its_only_component_or_a_named_one(done: Published) -> 
         two.text()
     with pytest.raises(NotFound, match=r"has no component 'c' \(it has a, b\)"):
         two.text("c")
+
+
+ROUTER_TEMPLATES = (MessageTemplate(template="Request: {query}\nIntents: {labels}"),)
+DEMO = Demo(inputs={"query": "book a table", "labels": "book, cancel"}, output="book")
+
+
+def router_version(store: SQLiteStore, like: PublishedPrompt, **update: object) -> PublishedPrompt:
+    """A version of ``router`` with one stage, its templates and a demo (as a MIPRO job's
+    publish records them), changed by ``update``."""
+    content = like.model_copy(
+        update={
+            "name": "router",
+            "components": {"route": "Pick one of: {labels}."},
+            "demos": {"route": (DEMO,)},
+            "templates": {"route": ROUTER_TEMPLATES},
+            **update,
+        }
+    ).model_dump(mode="json", exclude={"version", "published_at"})
+    record = store.put_resource("prompt:router", content, kind="prompt", job_id=like.job_id)
+    return published.show(store, "router", record.version)
+
+
+def test_the_proxy_sends_a_version_as_it_was_scored_with_demos_layout_and_fields(
+    done: Published,
+) -> None:
+    lm = FakeLM(lambda messages: "cancel")
+    app = create_server_app(done.store, default_lm=lm, launcher=ThreadLauncher())
+    chats = router_version(done.store, done.first)
+    inline = router_version(
+        done.store, done.first, components={"route": "Pick one.", "route:demos": "inline"}
+    )
+    asked = "Request: drop my booking\nIntents: book, cancel"
+    chat = {"model": "m", "messages": [{"role": "system", "content": "Old."}, user(asked)]}
+    path = "/prompts/router/v1/chat/completions"
+    with TestClient(app) as client:
+        answer = client.post(path, params={"version": chats.version}, json=chat)
+        assert answer.status_code == 200, answer.text
+        assert lm.calls[-1] == [
+            {"role": "system", "content": "Pick one of: book, cancel."},
+            user("Request: book a table\nIntents: book, cancel"),
+            {"role": "assistant", "content": "book"},
+            user(asked),
+        ]
+        answer = client.post(path, params={"version": inline.version}, json=chat)
+        assert answer.status_code == 200, answer.text
+        assert lm.calls[-1] == [
+            {"role": "system", "content": "Pick one."},
+            user(
+                "Example 1:\nRequest: book a table\nIntents: book, cancel\nReply:\nbook"
+                f"\n\nNow the real one:\n\n{asked}"
+            ),
+        ]
+        # the instruction reads {labels}: a request the stage's template cannot read back
+        # is refused with the reason, and nothing is sent to the model
+        unreadable = {**chat, "messages": [user("drop my booking")]}
+        refused = client.post(path, params={"version": chats.version}, json=unreadable)
+        assert refused.status_code == 400
+        message = refused.json()["error"]["message"]
+        assert "do not fit the templates stage 'route' of prompt 'router'" in message
+        assert "unmatched" in message
+    assert len(lm.calls) == 2
+
+
+def test_a_version_without_templates_serves_its_text_but_refuses_its_demos(
+    done: Published,
+) -> None:
+    older = router_version(done.store, done.first, templates={}, components={"route": "Pick."})
+    asked = [user("drop my booking")]
+    with pytest.raises(ConfigError, match="published without its stage's message templates"):
+        older.chat(asked)
+    text_only = older.model_copy(update={"demos": {}})
+    assert text_only.chat(asked) == [{"role": "system", "content": "Pick."}, *asked]
+    assert text_only.text() == "Pick."
+
+
+def test_layout_choices_are_not_text_components(done: Published) -> None:
+    version = done.first.model_copy(
+        update={"components": {"route": "Pick.", "route:reminder": "Label only."}}
+    )
+    assert version.text() == "Pick."
+    assert version.component() == "route"
+    with pytest.raises(NotFound, match="has no component 'route:reminder'"):
+        version.text("route:reminder")
+    assert version.chat([user("x")]) == [
+        {"role": "system", "content": "Pick."},
+        user("x\n\nLabel only."),
+    ]
+
+
+def user(content: str) -> dict[str, str]:
+    return {"role": "user", "content": content}

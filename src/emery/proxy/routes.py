@@ -34,6 +34,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from opentelemetry import trace
 from starlette.requests import ClientDisconnect
 
+from emery.core.errors import EmeryError
 from emery.core.models import ChatMessage
 from emery.core.spans import SpanRecord
 from emery.lm.base import LM, Completion
@@ -316,6 +317,8 @@ async def _complete(
 
 
 MessagesRewrite = Callable[[list[ChatMessage]], list[ChatMessage]]
+"""Changes a request's messages before they are forwarded; an ``EmeryError`` it raises
+answers the request with a 400 that carries its message."""
 
 
 async def handle_chat(
@@ -336,7 +339,10 @@ async def handle_chat(
     response_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     messages = body.chat_messages()
     if rewrite is not None:
-        messages = rewrite(messages)
+        try:
+            messages = rewrite(messages)
+        except EmeryError as exc:
+            return error_response(400, str(exc), "invalid_request_error")
     origin = CallOrigin.from_headers(request.headers, attributes)
     try:
         completion = await _complete(backend, scope, messages, requested, body, origin, response_id)

@@ -1,25 +1,44 @@
 """Published prompts: a succeeded job's best candidate as the next version of a named prompt.
 
 Each version is a store resource named ``prompt:NAME`` (kind ``prompt``) that records the
-candidate's components and demos, the job and candidate it came from, the best and seed
-scores on val and test, and the diff against the seed. Versions are never changed or
-removed: a rollback publishes an older version's content again as a new version.
+candidate's components and demos, its stages' message templates, the job and candidate it
+came from, the best and seed scores on val and test, and the diff against the seed.
+Versions are never changed or removed: a rollback publishes an older version's content
+again as a new version.
+
+``PublishedPrompt.chat`` turns an application's messages into the chat the job scored:
+the instruction, the demos (rendered through the stage's templates) and the stage's
+layout around the application's own turn; the LM proxy's prompt route sends that.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from emery.algorithms.lineage import component_diff
+from emery.config.loading import job_config
+from emery.config.resolve import resolve_system
 from emery.core.errors import ConfigError, EmeryError
-from emery.core.models import Candidate, Demo
+from emery.core.models import Candidate, ChatMessage, Demo
+from emery.data.trace_template import TraceTemplate
 from emery.reports.results import JobResult, build_result
 from emery.store.protocol import Store
 from emery.store.records import JobRecord, ResourceRecord
 from emery.store.states import NotFound
+from emery.systems.capabilities import StagedPrompts
+from emery.systems.prompt_layout import StageLayout, is_choice_component
+from emery.systems.prompt_program import stage_chat
+from emery.systems.stages import MessageTemplate
+from emery.systems.templates import placeholders
+
+log = logging.getLogger(__name__)
 
 PROMPT_KIND = "prompt"
 RESOURCE_PREFIX = "prompt:"
@@ -44,6 +63,10 @@ class PublishedPrompt(BaseModel):
     version: int = 0
     components: dict[str, str]
     demos: dict[str, tuple[Demo, ...]] = Field(default_factory=dict)
+    templates: dict[str, tuple[MessageTemplate, ...]] = Field(default_factory=dict)
+    """Each stage's message templates in the job's prompt program: they render the demos
+    as the job showed them and read an application's fields back from its messages (empty
+    for a version published before templates were recorded)."""
     job_id: str
     job_name: str
     candidate_id: str
@@ -56,20 +79,61 @@ class PublishedPrompt(BaseModel):
 
     def text(self, component: str | None = None) -> str:
         """The text of ``component``; without one, of the only component there is."""
-        names = ", ".join(self.components) or "none"
+        return self.components[self.component(component)]
+
+    def component(self, component: str | None = None) -> str:
+        """``component`` if this version has it; without one, its only text component
+        (structural choices such as ``stage:demos`` are not texts)."""
+        texts = [name for name in self.components if not is_choice_component(name)]
+        names = ", ".join(texts) or "none"
         if component is None:
-            if len(self.components) != 1:
+            if len(texts) != 1:
                 raise ConfigError(
                     f"prompt {self.name!r} version {self.version} has the components {names}:"
                     " name one"
                 )
-            return next(iter(self.components.values()))
-        if component not in self.components:
+            return texts[0]
+        if component not in texts:
             raise NotFound(
                 f"prompt {self.name!r} version {self.version} has no component {component!r}"
                 f" (it has {names})"
             )
-        return self.components[component]
+        return component
+
+    def chat(
+        self, messages: Sequence[ChatMessage], component: str | None = None
+    ) -> list[ChatMessage]:
+        """The chat this version sends for an application's ``messages`` (its own system
+        message, if first, replaced): the instruction of ``component``, its demos and its
+        layout around the application's turn, as the job scored them. The application's
+        fields are read back through the stage's templates when the instruction or the
+        layout needs them; a request that does not fit them is a ``ConfigError``."""
+        stage = self.component(component)
+        text, demos = self.components[stage], self.demos.get(stage, ())
+        layout = StageLayout.of(self.components, stage)
+        turn = list(messages[1:] if messages and messages[0]["role"] == "system" else messages)
+        templates = self.templates.get(stage, ())
+        reads = placeholders(text) | placeholders(layout.reminder)
+        needs_fields = bool(reads) or (layout.select == "nearest" and bool(demos))
+        if (demos or needs_fields) and not templates:
+            raise ConfigError(
+                f"prompt {self.name!r} version {self.version} was published without its"
+                f" stage's message templates, so its demos or fields cannot be served:"
+                f" publish job {self.job_id} again"
+            )
+        fields: dict[str, Any] = self._fields(stage, templates, turn) if needs_fields else {}
+        return stage_chat(templates, text, demos, fields, layout, turn=turn)
+
+    def _fields(
+        self, stage: str, templates: Sequence[MessageTemplate], turn: list[ChatMessage]
+    ) -> dict[str, Any]:
+        found = TraceTemplate([(m.role, m.template) for m in templates]).match(turn)
+        if found.fields is None:
+            raise ConfigError(
+                f"the request's messages do not fit the templates stage {stage!r} of prompt"
+                f" {self.name!r} was scored with ({found.status}: {found.reason})"
+            )
+        return found.fields
 
 
 def check_name(name: str) -> str:
@@ -123,6 +187,7 @@ def publish(store: Store, job: str, name: str) -> PublishedPrompt:
         name=name,
         components=dict(best.components),
         demos=dict(best.demos),
+        templates=stage_templates(record),
         job_id=record.id,
         job_name=record.name,
         candidate_id=best.id,
@@ -135,6 +200,22 @@ def publish(store: Store, job: str, name: str) -> PublishedPrompt:
         diff=component_diff(seed, best, before_label="seed", after_label=name) if seed else "",
     )
     return _put(store, prompt)
+
+
+def stage_templates(record: JobRecord) -> dict[str, tuple[MessageTemplate, ...]]:
+    """Each stage's message templates in ``record``'s system when it is a prompt program
+    (its own ``[system]``, a built-in task's or a graph's llm nodes); none for another
+    system, or one that cannot be built again (a moved data file, a missing module)."""
+    try:
+        config = job_config(record)
+        base_dir = Path(record.base_dir) if record.base_dir else None
+        system = resolve_system(config, base_dir=base_dir)
+    except EmeryError as exc:
+        log.warning("job %s: no stage templates recorded with its prompt: %s", record.id, exc)
+        return {}
+    if not isinstance(system, StagedPrompts):
+        return {}
+    return {stage.name: tuple(stage.messages) for stage in system.config.stages}
 
 
 def rollback(store: Store, name: str, to: int) -> PublishedPrompt:

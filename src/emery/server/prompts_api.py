@@ -1,6 +1,7 @@
 """Published prompts for applications: each prompt's latest version, one version of a
-prompt in full (``emery publish`` makes them), and the LM proxy route that fills the
-system prompt of a chat from a published prompt."""
+prompt in full (``emery publish`` makes them), and the LM proxy route that sends an
+application's chat as a published prompt's version was scored (its instruction, demos and
+layout around the application's own turn)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from emery.core.errors import EmeryError
-from emery.core.models import ChatMessage
 from emery.proxy.routes import ProxyBackend, error_response, handle_chat
 from emery.reports import published
 from emery.server.errors import status_of
@@ -49,7 +49,7 @@ def prompts_router(store: Store) -> APIRouter:
 
 def prompt_proxy_router(store: Store, backend: ProxyBackend) -> APIRouter:
     """``/prompts/NAME/v1/chat/completions``: the proxy's default model, called with the
-    system prompt set to a published prompt's text."""
+    chat a published prompt's version makes of the application's messages."""
     router = APIRouter(tags=["lm-proxy"])
 
     @router.post("/prompts/{prompt}/v1/chat/completions")
@@ -59,25 +59,19 @@ def prompt_proxy_router(store: Store, backend: ProxyBackend) -> APIRouter:
         version: VersionQuery = None,
         component: str | None = None,
     ) -> Response:
-        """A chat completion whose system message is the prompt's text (of ``component``,
-        or of its only component), replaced or put first; the call's recorded span names
-        the prompt and version (``emery.prompt.name``, ``emery.prompt.version``)."""
+        """A chat completion of the application's messages as the prompt's version (of
+        ``component``, or of its only component) was scored: its instruction (the
+        application's own system message, if first, replaced), its demos and its layout
+        around the application's turn (``PublishedPrompt.chat``); the call's recorded span
+        names the prompt and version (``emery.prompt.name``, ``emery.prompt.version``)."""
         try:
             found = await run_in_threadpool(published.show, store, prompt, version)
-            text = found.text(component)
+            stage = found.component(component)
         except EmeryError as exc:
             status = status_of(exc)
             kind = "not_found" if status == 404 else "invalid_request_error"
             return error_response(status, str(exc), kind)
         used = {sc.PROMPT_NAME: found.name, sc.PROMPT_VERSION: found.version}
-        return await handle_chat(backend, request, None, lambda m: with_system(m, text), used)
+        return await handle_chat(backend, request, None, lambda m: found.chat(m, stage), used)
 
     return router
-
-
-def with_system(messages: list[ChatMessage], text: str) -> list[ChatMessage]:
-    """``messages`` with ``text`` as the system message: the first one's content
-    replaced, or one put first."""
-    if messages and messages[0]["role"] == "system":
-        return [{**messages[0], "content": text}, *messages[1:]]
-    return [{"role": "system", "content": text}, *messages]

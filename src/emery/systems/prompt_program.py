@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from emery.core.errors import ConfigError
@@ -18,6 +18,45 @@ from emery.systems.stages import MessageTemplate as MessageTemplate
 from emery.systems.stages import PromptProgramConfig as PromptProgramConfig
 from emery.systems.stages import StageConfig as StageConfig
 from emery.systems.templates import MissingFieldError, placeholders, render
+
+
+def stage_chat(
+    templates: Sequence[MessageTemplate],
+    instruction: str,
+    demos: Sequence[Demo],
+    fields: Mapping[str, Any],
+    layout: StageLayout | None = None,
+    turn: Sequence[ChatMessage] | None = None,
+) -> list[ChatMessage]:
+    """The chat of one stage call: ``instruction`` (its ``{field}`` placeholders filled from
+    ``fields``), the demos rendered through the stage's message ``templates``, and ``turn``
+    (default: the templates rendered with ``fields``), arranged by ``layout``."""
+    layout = layout or StageLayout()
+    if layout.reminder:
+        layout = layout.model_copy(update={"reminder": render(layout.reminder, fields)})
+    rendered = render(instruction, fields) if instruction.strip() else ""
+    if layout.select == "nearest":
+        demos = nearest_demos(demos, template_inputs(templates, fields))
+    demo_turns = [(render_templates(templates, demo.inputs), demo) for demo in demos]
+    own = render_templates(templates, fields) if turn is None else list(turn)
+    return arrange(layout, rendered, demo_turns, own)
+
+
+def template_inputs(
+    templates: Sequence[MessageTemplate], fields: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The fields the stage's message ``templates`` read, as a demo would record them."""
+    read = set().union(*(placeholders(message.template) for message in templates))
+    return {name: fields[name] for name in sorted(read) if name in fields}
+
+
+def render_templates(
+    templates: Sequence[MessageTemplate], fields: Mapping[str, Any]
+) -> list[ChatMessage]:
+    """The stage's messages for ``fields``."""
+    return [
+        {"role": message.role, "content": render(message.template, fields)} for message in templates
+    ]
 
 
 class StageError(Exception):
@@ -68,8 +107,7 @@ class PromptProgram:
 
     def stage_inputs(self, stage: StageConfig, fields: Mapping[str, Any]) -> dict[str, Any]:
         """The fields a stage's message templates read, as a demo would record them."""
-        read = set().union(*(placeholders(m.template) for m in stage.messages))
-        return {name: fields[name] for name in sorted(read) if name in fields}
+        return template_inputs(stage.messages, fields)
 
     def messages(
         self,
@@ -81,22 +119,7 @@ class PromptProgram:
     ) -> list[ChatMessage]:
         """The chat a stage sends: instruction, demos and its templates, arranged by ``layout``
         (by default: instruction as the system message, demos as message pairs)."""
-        layout = layout or StageLayout()
-        if layout.reminder:
-            layout = layout.model_copy(update={"reminder": render(layout.reminder, fields)})
-        rendered = render(instruction, fields) if instruction.strip() else ""
-        if layout.select == "nearest":
-            demos = nearest_demos(demos, self.stage_inputs(stage, fields))
-        demo_turns = [(self._render_templates(stage, demo.inputs), demo) for demo in demos]
-        turn = self._render_templates(stage, fields)
-        return arrange(layout, rendered, demo_turns, turn)
-
-    @staticmethod
-    def _render_templates(stage: StageConfig, fields: Mapping[str, Any]) -> list[ChatMessage]:
-        return [
-            {"role": message.role, "content": render(message.template, fields)}
-            for message in stage.messages
-        ]
+        return stage_chat(stage.messages, instruction, demos, fields, layout)
 
     async def run(self, candidate: Candidate, ctx: RunContext) -> SystemRun:
         fields: dict[str, Any] = dict(ctx.example.input)
