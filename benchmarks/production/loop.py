@@ -39,7 +39,7 @@ import emery
 from emery.algorithms.evidence import paired
 from emery.config import parse_config
 from emery.config.resolve import JobInputs
-from emery.core.models import Example
+from emery.core.models import Demo, Example
 from emery.evaluation.label_agreement import LabelAgreement, label_agreement
 from emery.evaluation.stats import ScoreSummary, summarize
 from emery.jobs import create_job, run_job
@@ -195,7 +195,9 @@ def give_feedback(client: TestClient, calls: Sequence[Call], share: float, seed:
 # -- emery's side: dataset, search, publish ----------------------------------------------
 
 
-def stage(app: Application, instruction: str, max_tokens: int) -> dict[str, Any]:
+def stage(
+    app: Application, instruction: str, max_tokens: int, demos: Sequence[Demo] = ()
+) -> dict[str, Any]:
     """The application's call as a prompt program stage, read as the application reads a
     reply (``Application.reply_parser``): a reply it cannot read fails and scores 0."""
     return {
@@ -204,17 +206,20 @@ def stage(app: Application, instruction: str, max_tokens: int) -> dict[str, Any]
         "messages": [{"role": "user", "template": app.template}],
         "max_tokens": max_tokens,
         "parser": app.reply_parser,
+        "demos": [demo.model_dump(mode="json") for demo in demos],
     }
 
 
 ALGORITHM_SETTINGS: dict[str, dict[str, Any]] = {
-    # the proxy serves a system prompt only: no demos, no layouts or edit operators. MIPRO
-    # has three instruction choices (at most four proposer calls) and no dataset summary
-    # (the small model's described the task wrongly): twelve proposer calls of up to 256
-    # tokens took 744 s of a 300 s search on a loaded machine and left no time for a trial
+    # the prompt route serves a version's instruction and demos (``PublishedPrompt.chat``)
+    # but not a layout's answer stage, a second call: MIPRO searches instructions and demo
+    # sets (bootstrapped from the traces and thumbs-up replies), not layouts, whose every
+    # choice beyond the seed's has that stage. Three instruction choices (at most four
+    # proposer calls) and no dataset summary (the small model's described the task
+    # wrongly): twelve proposer calls of up to 256 tokens took 744 s of a 300 s search on
+    # a loaded machine and left no time for a trial. GEPA's edit operators are off (they
+    # include the answer stage).
     "mipro": {
-        "max_bootstrapped_demos": 0,
-        "max_labeled_demos": 0,
         "search_layouts": False,
         "num_instructions": 3,
         "use_dataset_summary": False,
@@ -282,9 +287,13 @@ def lm_name(model: str) -> str:
 
 
 def search_config(
-    settings: Settings, dataset: Path, instruction: str, workdir: Path, warm_start: str | None
+    settings: Settings,
+    dataset: Path,
+    served: published.PublishedPrompt,
+    workdir: Path,
+    warm_start: str | None,
 ) -> dict[str, Any]:
-    """A search from the served prompt's text on the traces."""
+    """A search from the served version (its instruction and demos) on the traces."""
     job: dict[str, Any] = {
         "algorithm": settings.algorithm,
         "seed": settings.seed,
@@ -298,7 +307,14 @@ def search_config(
         "dataset": {"path": str(dataset)},
         "system": {
             "kind": "prompt_program",
-            "stages": [stage(settings.app, instruction, settings.max_tokens)],
+            "stages": [
+                stage(
+                    settings.app,
+                    served.text(settings.app.stage),
+                    settings.max_tokens,
+                    served.demos.get(settings.app.stage, ()),
+                )
+            ],
         },
         "lm": {
             "task": {"model": model},
@@ -491,9 +507,10 @@ def run_round(
         examples = [example for _, example in built]
         judge = judge_agreement(models, app, examples, settings.judge_scoring)
     print(f"  rubric judge vs feedback: {agreement_cell(judge)}", flush=True)
-    instruction = published.show(store, app.name, served).text(app.stage)
+    version = published.show(store, app.name, served)
+    instruction = version.text(app.stage)
     with clock.phase("search"):
-        config = search_config(settings, path, instruction, workdir / f"round-{number}", warm_start)
+        config = search_config(settings, path, version, workdir / f"round-{number}", warm_start)
         job_id, result = run_config(store, models, config, workdir)
     labels = result.get("labels") or {}
     warm = [e.data for e in store.list_events(job_id, kinds=["warm_start.scored"])]
@@ -507,12 +524,13 @@ def run_round(
             new = published.show(store, app.name)
         else:
             new = published.publish(store, job_id, app.proposed)
-        if len(new.components) != 1 or any(new.demos.values()):
-            raise SystemExit(f"error: v{new.version} is not one system prompt: {new.components}")
+        if set(new.components) != {app.stage}:
+            raise SystemExit(f"error: v{new.version} is not one stage's text: {new.components}")
     proposed = f"v{new.version}" if decision.publish else "proposed"
     serving = new.version if decision.publish else served
     print(f"  {decision.reason}", flush=True)
-    print(f"  {proposed}: {new.text(app.stage)!r}", flush=True)
+    shown = len(new.demos.get(app.stage, ()))
+    print(f"  {proposed}: {new.text(app.stage)!r} with {shown} demos", flush=True)
     concurrency, max_tokens = settings.concurrency, settings.max_tokens
     with clock.phase(f"next stretch, live (v{serving})"):
         live = serve(client, app, stretch, concurrency=concurrency, max_tokens=max_tokens)
@@ -544,6 +562,8 @@ def run_round(
         "gate": decision.as_dict(),
         "instruction_before": instruction,
         "instruction_after": new.text(app.stage),
+        "demos_before": len(version.demos.get(app.stage, ())),
+        "demos_after": shown,
         "data_rows": rows_label(c.question for c in traffic),
         "matched": matched,
         "examples": sum(built.summary.splits.values()),

@@ -372,6 +372,11 @@ def test_layout_choices_are_not_text_components(done: Published) -> None:
         {"role": "system", "content": "Pick."},
         user("x\n\nLabel only."),
     ]
+    restating = version.model_copy(
+        update={"components": {"route": "Pick.", "route:answer": "restate"}}
+    )
+    with pytest.raises(ConfigError, match="which one chat cannot do"):
+        restating.chat([user("x")])
 
 
 def user(content: str) -> dict[str, str]:

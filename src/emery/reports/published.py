@@ -107,10 +107,17 @@ class PublishedPrompt(BaseModel):
         message, if first, replaced): the instruction of ``component``, its demos and its
         layout around the application's turn, as the job scored them. The application's
         fields are read back through the stage's templates when the instruction or the
-        layout needs them; a request that does not fit them is a ``ConfigError``."""
+        layout needs them; a request that does not fit them, or a layout with a second
+        call (the answer stage), is a ``ConfigError``."""
         stage = self.component(component)
         text, demos = self.components[stage], self.demos.get(stage, ())
         layout = StageLayout.of(self.components, stage)
+        if layout.answer != "off":
+            raise ConfigError(
+                f"stage {stage!r} of prompt {self.name!r} version {self.version} asks again"
+                " for the final answer when a reply cannot be read (its layout's answer"
+                " stage), which one chat cannot do: run it as a prompt program instead"
+            )
         turn = list(messages[1:] if messages and messages[0]["role"] == "system" else messages)
         templates = self.templates.get(stage, ())
         reads = placeholders(text) | placeholders(layout.reminder)
