@@ -5,7 +5,7 @@ a step cut short (a crash mid-way, or the budget) is repeated whole on resume.""
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -171,9 +171,11 @@ def test_the_plan_counts_the_children_of_a_step() -> None:
     assert any("4 children a step" in n and "about 5 steps" in n for n in four.notes)
 
 
-def mock_context(budget: int, seed: int) -> SearchContext:
+def mock_context(
+    budget: int, seed: int, task: Callable[[FakeLM], Any] = lambda lm: lm
+) -> SearchContext:
     """The efficiency benchmark's mock task and proposer (``benchmarks/efficiency``),
-    called in-process through scripted models."""
+    called in-process through scripted models (the task model wrapped by ``task``)."""
     sys.path.insert(0, str(EFFICIENCY))
     import mock_endpoint as mock
 
@@ -195,7 +197,7 @@ def mock_context(budget: int, seed: int) -> SearchContext:
         dataset=mock.sums(),
         verifier=build_verifier(VerifierConfig(kind="numeric")),
         lms={
-            "task": FakeLM(lambda m: mock.task_reply(list(m)), model="mock-task"),
+            "task": task(FakeLM(lambda m: mock.task_reply(list(m)), model="mock-task")),
             "reflection": FakeLM(lambda m: mock.proposer_reply(list(m), None), model="mock"),
         },
         budget=BudgetConfig(metric_calls=budget),
