@@ -2,13 +2,15 @@
 order its rollouts finish in, and what it decided when these runs were recorded: the same
 verdicts (with their reasons), evidence draws, pool, metric calls and iterations. A change
 to how a step's work is scheduled (benchmarks/efficiency/README.md, "Scoring an accepted
-child on val while its siblings are judged") must keep both."""
+child on val while its siblings are judged", "A step's batches share its lanes") must keep
+both; the last one, that a step's batches share its lanes, is tested here too."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import random
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +20,7 @@ from test_gepa_support import run_gepa
 
 from emery.algorithms import StepRecord
 from emery.algorithms.base import SearchContext
+from emery.algorithms.concurrent_scoring import shared_lanes
 from emery.core.models import ChatMessage
 from emery.lm import Completion, FakeLM
 
@@ -93,3 +96,54 @@ async def test_the_decisions_do_not_depend_on_which_rollout_finishes_first(
     for jitter in range(2):
         ctx = mock_context(budget, seed, task=lambda lm, j=jitter: Jittery(lm, j))
         assert await search(ctx, settings, k) == expected
+
+
+class LanesLM:
+    """``inner``'s replies, each held a few event-loop turns; ``most_at_once`` is the most
+    calls of one system prompt (one candidate) on one split that were in flight together."""
+
+    def __init__(self, inner: FakeLM, val_questions: set[str]) -> None:
+        self.inner, self.model, self.val = inner, inner.model, val_questions
+        self.in_flight: Counter[tuple[str, str]] = Counter()
+        self.most_at_once: Counter[str] = Counter()
+
+    async def complete(self, messages: Sequence[ChatMessage], **params: Any) -> Completion:
+        split = "val" if messages[-1]["content"] in self.val else "train"
+        key = (str(messages[0]["content"]), split)
+        self.in_flight[key] += 1
+        self.most_at_once[split] = max(self.most_at_once[split], self.in_flight[key])
+        try:
+            for _ in range(5):  # let every rollout started with this one start too
+                await asyncio.sleep(0)
+            return await self.inner.complete(messages, **params)
+        finally:
+            self.in_flight[key] -= 1
+
+
+async def lanes_seen(k: int) -> Counter[str]:
+    questions = {str(example.input["question"]) for example in mock_context(300, 2).val}
+    wrapped: list[LanesLM] = []
+
+    def task(lm: FakeLM) -> LanesLM:
+        wrapped.append(LanesLM(lm, questions))
+        return wrapped[-1]
+
+    ctx = mock_context(300, 2, task=task)  # [runtime] concurrency 8
+    await search(ctx, {}, k)
+    return wrapped[0].most_at_once
+
+
+async def test_a_steps_batches_share_its_lanes_when_fewer_are_left() -> None:
+    # At k = 4 a step runs four batches of 8 lanes at once; a lone accepted child's val
+    # scoring, or one child's evidence round, now takes the lanes the others left (before,
+    # 8 at most: one candidate's rollouts never exceeded [runtime] concurrency). At k = 1
+    # nothing changes. (The decisions stay as they were: the pinned runs above.)
+    four, one = await lanes_seen(4), await lanes_seen(1)
+    assert min(four["val"], four["train"]) > 8
+    assert max(one["val"], one["train"]) <= 8
+
+
+def test_shared_lanes_split_the_steps_lanes_never_below_one_batchs() -> None:
+    ctx = mock_context(300, 0)  # [runtime] concurrency 8
+    assert shared_lanes(ctx, 1, 1) is None  # one batch: the evaluator's own
+    assert [shared_lanes(ctx, 4, n) for n in (1, 2, 3, 4, 8)] == [32, 16, 10, 8, 8]

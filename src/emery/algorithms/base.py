@@ -177,10 +177,15 @@ class SearchContext:
         return None if parent is None else parent.components.get(component)
 
     async def evaluate(
-        self, candidate: Candidate, examples: Sequence[Example], split: Split
+        self,
+        candidate: Candidate,
+        examples: Sequence[Example],
+        split: Split,
+        concurrency: int | None = None,
     ) -> EvalResult:
-        """Score ``candidate``; stored results are free, new rollouts are charged."""
-        return await self.evaluations.evaluate(candidate, examples, split)
+        """Score ``candidate``; stored results are free, new rollouts are charged;
+        ``concurrency``: the rollouts at once (default ``[runtime] concurrency``)."""
+        return await self.evaluations.evaluate(candidate, examples, split, concurrency=concurrency)
 
 
 S = TypeVar("S", bound=AlgorithmState)

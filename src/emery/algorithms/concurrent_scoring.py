@@ -8,6 +8,13 @@ rolls the step back whole: ``run_all``, which the proposers' LM calls use too). 
 happen in the order of the requests, before anything runs, so they do not depend on which
 batch finishes first; no rollout runs twice when two requests share a candidate and an
 example. A single request is exactly one ``ctx.evaluate``.
+
+``slots`` k > 1 says the requests stand for k batches of a step (``proposals_per_step``):
+they share k x ``[runtime] concurrency`` rollouts at once, each of their evaluations
+getting an equal part and never less than ``[runtime] concurrency``; so when fewer than k
+evaluations are left in a step (one accepted child on val, one child's evidence round), they
+run wider instead of leaving the step's other lanes idle. Only the timing changes: the
+results, charges and order are the same.
 """
 
 from __future__ import annotations
@@ -32,24 +39,35 @@ class ScoreRequest:
 
 
 async def score_concurrently(
-    ctx: SearchContext, requests: Sequence[ScoreRequest]
+    ctx: SearchContext, requests: Sequence[ScoreRequest], *, slots: int = 1
 ) -> list[EvalResult]:
     """The results of every request, in request order (see the module doc)."""
     if len(requests) == 1:
         only = requests[0]
-        return [await ctx.evaluate(only.candidate, only.examples, only.split)]
+        lanes = shared_lanes(ctx, slots, 1)
+        return [await ctx.evaluate(only.candidate, only.examples, only.split, lanes)]
     unions: dict[tuple[str, Split], tuple[Candidate, dict[str, Example]]] = {}
     for request in requests:
         key = (request.candidate.id, request.split)
         _, examples = unions.setdefault(key, (request.candidate, {}))
         examples.update({example.id: example for example in request.examples})
+    lanes = shared_lanes(ctx, slots, len(unions))
     await run_all(
         [
-            ctx.evaluate(candidate, list(examples.values()), split)
+            ctx.evaluate(candidate, list(examples.values()), split, lanes)
             for (_, split), (candidate, examples) in unions.items()
         ]
     )
     return [_from_known(ctx, request) for request in requests]
+
+
+def shared_lanes(ctx: SearchContext, slots: int, evaluations: int) -> int | None:
+    """The rollouts at once for each of ``evaluations`` sharing ``slots`` batches' lanes
+    (None: ``[runtime] concurrency``, as for one batch)."""
+    if slots <= 1:
+        return None
+    concurrency = ctx.evaluations.evaluator.concurrency
+    return max(concurrency, concurrency * slots // max(1, evaluations))
 
 
 def _from_known(ctx: SearchContext, request: ScoreRequest) -> EvalResult:

@@ -278,10 +278,12 @@ class Evaluator:
         *,
         on_result: Callable[[ExampleResult], None] | None = None,
         gate: Callable[[], None] | None = None,
+        concurrency: int | None = None,
     ) -> EvalResult:
         """Score ``candidate`` on ``examples`` (results in example order), ``on_result``
         hearing each result as it comes; ``gate`` (a budget's) is called before each chunk
-        starts and stops the batch by raising.
+        starts and stops the batch by raising; ``concurrency`` replaces the evaluator's for
+        this batch.
 
         The executor's chunks go to at most ``lanes`` workers that take them in order, so
         only as many rollouts exist at a time as run (not one waiting task per example:
@@ -306,7 +308,7 @@ class Evaluator:
                 tell: Done = partial(done, offset)
                 await self.executor.run(self, candidate, chunk, split, tell)
 
-        lanes = self.executor.lanes(self.concurrency)
+        lanes = self.executor.lanes(concurrency or self.concurrency)
         width = len(offsets) if lanes is None else min(lanes, len(offsets))
         workers = [asyncio.ensure_future(worker()) for _ in range(width)]
         try:

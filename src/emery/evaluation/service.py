@@ -63,16 +63,19 @@ class EvaluationService:
         split: Split,
         *,
         charge: bool = True,
+        concurrency: int | None = None,
     ) -> EvalResult:
         """Results for every example, in order. Raises BudgetExhausted before running if the
         misses cost more metric calls than remain (``charge=False`` for reporting runs), and
         ``RolloutErrors`` when, with an error policy, a charged batch shows rollouts failing
-        for errors, not answers (``health.ErrorWatch``)."""
+        for errors, not answers (``health.ErrorWatch``). ``concurrency``: the rollouts at
+        once for this batch (default: the evaluator's)."""
         missing = [e for e in examples if self.cached(candidate, e, split) is None]
         unique_missing = list({e.id: e for e in missing}.values())
         if charge:
             self.budget.charge_metric_calls(len(unique_missing))
-        await self._run(candidate, unique_missing, split, gate=self.budget.gate if charge else None)
+        gate = self.budget.gate if charge else None
+        await self._run(candidate, unique_missing, split, gate=gate, concurrency=concurrency)
         fresh = [self.known[eval_key(candidate.id, e.id, split)] for e in unique_missing]
         results = [self.known[eval_key(candidate.id, e.id, split)] for e in examples]
         outcome = EvalResult(candidate_id=candidate.id, split=split, results=results)
@@ -88,6 +91,7 @@ class EvaluationService:
         split: Split,
         *,
         gate: Callable[[], None] | None = None,
+        concurrency: int | None = None,
     ) -> None:
         """Run ``examples`` (taking prepaid results instead of running again, their model
         usage charged to the meter as the first run's was), keeping each result as it
@@ -110,7 +114,9 @@ class EvaluationService:
                 self.budget.meter.add(prepaid.lm_usage)
                 keep(prepaid)
         if to_run:
-            await self.evaluator.evaluate(candidate, to_run, split, on_result=keep, gate=gate)
+            await self.evaluator.evaluate(
+                candidate, to_run, split, on_result=keep, gate=gate, concurrency=concurrency
+            )
 
     def _keep(self, result: ExampleResult) -> None:
         self.known[eval_key(result.candidate_id, result.example_id, result.split)] = result

@@ -257,8 +257,8 @@ class Gepa:
         if not mutations:
             return
         requests = [ScoreRequest(m.child, m.batch, "train") for m in mutations]
-        afters = await score_concurrently(ctx, requests)
-        verdicts = await self._judge(ctx, state, mutations, afters, rng)
+        afters = await score_concurrently(ctx, requests, slots=children)
+        verdicts = await self._judge(ctx, state, mutations, afters, rng, children)
         remember_judged(state, self.settings, [mutation for mutation, _, _ in verdicts])
         accepted: list[tuple[Mutation, Candidate, EvalResult]] = []
         for mutation, after, evidence in verdicts:
@@ -273,7 +273,7 @@ class Gepa:
             if ok:
                 accepted.append((mutation, child, after))
         if accepted:
-            await self._promote(ctx, state, accepted)
+            await self._promote(ctx, state, accepted, children)
 
     async def _judge(
         self,
@@ -282,9 +282,11 @@ class Gepa:
         mutations: list[Mutation],
         afters: list[EvalResult],
         rng: random.Random,
+        slots: int,
     ) -> list[tuple[Mutation, EvalResult, Evidence | None]]:
         """Each child with its results and evidence (none for a batch scored by rank
-        agreement, which has no per-example pairs), in order."""
+        agreement, which has no per-example pairs), in order; the evidence rounds share
+        ``slots`` batches' lanes."""
         paired = [(m, a) for m, a in zip(mutations, afters, strict=True) if not a.ranked]
         judged = iter(
             await judge_all(
@@ -295,6 +297,7 @@ class Gepa:
                 cap=self._evidence_cap(ctx),
                 confidence=self.settings.confidence,
                 extend_ties=self.settings.extend_ties,
+                slots=slots,
             )
         )
         verdicts: list[tuple[Mutation, EvalResult, Evidence | None]] = []
@@ -319,7 +322,7 @@ class Gepa:
             parent, components = self._select(ctx, state, number, rng)
             picks.append((number, parent, components, self._sample(ctx, state, number, rng)))
         requests = [ScoreRequest(parent.candidate, batch, "train") for _, parent, _, batch in picks]
-        befores = await score_concurrently(ctx, requests)
+        befores = await score_concurrently(ctx, requests, slots=children)
         bases = [
             Basis(parent, components, batch, before, number)
             for (number, parent, components, batch), before in zip(picks, befores, strict=True)
@@ -516,12 +519,14 @@ class Gepa:
         ctx: SearchContext,
         state: GepaState,
         accepted: list[tuple[Mutation, Candidate, EvalResult]],
+        slots: int,
     ) -> None:
-        """Score the accepted children on all of val (at once), add them to the pool in
-        order, and schedule a merge for each."""
+        """Score the accepted children on all of val (at once, sharing the lanes of the
+        step's ``slots`` batches), add them to the pool in order, and schedule a merge for
+        each."""
         settings = self.settings
         requests = [ScoreRequest(child, ctx.val, "val") for _, child, _ in accepted]
-        results = await score_concurrently(ctx, requests)
+        results = await score_concurrently(ctx, requests, slots=slots)
         for (mutation, child, after), result in zip(accepted, results, strict=True):
             entry = PoolEntry(
                 candidate=lean(child),

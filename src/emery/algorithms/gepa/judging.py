@@ -7,7 +7,9 @@ parent is not worth more calls. The children of one step are judged in lock step
 round draws every still-undecided child's further examples in child order (the sampler
 and the RNG advance the same way whatever finishes first), then scores all of them at once.
 A child is extended only while the budget also holds all of val for it and for every
-other child of the step that is shown better or extended before it.
+other child of the step that is shown better or extended before it. A round's evaluations
+share the lanes of the step's batches (``slots``: ``concurrent_scoring``), so a round with
+one child left runs wider.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ async def judge_all(
     cap: int,
     confidence: float,
     extend_ties: bool,
+    slots: int = 1,
 ) -> list[Judged]:
     """Every child judged (module doc), in the order given, with the mutation and the
     results on its whole batch, and the last evidence."""
@@ -91,7 +94,7 @@ async def judge_all(
             rounds.append((item, extra))
         if not rounds:
             return judged
-        await _score_round(ctx, rounds)
+        await _score_round(ctx, rounds, slots)
 
 
 def _extension(
@@ -120,9 +123,12 @@ def _extension(
     )
 
 
-async def _score_round(ctx: SearchContext, rounds: list[tuple[Judged, list[Example]]]) -> None:
+async def _score_round(
+    ctx: SearchContext, rounds: list[tuple[Judged, list[Example]]], slots: int
+) -> None:
     """Parents and children of one round scored on their further examples, all at once
-    (a lone child too: its parent's rollouts and its own overlap, charged parent first)."""
+    (a lone child too: its parent's rollouts and its own overlap, charged parent first),
+    sharing the lanes of the step's ``slots`` batches."""
     requests = [
         request
         for item, extra in rounds
@@ -131,7 +137,7 @@ async def _score_round(ctx: SearchContext, rounds: list[tuple[Judged, list[Examp
             ScoreRequest(item.mutation.child, extra, "train"),
         )
     ]
-    results = await score_concurrently(ctx, requests)
+    results = await score_concurrently(ctx, requests, slots=slots)
     for index, (item, extra) in enumerate(rounds):
         before_more, after_more = results[2 * index], results[2 * index + 1]
         item.mutation, item.after = extended(
