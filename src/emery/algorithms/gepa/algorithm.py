@@ -21,7 +21,10 @@ parent draws and minibatches (in order, from the search's RNG), the parents scor
 once, the reflections asked at once (each with its own RNG drawn in order), the children
 scored and judged at once (``judging.py``: in lock step), each accepted on its own
 evidence and recorded in order, the accepted ones scored on val at once. A step is kept or
-repeated whole (``algorithms.runner``), so a resumed search makes the same candidates.
+repeated whole (``algorithms.runner``), so a resumed search makes the same candidates. The
+step's evaluations share k x ``[runtime] concurrency`` lanes (``concurrent_scoring``): when
+fewer than k run at once (a lone accepted child on val, one child's evidence round) each
+runs wider; only the timing changes.
 
 A warm start (``[job] warm_start``) adds an earlier job's Pareto front to the pool after
 the seed, each rescored on this job's val (``algorithms.warm_start``).
