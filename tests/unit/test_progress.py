@@ -34,7 +34,7 @@ class ScriptedEvaluator:
     def __init__(self, broken: set[str]) -> None:
         self.broken = broken
 
-    async def evaluate(self, candidate, examples, split, *, on_result, gate=None):  # type: ignore[no-untyped-def]
+    async def evaluate(self, candidate, examples, split, *, on_result, gate=None, concurrency=None):  # type: ignore[no-untyped-def]
         for example in examples:
             if gate is not None:
                 gate()
