@@ -56,13 +56,15 @@ CHECKS = [
 ]
 # Bodies whose meaning the schema cannot hold (a job config, a chat the proxy parses
 # itself, a dataset build's template, regexes and time range, a decision that depends on
-# the request's kind and on whether it is still pending): schema-valid ones may still be
-# refused.
+# the request's kind and on whether it is still pending, an OTLP export whose resource
+# spans the schema leaves as any object: `{"resourceSpans": [{"schemaUrl": [false]}]}`
+# is schema-valid and rightly a 400): schema-valid ones may still be refused.
 SEMANTIC_BODIES = (
     "POST /api/jobs",
     "/chat/completions",
     "POST /api/datasets/from-traces",
     "POST /api/approvals",
+    "POST /v1/traces",
 )
 # No 2xx expected: random configs are never valid, and no job here can be paused.
 UNREACHED = ("POST /api/jobs", "POST /api/jobs/{job}/pause")
