@@ -381,3 +381,35 @@ def test_layout_choices_are_not_text_components(done: Published) -> None:
 
 def user(content: str) -> dict[str, str]:
     return {"role": "user", "content": content}
+
+
+def test_stage_templates_come_from_a_prompt_program_and_an_agent_is_not_built(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SQLiteStore(tmp_path / "emery.db")
+    data = {"dataset": {"task": "word_problems"}, "verifier": {"kind": "numeric"}}
+    two_stages = {
+        "kind": "prompt_program",
+        "stages": [
+            {"name": "solve", "messages": [{"template": "Q: {question}"}]},
+            {"name": "answer", "messages": [{"template": "{question}\n{solve}"}]},
+        ],
+    }
+    # an agent whose module cannot be imported: building it would fail, so it is not built
+    agent = {"kind": "function_agent", "agent": "no_such_module_anywhere:agent"}
+    for job_id, system in (("j-program", two_stages), ("j-agent", agent)):
+        store.create_job(
+            NewJob(
+                id=job_id,
+                name=job_id,
+                algorithm="baseline",
+                kind="optimize",
+                config={**data, "system": system},
+            )
+        )
+    assert published.stage_templates(store.get_job("j-program")) == {
+        "solve": (MessageTemplate(template="Q: {question}"),),
+        "answer": (MessageTemplate(template="{question}\n{solve}"),),
+    }
+    assert published.stage_templates(store.get_job("j-agent")) == {}
+    assert "no stage templates" not in caplog.text  # not tried: no import was attempted

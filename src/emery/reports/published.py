@@ -45,6 +45,9 @@ RESOURCE_PREFIX = "prompt:"
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 PUBLISHABLE_STATE = "succeeded"
 MAX_VERSION = 2**31 - 1
+STAGED = ("prompt_program", "graph")
+"""The ``[system]`` kinds built again at publish to read their stages' templates; another
+(an agent in the user's code) is not built, so not imported, there."""
 
 
 class PromptScores(BaseModel):
@@ -215,6 +218,8 @@ def stage_templates(record: JobRecord) -> dict[str, tuple[MessageTemplate, ...]]
     system, or one that cannot be built again (a moved data file, a missing module)."""
     try:
         config = job_config(record)
+        if config.system is not None and getattr(config.system, "kind", None) not in STAGED:
+            return {}
         base_dir = Path(record.base_dir) if record.base_dir else None
         system = resolve_system(config, base_dir=base_dir)
     except EmeryError as exc:
