@@ -123,8 +123,9 @@ def context(
     budget: BudgetConfig | None = None,
     known: dict[EvalKey, ExampleResult] | None = None,
     budget_usage: BudgetUsage | None = None,
-    task: FakeLM | None = None,
+    task: Any = None,
     seed: int = 0,
+    concurrency: int = 8,
 ) -> SearchContext:
     return build_search_context(
         system=system or program(),
@@ -135,6 +136,7 @@ def context(
         seed=seed,
         known=known,
         budget_usage=budget_usage,
+        concurrency=concurrency,
     )
 
 

@@ -19,8 +19,10 @@ expansion (train batch, critique, edit), one per candidate scored on the val bat
 one for the selection (with the contenders' full val). With ``proposals_per_step`` k, a
 step runs k expansions (their train batches, then their critiques and edits, at once, each
 with its own RNG drawn in order from the search's; recorded in order) or scores k
-candidates on the val batch at once. Budget limits counted in iterations
-(``no_improvement_iterations``) therefore count these steps.
+candidates on the val batch at once, all sharing k x ``[runtime] concurrency`` lanes
+(``concurrent_scoring``): fewer evaluations (the lone seed's k train batches are one, the
+contenders' full-val scorings run one at a time) run wider. Budget limits counted
+in iterations (``no_improvement_iterations``) therefore count these steps.
 """
 
 from __future__ import annotations
@@ -46,7 +48,12 @@ from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.apo.state import ApoState
 from emery.algorithms.base import SearchContext, load_rng, save_rng
 from emery.algorithms.code_proposals import code_proposals
-from emery.algorithms.concurrent_scoring import ScoreRequest, run_all, score_concurrently
+from emery.algorithms.concurrent_scoring import (
+    ScoreRequest,
+    run_all,
+    score_concurrently,
+    shared_lanes,
+)
 from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.labeled import labeled_pool
 from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
@@ -209,7 +216,8 @@ class Apo:
         if not planned:
             return
         requests = [ScoreRequest(p.parent, p.examples, "train") for p in planned]
-        results = await score_concurrently(ctx, requests)
+        slots = self.settings.proposals_per_step  # the step's evaluations share k x lanes
+        results = await score_concurrently(ctx, requests, slots=slots)
         drafts = await self._drafts(ctx, state, rng, planned, results)
         for item, result, draft in zip(planned, results, drafts, strict=True):
             if self.settings.skip_perfect_batches and all(s >= 1.0 for s in result.scores):
@@ -371,7 +379,8 @@ class Apo:
         now = pending[: self.settings.proposals_per_step]
         batch = self._val_batch(ctx, state)
         requests = [ScoreRequest(state.pool[cid], batch, "val") for cid in now]
-        for candidate_id, result in zip(now, await score_concurrently(ctx, requests), strict=True):
+        results = await score_concurrently(ctx, requests, slots=self.settings.proposals_per_step)
+        for candidate_id, result in zip(now, results, strict=True):
             state.val_batch_scores[candidate_id] = result.mean
         if len(pending) == len(now):
             state.phase = "select"
@@ -452,19 +461,21 @@ class Apo:
         """Score on full val the candidates the val batch cannot tell from its best one.
 
         The batch's best is always scored (the round's budget reserved it); the others only
-        while the budget pays for them. Returns the ids scored, in batch order.
+        while the budget pays for them, each on all the lanes of the step's
+        ``proposals_per_step`` batches. Returns the ids scored, in batch order.
         """
         found = contenders(
             ranked, state.val_batch_scores, len(state.val_batch), self.settings.beam_width
         )
         scored: list[str] = []
+        lanes = shared_lanes(ctx, self.settings.proposals_per_step, 1)
         for candidate_id in found:
             candidate = state.pool[candidate_id]
             remaining = ctx.budget.remaining_metric_calls()
             need = self._uncached(ctx, candidate, ctx.val, "val")
             if scored and remaining is not None and need > remaining:
                 break
-            result = await ctx.evaluate(candidate, ctx.val, "val")
+            result = await ctx.evaluate(candidate, ctx.val, "val", lanes)
             state.full_val_scores[candidate_id] = result.mean
             scored.append(candidate_id)
         return scored
