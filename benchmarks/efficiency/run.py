@@ -27,7 +27,8 @@ example. See README.md.
 same task, data, budget and seeds, at each ``--peer-proposals`` (1: its default; n: its
 parallel proposals, ``IndependentSampling(n)``; nb: also with an adapter
 ``batch_evaluate``), its best scored on test as emery's is. ``--algorithm mipro`` runs
-MIPRO with k as ``trials_per_step``. On the mock, a last table says where each variant's
+MIPRO with k as ``trials_per_step``, ``--algorithm apo`` APO with k as its
+``proposals_per_step``. On the mock, a last table says where each variant's
 wall time went (``mock_endpoint.waves``: round trips waited on, and the time with no
 request in flight, split into the search's own work between calls and the handling of
 requests), the connections the mock saw opened and the process's CPU per request.
@@ -99,12 +100,15 @@ KS = (1, 2, 4, 8)
 SETTINGS: dict[str, Callable[[int, float | None], dict[str, Any]]] = {
     "gepa": lambda k, share: {"proposals_per_step": k, "failure_share": share},
     "mipro": lambda k, _share: {"trials_per_step": k, "search_layouts": False},
+    "apo": lambda k, _share: {"proposals_per_step": k},
 }
-"""Each ``--algorithm``'s settings for a variant: k is GEPA's ``proposals_per_step`` or
-MIPRO's ``trials_per_step`` (MIPRO has no failure share). MIPRO does not search layouts
-here: the mock reads the last message as the question and the ones before as the
-instruction, so an instruction placed after the question or a restating stage is not
-modelled (it answered such prompts as if they had no phrase)."""
+"""Each ``--algorithm``'s settings for a variant: k is GEPA's and APO's
+``proposals_per_step`` or MIPRO's ``trials_per_step`` (MIPRO and APO have no failure
+share). MIPRO does not search layouts here: the mock reads the last message as the
+question and the ones before as the instruction, so an instruction placed after the
+question or a restating stage is not modelled (it answered such prompts as if they had no
+phrase). APO's critique and edit requests go to the mock's proposer, whose replies are not
+modelled on APO's prompts: for APO this is a timing benchmark, not one of quality."""
 OBJECTIVES = ("score", "tokens")
 """The ``[job] objectives`` of ``--select`` and ``--cost-search``."""
 ANSWER = r"Answer:\s*\$?(-?[\d,]*\.?\d+)"
