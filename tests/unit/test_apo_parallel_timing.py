@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import random
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 from test_apo_resume import search_settings, varied_reflection
 from test_apo_support import context, dataset, run, settings, task_reply
+from timing_support import Jittery
 
 from emery.algorithms import StepRecord
 from emery.algorithms.apo import Apo
@@ -58,20 +58,6 @@ def fingerprint(ctx: SearchContext, outcome: Any, records: Sequence[StepRecord])
     spent = (ctx.budget.usage.metric_calls, outcome.state.iteration, outcome.state.beam)
     text = repr((ids, decided, *spent))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-class Jittery:
-    """``inner``'s replies, each after a random number of event-loop turns (seeded), so
-    the rollouts of a step finish in a different order from run to run."""
-
-    def __init__(self, inner: FakeLM, seed: int) -> None:
-        self.inner, self.model = inner, inner.model
-        self.random = random.Random(seed)
-
-    async def complete(self, messages: Sequence[ChatMessage], **params: Any) -> Completion:
-        for _ in range(self.random.randrange(12)):
-            await asyncio.sleep(0)
-        return await self.inner.complete(messages, **params)
 
 
 def apo(k: int) -> Apo:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import random
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 from test_gepa_parallel import mock_context
 from test_gepa_support import run_gepa
+from timing_support import Jittery
 
 from emery.algorithms import StepRecord
 from emery.algorithms.base import SearchContext
@@ -73,20 +73,6 @@ async def test_several_children_a_step_decide_what_they_decided_when_recorded(
     settings: dict[str, Any], k: int, budget: int, seed: int, expected: tuple[str, int, int, int]
 ) -> None:
     assert await search(mock_context(budget, seed), settings, k) == expected
-
-
-class Jittery:
-    """``inner``'s replies, each after a random number of event-loop turns (seeded), so
-    the rollouts of a step finish in a different order from run to run."""
-
-    def __init__(self, inner: FakeLM, seed: int) -> None:
-        self.inner, self.model = inner, inner.model
-        self.random = random.Random(seed)
-
-    async def complete(self, messages: Sequence[ChatMessage], **params: Any) -> Completion:
-        for _ in range(self.random.randrange(12)):
-            await asyncio.sleep(0)
-        return await self.inner.complete(messages, **params)
 
 
 @pytest.mark.parametrize(("settings", "k", "budget", "seed", "expected"), RECORDED[3:])
