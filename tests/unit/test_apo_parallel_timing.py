@@ -7,7 +7,6 @@ keep both; that a step's evaluations share its k batches' lanes is tested here t
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections import Counter
 from collections.abc import Sequence
@@ -16,14 +15,14 @@ from typing import Any
 import pytest
 from test_apo_resume import search_settings, varied_reflection
 from test_apo_support import context, dataset, run, settings, task_reply
-from timing_support import Jittery
+from timing_support import Jittery, LanesLM
 
 from emery.algorithms import StepRecord
 from emery.algorithms.apo import Apo
 from emery.algorithms.base import SearchContext
 from emery.core.models import ChatMessage
 from emery.evaluation.budget import BudgetConfig
-from emery.lm import Completion, FakeLM
+from emery.lm import FakeLM
 
 DECISIONS = (
     "apo.round_started",
@@ -96,31 +95,13 @@ async def test_the_decisions_do_not_depend_on_which_rollout_finishes_first(
         assert await search(pinned_context(budget, seed, task), k) == expected
 
 
-class LanesLM:
-    """The task's replies, each held a few event-loop turns; ``most_at_once`` is the most
-    calls of one system prompt (one candidate) on one split that were in flight together."""
-
-    def __init__(self) -> None:
-        self.inner, self.model = FakeLM(task_reply, model="fake/task"), "fake/task"
-        self.in_flight: Counter[tuple[str, str]] = Counter()
-        self.most_at_once: Counter[str] = Counter()
-
-    async def complete(self, messages: Sequence[ChatMessage], **params: Any) -> Completion:
-        number = int(str(messages[-1]["content"]).split()[-1].rstrip("."))
-        split = "val" if number >= 40 else "train"  # dataset(): train 10.., val 40..
-        key = (str(messages[0]["content"]), split)
-        self.in_flight[key] += 1
-        self.most_at_once[split] = max(self.most_at_once[split], self.in_flight[key])
-        try:
-            for _ in range(5):  # let every rollout started with this one start too
-                await asyncio.sleep(0)
-            return await self.inner.complete(messages, **params)
-        finally:
-            self.in_flight[key] -= 1
+def apo_split(messages: Sequence[ChatMessage]) -> str:
+    number = int(str(messages[-1]["content"]).split()[-1].rstrip("."))
+    return "val" if number >= 40 else "train"  # dataset(): train 10.., val 40..
 
 
 async def lanes_seen(k: int) -> Counter[str]:
-    task = LanesLM()
+    task = LanesLM(FakeLM(task_reply, model="fake/task"), apo_split)
     await search(pinned_context(None, 0, task), k)  # [runtime] concurrency 2
     return task.most_at_once
 

@@ -7,7 +7,6 @@ both; the last one, that a step's batches share its lanes, is tested here too.""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections import Counter
 from collections.abc import Sequence
@@ -16,13 +15,12 @@ from typing import Any
 import pytest
 from test_gepa_parallel import mock_context
 from test_gepa_support import run_gepa
-from timing_support import Jittery
+from timing_support import Jittery, LanesLM
 
 from emery.algorithms import StepRecord
 from emery.algorithms.base import SearchContext
 from emery.algorithms.concurrent_scoring import shared_lanes
-from emery.core.models import ChatMessage
-from emery.lm import Completion, FakeLM
+from emery.lm import FakeLM
 
 pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
 
@@ -84,34 +82,12 @@ async def test_the_decisions_do_not_depend_on_which_rollout_finishes_first(
         assert await search(ctx, settings, k) == expected
 
 
-class LanesLM:
-    """``inner``'s replies, each held a few event-loop turns; ``most_at_once`` is the most
-    calls of one system prompt (one candidate) on one split that were in flight together."""
-
-    def __init__(self, inner: FakeLM, val_questions: set[str]) -> None:
-        self.inner, self.model, self.val = inner, inner.model, val_questions
-        self.in_flight: Counter[tuple[str, str]] = Counter()
-        self.most_at_once: Counter[str] = Counter()
-
-    async def complete(self, messages: Sequence[ChatMessage], **params: Any) -> Completion:
-        split = "val" if messages[-1]["content"] in self.val else "train"
-        key = (str(messages[0]["content"]), split)
-        self.in_flight[key] += 1
-        self.most_at_once[split] = max(self.most_at_once[split], self.in_flight[key])
-        try:
-            for _ in range(5):  # let every rollout started with this one start too
-                await asyncio.sleep(0)
-            return await self.inner.complete(messages, **params)
-        finally:
-            self.in_flight[key] -= 1
-
-
 async def lanes_seen(k: int) -> Counter[str]:
     questions = {str(example.input["question"]) for example in mock_context(300, 2).val}
     wrapped: list[LanesLM] = []
 
     def task(lm: FakeLM) -> LanesLM:
-        wrapped.append(LanesLM(lm, questions))
+        wrapped.append(LanesLM(lm, lambda m: "val" if m[-1]["content"] in questions else "train"))
         return wrapped[-1]
 
     ctx = mock_context(300, 2, task=task)  # [runtime] concurrency 8
