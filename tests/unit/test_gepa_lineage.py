@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from emery.algorithms.lineage import component_diff, lineage_tree
-from emery.core.models import Candidate, Lineage
+from emery.core.models import Candidate, Demo, Lineage
 
 
 def candidate(text: str, *parents: Candidate, operation: str = "reflect", it: int = 1) -> Candidate:
@@ -58,3 +58,14 @@ def test_component_diff_shows_only_changed_components() -> None:
     long_old = "First sentence here. " * 6
     long_new = long_old + "A new rule."
     assert "+A new rule." in component_diff({"x": long_old}, {"x": long_new})
+
+
+def test_component_diff_shows_a_stage_whose_demos_changed() -> None:
+    served = Candidate(components={"route": "Pick one."})
+    demo = Demo(inputs={"query": "book a table"}, output="book")
+    with_demos = Candidate(components={"route": "Pick one."}, demos={"route": (demo,)})
+    diff = component_diff(served, with_demos, before_label="v1", after_label="candidate")
+    assert "--- v1/route demos" in diff
+    assert '+{"query": "book a table"} → "book"' in diff
+    assert "route\n" not in diff  # the unchanged instruction is not shown
+    assert component_diff(with_demos, with_demos) == ""

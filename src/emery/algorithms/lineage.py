@@ -8,9 +8,10 @@ the other; a candidate whose parents are unknown is drawn as a root.
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Mapping, Sequence
 
-from emery.core.models import Candidate
+from emery.core.models import Candidate, Demo
 
 
 def _label(
@@ -81,9 +82,9 @@ def component_diff(
     before_label: str = "seed",
     after_label: str = "best",
 ) -> str:
-    """A unified diff per component that differs ("" when all components are equal)."""
-    old = before.components if isinstance(before, Candidate) else before
-    new = after.components if isinstance(after, Candidate) else after
+    """A unified diff per component that differs ("" when all components are equal); for
+    candidates also per stage whose demos differ (``STAGE demos``: a line per demo)."""
+    old, new = _texts(before), _texts(after)
     chunks: list[str] = []
     for name in sorted(set(old) | set(new)):
         a, b = old.get(name, ""), new.get(name, "")
@@ -99,6 +100,22 @@ def component_diff(
         )
         chunks.append("\n".join(diff))
     return "\n\n".join(chunks)
+
+
+def _texts(side: Candidate | Mapping[str, str]) -> dict[str, str]:
+    """The texts a diff compares: the components, and a candidate's demos per stage."""
+    if not isinstance(side, Candidate):
+        return dict(side)
+    texts = dict(side.components)
+    for stage, demos in side.demos.items():
+        if demos:
+            texts[f"{stage} demos"] = "\n".join(_demo_line(demo) for demo in demos)
+    return texts
+
+
+def _demo_line(demo: Demo) -> str:
+    inputs = json.dumps(demo.inputs, ensure_ascii=False, sort_keys=True, default=str)
+    return f"{inputs} → {json.dumps(demo.output, ensure_ascii=False)}"
 
 
 def _lines(text: str) -> list[str]:

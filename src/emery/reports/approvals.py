@@ -22,6 +22,7 @@ from emery.algorithms.evidence import paired
 from emery.algorithms.lineage import component_diff
 from emery.core.approvals import ACTIONS, Approval, new_approval_id
 from emery.core.errors import ConfigError, IllegalTransition
+from emery.core.models import Candidate, Demo
 from emery.core.results import ExampleResult
 from emery.core.search_events import Evidence
 from emery.evaluation.stats import ScoreSummary, summarize
@@ -35,12 +36,17 @@ SAMPLES = 4
 
 
 class ReviewSide(BaseModel):
-    """One side of a review: a candidate's texts and its val scores (None: none stored)."""
+    """One side of a review: a candidate's texts and demos and its val scores (None: none
+    stored)."""
 
     candidate_id: str | None = None
     label: str
     components: dict[str, str] = Field(default_factory=dict)
+    demos: dict[str, tuple[Demo, ...]] = Field(default_factory=dict)
     val: ScoreSummary | None = None
+
+    def as_candidate(self) -> Candidate:
+        return Candidate(components=self.components, demos=self.demos)
 
 
 class SampleRun(BaseModel):
@@ -86,10 +92,12 @@ def review(store: Store, approval_id: str) -> ApprovalReview:
     job = store.get_job(approval.job_id)
     scope = job.eval_scope or ""
     mine = _val_results(store, scope, approval.candidate_id)
+    proposed = store.get_candidate(job.id, approval.candidate_id)
     candidate = ReviewSide(
         candidate_id=approval.candidate_id,
         label="candidate",
-        components=dict(store.get_candidate(job.id, approval.candidate_id).components),
+        components=dict(proposed.components),
+        demos=dict(proposed.demos),
         val=_summary(mine),
     )
     current, theirs = _current(store, approval, scope)
@@ -103,8 +111,8 @@ def review(store: Store, approval_id: str) -> ApprovalReview:
         candidate=candidate,
         current=current,
         diff=component_diff(
-            current.components,
-            candidate.components,
+            current.as_candidate(),
+            candidate.as_candidate(),
             before_label=current.label,
             after_label="candidate",
         ),
@@ -219,15 +227,18 @@ def _current(
             candidate_id=latest.candidate_id,
             label=label,
             components=dict(latest.components),
+            demos=dict(latest.demos),
             val=_summary(theirs),
         ), theirs
     if not approval.current_id:
         return ReviewSide(label="no best yet"), {}
     theirs = _val_results(store, scope, approval.current_id)
+    best = store.get_candidate(approval.job_id, approval.current_id)
     return ReviewSide(
         candidate_id=approval.current_id,
         label="current best",
-        components=dict(store.get_candidate(approval.job_id, approval.current_id).components),
+        components=dict(best.components),
+        demos=dict(best.demos),
         val=_summary(theirs),
     ), theirs
 
