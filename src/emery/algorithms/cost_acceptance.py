@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from emery.algorithms.evidence import Evidence
-from emery.evaluation.objectives import COSTS, cost_per_example
+from emery.evaluation.objectives import cost_per_example, named_costs
 from emery.evaluation.results import EvalResult
 
 
@@ -23,7 +23,7 @@ def as_good_and_cheaper(
     """Whether the child (``after``) is as good as its parent (``before``, on the same
     examples) and cheaper on the costs among ``objectives`` (module doc); False when none
     is named."""
-    costs = [name for name in objectives if name in COSTS]
+    costs = named_costs(objectives)
     if not costs:
         return False
     if evidence is None:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from emery.evaluation.objectives import COSTS, Scored
+from emery.evaluation.objectives import COSTS, Scored, named_costs
 
 EPSILON = 1e-9
 """Slack for float sums: a score 0.02 below the best is within 0.02."""
@@ -90,7 +90,7 @@ def parse_select(text: str, objectives: Sequence[str] = ("score",)) -> SelectRul
     if name == "best_score" and not argument:
         return BestScore()
     if name == "cheapest_within":
-        costs = [o for o in objectives if o in COSTS]
+        costs = named_costs(objectives)
         if not costs:
             raise ValueError(
                 f"{text!r} needs a cost among the objectives, e.g. objectives ="

@@ -57,6 +57,7 @@ from emery.core.events import (
     MiproProposalRejected,
 )
 from emery.core.models import Candidate, Demo, Example
+from emery.evaluation.objectives import cost_values
 from emery.lm.base import LM
 from emery.systems.capabilities import StagedPrompts
 from emery.systems.formats import format_description, format_sentence
@@ -144,6 +145,7 @@ class Mipro:
                 candidate_id=seed.id,
                 score=result.mean,
                 n=len(result.results),
+                costs=cost_values(ctx.objectives, result.results),
             )
         )
         state.combos[seed.id] = ComboRecord(

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.samplers import TPESampler
+from optuna.study import StudyDirection
 from optuna.trial import create_trial
 
 from emery.algorithms.mipro.state import ComboRecord, MiproState, TrialRecord
@@ -45,10 +46,15 @@ def next_params(
     seed: int,
     startup_trials: int,
     count: int = 1,
+    costs: int = 0,
 ) -> list[dict[str, int]]:
     """TPE's next ``count`` choices of indices given every trial so far. Asked together,
     the later ones see the earlier ones as running trials scored at the worst value so far
-    (Optuna's constant liar), so one step's trials spread instead of repeating."""
+    (Optuna's constant liar), so one step's trials spread instead of repeating.
+
+    With ``costs`` (the number of costs among the job's objectives) the study has the
+    score to maximize and each trial's ``costs`` to minimize: TPE's good group is then the
+    trials on the front, so cheap combinations that score well are tried more."""
     dists = distributions(spaces)
     with _quiet_optuna():
         sampler = TPESampler(
@@ -57,18 +63,33 @@ def next_params(
             multivariate=True,
             constant_liar=count > 1,
         )
-        study = optuna.create_study(direction="maximize", sampler=sampler)
-        for record in history:
+        directions = [StudyDirection.MAXIMIZE] + [StudyDirection.MINIMIZE] * costs
+        study = optuna.create_study(directions=directions, sampler=sampler)
+        for record, values in zip(history, _values(history, costs), strict=True):
             study.add_trial(
                 create_trial(
                     params={name: record.params.get(name, 0) for name in dists},
                     distributions=dists,
-                    value=record.score,
+                    values=values,
                     user_attrs={"kind": record.kind, "number": record.number},
                 )
             )
         trials = [study.ask(dists) for _ in range(count)]
     return [{name: int(trial.params[name]) for name in dists} for trial in trials]
+
+
+def _values(history: Sequence[TrialRecord], costs: int) -> list[list[float]]:
+    """Each trial's objective values: its score, then its ``costs`` first costs; a trial
+    recorded without them (in a checkpoint from before costs were kept) takes the highest
+    of each cost recorded, or 0 when none is."""
+    worst = [
+        max((r.costs[i] for r in history if len(r.costs) > i), default=0.0) for i in range(costs)
+    ]
+    return [
+        [record.score]
+        + [record.costs[i] if len(record.costs) > i else worst[i] for i in range(costs)]
+        for record in history
+    ]
 
 
 def top_combos(state: MiproState, k: int) -> list[ComboRecord]:

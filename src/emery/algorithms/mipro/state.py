@@ -55,6 +55,9 @@ class TrialRecord(BaseModel):
     candidate_id: str
     score: float
     n: int
+    costs: list[float] = Field(default_factory=list)
+    """Its mean cost per example on the same examples, for each cost among the job's
+    ``objectives`` in their order (empty when the job names none): TPE's other values."""
 
 
 class ComboRecord(BaseModel):
@@ -82,6 +85,8 @@ class WarmProgram(BaseModel):
 
     candidate: Candidate
     score: float
+    costs: list[float] = Field(default_factory=list)
+    """Its mean cost per example on this job's val (``TrialRecord.costs``)."""
 
 
 class MiproState(AlgorithmState):

@@ -30,6 +30,7 @@ from emery.algorithms.mipro.state import (
 from emery.algorithms.sources import count, report_if_changed, snapshot
 from emery.core.events import BestUpdated, MiproFullEvaluation, MiproRace, MiproTrial
 from emery.core.models import Candidate, Demo, Example, Lineage
+from emery.evaluation.objectives import cost_values, named_costs
 from emery.systems.prompt_layout import with_layout
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ async def _score_trials(
         seed=rng.randrange(2**31),
         startup_trials=state.resolved_plan().tpe_startup_trials,
         count=size,
+        costs=len(named_costs(ctx.objectives)),
     )
     if all(trial.kind == "baseline" for trial in state.trials):
         choices[0] = repaired_seed_params(state) or choices[0]
@@ -127,6 +129,7 @@ async def _score_trials(
                 candidate_id=candidate.id,
                 score=result.mean,
                 n=len(batch),
+                costs=cost_values(ctx.objectives, result.results),
             )
         )
         combo = state.combos.setdefault(
@@ -284,6 +287,7 @@ async def _score_full(
             candidate_id=candidate.id,
             score=result.mean,
             n=len(result.results),
+            costs=cost_values(ctx.objectives, result.results),
         )
     )
     record_full(ctx, state, combo, result.mean, number, final=final, evidence=evidence)

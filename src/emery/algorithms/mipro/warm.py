@@ -29,6 +29,7 @@ from emery.algorithms.mipro.trials import combo_candidate
 from emery.algorithms.warm_start import rescore
 from emery.core.events import BestUpdated
 from emery.core.models import Demo
+from emery.evaluation.objectives import cost_values
 
 LAYOUT_TRIES = 64
 """The most layout combinations tried when matching a program to the search space."""
@@ -38,7 +39,13 @@ async def take_programs(ctx: SearchContext, state: MiproState) -> None:
     """The earlier job's programs rescored on val, kept in the state; the best of them
     becomes the best so far if it beats it."""
     for candidate, result in await rescore(ctx):
-        state.warm.append(WarmProgram(candidate=candidate, score=result.mean))
+        state.warm.append(
+            WarmProgram(
+                candidate=candidate,
+                score=result.mean,
+                costs=cost_values(ctx.objectives, result.results),
+            )
+        )
         previous = state.best_val_score
         if previous is None or result.mean > previous:
             state.best_candidate_id, state.best_val_score = candidate.id, result.mean
@@ -80,6 +87,7 @@ def add_choices(ctx: SearchContext, state: MiproState) -> None:
                 candidate_id=program.candidate.id,
                 score=program.score,
                 n=len(ctx.val),
+                costs=program.costs,
             )
         )
         state.combos[program.candidate.id] = ComboRecord(
