@@ -1,9 +1,11 @@
 """A cheaper winner on the local model: one search over score and tokens on a real data set,
 then the best-score winner and the ``cheapest_within`` winner scored on the same test split.
 
-One search runs in-process as a job with ``[job] objectives = ["score", "tokens"]`` would
-run it (the search is told the objectives); every candidate scored on all of val forms the
-pool that ``jobs/winner.py`` chooses from. ``best_score`` and each ``--select`` rule then pick
+One search runs in-process as a job with ``[job] objectives = ["score", "tokens"]`` and
+``select =`` the first ``--select`` rule (or ``--search-select``) would run it (the search
+is told both: GEPA keeps as-good, cheaper children, MIPRO's study aims for the rule);
+every candidate scored on all of val forms the pool that ``jobs/winner.py`` chooses from.
+``best_score`` and each ``--select`` rule then pick
 their winner from that one pool, and the seed and every distinct winner are scored on test
 (uncharged). Prints the pool (val score, tokens per example, on the front or not), then
 per rule: the winner's tokens per test example, its test score (n, 95% interval) and its
@@ -113,7 +115,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         seed=args.seed,
         concurrency=args.concurrency,
     )
-    ctx.objectives = OBJECTIVES  # as a job's engine tells the search
+    # as a job's engine tells the search
+    ctx.objectives = OBJECTIVES
+    ctx.select = parse_select(args.search_select or args.select[0], OBJECTIVES)
     algorithm = build_algorithm(args.algorithm, settings_table(args.algorithm, {}))
     started = time.perf_counter()
     outcome = await run_search(algorithm, ctx)
@@ -152,6 +156,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "config": str(args.config),
         "algorithm": args.algorithm,
+        "search_select": ctx.select.text,
         "budget": args.budget,
         "metric_calls": ctx.budget.usage.metric_calls,
         "search_s": round(search_s, 1),
@@ -189,6 +194,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         f"seed on test: {seed['test']:.3f} ({seed['test_tokens']:.0f} tokens/ex);"
+        f" search told {result['search_select']};"
         f" {result['metric_calls']} metric calls, search {result['search_s']} s,"
         f" stopped: {result['stop']}"
     )
@@ -205,6 +211,11 @@ def main() -> None:
         nargs="*",
         default=["cheapest_within:0.02"],
         help="rules to compare with best_score",
+    )
+    parser.add_argument(
+        "--search-select",
+        help="the rule the search is told (default: the first --select rule; best_score: the"
+        " search aims for the score alone)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads")

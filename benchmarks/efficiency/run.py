@@ -241,8 +241,9 @@ async def one_run(
         concurrency=concurrency,
         recorder=recorder,
     )
-    if cost_search:  # the search knows the job's objectives, as a job's engine tells it
+    if cost_search:  # the search knows the job's objectives and rule, as the engine tells it
         ctx.objectives = OBJECTIVES
+        ctx.select = parse_select(select or "best_score", OBJECTIVES)
     settings = SETTINGS[algorithm_name](k, failure_share)
     algorithm = build_algorithm(algorithm_name, settings | (extra or {}))
     started, clock, cpu = time.perf_counter(), time.monotonic(), time.process_time()
@@ -653,8 +654,9 @@ def main() -> None:
     parser.add_argument(
         "--cost-search",
         action="store_true",
-        help="tell GEPA the objectives (score, tokens): it then also keeps as-good, cheaper"
-        " children",
+        help="tell the search the objectives (score, tokens) and the --select rule, as a job's"
+        " engine does: GEPA then also keeps as-good, cheaper children, MIPRO's study aims for"
+        " the rule",
     )
     parser.add_argument(
         "--accept", default=None, help="GEPA's accept setting (default: GEPA's own)"

@@ -29,6 +29,10 @@ class FixedSettings(AlgorithmSettings):
     instructions: list[str] = Field(default_factory=lambda: [LONG, SHORT, TINY])
 
 
+TOLD: list[tuple[tuple[str, ...], str]] = []
+"""The objectives and the ``select`` rule each job's search was told, in order."""
+
+
 class FixedChildren:
     """Scores the seed, then each of ``instructions`` as a child, on val; the best is the
     first with the highest val score."""
@@ -40,6 +44,7 @@ class FixedChildren:
         self.settings = settings
 
     async def start(self, ctx: SearchContext) -> AlgorithmState:
+        TOLD.append((ctx.objectives, ctx.select.text))
         seed = ctx.add_candidate(ctx.seed_candidate)
         scored = await ctx.evaluate(seed, ctx.val, "val")
         ctx.emit(BaselineEvaluated(candidate_id=seed.id, split="val", score=scored.mean, n=8))

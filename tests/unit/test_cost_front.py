@@ -10,7 +10,7 @@ from pathlib import Path
 import jobs_support as js
 import pytest
 import test_gepa_support as gepa
-from cost_front_support import LONG, SHORT, TINY, ids_by_text, run_fixed_job
+from cost_front_support import LONG, SHORT, TINY, TOLD, ids_by_text, run_fixed_job
 
 from emery.algorithms.cost_acceptance import as_good_and_cheaper
 from emery.algorithms.evidence import Evidence, paired
@@ -185,6 +185,8 @@ def test_a_cost_front_whose_cheaper_winner_is_chosen(tmp_path: Path) -> None:
         tmp_path, objectives=["score", "tokens"], select="cheapest_within:0.02"
     )
     ids = ids_by_text(store, job_id)
+    # the search was told what the job weighs (MIPRO's study aims for the rule)
+    assert TOLD[-1] == (("score", "tokens"), "cheapest_within:0.02")
 
     front = result.front
     assert front is not None

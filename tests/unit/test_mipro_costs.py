@@ -1,5 +1,5 @@
-"""MIPRO told a cost among ``[job] objectives``: its trials carry their cost per example
-and TPE searches the score and the cost together (issue 33, item 2)."""
+"""MIPRO told the job's ``select`` rule: its trials carry their cost per example and TPE
+aims for what the rule chooses (``SelectRule.aim``; issue 33, item 2)."""
 
 from __future__ import annotations
 
@@ -20,85 +20,102 @@ from emery.algorithms.mipro import MiproSettings, MiproState
 from emery.algorithms.mipro.search import next_params
 from emery.algorithms.mipro.state import TrialRecord
 from emery.algorithms.search_loop import StepRecord
+from emery.evaluation.objectives import CandidateCost
+from emery.evaluation.selection import BEST_SCORE, CheapestWithin, SelectRule, WithinBudget
 from emery.lm import FakeLM
 
 SETTINGS = MiproSettings(num_trials=10, minibatch_size=8, full_eval_every=3, search_layouts=False)
 SPACES = {"s.instruction": 3, "s.demos": 3}
+CHEAPEST = CheapestWithin(margin=0.02, cost="tokens", text="cheapest_within:0.02")
 
 
-def tied_history(*, costs: bool) -> list[TrialRecord]:
-    """Nine trials that all score 0.6; demo set d costs about 90 + 100 d tokens an example.
-    The expensive sets come first, so a study that reads only the score keeps them."""
+def tokens(n: float) -> CandidateCost:
+    return CandidateCost(n=30, tokens_by_role={"task": n})
+
+
+def history(scores: tuple[float, float, float], *, costs: bool = True) -> list[TrialRecord]:
+    """Nine trials, three per demo set d (the expensive sets first): set d scores
+    ``scores[d]`` at about 90 + 100 d tokens an example."""
     return [
         TrialRecord(
             number=i,
             kind="full",
             params={"s.instruction": i % 3, "s.demos": 2 - i // 3},
             candidate_id=f"c{i}",
-            score=0.6,
+            score=scores[2 - i // 3],
             n=30,
-            costs=[90.0 + 100 * (2 - i // 3) + i] if costs else [],
+            cost=tokens(90.0 + 100 * (2 - i // 3) + i) if costs else None,
         )
         for i in range(9)
     ]
 
 
-def demo_choices(history: list[TrialRecord], costs: int) -> Counter[int]:
+def demo_choices(trials: list[TrialRecord], rule: SelectRule) -> Counter[int]:
     return Counter(
-        next_params(SPACES, history, seed=seed, startup_trials=3, costs=costs)[0]["s.demos"]
+        next_params(SPACES, trials, seed=seed, startup_trials=3, rule=rule)[0]["s.demos"]
         for seed in range(40)
     )
 
 
-def test_with_a_cost_tpe_tries_the_cheaper_choice_that_scores_as_well() -> None:
-    history = tied_history(costs=True)
+def test_cheapest_within_tries_the_cheaper_choice_that_scores_as_well() -> None:
+    tied = history((0.6, 0.6, 0.6))
 
-    assert demo_choices(history, costs=1)[0] >= 30
+    assert demo_choices(tied, CHEAPEST)[0] >= 30
     # the same trials judged by the score alone: the cheap set is not preferred
-    assert demo_choices(history, costs=0)[0] <= 10
+    assert demo_choices(tied, BEST_SCORE)[0] <= 10
 
 
-def test_trials_recorded_without_costs_take_the_highest_recorded() -> None:
-    # a checkpoint from before costs were kept: every trial ties, so none is preferred
-    # for its cost, as the score alone would choose
-    assert demo_choices(tied_history(costs=False), costs=1) == demo_choices(
-        tied_history(costs=True), costs=0
+def test_cheapest_within_does_not_chase_a_cheap_choice_below_the_margin() -> None:
+    # the cheap set is cheap because it scores less: outside the margin it counts at the
+    # best's cost, so the rule aims where the score alone does
+    trials = history((0.3, 0.45, 0.6))
+
+    assert demo_choices(trials, CHEAPEST) == demo_choices(trials, BEST_SCORE)
+    assert demo_choices(trials, CHEAPEST)[2] >= 30
+
+
+def test_a_budget_aims_for_the_best_score_within_its_limits() -> None:
+    trials = history((0.5, 0.55, 0.6))  # the best set costs about 290 tokens
+    budget = WithinBudget(limits={"tokens": 200.0}, text="budget:tokens=200")
+
+    assert demo_choices(trials, BEST_SCORE)[2] >= 30
+    assert demo_choices(trials, budget)[1] >= 30
+
+
+def test_trials_recorded_without_costs_count_at_the_bests() -> None:
+    # a checkpoint from before costs were kept: every trial ties on cost with the best,
+    # so none is preferred for it and the rule chooses as the score alone does
+    tied = (0.6, 0.6, 0.6)
+    assert demo_choices(history(tied, costs=False), CHEAPEST) == demo_choices(
+        history(tied), BEST_SCORE
     )
 
 
-async def test_a_search_told_tokens_records_each_trials_tokens_per_example() -> None:
+async def test_a_search_told_its_rule_records_costs_and_aims_for_it() -> None:
     data = dataset()
     ctx = make_ctx(data, format_and_demos_lm(data), proposer_lm(), seed=4)
-    ctx.objectives = ("score", "tokens")
+    ctx.objectives, ctx.select = ("score", "tokens"), CHEAPEST
 
     outcome, _ = await run_recorded(SETTINGS, ctx)
 
     state = outcome.state
     assert isinstance(state, MiproState)
-    assert all(len(trial.costs) == 1 and trial.costs[0] > 0 for trial in state.trials)
+    assert all(trial.cost is not None and trial.cost.tokens > 0 for trial in state.trials)
     seed = next(t for t in state.trials if t.kind == "baseline")
     with_demos = [t for t in state.trials if ctx.candidates[t.candidate_id].demos.get("solve")]
     assert with_demos
+    assert seed.cost is not None
     # demos are prompt tokens: every program that shows them costs more than the seed
-    assert all(trial.costs[0] > seed.costs[0] for trial in with_demos)
-    # and TPE reads them: the same search told only the score chooses otherwise
-    alone = make_ctx(data, format_and_demos_lm(data), proposer_lm(), seed=4)
-    by_score, _ = await run_recorded(SETTINGS, alone)
+    assert all(t.cost is not None and t.cost.tokens > seed.cost.tokens for t in with_demos)
+    # and TPE reads them: the same search on the default rule chooses otherwise
+    by_score, _ = await run_recorded(
+        SETTINGS, make_ctx(data, format_and_demos_lm(data), proposer_lm(), seed=4)
+    )
     assert [t.params for t in by_score.state.trials] != [t.params for t in state.trials]
 
 
-async def test_on_the_defaults_trials_carry_no_costs() -> None:
-    data = dataset()
-    ctx = make_ctx(data, format_and_demos_lm(data), proposer_lm(), seed=4)
-
-    outcome, _ = await run_recorded(SETTINGS, ctx)
-
-    assert isinstance(outcome.state, MiproState)
-    assert all(trial.costs == [] for trial in outcome.state.trials)
-
-
 @pytest.mark.parametrize("stop_after", [3, 7])
-async def test_kill_and_resume_with_a_cost_continues_the_same_study(stop_after: int) -> None:
+async def test_kill_and_resume_with_a_cost_rule_continues_the_same_study(stop_after: int) -> None:
     data = dataset()
 
     def context(task_lm: FakeLM, records: list[StepRecord] | None = None) -> SearchContext:
@@ -107,7 +124,7 @@ async def test_kill_and_resume_with_a_cost_continues_the_same_study(stop_after: 
             if records
             else make_ctx(data, task_lm, proposer_lm(), seed=4)
         )
-        ctx.objectives = ("score", "tokens")
+        ctx.objectives, ctx.select = ("score", "tokens"), CHEAPEST
         return ctx
 
     whole, _ = await run_recorded(SETTINGS, context(format_and_demos_lm(data)))
@@ -121,4 +138,14 @@ async def test_kill_and_resume_with_a_cost_continues_the_same_study(stop_after: 
         SETTINGS, context(format_and_demos_lm(data), records=records), state=state
     )
 
-    assert resumed.state.model_dump() == whole.state.model_dump()
+    # the same study: every choice, score and cost but the seconds each run took
+    assert decisions(resumed.state) == decisions(whole.state)
+
+
+def decisions(state: object) -> dict[str, object]:
+    assert isinstance(state, MiproState)
+    dump = state.model_dump()
+    for trial in dump["trials"]:
+        assert trial["cost"] is not None
+        trial["cost"].pop("latency_s")
+    return dump

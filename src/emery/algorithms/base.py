@@ -21,6 +21,7 @@ from emery.core.models import Candidate, Dataset, Example, Split
 from emery.core.settings import Settings
 from emery.evaluation.budget import Budget
 from emery.evaluation.results import EvalResult
+from emery.evaluation.selection import BEST_SCORE, SelectRule
 from emery.evaluation.service import EvaluationService
 from emery.lm.base import LM
 from emery.systems.base import System
@@ -127,6 +128,9 @@ class SearchContext:
     objectives: tuple[str, ...] = ("score",)
     """The job's ``[job] objectives``: with a cost among them, GEPA also accepts a child as
     good as its parent and cheaper (``algorithms.cost_acceptance``)."""
+    select: SelectRule = BEST_SCORE
+    """The job's ``[job] select`` rule: MIPRO's study aims for what it chooses
+    (``SelectRule.aim``)."""
 
     @property
     def train(self) -> list[Example]:

@@ -136,12 +136,6 @@ def named_costs(objectives: Sequence[str]) -> tuple[str, ...]:
     return tuple(name for name in objectives if name in COSTS)
 
 
-def cost_values(objectives: Sequence[str], results: Sequence[ExampleResult]) -> list[float]:
-    """The mean cost per example of ``results`` for each cost among ``objectives``."""
-    cost = cost_per_example(results)
-    return [cost.value(name) for name in named_costs(objectives)]
-
-
 def check_objectives(names: Sequence[str]) -> tuple[str, ...]:
     """``names`` as given, if they are known objectives that include the score, once each;
     ValueError in words otherwise (for the config's validator)."""

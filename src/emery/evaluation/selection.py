@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from emery.evaluation.objectives import COSTS, Scored, named_costs
+from emery.evaluation.objectives import COSTS, CandidateCost, Scored, named_costs
 
 EPSILON = 1e-9
 """Slack for float sums: a score 0.02 below the best is within 0.02."""
@@ -27,14 +27,27 @@ EPSILON = 1e-9
 
 class SelectRule(Protocol):
     """Picks the winner among ``pool`` (every candidate scored on all of val, ``best``
-    among them: the search's own best)."""
+    among them: the search's own best), and tells a search what to aim for."""
 
     @property
     def text(self) -> str:
         """The setting as written."""
         ...
 
+    @property
+    def costs(self) -> tuple[str, ...]:
+        """The costs the rule reads (none: the score alone)."""
+        ...
+
     def choose(self, pool: Sequence[Scored], best: Scored) -> Scored: ...
+
+    def aim(
+        self, score: float, cost: CandidateCost, best_score: float, best_cost: CandidateCost
+    ) -> tuple[float, ...]:
+        """The values, each higher-is-better, that a search serving this rule maximizes for
+        a candidate at ``score`` and ``cost`` when the best so far is at ``best_score`` and
+        ``best_cost`` (one value: a single objective; more: a front over them)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -43,8 +56,17 @@ class BestScore:
 
     text: str = "best_score"
 
+    @property
+    def costs(self) -> tuple[str, ...]:
+        return ()
+
     def choose(self, pool: Sequence[Scored], best: Scored) -> Scored:
         return best
+
+    def aim(
+        self, score: float, cost: CandidateCost, best_score: float, best_cost: CandidateCost
+    ) -> tuple[float, ...]:
+        return (score,)
 
 
 @dataclass(frozen=True)
@@ -55,10 +77,23 @@ class CheapestWithin:
     cost: str
     text: str
 
+    @property
+    def costs(self) -> tuple[str, ...]:
+        return (self.cost,)
+
     def choose(self, pool: Sequence[Scored], best: Scored) -> Scored:
         floor = best.mean - self.margin - EPSILON
         near = [best, *(s for s in pool if s.mean >= floor and s is not best)]
         return min(near, key=lambda s: (s.cost.value(self.cost), -s.mean))
+
+    def aim(
+        self, score: float, cost: CandidateCost, best_score: float, best_cost: CandidateCost
+    ) -> tuple[float, ...]:
+        """The score and the cost saved: a candidate more than the margin below the best
+        counts at the best's cost, so the best dominates it and the front holds only the
+        candidates this rule could choose."""
+        near = score >= best_score - self.margin - EPSILON
+        return (score, -(cost if near else best_cost).value(self.cost))
 
 
 @dataclass(frozen=True)
@@ -68,8 +103,15 @@ class WithinBudget:
     limits: Mapping[str, float]
     text: str
 
+    @property
+    def costs(self) -> tuple[str, ...]:
+        return tuple(self.limits)
+
     def fits(self, scored: Scored) -> bool:
-        return all(scored.cost.value(name) <= limit for name, limit in self.limits.items())
+        return self.within(scored.cost)
+
+    def within(self, cost: CandidateCost) -> bool:
+        return all(cost.value(name) <= limit for name, limit in self.limits.items())
 
     def choose(self, pool: Sequence[Scored], best: Scored) -> Scored:
         fitting = [best] if self.fits(best) else []
@@ -78,6 +120,16 @@ class WithinBudget:
             return best
         return max(fitting, key=lambda s: s.mean)
 
+    def aim(
+        self, score: float, cost: CandidateCost, best_score: float, best_cost: CandidateCost
+    ) -> tuple[float, ...]:
+        """The score; a candidate over a limit counts below every one within them (scores
+        lie in [-1, 1])."""
+        return (score if self.within(cost) else score - 2.0,)
+
+
+BEST_SCORE = BestScore()
+"""The default rule."""
 
 SELECT_FORMS = '"best_score", "cheapest_within:<margin>" or "budget:<cost>=<limit>"'
 

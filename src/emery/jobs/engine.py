@@ -294,7 +294,7 @@ class JobEngine:
             prepaid=prepaid,
             on_progress=self.on_progress,
         )
-        ctx.objectives = config.job.objectives
+        ctx.objectives, ctx.select = config.job.objectives, config.job.select_rule()
         for candidate in self.store.job_candidates(self.job_id):
             ctx.candidates[candidate.id] = candidate
         self._ctx, self._runtime = ctx, runtime

@@ -35,7 +35,7 @@ from emery.algorithms.mipro.layouts import instruction_variants, layout_choices
 from emery.algorithms.mipro.normalise import reasoning_stages
 from emery.algorithms.mipro.presets import MiproPlan, PlanInputs, make_plan
 from emery.algorithms.mipro.proposer import StageGrounding, propose_stage
-from emery.algorithms.mipro.search import top_combos
+from emery.algorithms.mipro.search import top_combos, trial_cost
 from emery.algorithms.mipro.settings import MiproSettings
 from emery.algorithms.mipro.state import (
     ComboRecord,
@@ -57,7 +57,6 @@ from emery.core.events import (
     MiproProposalRejected,
 )
 from emery.core.models import Candidate, Demo, Example
-from emery.evaluation.objectives import cost_values
 from emery.lm.base import LM
 from emery.systems.capabilities import StagedPrompts
 from emery.systems.formats import format_description, format_sentence
@@ -145,7 +144,7 @@ class Mipro:
                 candidate_id=seed.id,
                 score=result.mean,
                 n=len(result.results),
-                costs=cost_values(ctx.objectives, result.results),
+                cost=trial_cost(ctx.select, result.results),
             )
         )
         state.combos[seed.id] = ComboRecord(

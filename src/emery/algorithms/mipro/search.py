@@ -19,6 +19,9 @@ from optuna.study import StudyDirection
 from optuna.trial import create_trial
 
 from emery.algorithms.mipro.state import ComboRecord, MiproState, TrialRecord
+from emery.core.results import ExampleResult
+from emery.evaluation.objectives import CandidateCost, cost_per_example
+from emery.evaluation.selection import BEST_SCORE, SelectRule
 
 
 @contextmanager
@@ -46,16 +49,19 @@ def next_params(
     seed: int,
     startup_trials: int,
     count: int = 1,
-    costs: int = 0,
+    rule: SelectRule = BEST_SCORE,
 ) -> list[dict[str, int]]:
     """TPE's next ``count`` choices of indices given every trial so far. Asked together,
     the later ones see the earlier ones as running trials scored at the worst value so far
     (Optuna's constant liar), so one step's trials spread instead of repeating.
 
-    With ``costs`` (the number of costs among the job's objectives) the study has the
-    score to maximize and each trial's ``costs`` to minimize: TPE's good group is then the
-    trials on the front, so cheap combinations that score well are tried more."""
+    The study maximizes what the job's ``select`` rule aims for (``SelectRule.aim``): the
+    score alone by default; with ``cheapest_within`` the score and the cost saved, a front
+    that holds only the trials within the margin of the best (TPE's good group is then
+    the front's, so cheaper combinations that score as well are tried more)."""
     dists = distributions(spaces)
+    values = _aims(history, rule)
+    width = len(values[0]) if values else len(rule.aim(0.0, CandidateCost(), 0.0, CandidateCost()))
     with _quiet_optuna():
         sampler = TPESampler(
             seed=seed,
@@ -63,14 +69,13 @@ def next_params(
             multivariate=True,
             constant_liar=count > 1,
         )
-        directions = [StudyDirection.MAXIMIZE] + [StudyDirection.MINIMIZE] * costs
-        study = optuna.create_study(directions=directions, sampler=sampler)
-        for record, values in zip(history, _values(history, costs), strict=True):
+        study = optuna.create_study(directions=[StudyDirection.MAXIMIZE] * width, sampler=sampler)
+        for record, aim in zip(history, values, strict=True):
             study.add_trial(
                 create_trial(
                     params={name: record.params.get(name, 0) for name in dists},
                     distributions=dists,
-                    values=values,
+                    values=list(aim),
                     user_attrs={"kind": record.kind, "number": record.number},
                 )
             )
@@ -78,16 +83,20 @@ def next_params(
     return [{name: int(trial.params[name]) for name in dists} for trial in trials]
 
 
-def _values(history: Sequence[TrialRecord], costs: int) -> list[list[float]]:
-    """Each trial's objective values: its score, then its ``costs`` first costs; a trial
-    recorded without them (in a checkpoint from before costs were kept) takes the highest
-    of each cost recorded, or 0 when none is."""
-    worst = [
-        max((r.costs[i] for r in history if len(r.costs) > i), default=0.0) for i in range(costs)
-    ]
+def trial_cost(rule: SelectRule, results: Sequence[ExampleResult]) -> CandidateCost | None:
+    """What a trial on ``results`` costs an example, kept when ``rule`` reads costs."""
+    return cost_per_example(results) if rule.costs else None
+
+
+def _aims(history: Sequence[TrialRecord], rule: SelectRule) -> list[tuple[float, ...]]:
+    """Each trial's values under ``rule``, against the best score so far (the first trial
+    to reach it); a trial recorded without its cost counts at the best's."""
+    if not history:
+        return []
+    best = max(history, key=lambda record: record.score)
+    best_cost = best.cost or CandidateCost()
     return [
-        [record.score]
-        + [record.costs[i] if len(record.costs) > i else worst[i] for i in range(costs)]
+        rule.aim(record.score, record.cost or best_cost, best.score, best_cost)
         for record in history
     ]
 

@@ -11,6 +11,7 @@ from emery.algorithms.mipro.presets import MiproPlan
 from emery.core.events import InstructionOption, SourceCount
 from emery.core.models import Candidate, Demo
 from emery.core.search_events import Evidence
+from emery.evaluation.objectives import CandidateCost
 from emery.systems.prompt_layout import StageLayout
 
 Phase = Literal["bootstrap", "summarize", "propose", "search"]
@@ -55,9 +56,9 @@ class TrialRecord(BaseModel):
     candidate_id: str
     score: float
     n: int
-    costs: list[float] = Field(default_factory=list)
-    """Its mean cost per example on the same examples, for each cost among the job's
-    ``objectives`` in their order (empty when the job names none): TPE's other values."""
+    cost: CandidateCost | None = None
+    """Its mean cost per example on the same examples (None in checkpoints from before
+    costs were kept): what the job's ``select`` rule may weigh beside the score."""
 
 
 class ComboRecord(BaseModel):
@@ -85,8 +86,8 @@ class WarmProgram(BaseModel):
 
     candidate: Candidate
     score: float
-    costs: list[float] = Field(default_factory=list)
-    """Its mean cost per example on this job's val (``TrialRecord.costs``)."""
+    cost: CandidateCost | None = None
+    """Its mean cost per example on this job's val."""
 
 
 class MiproState(AlgorithmState):

@@ -19,7 +19,7 @@ from emery.algorithms.base import SearchContext
 from emery.algorithms.concurrent_scoring import ScoreRequest, score_concurrently
 from emery.algorithms.evidence import ContextScorer, Evidence, flipped, race
 from emery.algorithms.mipro.restate import restate_best
-from emery.algorithms.mipro.search import next_params, top_combos
+from emery.algorithms.mipro.search import next_params, top_combos, trial_cost
 from emery.algorithms.mipro.state import (
     ComboRecord,
     DemoSet,
@@ -30,7 +30,6 @@ from emery.algorithms.mipro.state import (
 from emery.algorithms.sources import count, report_if_changed, snapshot
 from emery.core.events import BestUpdated, MiproFullEvaluation, MiproRace, MiproTrial
 from emery.core.models import Candidate, Demo, Example, Lineage
-from emery.evaluation.objectives import cost_values, named_costs
 from emery.systems.prompt_layout import with_layout
 
 log = logging.getLogger(__name__)
@@ -104,7 +103,7 @@ async def _score_trials(
         seed=rng.randrange(2**31),
         startup_trials=state.resolved_plan().tpe_startup_trials,
         count=size,
-        costs=len(named_costs(ctx.objectives)),
+        rule=ctx.select,
     )
     if all(trial.kind == "baseline" for trial in state.trials):
         choices[0] = repaired_seed_params(state) or choices[0]
@@ -129,7 +128,7 @@ async def _score_trials(
                 candidate_id=candidate.id,
                 score=result.mean,
                 n=len(batch),
-                costs=cost_values(ctx.objectives, result.results),
+                cost=trial_cost(ctx.select, result.results),
             )
         )
         combo = state.combos.setdefault(
@@ -287,7 +286,7 @@ async def _score_full(
             candidate_id=candidate.id,
             score=result.mean,
             n=len(result.results),
-            costs=cost_values(ctx.objectives, result.results),
+            cost=trial_cost(ctx.select, result.results),
         )
     )
     record_full(ctx, state, combo, result.mean, number, final=final, evidence=evidence)

@@ -17,6 +17,7 @@ import itertools
 from collections.abc import Sequence
 
 from emery.algorithms.base import SearchContext
+from emery.algorithms.mipro.search import trial_cost
 from emery.algorithms.mipro.state import (
     ComboRecord,
     DemoSet,
@@ -29,7 +30,6 @@ from emery.algorithms.mipro.trials import combo_candidate
 from emery.algorithms.warm_start import rescore
 from emery.core.events import BestUpdated
 from emery.core.models import Demo
-from emery.evaluation.objectives import cost_values
 
 LAYOUT_TRIES = 64
 """The most layout combinations tried when matching a program to the search space."""
@@ -43,7 +43,7 @@ async def take_programs(ctx: SearchContext, state: MiproState) -> None:
             WarmProgram(
                 candidate=candidate,
                 score=result.mean,
-                costs=cost_values(ctx.objectives, result.results),
+                cost=trial_cost(ctx.select, result.results),
             )
         )
         previous = state.best_val_score
@@ -87,7 +87,7 @@ def add_choices(ctx: SearchContext, state: MiproState) -> None:
                 candidate_id=program.candidate.id,
                 score=program.score,
                 n=len(ctx.val),
-                costs=program.costs,
+                cost=program.cost,
             )
         )
         state.combos[program.candidate.id] = ComboRecord(
