@@ -19,9 +19,14 @@ from emery.algorithms.base import SearchContext
 from emery.algorithms.mipro import MiproSettings, MiproState
 from emery.algorithms.mipro.search import next_params
 from emery.algorithms.mipro.state import TrialRecord
+from emery.algorithms.mipro.winner_variants import HALVED
 from emery.algorithms.search_loop import StepRecord
+from emery.core.models import Candidate
+from emery.evaluation.budget import BudgetConfig
+from emery.evaluation.front import choose
 from emery.evaluation.objectives import CandidateCost
 from emery.evaluation.selection import BEST_SCORE, CheapestWithin, SelectRule, WithinBudget
+from emery.jobs.winner import val_pool
 from emery.lm import FakeLM
 
 SETTINGS = MiproSettings(num_trials=10, minibatch_size=8, full_eval_every=3, search_layouts=False)
@@ -149,3 +154,62 @@ def decisions(state: object) -> dict[str, object]:
         assert trial["cost"] is not None
         trial["cost"].pop("latency_s")
     return dump
+
+
+# --- the last step under a cost rule: the winner with half its demos ---------------------
+
+
+def halves(ctx: SearchContext) -> list[Candidate]:
+    return [c for c in ctx.candidates.values() if c.lineage.details.get("variant") == HALVED]
+
+
+async def test_a_cost_rule_scores_the_winner_with_half_its_demos_and_can_choose_it() -> None:
+    data = dataset()
+    ctx = make_ctx(data, format_and_demos_lm(data), proposer_lm(), seed=3)
+    ctx.objectives, ctx.select = ("score", "tokens"), CHEAPEST
+
+    outcome, _ = await run_recorded(SETTINGS, ctx)
+
+    best = ctx.candidates[str(outcome.state.best_candidate_id)]
+    (half,) = halves(ctx)
+    assert half.lineage.parents == (best.id,)
+    assert len(half.demos["solve"]) == len(best.demos["solve"]) // 2 >= 1
+    assert half.components == best.components
+    pool = val_pool(ctx)  # scored on all of val: the rule can choose it
+    scored = {s.candidate_id: s for s in pool}
+    assert scored[half.id].mean == scored[best.id].mean == 1.0
+    assert scored[half.id].cost.tokens < scored[best.id].cost.tokens
+    front = choose(pool, scored[best.id], ctx.objectives, CHEAPEST)
+    assert front.winner_id == half.id
+
+
+async def test_on_the_default_rule_the_winner_keeps_its_demos_untried() -> None:
+    data = dataset()
+    ctx = make_ctx(data, format_and_demos_lm(data), proposer_lm(), seed=3)
+
+    outcome, _ = await run_recorded(SETTINGS, ctx)
+
+    assert ctx.candidates[str(outcome.state.best_candidate_id)].demos["solve"]
+    assert halves(ctx) == []
+
+
+async def test_the_trials_keep_the_calls_the_fewer_demos_variant_needs() -> None:
+    data = dataset()
+    ctx = make_ctx(
+        data,
+        format_and_demos_lm(data),
+        proposer_lm(),
+        seed=1,
+        budget=BudgetConfig(metric_calls=150),
+    )
+    ctx.objectives, ctx.select = ("score", "tokens"), CHEAPEST
+
+    await run_recorded(SETTINGS, ctx)
+
+    assert halves(ctx)
+    assert all(val_scored(ctx, half) for half in halves(ctx))
+    assert ctx.budget.usage.metric_calls <= 150
+
+
+def val_scored(ctx: SearchContext, candidate: Candidate) -> bool:
+    return all(ctx.evaluations.cached(candidate, e, "val") is not None for e in ctx.val)

@@ -9,7 +9,7 @@ from emery.algorithms.base import SearchContext
 from emery.algorithms.labeled import labeled_demos
 from emery.algorithms.mipro import MiproSettings, MiproState
 from emery.algorithms.mipro.demos import assemble, teacher_candidate
-from emery.algorithms.mipro.restate import restate_best
+from emery.algorithms.mipro.winner_variants import restate_best
 from emery.core.models import Demo, Example
 from emery.evaluation.budget import BudgetConfig
 from emery.lm import FakeLM

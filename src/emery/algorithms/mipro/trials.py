@@ -18,7 +18,6 @@ import random
 from emery.algorithms.base import SearchContext
 from emery.algorithms.concurrent_scoring import ScoreRequest, score_concurrently
 from emery.algorithms.evidence import ContextScorer, Evidence, flipped, race
-from emery.algorithms.mipro.restate import restate_best
 from emery.algorithms.mipro.search import next_params, top_combos, trial_cost
 from emery.algorithms.mipro.state import (
     ComboRecord,
@@ -27,6 +26,7 @@ from emery.algorithms.mipro.state import (
     MiproState,
     TrialRecord,
 )
+from emery.algorithms.mipro.winner_variants import restate_best, trim_best, trims
 from emery.algorithms.sources import count, report_if_changed, snapshot
 from emery.core.events import BestUpdated, MiproFullEvaluation, MiproRace, MiproTrial
 from emery.core.models import Candidate, Demo, Example, Lineage
@@ -60,6 +60,7 @@ async def run_trial(
     if remaining is not None and remaining < minibatch + reserve:
         await promote(ctx, state, first - 1, final=True, top_k=top_k)
         await restate_best(ctx, state, first - 1)
+        await trim_best(ctx, state, first - 1)
         state.done, state.done_reason = True, "budget reserved for the final full evaluation"
         return
     if remaining is None:  # no budget: the planned trials, then the end
@@ -78,6 +79,7 @@ async def run_trial(
             if not await promote(ctx, state, number, final=True, top_k=top_k):
                 break
         await restate_best(ctx, state, number)
+        await trim_best(ctx, state, number)
         state.done, state.done_reason = True, f"{number} trials done"
     elif number // plan.full_eval_every > (first - 1) // plan.full_eval_every:
         await promote(ctx, state, number, final=False, top_k=top_k)
@@ -179,8 +181,9 @@ def more_trials_affordable(ctx: SearchContext, state: MiproState, minibatch: int
 
 
 def final_reserve(ctx: SearchContext, minibatch: int) -> int:
-    """The metric calls kept for scoring the final race's leader on the rest of val."""
-    return max(0, len(ctx.val) - minibatch)
+    """The metric calls kept for scoring the final race's leader on the rest of val and,
+    under a rule that reads a cost, the winner with fewer demos on all of it."""
+    return max(0, len(ctx.val) - minibatch) + (len(ctx.val) if trims(ctx) else 0)
 
 
 def race_order(ctx: SearchContext) -> list[Example]:

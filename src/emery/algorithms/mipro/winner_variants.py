@@ -1,0 +1,137 @@
+"""MIPRO's last steps: variants of the winner scored on full val.
+
+**The answer stage** (every job). The answer stage runs only on a reply a stage's parser
+cannot read, which scores 0 without it, so adding it to a program can raise its score and
+never lower one. TPE may still end on a winner without it (its layout choices include the
+seed's own layout), e.g. worked demos whose replies mostly end in the required line but
+sometimes not; the winner with the answer stage is scored on full val when the winner had
+unreadable replies there and the budget allows (the readable replies repeat the winner's
+calls, which the response cache answers). It becomes the best if it scores higher.
+
+**Fewer demos** (a ``select`` rule that reads a cost, e.g. ``cheapest_within``). Demos are
+most of a prompt's tokens, and TPE's demo sets hold up to ``max_bootstrapped_demos`` each,
+so a cheaper program that scores as well is most often the winner with fewer of its own
+demos: the winner with the first half of each stage's demos is scored on full val (the
+trials keep the calls for it), where the rule can choose it. It becomes the best only if
+it scores higher.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from emery.algorithms.base import SearchContext
+from emery.algorithms.mipro.state import MiproState
+from emery.algorithms.operators import apply_operator
+from emery.algorithms.sources import count
+from emery.core.events import BestUpdated, MiproFullEvaluation
+from emery.core.models import Candidate, Lineage
+from emery.systems.capabilities import StagedPrompts
+from emery.systems.prompt_layout import StageLayout
+
+log = logging.getLogger(__name__)
+
+RESTATED = "best_with_answer_stage"
+HALVED = "best_with_half_its_demos"
+
+
+def restated(best: Candidate, program: StagedPrompts, number: int) -> Candidate | None:
+    """``best`` with the answer stage in every stage that lacks it, or None if none does."""
+    candidate = best
+    for stage in program.config.stages:
+        child = apply_operator("answer_stage", candidate, program, stage.name, iteration=number)
+        candidate = child or candidate
+    if candidate is best:
+        return None
+    return best.derive(
+        components=candidate.components,
+        demos=candidate.demos,
+        lineage=candidate.lineage.model_copy(update={"parents": (best.id,)}),
+    )
+
+
+async def restate_best(ctx: SearchContext, state: MiproState, number: int) -> None:
+    """Score the best program with the answer stage on full val; it becomes the best if
+    it scores higher."""
+    program = ctx.system
+    if not isinstance(program, StagedPrompts) or state.best_candidate_id is None:
+        return
+    best = ctx.candidates[state.best_candidate_id]
+    results = [ctx.evaluations.cached(best, example, "val") for example in ctx.val]
+    if not any(result is not None and result.error is not None for result in results):
+        return  # every val reply was readable: nothing for the answer stage to do
+    candidate = restated(best, program, number)
+    if candidate is not None:
+        await _score_variant(ctx, state, candidate, number, RESTATED)
+
+
+def halved(best: Candidate, number: int) -> Candidate | None:
+    """``best`` with the first half (rounded down) of each stage's demos, or None when no
+    stage shows all of its demos (a stage that shows the nearest few of a pool shows as
+    many of half of it)."""
+    whole = {
+        stage: demos
+        for stage, demos in best.demos.items()
+        if demos and StageLayout.of(best.components, stage).select == "all"
+    }
+    if not whole:
+        return None
+    return best.derive(
+        demos={**best.demos, **{stage: demos[: len(demos) // 2] for stage, demos in whole.items()}},
+        lineage=Lineage(
+            parents=(best.id,),
+            generation=best.lineage.generation + 1,
+            operation="mipro",
+            iteration=number,
+            details={"variant": HALVED},
+        ),
+    )
+
+
+def trims(ctx: SearchContext) -> bool:
+    """Whether the job's rule reads a cost, so the last step tries the winner with fewer
+    demos (the trials keep ``len(val)`` calls for it)."""
+    return bool(ctx.select.costs)
+
+
+async def trim_best(ctx: SearchContext, state: MiproState, number: int) -> None:
+    """Under a rule that reads a cost, score the best program with half its demos on full
+    val, where the rule can choose it; it becomes the best if it scores higher."""
+    if not trims(ctx) or state.best_candidate_id is None:
+        return
+    candidate = halved(ctx.candidates[state.best_candidate_id], number)
+    if candidate is not None:
+        await _score_variant(ctx, state, candidate, number, HALVED)
+
+
+async def _score_variant(
+    ctx: SearchContext, state: MiproState, candidate: Candidate, number: int, source: str
+) -> None:
+    """Score a variant of the best on full val (budget allowing); the best if higher."""
+    if state.best_val_score is None:
+        return
+    if not ctx.budget.can_afford(len(ctx.val)):
+        log.info("mipro: no budget left to score the best's variant (%s)", source)
+        return
+    result = await ctx.evaluate(ctx.add_candidate(candidate), ctx.val, "val")
+    count(state.sources, source, "proposed")
+    previous = state.best_val_score
+    improved = result.mean > previous
+    if improved:
+        count(state.sources, source, "accepted")
+        state.best_candidate_id, state.best_val_score = candidate.id, result.mean
+        if state.baseline_val_score is not None:
+            state.lift = result.mean - state.baseline_val_score
+        ctx.emit(BestUpdated(candidate_id=candidate.id, score=result.mean, previous_score=previous))
+    ctx.emit(
+        MiproFullEvaluation(
+            trial=number,
+            candidate_id=candidate.id,
+            params={},
+            score=result.mean,
+            minibatch_mean=None,
+            n=len(result.results),
+            best=improved,
+            final=True,
+        )
+    )
