@@ -12,10 +12,15 @@ per rule: the winner's tokens per test example, its test score (n, 95% interval)
 paired difference from the best-score winner on the same test examples (95% interval, the
 evidence rule of ``algorithms/evidence.py``), and whether the issue's target holds: at
 least 30% fewer tokens per example, within 2 points of the best-score winner's test score.
+With ``--against`` another run's JSON (the same config told ``best_score``: the job on the
+default rule), each winner is also compared with that run's winner the same way.
 
     nice -n 10 .venv/bin/python benchmarks/efficiency/local_winner.py \\
         benchmarks/quality/real/clinc.toml --algorithm mipro --budget 200 --threads 1 \\
-        --out /tmp/clinc-winner.json
+        --search-select best_score --out /tmp/clinc-default.json
+    nice -n 10 .venv/bin/python benchmarks/efficiency/local_winner.py \\
+        benchmarks/quality/real/clinc.toml --algorithm mipro --budget 200 --threads 1 \\
+        --select cheapest_within:0.02 --against /tmp/clinc-default.json --out /tmp/clinc.json
 
 The model, split sizes and seed instruction come from the config; ``--threads`` sets the
 local model's llama.cpp threads.
@@ -97,6 +102,25 @@ def test_row(result: EvalResult) -> dict[str, Any]:
         "test_high": summary.high,
         "n": summary.n,
         "test_tokens": cost_per_example(result.results).tokens,
+        "scores": {r.example_id: r.score for r in result.results},
+    }
+
+
+def against(row: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """``row``'s winner beside ``base``, the best-score winner of another run on the same
+    test split (a job on the default rule): its saving in tokens per test example and its
+    paired test difference on the examples both scored, and whether the target holds."""
+    ids = [example_id for example_id in base["scores"] if example_id in row["scores"]]
+    evidence = paired([row["scores"][i] for i in ids], [base["scores"][i] for i in ids])
+    saving = 1 - row["test_tokens"] / base["test_tokens"]
+    return {
+        "winner": base["winner"],
+        "n": len(ids),
+        "saving": saving,
+        "diff": evidence.difference,
+        "diff_low": evidence.low,
+        "diff_high": evidence.high,
+        "target_met": saving >= SAVING_TARGET and evidence.difference >= -SCORE_MARGIN,
     }
 
 
@@ -152,6 +176,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             "diff_high": evidence.high,
             "target_met": saving >= SAVING_TARGET and evidence.difference >= -SCORE_MARGIN,
         }
+        if args.against:
+            row["against"] = against(row, json.loads(args.against.read_text())["winners"][0])
         winners.append(row)
     return {
         "config": str(args.config),
@@ -190,6 +216,21 @@ def markdown(result: dict[str, Any]) -> str:
             f" | {w['diff']:+.3f} [{w['diff_low']:+.3f}, {w['diff_high']:+.3f}]"
             f" | {'yes' if w['target_met'] else 'no'} |"
         )
+    compared = [w for w in result["winners"] if "against" in w]
+    if compared:
+        lines += [
+            "",
+            "| select | winner | the default job's winner | saving | test - its (95% CI, n)"
+            " | target met |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for w in compared:
+            a = w["against"]
+            lines.append(
+                f"| {w['select']} | {w['winner']} | {a['winner']} | {a['saving']:.0%}"
+                f" | {a['diff']:+.3f} [{a['diff_low']:+.3f}, {a['diff_high']:+.3f}], n={a['n']}"
+                f" | {'yes' if a['target_met'] else 'no'} |"
+            )
     seed = result["seed_test"]
     lines.append("")
     lines.append(
@@ -224,6 +265,12 @@ def main() -> None:
     parser.add_argument("--n-val", type=int)
     parser.add_argument("--n-test", type=int)
     parser.add_argument("--out", type=Path, help="write the result as JSON")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="the --out JSON of a run on the same config told best_score (the default job):"
+        " each winner here is also compared with its best-score winner",
+    )
     args = parser.parse_args()
     result = asyncio.run(measure(args))
     if args.out:
