@@ -213,3 +213,20 @@ async def test_the_trials_keep_the_calls_the_fewer_demos_variant_needs() -> None
 
 def val_scored(ctx: SearchContext, candidate: Candidate) -> bool:
     return all(ctx.evaluations.cached(candidate, e, "val") is not None for e in ctx.val)
+
+
+async def test_a_best_without_whole_demos_leaves_the_reserve_to_the_trials() -> None:
+    data = dataset()
+    runs = []
+    for rule in (BEST_SCORE, CHEAPEST):
+        budget = BudgetConfig(metric_calls=150)
+        ctx = make_ctx(data, format_and_demos_lm(data), proposer_lm(), seed=0, budget=budget)
+        ctx.select = rule
+        outcome, _ = await run_recorded(SETTINGS, ctx)
+        best = ctx.candidates[str(outcome.state.best_candidate_id)]
+        runs.append(([t.params for t in outcome.state.trials], ctx.budget.usage.metric_calls))
+
+    # the best shows the nearest few of a pool, which halving would not make cheaper
+    assert best.components["solve:select"] == "nearest"
+    assert halves(ctx) == []
+    assert runs[0] == runs[1]  # the same trials, the same calls, as on the default rule

@@ -126,8 +126,9 @@ def make_plan(settings: MiproSettings, inputs: PlanInputs) -> MiproPlan:
         metric["winner_variant"] = inputs.winner_variant
         metric["total"] += inputs.winner_variant
         notes.append(
-            f"the last step keeps {inputs.winner_variant} metric calls to score the winner"
-            " with half its demos on val (the select rule reads a cost)"
+            f"the last step keeps up to {inputs.winner_variant} metric calls to score the"
+            " winner with half its demos on val (the select rule reads a cost; the trials"
+            " use them while the best so far shows no demos whole)"
         )
     summary_calls = _summary_calls(settings, inputs.n_train)
     wanted_proposals = max(0, n_instr - inputs.fixed_instructions)

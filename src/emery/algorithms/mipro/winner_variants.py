@@ -25,7 +25,7 @@ from emery.algorithms.mipro.state import MiproState
 from emery.algorithms.operators import apply_operator
 from emery.algorithms.sources import count
 from emery.core.events import BestUpdated, MiproFullEvaluation
-from emery.core.models import Candidate, Lineage
+from emery.core.models import Candidate, Demo, Lineage
 from emery.systems.capabilities import StagedPrompts
 from emery.systems.prompt_layout import StageLayout
 
@@ -65,15 +65,20 @@ async def restate_best(ctx: SearchContext, state: MiproState, number: int) -> No
         await _score_variant(ctx, state, candidate, number, RESTATED)
 
 
-def halved(best: Candidate, number: int) -> Candidate | None:
-    """``best`` with the first half (rounded down) of each stage's demos, or None when no
-    stage shows all of its demos (a stage that shows the nearest few of a pool shows as
-    many of half of it)."""
-    whole = {
+def whole_demos(candidate: Candidate) -> dict[str, tuple[Demo, ...]]:
+    """The stages that show all of their demos, with them (a stage that shows the nearest
+    few of a pool would show as many of half of it)."""
+    return {
         stage: demos
-        for stage, demos in best.demos.items()
-        if demos and StageLayout.of(best.components, stage).select == "all"
+        for stage, demos in candidate.demos.items()
+        if demos and StageLayout.of(candidate.components, stage).select == "all"
     }
+
+
+def halved(best: Candidate, number: int) -> Candidate | None:
+    """``best`` with the first half (rounded down) of each stage's demos it shows whole,
+    or None when it shows none whole."""
+    whole = whole_demos(best)
     if not whole:
         return None
     return best.derive(
@@ -90,8 +95,16 @@ def halved(best: Candidate, number: int) -> Candidate | None:
 
 def trims(ctx: SearchContext) -> bool:
     """Whether the job's rule reads a cost, so the last step tries the winner with fewer
-    demos (the trials keep ``len(val)`` calls for it)."""
+    demos (the trials keep ``len(val)`` calls for it: ``trim_reserve``)."""
     return bool(ctx.select.costs)
+
+
+def trim_reserve(ctx: SearchContext, state: MiproState) -> int:
+    """The metric calls the trials leave for the winner with half its demos: all of val
+    while the rule reads a cost and the best so far shows demos whole, else none (so a
+    best without them leaves its calls to the trials)."""
+    best = ctx.candidates.get(state.best_candidate_id or "")
+    return len(ctx.val) if trims(ctx) and best is not None and whole_demos(best) else 0
 
 
 async def trim_best(ctx: SearchContext, state: MiproState, number: int) -> None:
