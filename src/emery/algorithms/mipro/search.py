@@ -61,7 +61,7 @@ def next_params(
     the front's, so cheaper combinations that score as well are tried more)."""
     dists = distributions(spaces)
     values = _aims(history, rule)
-    width = len(values[0]) if values else len(rule.aim(0.0, CandidateCost(), 0.0, CandidateCost()))
+    width = len(rule.aim(0.0, CandidateCost(), 0.0, CandidateCost()))
     with _quiet_optuna():
         sampler = TPESampler(
             seed=seed,

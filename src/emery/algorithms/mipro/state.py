@@ -57,8 +57,8 @@ class TrialRecord(BaseModel):
     score: float
     n: int
     cost: CandidateCost | None = None
-    """Its mean cost per example on the same examples (None in checkpoints from before
-    costs were kept): what the job's ``select`` rule may weigh beside the score."""
+    """Its mean cost per example on the same examples, kept when the job's ``select`` rule
+    reads a cost (None otherwise, and in checkpoints from before costs were kept)."""
 
 
 class ComboRecord(BaseModel):
@@ -87,7 +87,7 @@ class WarmProgram(BaseModel):
     candidate: Candidate
     score: float
     cost: CandidateCost | None = None
-    """Its mean cost per example on this job's val."""
+    """Its mean cost per example on this job's val (``TrialRecord.cost``)."""
 
 
 class MiproState(AlgorithmState):
