@@ -92,6 +92,20 @@ def test_a_nearest_layout_renders_only_the_nearest_demos() -> None:
     assert len(assistant_turns(everything)) == len(POOL)
 
 
+def test_a_nearest_layout_shows_as_many_as_it_says_and_stores_the_count() -> None:
+    program = classifier()
+    stage = program.stages["classify"]
+    fields = {"query": "how much is in my savings account"}
+    two = StageLayout(select="nearest", shown=2)
+    shown = program.messages(stage, stage.instruction, POOL, fields, two)
+    assert assistant_turns(shown) == [demo.output for demo in nearest_demos(POOL, fields, 2)]
+    assert assistant_turns(shown)[-1] == "balance"
+    assert two.components("classify") == {"classify:select": "nearest", "classify:shown": "2"}
+    assert StageLayout.of(two.components("classify"), "classify") == two
+    # the default count is not stored, so candidates from before keep their ids
+    assert "classify:shown" not in StageLayout(select="nearest").components("classify")
+
+
 def test_nearest_demos_operator_hands_the_pool_to_a_stage_without_demos() -> None:
     program = classifier()
     seed = Candidate(components={"classify": program.stages["classify"].instruction})
@@ -102,8 +116,13 @@ def test_nearest_demos_operator_hands_the_pool_to_a_stage_without_demos() -> Non
     assert child is not None
     assert child.demos["classify"] == POOL[1:]
     assert StageLayout.of(child.components, "classify").select == "nearest"
-    for name in ("fewer_demos", "reverse_demos"):  # a pool has no order or size to tune
-        assert apply_operator(name, child, program, "classify") is None
+    assert apply_operator("reverse_demos", child, program, "classify") is None  # no order
+    fewer = apply_operator("fewer_demos", child, program, "classify")  # one fewer per input
+    assert fewer is not None
+    assert fewer.demos == child.demos
+    assert StageLayout.of(fewer.components, "classify").shown == NEAREST_SHOWN - 1
+    one = Candidate(components={**child.components, "classify:shown": "1"}, demos=child.demos)
+    assert apply_operator("fewer_demos", one, program, "classify") is None
     small = Materials(labeled={"classify": POOL[:NEAREST_SHOWN]})
     assert apply_operator("nearest_demos", seed, program, "classify", materials=small) is None
 

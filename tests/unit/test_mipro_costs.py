@@ -19,7 +19,7 @@ from emery.algorithms.base import SearchContext
 from emery.algorithms.mipro import MiproSettings, MiproState
 from emery.algorithms.mipro.search import next_params
 from emery.algorithms.mipro.state import TrialRecord
-from emery.algorithms.mipro.winner_variants import HALVED
+from emery.algorithms.mipro.winner_variants import HALVED, trim_reserve
 from emery.algorithms.search_loop import StepRecord
 from emery.core.models import Candidate
 from emery.evaluation.budget import BudgetConfig
@@ -28,6 +28,8 @@ from emery.evaluation.objectives import CandidateCost
 from emery.evaluation.selection import BEST_SCORE, CheapestWithin, SelectRule, WithinBudget
 from emery.jobs.winner import val_pool
 from emery.lm import FakeLM
+from emery.systems.demo_retrieval import NEAREST_SHOWN
+from emery.systems.prompt_layout import StageLayout
 
 SETTINGS = MiproSettings(num_trials=10, minibatch_size=8, full_eval_every=3, search_layouts=False)
 SPACES = {"s.instruction": 3, "s.demos": 3}
@@ -215,18 +217,45 @@ def val_scored(ctx: SearchContext, candidate: Candidate) -> bool:
     return all(ctx.evaluations.cached(candidate, e, "val") is not None for e in ctx.val)
 
 
-async def test_a_best_without_whole_demos_leaves_the_reserve_to_the_trials() -> None:
+async def test_a_best_showing_the_nearest_few_is_tried_with_half_as_many_per_input() -> None:
     data = dataset()
-    runs = []
-    for rule in (BEST_SCORE, CHEAPEST):
-        budget = BudgetConfig(metric_calls=150)
-        ctx = make_ctx(data, format_and_demos_lm(data), proposer_lm(), seed=0, budget=budget)
-        ctx.select = rule
-        outcome, _ = await run_recorded(SETTINGS, ctx)
-        best = ctx.candidates[str(outcome.state.best_candidate_id)]
-        runs.append(([t.params for t in outcome.state.trials], ctx.budget.usage.metric_calls))
+    ctx = make_ctx(
+        data,
+        format_and_demos_lm(data),
+        proposer_lm(),
+        seed=0,
+        budget=BudgetConfig(metric_calls=150),
+    )
+    ctx.objectives, ctx.select = ("score", "tokens"), CHEAPEST
 
-    # the best shows the nearest few of a pool, which halving would not make cheaper
-    assert best.components["solve:select"] == "nearest"
-    assert halves(ctx) == []
-    assert runs[0] == runs[1]  # the same trials, the same calls, as on the default rule
+    outcome, _ = await run_recorded(SETTINGS, ctx)
+
+    best = ctx.candidates[str(outcome.state.best_candidate_id)]
+    assert best.components["solve:select"] == "nearest"  # its pool is shown 4 per input
+    (half,) = halves(ctx)
+    assert half.lineage.parents == (best.id,)
+    assert half.demos == best.demos
+    assert StageLayout.of(half.components, "solve").shown == NEAREST_SHOWN // 2
+    assert val_scored(ctx, half)
+    scored = {s.candidate_id: s for s in val_pool(ctx)}
+    assert scored[half.id].cost.tokens < scored[best.id].cost.tokens
+    assert ctx.budget.usage.metric_calls <= 150
+
+
+async def test_the_reserve_is_kept_only_while_halving_the_best_makes_it_cheaper() -> None:
+    data = dataset()
+    ctx = make_ctx(data, format_and_demos_lm(data), proposer_lm(), seed=0)
+    ctx.objectives, ctx.select = ("score", "tokens"), CHEAPEST
+    outcome, _ = await run_recorded(SETTINGS, ctx)
+    state = outcome.state
+    best = ctx.candidates[str(state.best_candidate_id)]
+    assert trim_reserve(ctx, state) == len(ctx.val)
+
+    bare = Candidate(components={"solve": best.components["solve"]})
+    one = Candidate(components={**best.components, "solve:shown": "1"}, demos=best.demos)
+    for shows_one_or_none in (bare, one):
+        state.best_candidate_id = ctx.add_candidate(shows_one_or_none).id
+        assert trim_reserve(ctx, state) == 0  # nothing to halve: the calls go to the trials
+    state.best_candidate_id = best.id
+    ctx.select = BEST_SCORE
+    assert trim_reserve(ctx, state) == 0

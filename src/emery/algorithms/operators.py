@@ -7,7 +7,7 @@ structural or wording change that often helps a small model follow its task and 
 line of the user turn; the instruction moved next to the input, a step-by-step cue, a terse-answer
 style, demos inline,
 labeled demos from train when the stage has none, or the train pool with the nearest few
-shown per input, fewer or reordered demos, a shortened
+shown per input, fewer or reordered demos (or fewer of the nearest), a shortened
 instruction). Algorithms use them beside (and
 instead of, when it runs dry) their LM proposals; every child says which operator made it
 (``lineage.operation = "operator.<name>"``) so acceptance can be counted per source.
@@ -143,10 +143,16 @@ def add_nearest_demos(edit: Edit, stage: StageConfig, materials: Materials) -> E
 
 
 def fewer_demos(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
-    """Drop the last demo (shorter prompts; a demo can mislead as well as teach)."""
-    if not edit.demos or edit.layout.select == "nearest":
+    """Drop the last demo, or show one fewer of a pool's nearest per input (shorter
+    prompts; a demo can mislead as well as teach)."""
+    if not edit.demos:
         return None
-    return Edit(edit.instruction, edit.layout, edit.demos[:-1])
+    if edit.layout.select == "all":
+        return Edit(edit.instruction, edit.layout, edit.demos[:-1])
+    if edit.layout.shown <= 1:
+        return None
+    fewer = edit.layout.model_copy(update={"shown": edit.layout.shown - 1})
+    return Edit(edit.instruction, fewer, edit.demos)
 
 
 def reverse_demos(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:

@@ -11,6 +11,8 @@ the default layout, which is exactly how a stage was rendered before layouts exi
 - ``demos``: demos as ``chat`` turns (default) or ``inline`` worked examples in the user turn;
 - ``select``: show ``all`` of the stage's demos (default), or only the ``nearest`` few to
   the current input (``demo_retrieval``): the stage's demos are then a pool to draw from;
+- ``shown``: how many of the pool a ``nearest`` stage shows per input (default
+  ``NEAREST_SHOWN``, 4; fewer cost fewer tokens per call);
 - ``answer``: ``restate`` sends a reply the stage's parser cannot read back to the model
   once more, asking only for the final answer in the required format (solve → answer);
   ``off`` (default) does not.
@@ -25,9 +27,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from emery.core.models import ChatMessage, Demo
+from emery.systems.demo_retrieval import NEAREST_SHOWN
 
 CHOICE_SEPARATOR = ":"
 Placement = Literal["system", "user_before", "user_after"]
@@ -55,6 +58,7 @@ class StageLayout(BaseModel):
     demos: DemoStyle = "chat"
     answer: AnswerStage = "off"
     select: DemoSelection = "all"
+    shown: int = Field(default=NEAREST_SHOWN, ge=1)
 
     @classmethod
     def of(cls, components: Mapping[str, str], stage: str) -> StageLayout:

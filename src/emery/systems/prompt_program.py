@@ -36,7 +36,7 @@ def stage_chat(
         layout = layout.model_copy(update={"reminder": render(layout.reminder, fields)})
     rendered = render(instruction, fields) if instruction.strip() else ""
     if layout.select == "nearest":
-        demos = nearest_demos(demos, template_inputs(templates, fields))
+        demos = nearest_demos(demos, template_inputs(templates, fields), layout.shown)
     demo_turns = [(render_templates(templates, demo.inputs), demo) for demo in demos]
     own = render_templates(templates, fields) if turn is None else list(turn)
     return arrange(layout, rendered, demo_turns, own)

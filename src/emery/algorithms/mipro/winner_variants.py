@@ -11,9 +11,10 @@ calls, which the response cache answers). It becomes the best if it scores highe
 **Fewer demos** (a ``select`` rule that reads a cost, e.g. ``cheapest_within``). Demos are
 most of a prompt's tokens, and TPE's demo sets hold up to ``max_bootstrapped_demos`` each,
 so a cheaper program that scores as well is most often the winner with fewer of its own
-demos: the winner with the first half of each stage's demos is scored on full val (the
-trials keep the calls for it), where the rule can choose it. It becomes the best only if
-it scores higher.
+demos: the winner with the first half of each stage's demos (or, in a stage that shows the
+nearest few of a pool, half as many of them per input) is scored on full val (the trials
+keep the calls for it), where the rule can choose it. It becomes the best only if it
+scores higher.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from emery.algorithms.mipro.state import MiproState
 from emery.algorithms.operators import apply_operator
 from emery.algorithms.sources import count
 from emery.core.events import BestUpdated, MiproFullEvaluation
-from emery.core.models import Candidate, Demo, Lineage
+from emery.core.models import Candidate, Lineage
 from emery.systems.capabilities import StagedPrompts
-from emery.systems.prompt_layout import StageLayout
+from emery.systems.prompt_layout import StageLayout, with_layout
 
 log = logging.getLogger(__name__)
 
@@ -65,24 +66,23 @@ async def restate_best(ctx: SearchContext, state: MiproState, number: int) -> No
         await _score_variant(ctx, state, candidate, number, RESTATED)
 
 
-def whole_demos(candidate: Candidate) -> dict[str, tuple[Demo, ...]]:
-    """The stages that show all of their demos, with them (a stage that shows the nearest
-    few of a pool would show as many of half of it)."""
-    return {
-        stage: demos
-        for stage, demos in candidate.demos.items()
-        if demos and StageLayout.of(candidate.components, stage).select == "all"
-    }
-
-
 def halved(best: Candidate, number: int) -> Candidate | None:
-    """``best`` with the first half (rounded down) of each stage's demos it shows whole,
-    or None when it shows none whole."""
-    whole = whole_demos(best)
-    if not whole:
+    """``best`` showing half of what each stage shows: the first half (rounded down) of
+    the demos a stage shows whole, half as many per input (rounded down, at least one) of
+    a pool a stage shows the nearest few of; None when that changes nothing."""
+    components, demos = dict(best.components), dict(best.demos)
+    for stage, shown in best.demos.items():
+        layout = StageLayout.of(best.components, stage)
+        if layout.select == "all":
+            demos[stage] = shown[: len(shown) // 2]
+        elif shown and layout.shown > 1:
+            fewer = layout.model_copy(update={"shown": layout.shown // 2})
+            components = with_layout(components, stage, fewer)
+    if components == best.components and demos == best.demos:
         return None
     return best.derive(
-        demos={**best.demos, **{stage: demos[: len(demos) // 2] for stage, demos in whole.items()}},
+        components=components,
+        demos=demos,
         lineage=Lineage(
             parents=(best.id,),
             generation=best.lineage.generation + 1,
@@ -101,10 +101,10 @@ def trims(ctx: SearchContext) -> bool:
 
 def trim_reserve(ctx: SearchContext, state: MiproState) -> int:
     """The metric calls the trials leave for the winner with half its demos: all of val
-    while the rule reads a cost and the best so far shows demos whole, else none (so a
-    best without them leaves its calls to the trials)."""
+    while the rule reads a cost and the best so far shows more than one demo per call,
+    else none (so a best without them leaves its calls to the trials)."""
     best = ctx.candidates.get(state.best_candidate_id or "")
-    return len(ctx.val) if trims(ctx) and best is not None and whole_demos(best) else 0
+    return len(ctx.val) if trims(ctx) and best is not None and halved(best, 0) else 0
 
 
 async def trim_best(ctx: SearchContext, state: MiproState, number: int) -> None:
