@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
@@ -86,19 +85,6 @@ def test_small_budgets_plan_fewer_trials_on_batches_that_separate(budget: int) -
     assert plan.separation is not None
     assert plan.separation.detectable <= 0.25
     assert f"about {plan.num_trials} trial" in plan.describe()
-
-
-def test_a_cost_rule_plan_keeps_val_for_the_winner_with_half_its_demos() -> None:
-    plain = make_plan(MiproSettings(), inputs(n_val=30, budget=200))
-    kept = make_plan(
-        MiproSettings(), dataclasses.replace(inputs(n_val=30, budget=200), winner_variant=30)
-    )
-
-    assert kept.metric_calls["winner_variant"] == 30
-    assert "winner_variant" not in plain.metric_calls
-    assert kept.num_trials == plain.num_trials - 1  # one trial of all 30 val examples
-    assert kept.metric_calls["total"] <= 200
-    assert any("half its demos" in note for note in kept.notes)
 
 
 def test_a_budget_that_cannot_judge_one_trial_plans_none_and_says_so() -> None:

@@ -44,7 +44,6 @@ from emery.algorithms.mipro.state import (
     TrialRecord,
 )
 from emery.algorithms.mipro.trials import run_trial
-from emery.algorithms.mipro.winner_variants import trims
 from emery.algorithms.warm_start import warm_note
 from emery.core.errors import ConfigError
 from emery.core.events import (
@@ -110,7 +109,6 @@ class Mipro:
                 labeled_examples=self.settings.max_labeled_demos if labeled_name else 0,
                 fixed_instructions=fixed,
                 budget_metric_calls=ctx.budget.remaining_metric_calls(),
-                winner_variant=len(ctx.val) if trims(ctx) else 0,
             ),
         )
         log.info(plan.describe())

@@ -82,9 +82,6 @@ class PlanInputs:
     labeled_examples: int
     fixed_instructions: int
     budget_metric_calls: int | None
-    winner_variant: int = 0
-    """Metric calls the last step keeps for the winner with half its demos (all of val
-    under a ``select`` rule that reads a cost; ``mipro.winner_variants``)."""
 
 
 def judging_minibatch(n_val: int) -> int:
@@ -110,26 +107,10 @@ def make_plan(settings: MiproSettings, inputs: PlanInputs) -> MiproPlan:
     bootstrap = _bootstrap_examples(settings, inputs, n_demo)
     budget = inputs.budget_metric_calls
     if budget is not None:
-        fitted = _fit_to_budget(
-            settings,
-            inputs,
-            budget - inputs.winner_variant,
-            minibatch,
-            trials,
-            (n_instr, n_demo),
-            k,
-        )
+        fitted = _fit_to_budget(settings, inputs, budget, minibatch, trials, (n_instr, n_demo), k)
         minibatch, trials, bootstrap, (n_instr, n_demo), more = fitted
         notes += more
     metric = _metric_calls(n_val, bootstrap, trials, minibatch, k)
-    if inputs.winner_variant:
-        metric["winner_variant"] = inputs.winner_variant
-        metric["total"] += inputs.winner_variant
-        notes.append(
-            f"the last step keeps up to {inputs.winner_variant} metric calls to score the"
-            " winner with half its demos on val (the select rule reads a cost; the trials"
-            " use them while the best so far shows no demos whole)"
-        )
     summary_calls = _summary_calls(settings, inputs.n_train)
     wanted_proposals = max(0, n_instr - inputs.fixed_instructions)
     attempts = (

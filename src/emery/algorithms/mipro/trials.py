@@ -26,7 +26,7 @@ from emery.algorithms.mipro.state import (
     MiproState,
     TrialRecord,
 )
-from emery.algorithms.mipro.winner_variants import restate_best, trim_best, trim_reserve
+from emery.algorithms.mipro.winner_variants import restate_best, trim_best
 from emery.algorithms.sources import count, report_if_changed, snapshot
 from emery.core.events import BestUpdated, MiproFullEvaluation, MiproRace, MiproTrial
 from emery.core.models import Candidate, Demo, Example, Lineage
@@ -55,7 +55,7 @@ async def run_trial(
     first = state.trials_done + 1
     minibatch = min(plan.minibatch_size, len(ctx.val))
     whole = minibatch >= len(ctx.val)
-    reserve = final_reserve(ctx, state, minibatch)
+    reserve = final_reserve(ctx, minibatch)
     remaining = ctx.budget.remaining_metric_calls()
     if remaining is not None and remaining < minibatch + reserve:
         await promote(ctx, state, first - 1, final=True, top_k=top_k)
@@ -177,14 +177,13 @@ def more_trials_affordable(ctx: SearchContext, state: MiproState, minibatch: int
     if remaining is None:
         return False
     space = math.prod(state.spaces().values())
-    reserve = final_reserve(ctx, state, minibatch)
+    reserve = final_reserve(ctx, minibatch)
     return len(state.combos) < space and remaining >= minibatch + reserve
 
 
-def final_reserve(ctx: SearchContext, state: MiproState, minibatch: int) -> int:
-    """The metric calls kept for scoring the final race's leader on the rest of val and
-    the winner with half its demos (``winner_variants.trim_reserve``)."""
-    return max(0, len(ctx.val) - minibatch) + trim_reserve(ctx, state)
+def final_reserve(ctx: SearchContext, minibatch: int) -> int:
+    """The metric calls kept for scoring the final race's leader on the rest of val."""
+    return max(0, len(ctx.val) - minibatch)
 
 
 def race_order(ctx: SearchContext) -> list[Example]:
