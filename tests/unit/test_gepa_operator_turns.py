@@ -30,3 +30,24 @@ async def test_each_operator_makes_one_child_of_a_parent_across_minibatches() ->
     assert "operator.nearest_demos" in made
     assert "operator.labeled_demos" in made
     assert len(made) == len(set(made)), made
+
+
+async def test_a_job_that_names_a_cost_is_offered_the_cost_cutting_operators_first() -> None:
+    made: dict[tuple[str, ...], list[str]] = {}
+    for objectives in (("score",), ("score", "tokens")):
+        ctx = word_problem_context(word_problems(n_train=12, n_val=4), budget=BudgetConfig())
+        ctx.seed_candidate = ctx.seed_candidate.derive(
+            components={"solve": "Read the question. Find the numbers. Answer with Answer: N."},
+            lineage=ctx.seed_candidate.lineage,
+        )
+        ctx.objectives = objectives
+        state = await Gepa(GepaSettings()).start(ctx)
+        parent = state.pool[0]
+        before = EvalResult(candidate_id=parent.id, split="train", results=[])
+        batch = list(ctx.train[:3])
+        first = operate(ctx, state, Basis(parent, ["solve"], batch, before, number=0))
+        assert first is not None
+        made[objectives] = [first.source]
+
+    assert made[("score", "tokens")] == ["operator.shorten"]  # the seed shows no demos to drop
+    assert made[("score",)] != ["operator.shorten"]  # the usual order: shorten comes last

@@ -13,6 +13,7 @@ from emery.algorithms.operators import (
     Materials,
     apply_operator,
     operator_children,
+    operator_order,
 )
 from emery.core.models import Candidate, Demo
 from emery.systems import (
@@ -155,3 +156,12 @@ def test_labeled_demos_are_added_to_a_stage_without_demos() -> None:
     everything = Materials(labeled={"solve": POOL}, exclude=frozenset("abcdef"))
     assert apply_operator("labeled_demos", bare, program(), "solve", materials=everything) is None
     assert apply_operator("labeled_demos", SEED, program(), "solve", materials=materials) is None
+
+
+def test_a_cost_puts_the_cost_cutting_operators_first_and_keeps_the_rest_in_order() -> None:
+    assert operator_order(cost_first=False) == tuple(OPERATORS)
+    cost_first = operator_order(cost_first=True)
+    assert cost_first[:2] == ("fewer_demos", "shorten")
+    assert sorted(cost_first) == sorted(OPERATORS)
+    rest = [name for name in OPERATORS if name not in ("fewer_demos", "shorten")]
+    assert list(cost_first[2:]) == rest

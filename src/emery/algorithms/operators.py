@@ -191,6 +191,16 @@ OPERATORS: dict[str, EditFn] = {
     "reverse_demos": reverse_demos,
     "shorten": shorten,
 }
+COST_CUTTERS: tuple[str, ...] = ("fewer_demos", "shorten")
+"""The operators whose child sends fewer tokens per call than its parent."""
+
+
+def operator_order(cost_first: bool) -> tuple[str, ...]:
+    """The operators in the order they are offered: ``OPERATORS``' order, or with the cost
+    cutters first (a job that names a cost among its objectives, whose search keeps a
+    cheaper child that is as good)."""
+    rest = tuple(name for name in OPERATORS if not cost_first or name not in COST_CUTTERS)
+    return (COST_CUTTERS if cost_first else ()) + rest
 
 
 def current_edit(candidate: Candidate, stage: StageConfig) -> Edit:
@@ -245,11 +255,12 @@ def operator_children(
     tried: set[str] | frozenset[str] = frozenset(),
     iteration: int | None = None,
     materials: Materials = NO_MATERIALS,
+    order: Sequence[str] = tuple(OPERATORS),
 ) -> list[Candidate]:
-    """Every applicable operator's child of ``candidate`` in one stage, in operator order,
+    """Every applicable operator's child of ``candidate`` in one stage, in ``order``,
     skipping children whose ids are in ``tried``."""
     children = []
-    for name in OPERATORS:
+    for name in order:
         child = apply_operator(
             name, candidate, program, stage_name, iteration=iteration, materials=materials
         )

@@ -9,11 +9,11 @@ shows which source its improvements came from (``ProposalSources`` events).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 from emery.algorithms.base import SearchContext
-from emery.algorithms.operators import NO_MATERIALS, Materials, operator_children
+from emery.algorithms.operators import NO_MATERIALS, OPERATORS, Materials, operator_children
 from emery.core.events import ProposalSources, SourceCount
 from emery.core.models import Candidate
 from emery.systems.capabilities import StagedPrompts
@@ -46,17 +46,25 @@ def next_operator_child(
     known: Callable[[str], bool] = lambda candidate_id: False,
     iteration: int | None = None,
     materials: Materials = NO_MATERIALS,
+    order: Sequence[str] = tuple(OPERATORS),
 ) -> Candidate | None:
-    """The first operator child of ``parent`` in ``stages`` that is neither in ``tried``
-    nor ``known``, from an operator not yet tried on that stage; every child looked at is
-    added to ``tried`` with its operator and stage (``operator_key``), so neither it nor
-    another child of the same operator is offered again for this parent (a demo operator's
-    child differs with the ``materials``' excluded examples: a near copy, not a new edit)."""
+    """The first operator child of ``parent`` in ``stages`` (operators in ``order``) that
+    is neither in ``tried`` nor ``known``, from an operator not yet tried on that stage;
+    every child looked at is added to ``tried`` with its operator and stage
+    (``operator_key``), so neither it nor another child of the same operator is offered
+    again for this parent (a demo operator's child differs with the ``materials``'
+    excluded examples: a near copy, not a new edit)."""
     for stage in stages:
         if stage not in program.stages:
             continue
         for child in operator_children(
-            parent, program, stage, tried=frozenset(tried), iteration=iteration, materials=materials
+            parent,
+            program,
+            stage,
+            tried=frozenset(tried),
+            iteration=iteration,
+            materials=materials,
+            order=order,
         ):
             key = operator_key(child.lineage.operation, stage)
             if key in tried:

@@ -20,10 +20,11 @@ from emery.algorithms.gepa.batches import next_minibatch
 from emery.algorithms.gepa.proposal import Proposal
 from emery.algorithms.gepa.propose import Proposer
 from emery.algorithms.gepa.state import GepaState, PoolEntry
-from emery.algorithms.operators import Materials
+from emery.algorithms.operators import Materials, operator_order
 from emery.algorithms.sources import count, next_operator_child, staged_prompts
 from emery.core.events import GepaMinibatchRejected, GepaMinibatchSampled, GepaProposalInvalid
 from emery.core.models import Candidate, Example, Lineage
+from emery.evaluation.objectives import named_costs
 from emery.evaluation.results import EvalResult
 from emery.lm.base import LMError
 from emery.systems.prompt_layout import StageLayout
@@ -235,7 +236,8 @@ def operate(ctx: SearchContext, state: GepaState, basis: Basis) -> Mutation | No
     program only, with the stages the parent runs), or None when every one was tried.
     Labeled demos never show an example of the minibatch the child is judged on (nor of
     the one the reflection is shown). The ids offered are kept per parent in the state, so
-    a resumed search offers the same children next."""
+    a resumed search offers the same children next. With a cost among the job's objectives
+    the operators that cut it come first."""
     program = staged_prompts(ctx)
     if program is None:
         return None
@@ -252,6 +254,7 @@ def operate(ctx: SearchContext, state: GepaState, basis: Basis) -> Mutation | No
         known=state.has,
         iteration=basis.number,
         materials=materials,
+        order=operator_order(cost_first=bool(named_costs(ctx.objectives))),
     )
     if tried:
         state.operators_tried[parent.id] = tried
