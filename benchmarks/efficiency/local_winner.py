@@ -189,6 +189,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "stop": outcome.reason,
         "seed_test": test_row(tests[state.seed_candidate_id]),
         "pool": pool_rows(fronts["best_score"], ctx.candidates, state.seed_candidate_id),
+        "sources": {
+            name: counts.model_dump() for name, counts in getattr(state, "sources", {}).items()
+        },
         "winners": winners,
     }
 
@@ -239,6 +242,14 @@ def markdown(result: dict[str, Any]) -> str:
         f" {result['metric_calls']} metric calls, search {result['search_s']} s,"
         f" stopped: {result['stop']}"
     )
+    if result.get("sources"):
+        lines.append(
+            "children proposed (accepted) by source: "
+            + ", ".join(
+                f"{name} {c['proposed']} ({c['accepted']})"
+                for name, c in sorted(result["sources"].items())
+            )
+        )
     return "\n".join(lines)
 
 
