@@ -14,8 +14,8 @@ so a cheaper program that scores as well is most often the winner with fewer of 
 demos: the winner with the first half of each stage's demos (or, in a stage that shows the
 nearest few of a pool, half as many of them per input) is scored on full val when the
 trials left the calls for it, where the rule can choose it. It becomes the best only if it
-scores higher. The trials keep no calls for it: kept, they cost a 200-call search one of
-its six trials, which moved its outcome by 4-18 points on the shared datasets while the
+scores higher. The trials keep no calls for it: kept, they cost a 200-call search one or
+two of its six trials, which moved its outcome by 4-18 points on the shared datasets while the
 variant scored 7-11 points below its winner there (benchmarks/efficiency/README.md).
 """
 
@@ -73,11 +73,11 @@ def halved(best: Candidate, number: int) -> Candidate | None:
     the demos a stage shows whole, half as many per input (rounded down, at least one) of
     a pool a stage shows the nearest few of; None when that changes nothing."""
     components, demos = dict(best.components), dict(best.demos)
-    for stage, shown in best.demos.items():
+    for stage, stage_demos in best.demos.items():
         layout = StageLayout.of(best.components, stage)
         if layout.select == "all":
-            demos[stage] = shown[: len(shown) // 2]
-        elif shown and layout.shown > 1:
+            demos[stage] = stage_demos[: len(stage_demos) // 2]
+        elif stage_demos and layout.shown > 1:
             fewer = layout.model_copy(update={"shown": layout.shown // 2})
             components = with_layout(components, stage, fewer)
     if components == best.components and demos == best.demos:
