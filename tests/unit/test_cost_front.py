@@ -18,6 +18,7 @@ from emery.config import parse_config
 from emery.core.errors import ConfigError
 from emery.core.hashing import content_hash
 from emery.core.models import ChatMessage, Dataset, Example, Lineage
+from emery.core.plan_events import SelectPlanned
 from emery.core.results import ExampleResult, RoleUsage, TokenUsage
 from emery.evaluation import EvalResult, Evaluator
 from emery.evaluation.budget import BudgetConfig
@@ -34,6 +35,7 @@ from emery.jobs.winner import val_pool
 from emery.lm import CachedLM, FakeLM, ResponseCache
 from emery.lm.usage import MeteredLM, UsageMeter
 from emery.reports import JobResult
+from emery.reports.event_text import describe_event
 from emery.reports.html_report import gather, render_html
 from emery.reports.report import render_report
 from emery.systems import MessageTemplate, PromptProgram, PromptProgramConfig, StageConfig
@@ -228,6 +230,33 @@ def test_best_score_with_a_cost_objective_records_the_front_and_keeps_the_best(
     assert result.front.winner_id == ids_by_text(store, job_id)[LONG]
     assert result.front.objectives == ["score", "tokens", "lm_calls"]
     assert len(result.front.candidates) == 4  # the seed and the three children
+
+
+def test_a_cost_rule_records_what_val_separates_before_the_search(tmp_path: Path) -> None:
+    store, job_id, _ = run_fixed_job(
+        tmp_path, objectives=["score", "tokens"], select="cheapest_within:0.02"
+    )
+    kinds = [event.kind for event in store.list_events(job_id)]
+    assert kinds.index("select_planned") == kinds.index("budget_planned") + 1
+    [event] = store.list_events(job_id, kinds=["select_planned"])
+    planned = event.payload()
+    assert isinstance(planned, SelectPlanned)
+    n_val = store.get_job(job_id).config["dataset"]["n_val"]
+    assert (planned.separation.examples, planned.margin) == (n_val, 0.02)
+    text = describe_event(event)
+    assert text.startswith(
+        f"select cheapest_within:0.02 decides on val, candidates judged on {n_val} examples"
+    )
+    assert "its 2-point margin is finer: a candidate within it is one val cannot tell" in text
+
+    # a budget rule has no margin; the default rule (whatever the objectives) no line
+    store, job_id, _ = run_fixed_job(
+        tmp_path, objectives=["score", "tokens"], select="budget:tokens=1000"
+    )
+    [event] = store.list_events(job_id, kinds=["select_planned"])
+    assert "margin" not in describe_event(event)
+    store, job_id, _ = run_fixed_job(tmp_path, objectives=["score", "tokens"])
+    assert not store.list_events(job_id, kinds=["select_planned"])
 
 
 def test_choose_keeps_every_candidate_with_its_cost() -> None:

@@ -2,7 +2,9 @@
 
 ``run_search`` calls ``start`` (or continues from a given state), then ``step`` until its
 ``StopPolicy`` gives a reason to stop: the algorithm is done, a budget limit is reached or
-``should_stop`` (a request from outside, such as a pause) says so. After ``start``
+``should_stop`` (a request from outside, such as a pause) says so. Before ``start`` it
+records the budget's limits and, for a winner rule that reads a cost, what val separates
+(``SelectPlanned``). After ``start``
 and after each completed step it hands a ``StepRecord`` to ``on_step`` (the engine stores
 it in one transaction); ``start``'s record also carries what the seed's evaluation told
 about the plan and the budget (see ``pace``). A step cut short by the budget (the metric
@@ -33,12 +35,15 @@ from emery.algorithms.approval import (
 )
 from emery.algorithms.base import Algorithm, AlgorithmState, SearchContext
 from emery.algorithms.pace import check_seed_spending, first_step_cut
+from emery.algorithms.separation import separation
 from emery.algorithms.stopping import StopPolicy, StopRequest
 from emery.core.approvals import Approval
 from emery.core.events import BudgetWarning, Event, IterationCompleted
 from emery.core.models import Candidate
+from emery.core.plan_events import SelectPlanned
 from emery.core.results import ExampleResult
 from emery.evaluation.budget import BudgetExhausted, BudgetUsage
+from emery.evaluation.selection import CheapestWithin
 from emery.lm.usage import RoleUsage
 
 
@@ -83,6 +88,8 @@ async def run_search(
     declined = _declined(ctx, gate)
     if state is None:
         ctx.emit(ctx.budget.plan())  # the limits, before any plan of the algorithm's
+        if (select := select_plan(ctx)) is not None:
+            ctx.emit(select)
         before = ctx.budget.usage.model_copy()
         started = await _attempt(ctx, algorithm.start(ctx))
         if started is None:
@@ -108,6 +115,18 @@ async def run_search(
         _close_iteration(ctx, previous_best=state.best_val_score, state=stepped)
         state = stepped
         await _commit(ctx, state, on_step, [] if waiting is None else [waiting])
+
+
+def select_plan(ctx: SearchContext) -> SelectPlanned | None:
+    """What val separates for the job's winner rule, when the rule reads a cost (the
+    default rule is the search's own best, whose judging the algorithm's plan describes)."""
+    if not ctx.select.costs or not ctx.val:
+        return None
+    return SelectPlanned(
+        select=ctx.select.text,
+        separation=separation(len(ctx.val), None),
+        margin=ctx.select.margin if isinstance(ctx.select, CheapestWithin) else None,
+    )
 
 
 async def _settle(

@@ -38,6 +38,7 @@ from emery.core.plan_events import (
     BudgetPlanned,
     GepaPlanned,
     PaceWarning,
+    SelectPlanned,
 )
 from emery.core.search_events import (
     ApoBeamUpdated,
@@ -131,6 +132,7 @@ STATE_KINDS = (
 
 _SINGLE_KIND: tuple[type[Payload], ...] = (
     BudgetPlanned,
+    SelectPlanned,
     BaselineEvaluated,
     WarmStartScored,
     CandidateProposed,
@@ -255,6 +257,7 @@ __all__ = [
     "ProposalSources",
     "RolloutsFailed",
     "SearchNotRun",
+    "SelectPlanned",
     "SourceCount",
     "StateChanged",
     "WarmStartScored",

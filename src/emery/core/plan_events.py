@@ -2,7 +2,8 @@
 ``baseline.plan``): what will run given the budget. They share ``PlanPayload``'s shape with
 MIPRO's ``mipro.plan``. ``PaceWarning``: the wall-time budget, at the pace measured on the
 seed's evaluation, cannot hold the planned trials. ``BudgetPlanned``: the job's limits,
-recorded before any algorithm's plan."""
+recorded before any algorithm's plan. ``SelectPlanned``: what val separates for a winner rule
+that reads a cost."""
 
 from __future__ import annotations
 
@@ -76,6 +77,29 @@ class BudgetPlanned(Payload):
     no_improvement_iterations: int | None = None
     stop_file: str | None = None
     roles: list[str] = Field(default_factory=list)
+
+
+class SelectPlanned(Payload):
+    """What the job's ``select`` rule decides on, recorded after the budget's line when the
+    rule reads a cost (``select_planned``): it chooses among the candidates scored on all of
+    val, so ``separation`` is what val separates (``examples``: its size); ``margin`` is
+    ``cheapest_within``'s (None for other rules)."""
+
+    kind: ClassVar[str] = "select_planned"
+    select: str
+    separation: Separation
+    margin: float | None = None
+
+    def message(self) -> str:
+        """``select cheapest_within:0.02 decides on val, candidates judged on 30 examples
+        each: +/-20 points, ...; its 2-point margin is finer: ...``."""
+        text = f"select {self.select} decides on val, {self.separation.describe()}"
+        if self.margin is not None and self.margin < self.separation.half_width:
+            text += (
+                f"; its {_points(self.margin)}-point margin is finer: a candidate within it"
+                " is one val cannot tell from the best, not one shown as good"
+            )
+        return text
 
 
 class GepaPlanned(PlanPayload):

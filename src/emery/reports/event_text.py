@@ -23,6 +23,7 @@ from emery.core.events import (
     PlanPayload,
     RolloutsFailed,
     SearchNotRun,
+    SelectPlanned,
     StateChanged,
 )
 from emery.evaluation.progress import BatchProgress
@@ -93,6 +94,8 @@ def _words(kind: str, payload: Payload) -> str | None:
             return f"checkpoint {p.iteration} saved"
         case BudgetPlanned() as p:
             return p.summary
+        case SelectPlanned() as p:
+            return p.message()
         case BudgetWarning() as p:
             return f"budget warning: {p.resource} at {p.used:g} of {p.limit:g}"
         case SearchNotRun() | PaceWarning() as p:
