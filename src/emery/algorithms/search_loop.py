@@ -88,7 +88,7 @@ async def run_search(
     declined = _declined(ctx, gate)
     if state is None:
         ctx.emit(ctx.budget.plan())  # the limits, before any plan of the algorithm's
-        if (select := select_plan(ctx)) is not None:
+        if (select := _select_plan(ctx)) is not None:
             ctx.emit(select)
         before = ctx.budget.usage.model_copy()
         started = await _attempt(ctx, algorithm.start(ctx))
@@ -117,7 +117,7 @@ async def run_search(
         await _commit(ctx, state, on_step, [] if waiting is None else [waiting])
 
 
-def select_plan(ctx: SearchContext) -> SelectPlanned | None:
+def _select_plan(ctx: SearchContext) -> SelectPlanned | None:
     """What val separates for the job's winner rule, when the rule reads a cost (the
     default rule is the search's own best, whose judging the algorithm's plan describes)."""
     if not ctx.select.costs or not ctx.val:

@@ -94,7 +94,7 @@ class SelectPlanned(Payload):
         """``select cheapest_within:0.02 decides on val, candidates judged on 30 examples
         each: +/-20 points, ...; its 2-point margin is finer: ...``."""
         text = f"select {self.select} decides on val, {self.separation.describe()}"
-        if self.margin is not None and self.margin < self.separation.half_width:
+        if self.margin and self.margin < self.separation.half_width:
             text += (
                 f"; its {_points(self.margin)}-point margin is finer: a candidate within it"
                 " is one val cannot tell from the best, not one shown as good"
