@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,38 +24,32 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quality"))
 
 from common import ConfigTask
-from local_winner import SAVING_TARGET, SCORE_MARGIN, model_spec, test_row
+from local_winner import (
+    SAVING_TARGET,
+    SCORE_MARGIN,
+    local_context,
+    paired_on_shared,
+    report,
+    test_row,
+)
 
-from emery.algorithms.context import build_search_context
-from emery.algorithms.evidence import paired
 from emery.algorithms.labeled import labeled_pool
 from emery.algorithms.operators import Materials, apply_operator
 from emery.evaluation.budget import BudgetConfig
-from emery.lm.usage import UsageMeter
+from emery.systems import PromptProgram
 from emery.systems.prompt_layout import StageLayout, with_layout
 
 
 def difference(row: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
     """``row``'s paired difference from ``base`` on the examples both scored."""
-    ids = [example_id for example_id in base["scores"] if example_id in row["scores"]]
-    evidence = paired([row["scores"][i] for i in ids], [base["scores"][i] for i in ids])
+    evidence, _ = paired_on_shared(row["scores"], base["scores"])
     return {"diff": evidence.difference, "low": evidence.low, "high": evidence.high}
 
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
-    task = ConfigTask(args.config)
-    dataset, system, verifier = task.dataset(), task.system(), task.verifier()
-    meter = UsageMeter()
-    ctx = build_search_context(
-        system=system,
-        dataset=dataset,
-        verifier=verifier,
-        lms=model_spec(task, args.threads).lms(meter, ("task", "reflection", "proposer")),
-        budget=BudgetConfig(),
-        meter=meter,
-        seed=args.seed,
-        concurrency=args.concurrency,
-    )
+    ctx = local_context(ConfigTask(args.config), args, BudgetConfig())
+    system, dataset = ctx.system, ctx.dataset
+    assert isinstance(system, PromptProgram)
     stage = system.config.stages[0].name
     pooled = apply_operator(
         "nearest_demos",
@@ -128,10 +121,7 @@ def main() -> None:
     args = parser.parse_args()
     if any(k < 1 for k in args.shown):
         parser.error("--shown: each k is at least 1")
-    result = asyncio.run(measure(args))
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=2))
-    print(markdown(result))
+    report(asyncio.run(measure(args)), args.out, markdown)
 
 
 if __name__ == "__main__":

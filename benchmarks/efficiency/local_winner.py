@@ -33,6 +33,7 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quality"))
 from common import ConfigTask, ModelSpec
 
 from emery.algorithms import build_algorithm, run_search
+from emery.algorithms.base import SearchContext
 from emery.algorithms.context import build_search_context
-from emery.algorithms.evidence import paired
+from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.registry import settings_table
 from emery.core.models import Candidate
 from emery.evaluation.budget import BudgetConfig
@@ -106,16 +108,22 @@ def test_row(result: EvalResult) -> dict[str, Any]:
     }
 
 
+def paired_on_shared(scores: dict[str, float], base: dict[str, float]) -> tuple[Evidence, int]:
+    """``scores`` against ``base`` (per example id) on the examples both scored: the paired
+    evidence and how many examples it rests on."""
+    ids = [example_id for example_id in base if example_id in scores]
+    return paired([scores[i] for i in ids], [base[i] for i in ids]), len(ids)
+
+
 def against(row: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     """``row``'s winner beside ``base``, the best-score winner of another run on the same
     test split (a job on the default rule): its saving in tokens per test example and its
     paired test difference on the examples both scored, and whether the target holds."""
-    ids = [example_id for example_id in base["scores"] if example_id in row["scores"]]
-    evidence = paired([row["scores"][i] for i in ids], [base["scores"][i] for i in ids])
+    evidence, n = paired_on_shared(row["scores"], base["scores"])
     saving = 1 - row["test_tokens"] / base["test_tokens"]
     return {
         "winner": base["winner"],
-        "n": len(ids),
+        "n": n,
         "saving": saving,
         "diff": evidence.difference,
         "diff_low": evidence.low,
@@ -124,21 +132,27 @@ def against(row: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def measure(args: argparse.Namespace) -> dict[str, Any]:
-    task = ConfigTask(args.config, n_train=args.n_train, n_val=args.n_val, n_test=args.n_test)
-    model = model_spec(task, args.threads)
-    dataset, system, verifier = task.dataset(), task.system(), task.verifier()
+def local_context(
+    task: ConfigTask, args: argparse.Namespace, budget: BudgetConfig
+) -> SearchContext:
+    """A search context for ``task`` on its local model (``args.threads`` llama.cpp threads,
+    ``args.seed``, ``args.concurrency`` rollouts at once) under ``budget``."""
     meter = UsageMeter()
-    ctx = build_search_context(
-        system=system,
-        dataset=dataset,
-        verifier=verifier,
-        lms=model.lms(meter, ("task", "reflection", "proposer")),
-        budget=BudgetConfig(metric_calls=args.budget),
+    return build_search_context(
+        system=task.system(),
+        dataset=task.dataset(),
+        verifier=task.verifier(),
+        lms=model_spec(task, args.threads).lms(meter, ("task", "reflection", "proposer")),
+        budget=budget,
         meter=meter,
         seed=args.seed,
         concurrency=args.concurrency,
     )
+
+
+async def measure(args: argparse.Namespace) -> dict[str, Any]:
+    task = ConfigTask(args.config, n_train=args.n_train, n_val=args.n_val, n_test=args.n_test)
+    ctx = local_context(task, args, BudgetConfig(metric_calls=args.budget))
     # as a job's engine tells the search
     ctx.objectives = OBJECTIVES
     ctx.select = parse_select(args.search_select or args.select[0], OBJECTIVES)
@@ -157,7 +171,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     for candidate_id in [state.seed_candidate_id, *(f.winner_id for f in fronts.values())]:
         if candidate_id not in tests:
             tests[candidate_id] = await ctx.evaluations.evaluate(
-                ctx.candidates[candidate_id], dataset.test, "test", charge=False
+                ctx.candidates[candidate_id], ctx.dataset.test, "test", charge=False
             )
     best_test = tests[best.candidate_id]
     winners = []
@@ -253,6 +267,15 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def report(
+    result: dict[str, Any], out: Path | None, markdown: Callable[[dict[str, Any]], str]
+) -> None:
+    """Write ``result`` as JSON to ``out`` (if given) and print it as ``markdown`` renders it."""
+    if out:
+        out.write_text(json.dumps(result, indent=2))
+    print(markdown(result))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("config", type=Path, help="a job config (e.g. quality/real/clinc.toml)")
@@ -283,10 +306,7 @@ def main() -> None:
         " each winner here is also compared with its best-score winner",
     )
     args = parser.parse_args()
-    result = asyncio.run(measure(args))
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=2))
-    print(markdown(result))
+    report(asyncio.run(measure(args)), args.out, markdown)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,6 @@ from emery.core.models import Candidate
 from emery.core.plan_events import SelectPlanned
 from emery.core.results import ExampleResult
 from emery.evaluation.budget import BudgetExhausted, BudgetUsage
-from emery.evaluation.selection import CheapestWithin
 from emery.lm.usage import RoleUsage
 
 
@@ -125,7 +124,7 @@ def _select_plan(ctx: SearchContext) -> SelectPlanned | None:
     return SelectPlanned(
         select=ctx.select.text,
         separation=separation(len(ctx.val), None),
-        margin=ctx.select.margin if isinstance(ctx.select, CheapestWithin) else None,
+        margin=ctx.select.margin,
     )
 
 

@@ -39,6 +39,11 @@ class SelectRule(Protocol):
         """The costs the rule reads (none: the score alone)."""
         ...
 
+    @property
+    def margin(self) -> float | None:
+        """The score margin below the best the rule chooses within (None: no margin)."""
+        ...
+
     def choose(self, pool: Sequence[Scored], best: Scored) -> Scored: ...
 
     def aim(
@@ -59,6 +64,10 @@ class BestScore:
     @property
     def costs(self) -> tuple[str, ...]:
         return ()
+
+    @property
+    def margin(self) -> None:
+        return None
 
     def choose(self, pool: Sequence[Scored], best: Scored) -> Scored:
         return best
@@ -106,6 +115,10 @@ class WithinBudget:
     @property
     def costs(self) -> tuple[str, ...]:
         return tuple(self.limits)
+
+    @property
+    def margin(self) -> None:
+        return None
 
     def fits(self, scored: Scored) -> bool:
         return self.within(scored.cost)

@@ -95,16 +95,10 @@ def halved(best: Candidate, number: int) -> Candidate | None:
     )
 
 
-def trims(ctx: SearchContext) -> bool:
-    """Whether the job's rule reads a cost, so the last step tries the winner with fewer
-    demos."""
-    return bool(ctx.select.costs)
-
-
 async def trim_best(ctx: SearchContext, state: MiproState, number: int) -> None:
     """Under a rule that reads a cost, score the best program with half its demos on full
     val, where the rule can choose it; it becomes the best if it scores higher."""
-    if not trims(ctx) or state.best_candidate_id is None:
+    if not ctx.select.costs or state.best_candidate_id is None:
         return
     candidate = halved(ctx.candidates[state.best_candidate_id], number)
     if candidate is not None:
