@@ -75,7 +75,7 @@ $(WHEELS)/.llama-$(LLAMA_VERSION):
 $(VENV)/.installed: pyproject.toml $(WHEELS)/.llama-$(LLAMA_VERSION)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --find-links $(WHEELS) -e ".[local,dev,postgres,server-test,ray,train,mlflow,examples]"
+	$(PY) -m pip install --quiet --find-links $(WHEELS) -e ".[local,dev,postgres,server-test,ray,train,mlflow,examples,litellm]"
 	touch $@
 
 clean:

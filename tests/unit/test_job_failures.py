@@ -71,12 +71,12 @@ def test_a_task_model_that_always_raises_fails_the_job_at_the_seed(tmp_path: Pat
     assert store.get_checkpoint(job.id) is None
 
 
-def test_an_unreachable_model_endpoint_fails_the_job(tmp_path: Path) -> None:
+def test_an_unreachable_model_endpoint_fails_the_job_before_the_seed(tmp_path: Path) -> None:
     unreachable = {"model": "openai/m", "base_url": "http://127.0.0.1:9/v1", "max_attempts": 1}
-    _, job = run(tmp_path, lm={"task": unreachable})
+    store, job = run(tmp_path, lm={"task": unreachable})
     assert job.state == "failed"
-    assert "rollouts of the seed on val failed with errors" in job.error
-    assert "task model error" in job.error
+    assert job.error.startswith("lm.task: openai/m: cannot reach http://127.0.0.1:9/v1")
+    assert store.get_checkpoint(job.id) is None
 
 
 def test_a_verifier_that_raises_on_every_example_fails_the_job(tmp_path: Path) -> None:

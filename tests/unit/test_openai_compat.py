@@ -6,6 +6,7 @@ import asyncio
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,14 +18,21 @@ from fastapi.responses import JSONResponse, Response
 
 from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage
-from emery.lm import LMError, OpenAICompatibleLM, complete_sync
+from emery.lm import LMError, OpenAICompatibleLM, complete_sync, throttle
+from emery.lm.provider_errors import ProviderRefused
 from emery.lm.retry import RetryPolicy
 
 MESSAGES: list[ChatMessage] = [
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "Say hello."},
 ]
-FAST_RETRY = RetryPolicy(max_attempts=5, base_delay_s=0.01, max_delay_s=0.05)
+FAST_RETRY = RetryPolicy(
+    max_attempts=5,
+    base_delay_s=0.01,
+    max_delay_s=0.05,
+    rate_limit_base_s=0.01,
+    rate_limit_max_s=0.05,
+)
 
 
 @dataclass
@@ -32,6 +40,7 @@ class ServerState:
     """What the fake endpoint does next and what it saw."""
 
     failures: list[int] = field(default_factory=list)  # status codes to answer first, in order
+    failure_headers: dict[str, str] = field(default_factory=dict)  # sent with each failure
     hold_s: float = 0.0
     requests: list[dict[str, Any]] = field(default_factory=list)
     in_flight: int = 0
@@ -78,6 +87,7 @@ def _app(state: ServerState) -> FastAPI:
                 return JSONResponse(
                     status_code=status,
                     content={"error": {"message": f"status {status}", "type": "test"}},
+                    headers=state.failure_headers,
                 )
             if state.garbage:
                 state.garbage -= 1
@@ -122,9 +132,11 @@ def server_runner() -> Iterator[tuple[str, ServerState]]:
 
 
 @pytest.fixture
-def server(server_runner: tuple[str, ServerState]) -> Server:
+def server(server_runner: tuple[str, ServerState], monkeypatch: pytest.MonkeyPatch) -> Server:
+    monkeypatch.setattr(throttle, "_registry", {})  # each test's model paced on its own
     base_url, state = server_runner
     state.failures.clear()
+    state.failure_headers.clear()
     state.requests.clear()
     state.hold_s = 0.0
     state.in_flight = 0
@@ -173,8 +185,42 @@ async def test_rate_limits_are_retried(server: Server) -> None:
     assert len(server.state.requests) == 3
 
 
+async def test_a_retry_after_is_waited_out_in_real_time(server: Server) -> None:
+    server.state.failures[:] = [429, 503]
+    server.state.failure_headers.update({"retry-after-ms": "300"})
+    start = time.perf_counter()
+    completion = await _lm(server, retry=RetryPolicy(max_attempts=1)).complete(MESSAGES)
+    waited = time.perf_counter() - start
+    assert completion.text == "echo: Say hello."
+    assert len(server.state.requests) == 3  # two rate-limit answers used no attempt
+    assert 0.6 <= waited < 2.0
+
+
+@pytest.mark.parametrize(
+    ("status", "says"), [(401, "API key was refused"), (404, "no such model or endpoint")]
+)
+async def test_a_refused_call_is_not_retried(server: Server, status: int, says: str) -> None:
+    server.state.failures[:] = [status] * 5
+    with pytest.raises(ProviderRefused, match=f"openai/test-model: .*{says}"):
+        await _lm(server).complete(MESSAGES)
+    assert len(server.state.requests) == 1
+
+
+async def test_the_preflight_check_names_what_to_fix(server: Server) -> None:
+    server.state.failures[:] = [401]
+    with pytest.raises(ProviderRefused, match="api_key_env"):
+        await _lm(server).check()
+    server.state.failures[:] = [429]  # limited, but the key and model are good
+    await _lm(server).check()
+    await _lm(server).check()
+    assert [r["max_tokens"] for r in server.state.requests] == [1, 1, 1]
+    closed = OpenAICompatibleLM("m", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(ProviderRefused, match=r"cannot reach http://127.0.0.1:9/v1 .*base_url"):
+        await closed.check()
+
+
 async def test_server_errors_are_retried_up_to_max_attempts(server: Server) -> None:
-    server.state.failures[:] = [500, 503, 500]
+    server.state.failures[:] = [500, 502, 500]
     lm = _lm(server, retry=RetryPolicy(max_attempts=3, base_delay_s=0.01))
     with pytest.raises(LMError, match="test-model"):
         await lm.complete(MESSAGES)

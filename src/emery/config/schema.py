@@ -357,7 +357,7 @@ class JobConfig(Section):
         if self.job.budget.lm_cost_usd is None:
             return self
         configs = [self.lm.for_role(role) for role in ("task", "reflection", "proposer", "judge")]
-        if not any(c.price().input_per_mtok or c.price().output_per_mtok for c in configs):
+        if not any(c.has_price() for c in configs):
             raise ValueError(
                 "job.budget.lm_cost_usd: no model has a price (local and unknown models cost"
                 " $0), so this limit would never end the search; set lm.<role>."

@@ -18,6 +18,7 @@ from emery.evaluation.executor import Done, Executor, LocalExecutor
 from emery.evaluation.results import EvalResult
 from emery.evaluation.rollouts import RolloutOutcome, RolloutRunner
 from emery.lm.base import LM, Completion, TokenUsage
+from emery.lm.provider_errors import provider_stop_in
 from emery.lm.usage import usage_scope
 from emery.lm.wrapper import LMWrapper
 from emery.systems.base import RunContext, System, SystemRun
@@ -248,6 +249,8 @@ class Evaluator:
         try:
             verdict = await self._verdict(example, run)
         except Exception as exc:
+            if (stop := provider_stop_in(exc)) is not None:
+                raise stop from exc
             log.warning(
                 "verifying example %s failed: %s",
                 example.id,

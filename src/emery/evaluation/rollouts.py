@@ -22,6 +22,7 @@ from opentelemetry.util.types import AttributeValue
 from emery.core.models import Candidate, Example, Split
 from emery.core.rollouts import Attempt, AttemptStatus, Rollout, RolloutConfig, now
 from emery.lm.base import LM
+from emery.lm.provider_errors import ProviderStop, provider_stop_in
 from emery.store.queue import is_queued_rollout
 from emery.systems.base import SystemRun
 from emery.tracing import conventions as sc
@@ -120,6 +121,11 @@ class RolloutRunner:
                 rollout.move("cancelled", "cancelled")
                 self.recorder.save_rollout(rollout)
                 raise
+            except ProviderStop as exc:  # the model's provider stops the job, not this run
+                self._finish_attempt(scope, "failed", str(exc))
+                rollout.move("cancelled", str(exc))
+                self.recorder.save_rollout(rollout)
+                raise
             except Exception as exc:  # the attempt could not even start (e.g. no proxy)
                 log.warning("rollout %s attempt %d: %s", rollout.id, number, exc)
                 status, run, error = "failed", None, _describe(exc)
@@ -196,6 +202,8 @@ class RolloutRunner:
                         status, error = "failed", "the agent was cancelled"
                     elif exc is not None:
                         root.record_exception(exc)
+                        if (stop := provider_stop_in(exc)) is not None:
+                            raise stop
                         status, error = "failed", _describe(exc)
                     else:
                         run = task.result()

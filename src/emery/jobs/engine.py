@@ -46,6 +46,9 @@ from emery.jobs.prepaid import PREPAID, metadata_after, prepaid_keys, split_stor
 from emery.jobs.rows import EvaluationRows, evaluation_rows
 from emery.jobs.runtime import ConfigObjects, Runtime, build_runtime
 from emery.jobs.warm_start import earlier_notes, load_warm_start
+from emery.lm.preflight import check_models
+from emery.lm.provider_errors import ProviderRefused, ProviderUnavailable
+from emery.lm.throttle import rate_notices
 from emery.lm.unavailable import ModelUnavailable, guard_search_roles
 from emery.lm.usage import RoleUsage
 from emery.store.protocol import Store
@@ -214,8 +217,13 @@ class JobEngine:
             return self._stop(request.action, request.reason)
         except _Stop:
             return self._stop(request.action or "pause", request.reason)
-        except ModelUnavailable as exc:  # resumable once the model answers again
+        except (ModelUnavailable, ProviderUnavailable) as exc:  # resumable once it answers
             log.warning("job %s: %s", self.job_id, exc)
+            return self._stop("pause", str(exc))
+        except ProviderRefused as exc:  # fix the setting; a job with progress keeps it
+            log.warning("job %s: %s", self.job_id, exc)
+            if self.store.get_checkpoint(self.job_id) is None:
+                return self._fail(str(exc))
             return self._stop("pause", str(exc))
         except OwnershipLost as exc:
             log.warning("job %s: %s", self.job_id, exc)
@@ -243,14 +251,16 @@ class JobEngine:
         gate = None
         if runtime.config.job.approve == "best":
             gate = StoreApprovalGate(self.store, self.job_id, poll_s=self.poll_s, note=self._note)
-        outcome = await run_search(
-            runtime.algorithm,
-            ctx,
-            state=state,
-            on_step=on_step,
-            should_stop=lambda: self._stop_request.action,
-            gate=gate,
-        )
+        with rate_notices(self._note):
+            await check_models(runtime.models.by_role)
+            outcome = await run_search(
+                runtime.algorithm,
+                ctx,
+                state=state,
+                on_step=on_step,
+                should_stop=lambda: self._stop_request.action,
+                gate=gate,
+            )
         if self._stop_request.action is not None:
             raise _Stop()
         self._emit(

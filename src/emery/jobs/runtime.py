@@ -123,10 +123,13 @@ def build_runtime(
         if inputs.lms:
             models = Models(meter=meter)
             for role in ROLES:
-                base = inputs.lms.get(role) or inputs.lms.get("task")
-                if base is None:
-                    continue
-                models.by_role[role] = build_lm(
+                base = inputs.lms.get(role)
+                named = role != "task" and getattr(config.lm, role) is not None
+                if base is None and not named:  # a role not configured is the task's
+                    base = inputs.lms.get("task")
+                    if base is None:
+                        continue
+                models.by_role[role] = build_lm(  # a role configured by name: its own model
                     config.lm.for_role(role), role=role, meter=meter, cache=cache, base=base
                 )
         else:

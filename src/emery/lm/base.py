@@ -51,6 +51,9 @@ class Completion(BaseModel):
     cached: bool = False
     tokens: TokenTrace | None = None
     """Token ids and log-probabilities, when the call asked for them (``logprobs=True``)."""
+    cost_usd: float | None = None
+    """What the provider's price list says the call cost, where the client knows it (a
+    LiteLLM model); None otherwise."""
 
 
 class LMError(Exception):

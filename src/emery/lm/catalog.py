@@ -3,7 +3,7 @@
 A model's GGUF is assembled once from its package files into the model directory
 (``$EMERY_MODEL_DIR``, default ``~/.cache/emery/models``) and its sha256 verified; a
 marker file records the verified size and mtime, and a file without a matching marker is
-never loaded.
+never loaded. GGUF files pulled from the Hugging Face Hub are ``emery.lm.hub``'s.
 """
 
 from __future__ import annotations

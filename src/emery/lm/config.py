@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from emery.core.user_code import awaiting
 from emery.lm.base import LM, Completion
 from emery.lm.cache import CachedLM, ResponseCache
 from emery.lm.catalog import installed_adapter, installed_path, split_adapter_name
+from emery.lm.hub import gguf_path
 from emery.lm.local import LocalLM
 from emery.lm.tokens import TokenRecordingLM
 from emery.lm.usage import MeteredLM, Price, UsageMeter
@@ -31,8 +33,11 @@ class LMConfig(Settings):
 
     ``model`` is ``local/<name>`` (a known model), ``local/<name>+<job id>`` (a known model
     with the LoRA adapter that SFT job trained), ``local/<path>.gguf`` (any file),
+    ``local/<owner>/<repo>/<file>.gguf`` (a file pulled from the Hugging Face Hub),
     ``openai/<model>`` (any OpenAI-compatible endpoint; set ``base_url`` for one that is
-    not OpenAI's), or ``python/<module>:<attr>`` (an LM object or a function returning one).
+    not OpenAI's), ``python/<module>:<attr>`` (an LM object or a function returning one),
+    or any LiteLLM model string (``anthropic/...``, ``gemini/...``, ``ollama/...``, or
+    ``litellm/<string>``; the ``litellm`` extra).
     """
 
     model: str = DEFAULT_MODEL
@@ -44,6 +49,17 @@ class LMConfig(Settings):
     concurrency: int = Field(default=8, gt=0)
     timeout_s: float = Field(default=120.0, gt=0)
     max_attempts: int = Field(default=5, gt=0)
+    """Attempts of a call that meets a passing fault (a 5xx, a timeout, a dropped
+    connection); a rate-limit answer is waited out and uses none."""
+    max_wait_s: float = Field(default=600.0, ge=0)
+    """How long one call may wait on its provider's rate limit in all; past it the job
+    pauses (resume it when the limit allows)."""
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    """A client-side pace for a hosted model, shared by every role and rollout of this
+    process that calls the same model: set it to the provider's limit to stay under it."""
+    tokens_per_minute: float | None = Field(default=None, gt=0)
+    """As ``requests_per_minute``, for tokens (prompt estimated before the call, plus
+    ``max_tokens``; settled with the tokens used)."""
     n_ctx: int = Field(default=4096, gt=0)
     n_parallel: int = Field(default=4, gt=0, le=64)
     n_threads: int | None = Field(default=None, gt=0)
@@ -62,6 +78,19 @@ class LMConfig(Settings):
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, not {value!r}")
         return value
+
+    def has_price(self) -> bool:
+        """Whether a call of this model costs anything: a stated or table price, or, for a
+        LiteLLM model (the extra installed), a price in LiteLLM's list."""
+        price = self.price()
+        if price.input_per_mtok or price.output_per_mtok:
+            return True
+        provider, _, name = self.model.partition("/")
+        if provider in ("local", "openai", "python"):
+            return False
+        from emery.lm.litellm_lm import litellm_has_price  # imports LiteLLM: only here
+
+        return litellm_has_price(name if provider == "litellm" else self.model)
 
     def price(self) -> Price:
         table = Price.for_model(self.model)
@@ -84,12 +113,10 @@ _local_lock = threading.Lock()
 
 
 def local_model_path(name: str) -> Path:
-    """The file behind ``local/<name>``: a known model's verified file or a ``.gguf`` path."""
+    """The file behind ``local/<name>``: a known model's verified file, a ``.gguf`` path, or
+    a pulled Hub model's verified file (``<owner>/<repo>/<file>.gguf``, when no such path)."""
     if name.endswith(".gguf"):
-        path = Path(name).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"model file not found: {path}")
-        return path
+        return gguf_path(name)
     if split_adapter_name(name)[1] is not None:
         return installed_adapter(name)[0]
     return installed_path(name)
@@ -144,12 +171,46 @@ def build_base_lm(config: LMConfig) -> LM:
             api_key_env=config.api_key_env,
             concurrency=config.concurrency,
             timeout_s=config.timeout_s,
-            retry=RetryPolicy(max_attempts=config.max_attempts),
+            retry=RetryPolicy(max_attempts=config.max_attempts, max_wait_s=config.max_wait_s),
+            requests_per_minute=config.requests_per_minute,
+            tokens_per_minute=config.tokens_per_minute,
         )
     if provider == "python":
         return _python_lm(name)
-    raise ConfigError(
-        f"unknown model provider {provider!r} in {config.model!r}; use local, openai or python"
+    return _litellm_model(config, name if provider == "litellm" else config.model)
+
+
+def _litellm_model(config: LMConfig, name: str) -> LM:
+    """A model of any provider LiteLLM knows (``anthropic/...``, ``gemini/...``,
+    ``litellm/<any LiteLLM string>``), with the ``litellm`` extra installed."""
+    provider = name.partition("/")[0]
+    from emery.lm.litellm_lm import LiteLLMModel, load_litellm
+
+    try:
+        litellm = load_litellm()
+    except ConfigError:
+        raise ConfigError(
+            f"model {config.model!r}: {provider!r} is not local, openai or python; other"
+            " providers (anthropic/, gemini/, ollama/, ...) need LiteLLM:"
+            " pip install 'emery[litellm]'"
+        ) from None
+    if provider not in litellm.provider_list:
+        raise ConfigError(
+            f"unknown model provider {provider!r} in {config.model!r}; use local, openai,"
+            " python, or a LiteLLM provider (anthropic, gemini, ollama, groq, bedrock, ...)"
+        )
+    from emery.lm.retry import RetryPolicy
+
+    named_env = "api_key_env" in config.model_fields_set  # else LiteLLM's own variable
+    return LiteLLMModel(
+        name,
+        api_key=config.api_key or (os.environ.get(config.api_key_env) if named_env else None),
+        base_url=config.base_url,
+        concurrency=config.concurrency,
+        timeout_s=config.timeout_s,
+        retry=RetryPolicy(max_attempts=config.max_attempts, max_wait_s=config.max_wait_s),
+        requests_per_minute=config.requests_per_minute,
+        tokens_per_minute=config.tokens_per_minute,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import random
@@ -19,32 +20,15 @@ from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage
 from emery.lm.base import (
     Completion,
-    LMError,
     TokenChoice,
     TokenTrace,
     TokenUsage,
     sampling_params,
 )
 from emery.lm.loop_local import LoopLocal
-from emery.lm.retry import RetryPolicy, retrying
-
-TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
-
-
-class MalformedReply(LMError):
-    """A successful HTTP answer whose body is not a chat completion (a proxy's error page,
-    a truncated body): worth retrying like a 5xx."""
-
-
-def is_transient(exc: BaseException) -> bool:
-    """429, 5xx, timeouts, dropped connections and malformed bodies are worth retrying;
-    other errors are not."""
-    if isinstance(exc, MalformedReply | openai.APITimeoutError | openai.APIConnectionError):
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in TRANSIENT_STATUS or exc.status_code >= 500
-    return False
-
+from emery.lm.provider_errors import MalformedReply, ProviderRefused, cannot_connect, classify
+from emery.lm.retry import RetryPolicy, send_call
+from emery.lm.throttle import Throttle, estimate_tokens, throttle_for
 
 _tls_lock = threading.Lock()
 _tls: list[ssl.SSLContext] = []
@@ -111,13 +95,19 @@ class OpenAICompatibleLM:
 
     The API key comes from ``api_key``, else the environment variable ``api_key_env``
     (default ``OPENAI_API_KEY``); a local server that needs none gets a placeholder.
-    At most ``concurrency`` requests are in flight at once. Requests go through the
-    client's ``post`` (its auth, headers, timeouts and error types) with a plain JSON
-    body, and only the fields a ``Completion`` needs are read from the reply: building the
-    SDK's typed request and response models costs more CPU than the rest of a call.
-    A call with ``logprobs=True`` (and ``top_logprobs=N``) sends them on and reads the
-    reply's log-probabilities, the likeliest tokens per position, and token ids where the
-    server returns them, into ``Completion.tokens``.
+    ``client``: an ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client whose endpoint, key,
+    organization, project and headers are used instead (a client of this model's own is
+    made from them per event loop). Calls go through the model's ``Throttle`` (shared in
+    this process by every user of the same endpoint, model and key: at most
+    ``concurrency`` in flight, adapted to the provider's rate-limit answers, paced to
+    ``requests_per_minute`` / ``tokens_per_minute`` when given) and are sent again as
+    ``retry`` says (``emery.lm.retry``). Requests go through the client's ``post`` (its
+    auth, headers, timeouts and error types) with a plain JSON body, and only the fields a
+    ``Completion`` needs are read from the reply: building the SDK's typed request and
+    response models costs more CPU than the rest of a call. A call with ``logprobs=True``
+    (and ``top_logprobs=N``) sends them on and reads the reply's log-probabilities, the
+    likeliest tokens per position, and token ids where the server returns them, into
+    ``Completion.tokens``.
     """
 
     def __init__(
@@ -131,23 +121,47 @@ class OpenAICompatibleLM:
         timeout_s: float = 120.0,
         retry: RetryPolicy | None = None,
         extra_body: dict[str, Any] | None = None,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
+        client: openai.AsyncOpenAI | openai.OpenAI | None = None,
     ) -> None:
-        key = api_key or os.environ.get(api_key_env)
-        if key is None:
+        headers: dict[str, str] = {}
+        organization = project = None
+        if client is not None:
+            base_url, key = str(client.base_url), client.api_key
+            organization, project = client.organization, client.project
+            # what the caller set on the client (the SDK keeps it there), not its defaults
+            headers = {
+                k: str(v) for k, v in (getattr(client, "_custom_headers", None) or {}).items()
+            }
+        else:
+            key = api_key or os.environ.get(api_key_env) or ""
+        if not key:
             if base_url is None:
                 raise ConfigError(
                     f"no API key for model {model!r}: set {api_key_env} or lm.api_key"
                 )
             key = "not-needed"
         self.model = model
+        self.name = f"openai/{model}"
         self.base_url = base_url
         self.retry = retry or RetryPolicy()
         self.extra_body = extra_body or {}
         self._rng = random.Random()
+        self.throttle: Throttle = throttle_for(
+            ("openai", base_url or "", model, hashlib.sha256(key.encode()).hexdigest()[:16]),
+            self.name,
+            concurrency=concurrency,
+            requests_per_minute=requests_per_minute,
+            tokens_per_minute=tokens_per_minute,
+        )
         self._clients = LoopLocal(
             lambda: openai.AsyncOpenAI(
                 api_key=key,
                 base_url=base_url,
+                organization=organization,
+                project=project,
+                default_headers=headers or None,
                 timeout=timeout_s,
                 max_retries=0,
                 http_client=http_client(concurrency, timeout_s),
@@ -174,17 +188,51 @@ class OpenAICompatibleLM:
         client = await self._clients.get()
         slots = await self._slots.get()
 
-        start = time.perf_counter()
-
-        async def call() -> Completion:
+        async def send() -> Completion:
             async with slots:
+                start = time.perf_counter()
                 raw = await client.post("/chat/completions", body=body, cast_to=bytes)
-            return self._completion(raw, time.perf_counter() - start)
+                return self._completion(raw, time.perf_counter() - start)
 
-        try:
-            return await retrying(call, policy=self.retry, is_transient=is_transient, rng=self._rng)
-        except openai.OpenAIError as exc:
-            raise LMError(f"{self.model}: {exc}") from exc
+        return await send_call(
+            send,
+            name=self.name,
+            throttle=self.throttle,
+            policy=self.retry,
+            tokens=estimate_tokens(messages, max_tokens),
+            rng=self._rng,
+        )
+
+    async def check(self) -> None:
+        """One call of a single token, before a job's first evaluation: a refused key,
+        model or quota, or an endpoint that cannot be reached, raises ``ProviderRefused``;
+        any other answer (a rate limit or an error of the provider's included) passes."""
+        client = await self._clients.get()
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": "Reply with OK."}],
+            "max_tokens": 1,
+            "temperature": 0.0,
+        }
+        for attempt in range(1, 4):
+            try:
+                await client.post("/chat/completions", body=body, cast_to=bytes)
+                return
+            except openai.APIConnectionError as exc:
+                if not cannot_connect(exc):
+                    return  # slow, not wrong
+                if attempt == 3:
+                    where = self.base_url or "OpenAI's endpoint"
+                    detail = " ".join(str(exc.__cause__ or exc).split())[:160]
+                    raise ProviderRefused(
+                        f"{self.name}: cannot reach {where} ({detail}): check the model's base_url"
+                    ) from exc
+                await asyncio.sleep(0.25 * attempt)
+            except openai.APIStatusError as exc:
+                fault = classify(exc)
+                if fault.kind == "refused":
+                    raise ProviderRefused(f"{self.name}: {fault.reason}") from exc
+                return
 
     def _completion(self, raw: bytes, latency_s: float) -> Completion:
         try:

@@ -13,6 +13,7 @@ from typing import Any
 
 from emery.core.models import ChatMessage
 from emery.lm.base import LM, Completion, LMError
+from emery.lm.provider_errors import ProviderStop
 from emery.lm.wrapper import LMWrapper
 
 
@@ -40,7 +41,7 @@ class RoleGuard(LMWrapper):
     async def _call(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Completion:
         try:
             return await self.inner.complete(messages, **params)
-        except ModelUnavailable:
+        except (ModelUnavailable, ProviderStop):
             raise
         except Exception as exc:
             raise ModelUnavailable(self.role, self.model, exc) from exc

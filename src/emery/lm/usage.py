@@ -144,5 +144,8 @@ class MeteredLM(LMWrapper):
         if params.get("max_tokens") is None:
             params["max_tokens"] = self.max_tokens
         completion = await self.inner.complete(messages, **params)
-        self.meter.record(self.role, completion, self.price.cost(completion))
+        cost = self.price.cost(completion)  # a stated or table price first
+        if not cost and completion.cost_usd is not None:
+            cost = completion.cost_usd
+        self.meter.record(self.role, completion, cost)
         return completion

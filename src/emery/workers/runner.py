@@ -47,6 +47,7 @@ from emery.core.spans import SpanRecord
 from emery.evaluation.evaluator import Evaluator
 from emery.lm.cache import ResponseCache
 from emery.lm.config import build_lm
+from emery.lm.provider_errors import ProviderStop
 from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
 from emery.store.queue import DEFAULT_LEASE_S, LEASE_KEY, RESOURCE_KEY, VERSION_KEY
@@ -59,6 +60,7 @@ from emery.verifiers.judge import uses_judge, with_judge
 log = logging.getLogger(__name__)
 
 TICK_S = 0.05
+PROVIDER_STOP_PAUSE_S = 5.0  # after a provider refused or kept a call waiting too long
 
 
 class QueueRecorder:
@@ -340,6 +342,13 @@ class RolloutWorker:
             result = await work.evaluator.run_one(
                 candidate, example, as_split(rollout.split), rollout=before
             )
+        except ProviderStop as exc:  # the model's provider, not the rollout: queued again
+            log.warning("rollout %s: %s; queued again", rollout.id, exc)
+            self.store.requeue_rollout(
+                rollout.id, attempt_id, number, attempt_status="failed", error=str(exc)
+            )
+            await asyncio.sleep(PROVIDER_STOP_PAUSE_S)  # not a loop of refused calls
+            return
         finally:
             self.beats.release(attempt_id)
         attempt = work.recorder.attempt(attempt_id)
