@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from emery.cli.console import err
 from emery.cli.help_text import unwrap_help
+from emery.config.env_file import load_env_file
 from emery.core.errors import EmeryError
 
 # Each command's module is imported only when that command runs, so `emery jobs pause`
@@ -74,6 +75,9 @@ app = typer.Typer(
 @app.callback()
 def _root() -> None:
     """emery: optimize prompts, agents and workflows on local or remote models."""
+    # Every command reads ./.env (API keys, EMERY_STORE) before it runs; variables already
+    # set in the environment win. A malformed file is a one-line error.
+    load_env_file()
 
 
 USAGE_ERROR = 2

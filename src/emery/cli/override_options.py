@@ -1,5 +1,6 @@
 """The options ``emery train`` and ``emery eval`` share to change a config without editing
-it (``--set``, ``--model``, ``--dataset``) and to read API keys from a ``.env`` file."""
+it (``--set``, ``--model``, ``--dataset``) and to read API keys from a file of their own
+(``--env-file``; every command reads ``./.env`` when it starts, ``cli.app``)."""
 
 from __future__ import annotations
 
@@ -36,8 +37,9 @@ EnvFileOption = Annotated[
     Path | None,
     typer.Option(
         "--env-file",
-        help="KEY=VALUE lines (API keys) to add to the environment; default: ./.env if"
-        " present. Variables already set win.",
+        help="KEY=VALUE lines (API keys) to add to the environment, after ./.env (read by"
+        " every command when present), whose values they replace. Variables already set in"
+        " the environment win.",
     ),
 ]
 
@@ -45,6 +47,7 @@ EnvFileOption = Annotated[
 def command_line_overrides(
     sets: list[str] | None, model: str | None, dataset: str | None, env_file: Path | None
 ) -> Overrides:
-    """Load the ``.env`` file, then the overrides these options ask for."""
-    load_env_file(env_file)
+    """Load ``--env-file`` when given, then the overrides these options ask for."""
+    if env_file is not None:
+        load_env_file(env_file)
     return Overrides(sets=tuple(sets or ()), model=model, dataset=dataset)

@@ -3,7 +3,11 @@
 Lines are ``KEY=VALUE`` (an ``export`` before the key is allowed); blank lines and ``#``
 comments are skipped; a value may be quoted with ``"`` (``\\n``, ``\\"`` and ``\\\\``
 escapes read) or ``'`` (read as written), and an unquoted value ends before `` #``. A
-variable already set in the environment is kept: the file never overrides it."""
+variable already set in the environment is kept: the file never overrides it.
+
+Every ``emery`` command reads ``./.env`` when it starts, and so do ``emery.optimize`` and
+``emery.Job.create``. A file named explicitly (``--env-file``, ``env_file=``) is read
+after it, and its values replace those ``./.env`` set, never the environment's own."""
 
 from __future__ import annotations
 
@@ -67,18 +71,31 @@ def clip_line(line: str, limit: int = 40) -> str:
     return repr(shown[:limit] + ("..." if len(shown) > limit else ""))
 
 
-def load_env_file(path: Path | None = None) -> list[str]:
+_from_default: dict[str, str] = {}
+"""The variables this process set from ``./.env``, with their values."""
+
+
+def load_env_file(path: Path | None = None, *, option: str = "--env-file") -> list[str]:
     """Set the variables of ``path`` (default: ``./.env`` when there is one) that the
-    environment does not have yet; the names it set. A ``path`` given that is missing is
-    a ConfigError."""
+    environment does not have yet, or (for a ``path`` given) has only from ``./.env``; the
+    names it set. A ``path`` given that is missing is a ConfigError naming ``option``."""
     if path is None:
         if not DEFAULT_ENV_FILE.is_file():
             return []
-        path = DEFAULT_ENV_FILE
-    elif not path.is_file():
-        raise ConfigError(f"--env-file {path}: file not found")
-    values = parse_env(read_text(path, ConfigError), str(path))
-    added = [name for name in values if name not in os.environ]
+        values = parse_env(read_text(DEFAULT_ENV_FILE, ConfigError), str(DEFAULT_ENV_FILE))
+        added = [name for name in values if name not in os.environ]
+        _from_default.update((name, values[name]) for name in added)
+    else:
+        if not path.is_file():
+            raise ConfigError(f"{option} {path}: file not found")
+        values = parse_env(read_text(path, ConfigError), str(path))
+        added = [
+            name
+            for name in values
+            if name not in os.environ or _from_default.get(name) == os.environ[name]
+        ]
+        for name in added:
+            _from_default.pop(name, None)
     for name in added:
         os.environ[name] = values[name]
     return added

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from emery.config.env_file import load_env_file
 from emery.config.loading import load_config, parse_config
 from emery.config.resolve import JobInputs
 from emery.config.schema import JobConfig
@@ -34,6 +35,7 @@ from emery.sdk.arguments import (
     SystemArg,
     VerifierArg,
     optimize_config,
+    verifier_object,
 )
 from emery.sdk.progress_text import TextReporter
 from emery.store.backends import open_store
@@ -45,6 +47,20 @@ from emery.verifiers.agreement import GraphVerdict
 from emery.verifiers.base import Verifier
 
 ACTIVE = ("created", "queued", "running")
+
+EnvFileArg = str | Path | bool
+"""``True``: read ``./.env`` when there is one; a path: that file (it must exist), after
+``./.env``, whose values it replaces; ``False``: read none. A variable already set in the
+environment is never replaced."""
+
+
+def read_env_file(env_file: EnvFileArg) -> None:
+    """Add the ``.env`` file's variables to the environment (see ``EnvFileArg``)."""
+    if env_file is False:
+        return
+    load_env_file()
+    if env_file is not True:
+        load_env_file(Path(env_file), option="env_file=")
 
 
 class Job:
@@ -69,14 +85,20 @@ class Job:
         name: str | None = None,
         base_dir: str | Path | None = None,
         system: System | None = None,
-        verifier: Verifier | None = None,
+        verifier: Verifier | Callable[..., Any] | None = None,
         lms: Mapping[str, LM] | None = None,
+        env_file: EnvFileArg = True,
     ) -> Job:
         """Validate ``config`` (a JobConfig, a dict, or a TOML/JSON file) and store the job.
 
         ``system``, ``verifier`` and ``lms`` (by role) replace what the config names with
-        objects of this process; such a job can only be resumed from Python.
+        objects of this process; such a job can only be resumed from Python. ``verifier``
+        may be a metric function, ``metric(example, output)`` or DSPy's
+        ``metric(example, pred, trace=None)`` (``emery.verifiers.function``). ``env_file``:
+        ``./.env`` is read into the environment first (API keys; variables already set
+        win); a path reads that file too, ``False`` none.
         """
+        read_env_file(env_file)
         opened = store if store is not None and not isinstance(store, str) else open_store(store)
         config_path: Path | None = None
         given: dict[str, Any] | None = None
@@ -88,7 +110,11 @@ class Job:
         else:
             given = dict(config)
             parsed = parse_config(given, "Job.create")
-        inputs = JobInputs(system=system, verifier=verifier, lms=lms)
+        inputs = JobInputs(
+            system=system,
+            verifier=verifier_object(verifier) if verifier is not None else None,
+            lms=lms,
+        )
         record = manage.create_job(
             opened,
             parsed,
@@ -101,8 +127,12 @@ class Job:
         return cls(opened, record.id, inputs=inputs)
 
     @classmethod
-    def get(cls, job_id: str, *, store: Store | str | None = None) -> Job:
-        """A stored job by id, id prefix or name."""
+    def get(
+        cls, job_id: str, *, store: Store | str | None = None, env_file: EnvFileArg = True
+    ) -> Job:
+        """A stored job by id, id prefix or name (``env_file`` as in ``create``: a job
+        resumed from here finds its API keys)."""
+        read_env_file(env_file)
         opened = store if store is not None and not isinstance(store, str) else open_store(store)
         return cls(opened, opened.resolve_job_id(job_id))
 
@@ -205,6 +235,8 @@ class Job:
         for name, value in objects.items():
             if name not in ("system", "dataset", "verifier", "lms"):
                 raise EmeryError(f"resume() got an unexpected argument {name!r}")
+            if name == "verifier" and value is not None:
+                value = verifier_object(value)
             setattr(self.inputs, name, value)
         return self.start(wait=wait)
 
@@ -267,6 +299,7 @@ def optimize(
     progress: bool = True,
     tracking: Mapping[str, Any] | None = None,
     warm_start: str | None = None,
+    env_file: EnvFileArg = True,
 ) -> JobResult:
     """Optimize ``system`` on ``dataset`` in one call and return the result.
 
@@ -274,14 +307,24 @@ def optimize(
     object, or None: a built-in task's own program, or for a data file (or ``Dataset``) a
     one-node graph built from it. ``dataset``: a built-in task name,
     a data file, a ``Dataset`` or a list of Examples. ``budget``: metric calls (an int) or
-    ``[job.budget]`` settings. ``lm`` / ``reflection_lm``: a model spec such as
-    ``"local/qwen2.5-coder-0.5b"``, an LMConfig or an LM object. ``settings`` are the
-    algorithm's ``[algorithm.<name>]`` settings. ``progress``: print each event and, every
-    few seconds, the running batch's progress to stderr (``on_event`` hears events too).
+    ``[job.budget]`` settings. ``verifier``: a verifier kind (``"numeric"``), a
+    ``[verifier]`` dict, a Verifier, or a metric function, ``metric(example, output)`` or
+    DSPy's ``metric(example, pred, trace=None)``, sync or async, returning a score in
+    [0, 1], a bool, ``(score, feedback)`` or an object with ``.score`` and ``.feedback``
+    (``emery.verifiers.function`` says what ``example`` holds). ``lm`` /
+    ``reflection_lm``: a model spec such as ``"local/qwen2.5-coder-0.5b"``, an LMConfig (or
+    its dict), an LM object, or an ``openai.OpenAI`` / ``openai.AsyncOpenAI`` client with its
+    model, ``{"client": client, "model": "gpt-4.1-mini"}`` (its base URL is stored with the
+    job, its API key never). ``settings`` are the algorithm's ``[algorithm.<name>]``
+    settings. ``progress``: print each event and, every few seconds, the running batch's
+    progress to stderr (``on_event`` hears events too).
     ``tracking``: the ``[tracking]`` settings, e.g. ``{"mlflow": True}``. ``warm_start``:
     an earlier job on the same system (id or name) whose candidates start the search,
-    rescored on this val (``[job] warm_start``).
+    rescored on this val (``[job] warm_start``). ``env_file``: ``./.env`` is read into the
+    environment first (API keys; variables already set win); a path reads that file too,
+    ``False`` none.
     """
+    read_env_file(env_file)
     opened = store if store is not None and not isinstance(store, str) else open_store(store)
     workdir = Path((runtime or {}).get("workdir", ".emery"))
     config, given, inputs = optimize_config(

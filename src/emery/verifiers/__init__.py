@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from emery.verifiers.base import SyncVerifier, Verdict, Verifier
     from emery.verifiers.config import VerifierConfig, build_verifier
     from emery.verifiers.contrastive import ContrastiveJudge
+    from emery.verifiers.function import FunctionMetric, MetricExample
     from emery.verifiers.json_field import JsonFieldMatch
     from emery.verifiers.json_object import JsonObjectMatch
     from emery.verifiers.judge import JudgeStats, JudgeVerifier
@@ -27,6 +28,8 @@ __getattr__, __dir__ = lazy_exports(
         "VerifierConfig": "emery.verifiers.config",
         "build_verifier": "emery.verifiers.config",
         "ContrastiveJudge": "emery.verifiers.contrastive",
+        "FunctionMetric": "emery.verifiers.function",
+        "MetricExample": "emery.verifiers.function",
         "JudgeStats": "emery.verifiers.judge",
         "JudgeVerifier": "emery.verifiers.judge",
         "JsonFieldMatch": "emery.verifiers.json_field",
@@ -49,10 +52,12 @@ __all__ = [
     "ContrastiveJudge",
     "Criterion",
     "ExactMatch",
+    "FunctionMetric",
     "JsonFieldMatch",
     "JsonObjectMatch",
     "JudgeStats",
     "JudgeVerifier",
+    "MetricExample",
     "NormalizedMatch",
     "NumericMatch",
     "RegexMatch",
