@@ -232,3 +232,13 @@ def test_a_job_on_litellm_models_ends_as_on_the_same_models_called_directly(
     checkpoint = routed_store.get_checkpoint(routed.id)
     assert checkpoint is not None
     assert all(checkpoint.usage[role]["cost_usd"] > 0 for role in ("task", "reflection"))
+
+
+async def test_json_mode_where_litellm_says_the_model_takes_it(
+    mocked: Callable[..., list[dict[str, Any]]],
+) -> None:
+    assert model("anthropic/claude-haiku-4-5").json_mode
+    assert not model("nosuch/model").json_mode
+    calls = mocked('{"a": 1}')
+    await model().complete(MESSAGES, response_format={"type": "json_object"})
+    assert calls[0]["response_format"] == {"type": "json_object"}

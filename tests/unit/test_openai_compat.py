@@ -48,6 +48,7 @@ class ServerState:
     body: str | None = None  # a raw reply body to answer with instead of a completion
     garbage: int = 0  # how many requests to answer first with a body that is not JSON
     clients: set[str] = field(default_factory=set)  # host:port of each connection used
+    no_json_mode: bool = False  # answer a request with response_format with a 400
 
 
 def _completion(body: dict[str, Any]) -> dict[str, Any]:
@@ -82,6 +83,9 @@ def _app(state: ServerState) -> FastAPI:
         try:
             if state.hold_s:
                 await asyncio.sleep(state.hold_s)
+            if state.no_json_mode and "response_format" in body:
+                error = {"message": "response_format is not supported", "type": "invalid"}
+                return JSONResponse(status_code=400, content={"error": error})
             if state.failures:
                 status = state.failures.pop(0)
                 return JSONResponse(
@@ -144,6 +148,7 @@ def server(server_runner: tuple[str, ServerState], monkeypatch: pytest.MonkeyPat
     state.body = None
     state.garbage = 0
     state.clients.clear()
+    state.no_json_mode = False
     return Server(base_url=base_url, state=state)
 
 
@@ -355,3 +360,22 @@ async def test_a_call_for_top_logprobs_sends_them_and_reads_the_likeliest_tokens
         [("4", -0.25), ("3", -1.5)],
         [("\n", -0.5)],
     ]
+
+
+@pytest.mark.parametrize("served", [True, False])
+async def test_json_mode_is_sent_until_the_endpoint_rejects_it(
+    server: Server, served: bool
+) -> None:
+    server.state.no_json_mode = not served
+    lm = _lm(server)
+    assert lm.json_mode
+    said: list[ChatMessage] = [{"role": "user", "content": "Reply with a JSON object."}]
+    for _ in range(2):
+        completion = await lm.complete(said, response_format={"type": "json_object"})
+        assert completion.text == "echo: Reply with a JSON object."
+    sent = [body.get("response_format") for body in server.state.requests]
+    if served:
+        assert sent == [{"type": "json_object"}] * 2
+    else:  # rejected once, then sent again without it, and never sent again
+        assert sent == [{"type": "json_object"}, None, None]
+        assert not lm.json_mode

@@ -89,6 +89,7 @@ class LiteLLMModel:
         self.timeout_s = timeout_s
         self.retry = retry or RetryPolicy()
         self._rng = random.Random()
+        self._json_mode: bool | None = None
         digest = hashlib.sha256(api_key.encode()).hexdigest()[:16] if api_key else ""
         self.throttle: Throttle = throttle_for(
             ("litellm", base_url or "", model, digest),
@@ -97,6 +98,18 @@ class LiteLLMModel:
             requests_per_minute=requests_per_minute,
             tokens_per_minute=tokens_per_minute,
         )
+
+    @property
+    def json_mode(self) -> bool:
+        """Whether LiteLLM says the model takes ``response_format`` (``emery.lm.json_mode``):
+        it turns JSON mode into what each provider needs (a tool call for Anthropic)."""
+        if self._json_mode is None:
+            try:
+                supported = self._litellm.get_supported_openai_params(model=self.model)
+            except Exception:  # an unmapped model: LiteLLM raises an error of its own
+                supported = None
+            self._json_mode = "response_format" in (supported or ())
+        return self._json_mode
 
     async def _call(self, messages: Sequence[ChatMessage], body: dict[str, Any]) -> Any:
         return await self._litellm.acompletion(

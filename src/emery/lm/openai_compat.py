@@ -20,6 +20,7 @@ from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage
 from emery.lm.base import (
     Completion,
+    LMError,
     TokenChoice,
     TokenTrace,
     TokenUsage,
@@ -144,6 +145,9 @@ class OpenAICompatibleLM:
             key = "not-needed"
         self.model = model
         self.name = f"openai/{model}"
+        self.json_mode = True
+        """Whether a stage that parses a JSON object sends ``response_format`` (JSON mode);
+        false from the first time the endpoint rejects it (``emery.lm.json_mode``)."""
         self.base_url = base_url
         self.retry = retry or RetryPolicy()
         self.extra_body = extra_body or {}
@@ -179,12 +183,26 @@ class OpenAICompatibleLM:
         stop: Sequence[str] | None = None,
         **params: Any,
     ) -> Completion:
+        if not self.json_mode:  # the endpoint rejected it once: not sent again
+            params.pop("response_format", None)
         body = {
             "model": self.model,
             "messages": list(messages),
             **sampling_params(temperature, max_tokens, stop, params),
             **self.extra_body,
         }
+        tokens = estimate_tokens(messages, max_tokens)
+        try:
+            return await self._send(body, tokens)
+        except LMError as exc:
+            if "response_format" not in body or not _rejects_json_mode(exc):
+                raise
+            # a server or model without JSON mode: the parser reads the reply's JSON anyway
+            self.json_mode = False
+            body.pop("response_format")
+            return await self._send(body, tokens)
+
+    async def _send(self, body: dict[str, Any], tokens: int) -> Completion:
         client = await self._clients.get()
         slots = await self._slots.get()
 
@@ -199,7 +217,7 @@ class OpenAICompatibleLM:
             name=self.name,
             throttle=self.throttle,
             policy=self.retry,
-            tokens=estimate_tokens(messages, max_tokens),
+            tokens=tokens,
             rng=self._rng,
         )
 
@@ -254,3 +272,12 @@ class OpenAICompatibleLM:
             raise MalformedReply(
                 f"{self.model}: not a chat completion: {raw[:200]!r} ({type(exc).__name__})"
             ) from exc
+
+
+def _rejects_json_mode(error: LMError) -> bool:
+    """Whether ``error`` is the endpoint's 400 (or 422) rejecting ``response_format``."""
+    cause = error.__cause__
+    if not isinstance(cause, openai.APIStatusError) or cause.status_code not in (400, 422):
+        return False
+    said = str(cause).lower()
+    return "response_format" in said or "json" in said

@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 
 from emery.lm.base import LM
 from emery.lm.provider_errors import ProviderRefused
-from emery.lm.wrapper import LMWrapper
+from emery.lm.wrapper import unwrapped
 
 
 @runtime_checkable
@@ -21,19 +21,12 @@ class Checkable(Protocol):
         ...
 
 
-def base_model(lm: LM) -> LM:
-    """The model under every wrapper (cache, meter, tracing, budget) of ``lm``."""
-    while isinstance(lm, LMWrapper):
-        lm = lm.inner
-    return lm
-
-
 async def check_models(lms: Mapping[str, LM]) -> None:
     """Check each distinct hosted model of ``lms`` (by role) at once; the first refusal
     raises ``ProviderRefused`` naming its role's settings (``lm.<role>``)."""
     first_role: dict[int, tuple[str, Checkable]] = {}
     for role, lm in lms.items():
-        base = base_model(lm)
+        base = unwrapped(lm)
         if isinstance(base, Checkable):
             first_role.setdefault(id(getattr(base, "throttle", base)), (role, base))
     checks = list(first_role.values())

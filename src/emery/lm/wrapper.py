@@ -37,3 +37,10 @@ class LMWrapper:
 
     async def _call(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Completion:
         return await self.inner.complete(messages, **params)
+
+
+def unwrapped(lm: LM) -> LM:
+    """The model under every wrapper (cache, meter, tracing, budget) of ``lm``."""
+    while isinstance(lm, LMWrapper):
+        lm = lm.inner
+    return lm

@@ -8,6 +8,7 @@ from typing import Any
 from emery.core.errors import ConfigError
 from emery.core.hashing import content_hash
 from emery.core.models import Candidate, ChatMessage, Demo
+from emery.lm.json_mode import json_mode_params
 from emery.systems.base import ComponentCall, RunContext, SystemRun
 from emery.systems.demo_retrieval import nearest_demos
 from emery.systems.formats import format_sentence
@@ -192,8 +193,9 @@ class PromptProgram:
 
     @staticmethod
     async def _complete(ctx: RunContext, stage: StageConfig, messages: list[ChatMessage]) -> str:
+        json_mode = json_mode_params(ctx.lm, messages) if stage.parser.kind == "json_object" else {}
         completion = await ctx.lm.complete(
-            messages, temperature=stage.temperature, max_tokens=stage.max_tokens
+            messages, temperature=stage.temperature, max_tokens=stage.max_tokens, **json_mode
         )
         return completion.text
 
