@@ -208,6 +208,14 @@ def test_classify(error: BaseException, kind: str) -> None:
     assert classify(error).kind == kind
 
 
+def test_a_reason_names_the_status_once() -> None:
+    """Some providers put the status in the error's code too (LiteLLM's errors do)."""
+    body = {"error": {"code": "429", "type": "rate_limit_error", "message": "slow down"}}
+    assert classify(status_error(429, body=body)).reason == "429 rate_limit_error: slow down"
+    body = {"error": {"code": 429, "message": "slow down"}}
+    assert classify(status_error(429, body=body)).reason == "429: slow down"
+
+
 def test_requested_wait_reads_every_header_a_provider_sends() -> None:
     now = 1_700_000_000.0
     assert requested_wait({"Retry-After": "20"}, now) == 20.0

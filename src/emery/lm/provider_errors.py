@@ -82,7 +82,8 @@ def classify(exc: BaseException) -> Fault:
         return Fault("rejected", f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
     status = exc.status_code
     code, kind, message = _error_fields(exc)
-    said = f"{status} {code or kind or ''}".rstrip() + (f": {message}" if message else "")
+    name = next((n for n in (code, kind) if n and n != str(status)), "")
+    said = f"{status} {name}".rstrip() + (f": {message}" if message else "")
     headers = _headers(exc)
     if code in OUT_OF_QUOTA or kind in OUT_OF_QUOTA:
         return Fault("refused", f"the account is out of quota ({said}): check its plan and billing")
@@ -92,7 +93,8 @@ def classify(exc: BaseException) -> Fault:
         return Fault(
             "refused",
             f"the API key was refused ({said}): set the model's api_key, or the variable"
-            " its api_key_env names (OPENAI_API_KEY by default), e.g. in .env",
+            " its api_key_env names (by default OPENAI_API_KEY, or a LiteLLM provider's own such"
+            " as ANTHROPIC_API_KEY), e.g. in .env",
         )
     if status == 404:
         return Fault(
