@@ -198,7 +198,8 @@ def test_config_builds_the_judge_kinds_and_the_gold_examples_alias() -> None:
     [
         (
             {"kind": "judge"},
-            "config: verifier.kind: unknown kind 'judge'; known kinds: agreement, contains,",
+            "config: verifier.kind: unknown kind 'judge'; known kinds: agreement, code_tests,"
+            " contains,",
         ),
         (
             {"kind": "rubric", "criteria": [{"name": "a", "weight": -1}]},

@@ -13,7 +13,9 @@ and the verifier accepts wins):
 - ``regex`` parser: the literal text before the pattern's first capture group followed
   by the gold value (``Answer:\\s*\\$?(...)`` gives ``"Answer: 42"``), then the bare value;
 - ``json`` and ``json_object`` parsers: the gold value as JSON (a JSON string as it is);
-- ``raw`` and ``last_line``: the gold value as text (JSON for dicts and lists).
+- ``raw``, ``last_line`` and ``code``: the gold value as text (JSON for dicts and lists);
+  a gold value that is not a reply (a ``code_tests`` row's tests) makes no labeled reply,
+  since the verifier does not accept it.
 """
 
 from __future__ import annotations
@@ -180,12 +182,28 @@ class JsonObjectFormat(ReplyFormat):
         )
 
 
+class CodeFormat(ReplyFormat):
+    """``code``: Python code, in a fenced block when the reply says more than the code."""
+
+    reads_part = True
+
+    def sentence(self, parser: ParserConfig, gold_example: Any = None) -> str | None:
+        return "Reply with the complete Python code in one ```python code block."
+
+    def description(self, parser: ParserConfig) -> str:
+        return (
+            "the reply's Python code is the output (a ```python fenced block, the first that"
+            " defines a function, else the whole reply)"
+        )
+
+
 FORMATS: dict[str, ReplyFormat] = {
     "raw": ReplyFormat(),
     "last_line": LastLineFormat(),
     "regex": RegexFormat(),
     "json": JsonFormat(),
     "json_object": JsonObjectFormat(),
+    "code": CodeFormat(),
 }
 """The reply format of each parser kind."""
 

@@ -9,6 +9,7 @@ from pydantic import model_validator
 
 from emery.core.settings import Settings
 from emery.verifiers.base import clip
+from emery.verifiers.code_tests import read_code
 from emery.verifiers.json_field import extract_json
 from emery.verifiers.json_reply import read_json_object
 
@@ -19,10 +20,11 @@ class ParseError(ValueError):
 
 class ParserConfig(Settings):
     """``raw`` (whole reply), ``last_line``, ``regex`` (group 1 or whole match), ``json``
-    (any JSON value) or ``json_object`` (the first JSON object, fenced ones first; see
-    ``verifiers.json_reply``)."""
+    (any JSON value), ``json_object`` (the first JSON object, fenced ones first; see
+    ``verifiers.json_reply``) or ``code`` (the Python code: a fenced block, the first that
+    defines a function, else the reply; see ``verifiers.code_tests``)."""
 
-    kind: Literal["raw", "last_line", "regex", "json", "json_object"] = "raw"
+    kind: Literal["raw", "last_line", "regex", "json", "json_object", "code"] = "raw"
     pattern: str | None = None
     ignore_case: bool = True
 
@@ -69,3 +71,8 @@ class ParserConfig(Settings):
                     return read_json_object(text)
                 except ValueError as exc:
                     raise ParseError(str(exc)) from None
+            case "code":
+                code = read_code(text)
+                if not code:
+                    raise ParseError("the reply is empty")
+                return code

@@ -75,6 +75,7 @@ VERIFIER_KINDS: dict[str, str] = {
         "agreement",
         "preference",
         "feedback",
+        "code_tests",
     )
 }
 

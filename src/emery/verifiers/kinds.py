@@ -16,6 +16,7 @@ from emery.core.errors import ConfigError
 from emery.lm.base import LM
 from emery.verifiers.agreement import Agreement, RankAgreement
 from emery.verifiers.base import Verifier
+from emery.verifiers.code_tests import CodeTests
 from emery.verifiers.config import VerifierConfig, VerifierKind
 from emery.verifiers.contrastive import ContrastiveJudge
 from emery.verifiers.feedback_score import FeedbackScore
@@ -162,6 +163,19 @@ class FeedbackConfig(VerifierConfig):
     kind: Literal["feedback"] = "feedback"
 
 
+class CodeTestsConfig(VerifierConfig):
+    """``code_tests``: the reply's Python code passes the example's test code (``expected``)
+    in a worker process within ``timeout_s`` and ``memory_mb`` (``verifiers.code_tests``);
+    a reply that does not define the input's ``entry_point_field`` function is run after
+    its ``prompt_field`` (a signature and docstring it completes)."""
+
+    kind: Literal["code_tests"] = "code_tests"
+    timeout_s: float = Field(default=10.0, gt=0, le=600)
+    memory_mb: int = Field(default=512, ge=64)
+    entry_point_field: str = "entry_point"
+    prompt_field: str = "prompt"
+
+
 class AgreementConfig(BuiltinConfig):
     """``agreement`` (a verifier graph): ``mae`` scores each trace ``1 - |score - gold|``;
     ``rank`` scores each batch by Spearman's rho with the gold scores."""
@@ -221,6 +235,16 @@ PREFERENCE = VerifierKind(
     lambda config, judge: PreferenceJudge(judge, criteria=config.criteria),
 )
 FEEDBACK = VerifierKind("feedback", FeedbackConfig, lambda config, judge: FeedbackScore())
+CODE_TESTS = VerifierKind(
+    "code_tests",
+    CodeTestsConfig,
+    lambda config, judge: CodeTests(
+        timeout_s=config.timeout_s,
+        memory_mb=config.memory_mb,
+        entry_point_field=config.entry_point_field,
+        prompt_field=config.prompt_field,
+    ),
+)
 AGREEMENT = VerifierKind(
     "agreement",
     AgreementConfig,
