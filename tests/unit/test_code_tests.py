@@ -69,6 +69,7 @@ async def test_the_first_failing_assert_and_its_value_and_no_other_test() -> Non
         ("def add(a, b):\n    raise KeyError('k')\n", "KeyError: 'k'"),
         ("import sys\nsys.exit(0)\n", "SystemExit"),
         ("", "The reply has no code."),
+        (f"{RIGHT}assert add(1, 1) == 3, 'my example'\n", "reply's code raised AssertionError: my"),
     ],
 )
 async def test_a_bad_reply_fails_with_one_line_saying_why(reply: str, says: str) -> None:
@@ -76,6 +77,14 @@ async def test_a_bad_reply_fails_with_one_line_saying_why(reply: str, says: str)
     assert score == 0.0
     assert says in feedback
     assert "\n" not in feedback
+
+
+async def test_an_assert_s_message_is_not_shown() -> None:
+    example = EXAMPLE.model_copy(
+        update={"expected": "assert add(1, 2) == 3, 'hidden: ' + str(add(9, 9))\n"}
+    )
+    result = await CodeTests().verify(example, "def add(a, b):\n    return 0\n")
+    assert result.feedback == "Wrong: assert add(1, 2) == 3 failed: add(1, 2) was 0."
 
 
 async def test_a_reply_cannot_print_its_own_pass() -> None:

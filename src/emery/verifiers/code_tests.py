@@ -106,7 +106,7 @@ def assert_feedback(source, frame, lineno):
         test = node.test if isinstance(node, ast.Assert) else None
     except SyntaxError:
         test = None
-    shown = clip(text)
+    shown = clip(text if test is None else "assert " + ast.unparse(test))  # not its message
     if test is not None and isinstance(test, ast.Compare) and len(test.ops) == 1:
         left = ast.unparse(test.left)
         try:
@@ -138,8 +138,11 @@ def main():
             found = failing_line(exc.__traceback__, "<tests>")
             if stage == "tests" and found is not None:
                 result["feedback"] = assert_feedback(source, *found)
-            else:
-                result["feedback"] = f"AssertionError: {clip(exc)}"
+            else:  # an assert of the reply's own (its examples), or one the tests called
+                said = clip(exc)
+                where = "the reply's code" if stage == "code" else "the code"
+                said = f": {said}" if said else ""
+                result["feedback"] = f"{where} raised AssertionError{said}"
             break
         except BaseException as exc:
             if stage == "code":
