@@ -9,11 +9,12 @@ scored on the same test examples in the same run, and a verdict on the targets.
     .venv/bin/python benchmarks/quality/suite.py --resume --out suite.jsonl   # go on
     .venv/bin/python benchmarks/quality/suite.py --table --out suite.jsonl    # print only
 
-A set is ``svamp``, ``clinc``, ``restaurant8k`` (``real/<name>.toml``), a built-in task
-(``word_problems``) or a job config's path. Every row is appended to ``--out`` (one JSON
-object a line) as it finishes. ``--peers`` adds gepa 0.1.4 and DSPy MIPROv2 at 200 calls
-(``--peers dspy`` one of them; ``gepa_vs_library.py``/``mipro_vs_dspy.py``'s machinery,
-behind one ``emery serve``).
+A set is ``svamp``, ``clinc``, ``restaurant8k``, ``humaneval`` (``real/<name>.toml``), a
+built-in task (``word_problems``) or a job config's path. Every row is appended to ``--out``
+(one JSON object a line) as it finishes. ``--peers`` adds gepa 0.1.4 and DSPy MIPROv2 at 200
+calls (``--peers dspy`` one of them; ``gepa_vs_library.py``/``mipro_vs_dspy.py``'s
+machinery, behind one ``emery serve``); not on ``humaneval`` yet, whose ``code`` parser and
+``code_tests`` verifier the peers' scoring mirror (``peers/scoring.py``) lacks.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from emery.data.tasks import builtin_task
 from emery.evaluation.results import EvalResult
 
 HERE = Path(__file__).resolve().parent
-DEVELOPMENT_SETS = ("svamp", "clinc", "restaurant8k")
+DEVELOPMENT_SETS = ("svamp", "clinc", "restaurant8k", "humaneval")
 DEFAULT_SETS = (*DEVELOPMENT_SETS, "word_problems")
 PEERS = ("gepa 0.1.4", "dspy MIPROv2")
 

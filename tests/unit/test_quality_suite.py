@@ -194,7 +194,12 @@ def test_peers_at_200_calls_are_rows_scored_against_the_same_seed(
 
 
 def test_the_targets_are_read_on_the_development_sets_chosen() -> None:
-    assert suite.verdict_sets(suite.arguments([])) == ["svamp", "clinc", "restaurant8k"]
+    assert suite.verdict_sets(suite.arguments([])) == [
+        "svamp",
+        "clinc",
+        "restaurant8k",
+        "humaneval",
+    ]
     chosen = suite.arguments(["--sets", "clinc,word_problems"])
     assert suite.verdict_sets(chosen) == ["clinc"]
     assert suite.verdict_sets(suite.arguments(["--sets", "word_problems"])) == ["word_problems"]
