@@ -6,7 +6,7 @@ The SDK in one import::
 
     result = emery.optimize(program, "word_problems", algorithm="gepa", budget=200)
     job = emery.Job.create("job.toml"); job.stream_until_complete(print)
-    instruction = emery.prompt("support-bot")["instruction"]  # a published prompt
+    instruction = emery.prompt("support-bot")["answer"]  # a published prompt's stage
 
 Names are imported on first use, so ``import emery`` stays cheap.
 """
