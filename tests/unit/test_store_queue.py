@@ -14,6 +14,7 @@ from store_fixtures import BACKENDS, make_store
 from emery.core.rollouts import Rollout, RolloutConfig
 from emery.store import NewJob
 from emery.store.queue import RESULT_KEY, queue_metadata
+from emery.store.records import WorkerRecord
 from emery.store.sql import SqlStore
 
 
@@ -182,3 +183,23 @@ def test_a_requeue_needs_the_current_attempt(store: SqlStore) -> None:
     assert store.requeue_rollout(rid, f"{rid}:1", 1, attempt_status="failed", error="boom")
     assert store.get_rollout(rid).status == "queuing"
     assert store.list_attempts(rid)[0].status == "failed"
+
+
+def test_the_workers_list_counts_each_runner_s_finished_attempts(store: SqlStore) -> None:
+    job = running_job(store)
+    ids = enqueue(store, job, 3)
+    for worker in ("w1", "w2"):
+        store.register_worker(WorkerRecord(id=worker, host="h", pid=1, metadata={"concurrency": 2}))
+    first, second, third = (store.claim_rollout(w) for w in ("w1", "w1", "w2"))
+    assert first is not None
+    assert second is not None
+    assert third is not None
+    assert finish(store, first, 1.0)
+    assert store.requeue_rollout(second.id, f"{second.id}:1", 1, attempt_status="failed", error="x")
+    store.worker_heartbeat("w2", status="busy", job_id=job)
+    listed = {w.id: w for w in store.list_workers()}
+    assert (listed["w1"].rollouts_done, listed["w1"].rollouts_failed) == (1, 1)
+    assert (listed["w2"].rollouts_done, listed["w2"].rollouts_failed) == (0, 0)  # one running
+    assert (listed["w2"].status, listed["w2"].job_id) == ("busy", job)
+    assert listed["w1"].metadata == {"concurrency": 2}
+    assert third.id in ids

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("emery.cli.serve_cmd", "serve"),
     "server": ("emery.cli.server_cmd", "server"),
     "runner": ("emery.cli.runner_cmd", "runner"),
+    "workers": ("emery.cli.runner_cmd", "workers"),
     "taskapp": ("emery.cli.taskapp_cmd", "app"),
     "export": ("emery.cli.export_cmd", "export"),
     "publish": ("emery.cli.prompts_cmd", "publish"),

@@ -1,15 +1,19 @@
-"""``emery runner``: run queued rollouts of ``executor = "runners"`` jobs from a store."""
+"""``emery runner``: run queued rollouts of ``executor = "runners"`` jobs from a store;
+``emery workers``: the runners a store has seen."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from typing import Annotated
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
-from emery.cli.common import StoreOption, open_cli_store, resolve
-from emery.cli.console import err
+from emery.cli.common import JsonOption, StoreOption, open_cli_store, resolve
+from emery.cli.console import err, out, print_json, print_table
 from emery.core.errors import ConfigError
 from emery.store.backends import store_file
 from emery.workers.runner import RolloutWorker
@@ -75,3 +79,31 @@ def runner(
         worker.stop()
         ran = worker.ran
     err.print(f"runner {worker.worker_id} stopped after {ran} rollouts ({worker.kept} kept)")
+
+
+def workers(as_json: JsonOption = False, store_location: StoreOption = None) -> None:
+    """The runners this store has seen, oldest first: status, host, concurrency, last
+    heartbeat, rollouts done and failed, the job of the rollouts they hold."""
+    store = open_cli_store(store_location)
+    records = store.list_workers()
+    if as_json:
+        print_json({"workers": [w.model_dump(mode="json") for w in records]})
+        return
+    if not records:
+        out.print("no runners have joined this store (emery runner --store ... starts one)")
+        return
+    table = Table()
+    for header in ("id", "status", "concurrency", "heartbeat", "done", "failed", "job"):
+        table.add_column(header, overflow="fold" if header == "id" else "ellipsis")
+    for worker in records:
+        beat = worker.heartbeat_at.timestamp() if worker.heartbeat_at else None
+        table.add_row(
+            escape(worker.id),
+            worker.status,
+            str(worker.metadata.get("concurrency", "-")),
+            f"{time.time() - beat:.0f} s ago" if beat is not None else "-",
+            str(worker.rollouts_done),
+            str(worker.rollouts_failed),
+            worker.job_id or "-",
+        )
+    print_table(table)

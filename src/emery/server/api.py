@@ -27,6 +27,7 @@ from emery.server.otlp_route import otlp_router
 from emery.server.prompts_api import prompt_proxy_router, prompts_router
 from emery.server.results_api import candidates_router, rollouts_router
 from emery.server.traces_api import traces_router
+from emery.server.workers_api import workers_router
 from emery.store.protocol import Store
 from emery.tracing.registry import LiveRollouts
 
@@ -74,6 +75,7 @@ def create_server_app(
         otlp_router(store),
         traces_router(store),
         approvals_router(store),
+        workers_router(store),
     ):
         app.include_router(router, responses=API_ERRORS)
     app.include_router(proxy_router(backend), responses=PROXY_ERRORS)

@@ -183,6 +183,12 @@ class ResourceRecord(BaseModel):
 
 
 class WorkerRecord(BaseModel):
+    """A process that runs rollouts (``emery runner``): ``status`` idle, busy or stopped,
+    ``job_id`` the job of the rollouts it holds now, ``metadata`` what it said of itself
+    (``executor``, ``concurrency``, the one job it serves). ``rollouts_done`` and
+    ``rollouts_failed`` count its finished attempts (failed: failed, timed out or
+    unresponsive), filled in by ``Store.list_workers``."""
+
     id: str
     host: str
     pid: int
@@ -191,6 +197,8 @@ class WorkerRecord(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     started_at: datetime | None = None
     heartbeat_at: datetime | None = None
+    rollouts_done: int = 0
+    rollouts_failed: int = 0
 
 
 class SystemRecord(BaseModel):

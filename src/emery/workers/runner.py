@@ -201,7 +201,7 @@ class Heartbeats:
         self.store = store
         self.worker_id = worker_id
         self.period_s = period_s
-        self._held: set[str] = set()
+        self._held: dict[str, str | None] = {}  # attempt id -> its job
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="emery-runner-beat", daemon=True)
@@ -209,15 +209,16 @@ class Heartbeats:
     def start(self) -> None:
         self._thread.start()
 
-    def hold(self, attempt_id: str, lease_s: float) -> None:
-        """Keep ``attempt_id``'s lease, beating at least four times per lease."""
+    def hold(self, attempt_id: str, lease_s: float, job_id: str | None = None) -> None:
+        """Keep ``attempt_id`` (of ``job_id``)'s lease, beating at least four times per
+        lease; the worker row names the job of the attempts held."""
         with self._lock:
-            self._held.add(attempt_id)
+            self._held[attempt_id] = job_id
             self.period_s = min(self.period_s, lease_s / 4)
 
     def release(self, attempt_id: str) -> None:
         with self._lock:
-            self._held.discard(attempt_id)
+            self._held.pop(attempt_id, None)
 
     def stop(self) -> None:
         self._stop.set()
@@ -231,13 +232,16 @@ class Heartbeats:
             last = time.monotonic()
             with self._lock:
                 held = sorted(self._held)
+                jobs = sorted({job for job in self._held.values() if job is not None})
             try:
                 for attempt_id in held:
                     if not self.store.heartbeat_attempt(attempt_id):
                         log.warning("attempt %s lost its lease", attempt_id)
                         self.release(attempt_id)
                 self.store.worker_heartbeat(
-                    self.worker_id, status="busy" if held else "idle", job_id=None
+                    self.worker_id,
+                    status="busy" if held else "idle",
+                    job_id=jobs[0] if jobs else None,
                 )
             except Exception as exc:  # a store hiccup: try again next beat
                 log.warning("runner heartbeat failed: %s", exc)
@@ -292,7 +296,12 @@ class RolloutWorker:
                 id=self.worker_id,
                 host=socket.gethostname(),
                 pid=os.getpid(),
-                metadata={"kind": "runner", "job_id": self.job_id},
+                metadata={
+                    "kind": "runner",
+                    "executor": "runner",
+                    "concurrency": self.concurrency,
+                    "job_id": self.job_id,
+                },
             )
         )
         self.beats.start()
@@ -328,7 +337,7 @@ class RolloutWorker:
         """Run the claimed attempt of ``rollout`` and report how it ended."""
         number = rollout.attempt_count
         attempt_id = f"{rollout.id}:{number}"
-        self.beats.hold(attempt_id, lease_of(rollout))
+        self.beats.hold(attempt_id, lease_of(rollout), str(rollout.job_id))
         try:
             work = self._work(str(rollout.job_id))
             candidate = fetch_candidate(self.store, rollout)

@@ -268,6 +268,8 @@ class TracesMixin(SqlBase):
     def register_worker(self, record: WorkerRecord) -> None:
         row = record_row(record, ("started_at", "heartbeat_at"), ("started_at",), now())
         row["heartbeat_at"] = now()
+        for tally in ("rollouts_done", "rollouts_failed"):  # counted from attempts, not kept
+            row.pop(tally)
         with self._tx(write=True) as conn:
             self.upsert(conn, t.workers, [row], ["id"])
 
@@ -281,11 +283,27 @@ class TracesMixin(SqlBase):
             conn.execute(update(t.workers).where(t.workers.c.id == worker_id).values(**values))
 
     def list_workers(self) -> list[WorkerRecord]:
+        a = t.attempts
+        counts = (
+            select(a.c.worker_id, a.c.status, func.count())
+            .where(a.c.worker_id.is_not(None), a.c.status.in_(sorted(FINAL_ATTEMPT_STATUSES)))
+            .group_by(a.c.worker_id, a.c.status)
+        )
         with self._tx() as conn:
-            rows = conn.execute(select(t.workers).order_by(t.workers.c.started_at))
-            return [
-                record_from_row(WorkerRecord, row, ("started_at", "heartbeat_at")) for row in rows
-            ]
+            rows = conn.execute(select(t.workers).order_by(t.workers.c.started_at)).all()
+            finished = conn.execute(counts).all()
+        done: dict[str, int] = {}
+        failed: dict[str, int] = {}
+        for worker_id, status, count in finished:
+            tally = done if status == "succeeded" else failed
+            tally[worker_id] = tally.get(worker_id, 0) + count
+        records = []
+        for row in rows:
+            record = record_from_row(WorkerRecord, row, ("started_at", "heartbeat_at"))
+            record.rollouts_done = done.get(record.id, 0)
+            record.rollouts_failed = failed.get(record.id, 0)
+            records.append(record)
+        return records
 
     # --- helpers shared with the step commit ------------------------------------------
 
