@@ -23,6 +23,7 @@ from emery.server.dashboard import KEY_COOKIE, dashboard_router
 from emery.server.errors import API_ERRORS, PROXY_ERRORS, install_error_handlers, json_error
 from emery.server.jobs_api import jobs_router
 from emery.server.launcher import JobLauncher, launcher_for
+from emery.server.metrics import metrics_router
 from emery.server.otlp_route import otlp_router
 from emery.server.prompts_api import prompt_proxy_router, prompts_router
 from emery.server.results_api import candidates_router, rollouts_router
@@ -76,6 +77,7 @@ def create_server_app(
         traces_router(store),
         approvals_router(store),
         workers_router(store),
+        metrics_router(store),
     ):
         app.include_router(router, responses=API_ERRORS)
     app.include_router(proxy_router(backend), responses=PROXY_ERRORS)

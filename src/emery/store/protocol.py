@@ -28,6 +28,7 @@ from emery.store.records import (
     RolloutFilter,
     SpanFilter,
     StepWrite,
+    StoreTallies,
     SystemRecord,
     WorkerRecord,
 )
@@ -163,6 +164,7 @@ class Store(Protocol):
         self, worker_id: str, *, status: str | None = None, job_id: str | None = None
     ) -> None: ...
     def list_workers(self) -> list[WorkerRecord]: ...
+    def tallies(self) -> StoreTallies: ...
 
     # approval requests (``emery.core.approvals``)
     def add_approval(self, approval: Approval) -> Approval: ...

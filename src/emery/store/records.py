@@ -4,6 +4,7 @@ models of ``emery.core.rollouts`` and ``emery.core.spans``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
@@ -199,6 +200,36 @@ class WorkerRecord(BaseModel):
     heartbeat_at: datetime | None = None
     rollouts_done: int = 0
     rollouts_failed: int = 0
+
+
+class LMTally(BaseModel):
+    """LM calls, tokens and cost of one model in one role, summed over jobs."""
+
+    model: str
+    role: str
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, usage: Mapping[str, Any]) -> None:
+        """Add one job's usage of the role (a ``RoleUsage`` as JSON)."""
+        self.calls += int(usage.get("calls") or 0)
+        self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+        self.completion_tokens += int(usage.get("completion_tokens") or 0)
+        self.cost_usd += float(usage.get("cost_usd") or 0.0)
+
+
+class StoreTallies(BaseModel):
+    """What a store holds, counted (``Store.tallies``, the server's ``/metrics``)."""
+
+    jobs: dict[str, int] = Field(default_factory=dict)
+    """Jobs by state."""
+    rollouts: dict[str, int] = Field(default_factory=dict)
+    """Rollouts by status (``queuing`` is the queue's depth)."""
+    workers: dict[str, int] = Field(default_factory=dict)
+    """Runners by status."""
+    lm: list[LMTally] = Field(default_factory=list)
 
 
 class SystemRecord(BaseModel):

@@ -15,12 +15,21 @@ from emery.store.sql.feedback import FeedbackMixin
 from emery.store.sql.jobs import JobsMixin
 from emery.store.sql.queue import QueueMixin
 from emery.store.sql.results import ResultsMixin
+from emery.store.sql.tallies import TalliesMixin
 from emery.store.sql.trace_rows import attempt_row, rollout_row
 from emery.store.sql.traces import TracesMixin
 from emery.store.states import TERMINAL_STATES, OwnershipLost, check_job_transition
 
 
-class SqlStore(JobsMixin, ResultsMixin, TracesMixin, QueueMixin, FeedbackMixin, ApprovalsMixin):
+class SqlStore(
+    JobsMixin,
+    ResultsMixin,
+    TracesMixin,
+    QueueMixin,
+    FeedbackMixin,
+    ApprovalsMixin,
+    TalliesMixin,
+):
     """The store on any SQLAlchemy engine (SQLite file, SQLite in memory, PostgreSQL)."""
 
     def commit_step(self, job_id: str, write: StepWrite) -> list[Event]:
