@@ -8,10 +8,12 @@ ask the running engine (it acts within a fraction of a second) and answer at onc
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, HTTPException, Query, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
@@ -33,6 +35,15 @@ SortQuery = Annotated[
     Query(
         pattern=f"^{_SORT_KEY}(,{_SORT_KEY})*$",
         description="Columns to sort by, comma separated; ``-`` before one sorts it descending.",
+    ),
+]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        min_length=1,
+        max_length=200,
+        description="A key of the client's choosing: a request with one already used"
+        " answers the job it made instead of making another.",
     ),
 ]
 WaitQuery = Annotated[
@@ -81,14 +92,29 @@ def jobs_router(store: Store, launcher: JobLauncher, base_dir: Path) -> APIRoute
         return {"total": page.total, "offset": offset, "limit": limit, "jobs": jobs}
 
     @router.post("", status_code=201)
-    def new_job(body: NewJobBody) -> dict[str, Any]:
+    def new_job(
+        body: NewJobBody, response: Response, idempotency_key: IdempotencyKey = None
+    ) -> dict[str, Any]:
         """Validate a config, store the job (of any ``[job] type``: prompt, sft or rl, as
-        ``emery train`` does) and (with ``start``) run it in the background."""
+        ``emery train`` does) and (with ``start``) run it in the background. A request
+        with an ``Idempotency-Key`` already used answers the job that key made (200), so a
+        retried request makes no second job; the key with another body is a 409."""
         config = parse_config(body.config, "config")
+        request_hash = ""
+        if idempotency_key is not None:
+            request_hash = _request_hash(body)
+            made = store.keyed_job(idempotency_key)
+            if made is not None:
+                return _replay(store, idempotency_key, made, request_hash, response)
         try:
             job = create_job(store, config, given=body.config, base_dir=base_dir, name=body.name)
         except NotFound as exc:  # a source job the config names: the body is wrong, not the URL
             raise ConfigError(f"config: {exc}") from None
+        if idempotency_key is not None:
+            made = store.bind_key(idempotency_key, request_hash, job.id)
+            if made[0] != job.id:  # a request with the same key got there first
+                store.delete_job(job.id)
+                return _replay(store, idempotency_key, made, request_hash, response)
         if body.start:
             launcher.launch(store, job.id)
         return job_view(store, store.get_job(job.id), full=True)
@@ -117,6 +143,29 @@ def jobs_router(store: Store, launcher: JobLauncher, base_dir: Path) -> APIRoute
 
     _add_event_routes(router, store)
     return router
+
+
+def _request_hash(body: NewJobBody) -> str:
+    """What tells two requests with one key apart: a hash of the whole body (text escaped,
+    so a lone surrogate in a name hashes too; ``create_job`` refuses it after)."""
+    text = json.dumps(body.model_dump(mode="json"), sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _replay(
+    store: Store, key: str, made: tuple[str, str], request_hash: str, response: Response
+) -> dict[str, Any]:
+    """The job an earlier request with ``key`` made (200), or a 409 when that request's
+    body was another."""
+    job_id, first_hash = made
+    if first_hash != request_hash:
+        raise HTTPException(
+            409,
+            f"Idempotency-Key {key!r} was used for another request (it made job {job_id}):"
+            " send a new key for a new job",
+        )
+    response.status_code = 200
+    return job_view(store, store.get_job(job_id), full=True)
 
 
 def resumed_seq(last_event_id: str | None) -> int:

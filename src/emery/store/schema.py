@@ -257,6 +257,17 @@ feedback = Table(
 from-traces`` as labels. A table added without a schema bump: ``ensure_schema`` creates
 missing tables in older stores."""
 
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("key", String(200), primary_key=True),
+    Column("job_id", String(40), nullable=False),
+    Column("request_hash", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+"""The ``Idempotency-Key`` of each ``POST /api/jobs`` that sent one, and the job it made.
+A table added without a schema bump (``ensure_schema`` creates missing tables)."""
+
 workers = Table(
     "workers",
     metadata,

@@ -218,9 +218,29 @@ class JobsMixin(SqlBase):
         """Remove a job with its events, checkpoint and candidates (evaluations stay cached)."""
         with self._tx(write=True) as conn:
             self._require(conn, job_id)
-            for table in (t.job_events, t.checkpoints, t.candidates, t.job_examples):
+            tables = (t.job_events, t.checkpoints, t.candidates, t.job_examples, t.idempotency_keys)
+            for table in tables:
                 conn.execute(table.delete().where(table.c.job_id == job_id))
             conn.execute(t.jobs.delete().where(t.jobs.c.id == job_id))
+
+    # --- idempotency keys -------------------------------------------------------------
+
+    def keyed_job(self, key: str) -> tuple[str, str] | None:
+        """(job id, request hash) a request with idempotency key ``key`` made, if any."""
+        k = t.idempotency_keys
+        with self._tx() as conn:
+            row = conn.execute(select(k.c.job_id, k.c.request_hash).where(k.c.key == key)).first()
+        return None if row is None else (str(row[0]), str(row[1]))
+
+    def bind_key(self, key: str, request_hash: str, job_id: str) -> tuple[str, str]:
+        """Record that ``key`` made ``job_id``, unless a request with that key got there
+        first; returns what the key is bound to now (the first request wins)."""
+        k = t.idempotency_keys
+        row = {"key": key, "job_id": job_id, "request_hash": request_hash, "created_at": now()}
+        with self._tx(write=True) as conn:
+            self.insert_ignore(conn, k, [row], ["key"])
+            bound = conn.execute(select(k.c.job_id, k.c.request_hash).where(k.c.key == key)).one()
+        return str(bound[0]), str(bound[1])
 
     # --- events -----------------------------------------------------------------------
 
