@@ -47,6 +47,12 @@ def test_top_level_typo_suggests_the_key() -> None:
     assert message == "config: unknown key 'datset'; did you mean 'dataset'?"
 
 
+def test_an_unknown_key_holding_a_bracket_is_named() -> None:
+    """Found by the server's fuzz test: such a key was dropped as a union branch's name."""
+    message = error_of({**TASK, "a[b": 1})
+    assert message.startswith("config: unknown key 'a[b'; valid keys: job, system, dataset")
+
+
 def test_typo_next_to_a_valid_dataset_is_reported() -> None:
     message = error_of({**TASK, "runtme": {}})
     assert "unknown key 'runtme'; did you mean 'runtime'?" in message

@@ -56,7 +56,10 @@ def describe(error: ValidationError, root: type[BaseModel], prefix: str = "") ->
     # A misspelled key is reported both as unknown and (for a required one) as missing;
     # the unknown key, with its suggestion, is the message that helps.
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    # pydantic's union branch names ("list[str]") are not keys; a key of the config that
+    # holds "[" is one, and stays when nothing else is left
     loc = tuple(part for part in first["loc"] if not (isinstance(part, str) and "[" in part))
+    loc = loc or tuple(first["loc"])
     key = ".".join(str(part) for part in (*([prefix] if prefix else []), *loc)) or "config"
     if first["type"] == "extra_forbidden":
         parent = _model_at(root, loc[:-1])
