@@ -89,7 +89,7 @@ def served(
     store = MemoryStore()
     job_id = finished_job(store, workdir)
     launcher = ThreadLauncher()
-    app = create_server_app(store, launcher=launcher, base_dir=workdir)
+    app = create_server_app(store, launcher=launcher, base_dir=workdir, allow_code=True)
     with TestClient(app) as client:
         yield Served(store, client, launcher, job_id, workdir)
     launcher.join()

@@ -58,7 +58,7 @@ def artifacts(tmp_path: Path) -> Path:
 def live(tmp_path: Path) -> Iterator[tuple[MemoryStore, str]]:
     store = MemoryStore()
     launcher = ThreadLauncher()
-    app = create_server_app(store, launcher=launcher, base_dir=tmp_path)
+    app = create_server_app(store, launcher=launcher, base_dir=tmp_path, allow_code=True)
     with BackgroundServer(app) as server:
         yield store, server.url
         for job in store.list_jobs(limit=None).items:

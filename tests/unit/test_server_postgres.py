@@ -47,7 +47,17 @@ def start_server(store_url: str, folder: Path) -> tuple[subprocess.Popen[bytes],
     log = folder / "server.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", "emery", "server", "--port", str(port), "--store", store_url],
+            [
+                sys.executable,
+                "-m",
+                "emery",
+                "server",
+                "--port",
+                str(port),
+                "--store",
+                store_url,
+                "--allow-code",
+            ],
             cwd=folder,
             env=js.worker_env(**{js.DELAY_ENV: "0.05"}),  # workers inherit it: time to steer
             stdout=sink,

@@ -34,6 +34,15 @@ def server(
     max_body_mb: Annotated[
         float, typer.Option(min=0.001, help="Largest request body in MiB (413 above).")
     ] = MAX_BODY_BYTES / 2**20,
+    allow_code: Annotated[
+        bool,
+        typer.Option(
+            "--allow-code",
+            help="Take configs over HTTP that run code on this host (module:attr names,"
+            " python/ models, function agents, harness and graph code, code_tests); that"
+            " code runs with this server's permissions.",
+        ),
+    ] = False,
     store_location: StoreOption = None,
 ) -> None:
     """Serve the jobs in a store over HTTP, with a live dashboard at /.
@@ -52,14 +61,19 @@ def server(
     Off loopback an API key ($EMERY_API_KEY) is required: send it as
     `Authorization: Bearer KEY` or `X-API-Key`; a browser signs in at
     /login. Jobs created or resumed here run in worker processes
-    (threads for a memory:// store).
+    (threads for a memory:// store). A posted config that would run code
+    on this host is refused unless --allow-code.
     """
     key = os.environ.get(api_key_env) or None
     refuse_open_binding(host, key, f"set ${api_key_env}")
     store = open_cli_store(store_location)
     lm = task_model(model, None, None, store_location)
     app = create_server_app(
-        store, api_key=key, default_lm=lm, max_body_bytes=int(max_body_mb * 2**20)
+        store,
+        api_key=key,
+        default_lm=lm,
+        max_body_bytes=int(max_body_mb * 2**20),
+        allow_code=allow_code,
     )
     where = f"http://{host}:{port}"
     notes = ", API key required" if key else ""

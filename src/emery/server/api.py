@@ -43,10 +43,13 @@ def create_server_app(
     launcher: JobLauncher | None = None,
     base_dir: Path | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    allow_code: bool = False,
 ) -> FastAPI:
     """The server over ``store``. Jobs created or resumed through it run with
     ``launcher`` (default: worker processes; threads for an in-memory store); relative
-    paths in created configs are under ``base_dir`` (default: the working folder)."""
+    paths in created configs are under ``base_dir`` (default: the working folder). A
+    config that runs code on this host (``config.code_settings``) is refused unless
+    ``allow_code``."""
     app = FastAPI(
         title="emery",
         version="0.1.0",
@@ -69,7 +72,7 @@ def create_server_app(
 
     base = (base_dir or Path.cwd()).resolve()
     for router in (
-        jobs_router(store, app.state.launcher, base),
+        jobs_router(store, app.state.launcher, base, allow_code=allow_code),
         candidates_router(store),
         rollouts_router(store),
         prompts_router(store),

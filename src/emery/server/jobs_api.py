@@ -17,7 +17,9 @@ from fastapi import APIRouter, Header, HTTPException, Query, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
+from emery.config.code_settings import code_settings
 from emery.config.loading import parse_config
+from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 from emery.jobs.manage import cancel_job, create_job, pause_job
 from emery.server.launcher import JobLauncher, resume
@@ -59,9 +61,12 @@ class NewJobBody(BaseModel):
     start: bool = Field(default=True, description="Start running it at once.")
 
 
-def jobs_router(store: Store, launcher: JobLauncher, base_dir: Path) -> APIRouter:
+def jobs_router(
+    store: Store, launcher: JobLauncher, base_dir: Path, *, allow_code: bool = False
+) -> APIRouter:
     """The job routes over ``store``; relative paths in created configs are under
-    ``base_dir``."""
+    ``base_dir``; a created config that runs code on this host is refused unless
+    ``allow_code``."""
     router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 
     @router.get("")
@@ -100,6 +105,8 @@ def jobs_router(store: Store, launcher: JobLauncher, base_dir: Path) -> APIRoute
         with an ``Idempotency-Key`` already used answers the job that key made (200), so a
         retried request makes no second job; the key with another body is a 409."""
         config = parse_config(body.config, "config")
+        if not allow_code:
+            refuse_code(config)
         request_hash = ""
         if idempotency_key is not None:
             request_hash = _request_hash(body)
@@ -143,6 +150,19 @@ def jobs_router(store: Store, launcher: JobLauncher, base_dir: Path) -> APIRoute
 
     _add_event_routes(router, store)
     return router
+
+
+def refuse_code(config: JobConfig) -> None:
+    """A ConfigError (400) naming the first setting of ``config`` that would run code on
+    the server's host."""
+    found = code_settings(config)
+    if found:
+        more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+        raise ConfigError(
+            f"config: {found[0]}{more} would run code on the server's host with its"
+            " permissions; this server takes no such config (start it with --allow-code"
+            " to allow that, or run the job with emery train)"
+        )
 
 
 def _request_hash(body: NewJobBody) -> str:

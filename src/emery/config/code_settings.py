@@ -1,0 +1,69 @@
+"""Which settings of a job config make emery run code on the host that runs the job: the
+user's own (``module:attr`` names, ``python/`` models, function agents, python verifiers)
+or code a model writes (harness loops, graph code nodes, replies run by ``code_tests``).
+
+``emery server`` refuses a config posted over HTTP that has any, unless started with
+``--allow-code``: such code runs with the server's permissions. Plug-ins named by an
+installed entry point are the operator's and pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emery.config.schema import JobConfig
+
+ROLES = ("task", "reflection", "proposer", "judge")
+CODE_SYSTEMS = {
+    "function_agent": "a Python function of yours",
+    "code_harness": "agent loop code a model writes",
+}
+CODE_VERIFIERS = {
+    "python": "a Python function of yours",
+    "code_tests": "the model's replies as code",
+}
+
+
+def code_settings(config: JobConfig) -> list[str]:
+    """Each setting of ``config`` that runs code on the job's host, as ``key = value
+    (what runs)``; empty when there is none."""
+    found: list[str] = []
+    for role in ROLES:
+        lm = getattr(config.lm, role)
+        if lm is not None and lm.model.startswith("python/"):
+            found.append(f'lm.{role}.model = "{lm.model}" (a Python object of yours)')
+    if ":" in config.job.algorithm:
+        found.append(f'job.algorithm = "{config.job.algorithm}" (a module of yours)')
+    if ":" in config.runtime.executor:
+        found.append(f'runtime.executor = "{config.runtime.executor}" (a module of yours)')
+    if config.verifier is not None:
+        kind = config.verifier.kind
+        if kind in CODE_VERIFIERS or ":" in kind:
+            what = CODE_VERIFIERS.get(kind, "a module of yours")
+            found.append(f'verifier.kind = "{kind}" ({what})')
+    if config.system is not None:
+        found.extend(_system_code(config.system, config.job.algorithm))
+    return found
+
+
+def _system_code(system: Any, algorithm: str) -> list[str]:
+    kind = str(getattr(system, "kind", ""))
+    if kind in CODE_SYSTEMS or ":" in kind:
+        return [f'system.kind = "{kind}" ({CODE_SYSTEMS.get(kind, "a module of yours")})']
+    if kind != "graph":
+        return []
+    nodes = [n.name for n in _graph_nodes(system.nodes) if getattr(n, "kind", "") == "code"]
+    if nodes:
+        return [f"system: code nodes {', '.join(nodes)} (Python in the config)"]
+    if algorithm == "graph_gepa":
+        return ['job.algorithm = "graph_gepa" on a graph (its proposals may add code nodes)']
+    return []
+
+
+def _graph_nodes(nodes: list[Any]) -> list[Any]:
+    """Every node of a graph, map sub-graphs included."""
+    out: list[Any] = []
+    for node in nodes:
+        out.append(node)
+        out.extend(_graph_nodes(getattr(node, "nodes", None) or []))
+    return out
