@@ -20,7 +20,11 @@ from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-CLASSIFY_PROMPT = "Classify the intent of the customer's message."
+CLASSIFY_PROMPT = (
+    "Classify the intent of the customer's message. Reply with one label: book_flight,"
+    " cancel_booking, change_address, check_balance, report_lost_card, reset_password,"
+    " speak_to_agent or track_order."
+)
 
 QUEUES = {
     "book_flight": "sales",

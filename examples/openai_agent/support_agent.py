@@ -13,7 +13,11 @@ import os
 
 import openai
 
-SYSTEM_PROMPT = "Classify the intent of the customer's message."
+SYSTEM_PROMPT = (
+    "Classify the intent of the customer's message. Reply with one label: book_flight,"
+    " cancel_booking, change_address, check_balance, report_lost_card, reset_password,"
+    " speak_to_agent or track_order."
+)
 
 
 def classify(message: str) -> str:

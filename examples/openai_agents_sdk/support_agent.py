@@ -17,7 +17,11 @@ import os
 from agents import Agent, OpenAIChatCompletionsModel, Runner
 from openai import AsyncOpenAI
 
-INSTRUCTIONS = "Classify the intent of the customer's message."
+INSTRUCTIONS = (
+    "Classify the intent of the customer's message. Reply with one label: book_flight,"
+    " cancel_booking, change_address, check_balance, report_lost_card, reset_password,"
+    " speak_to_agent or track_order."
+)
 
 
 def support_agent() -> Agent:

@@ -59,4 +59,4 @@ def test_the_agent_is_optimized_through_the_proxy(
         assert span.attributes[sc.LM_SOURCE] == "proxy"
         assert span.attributes[sc.GEN_AI_RESPONSE_MODEL] == "fake/intent"
     prompts = {input_messages(s)[0]["content"] for s in calls}
-    assert prompts == {"Classify the intent of the customer's message.", best}
+    assert prompts == {import_object(f"support_agent:{component}"), best}
