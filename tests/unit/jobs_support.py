@@ -42,6 +42,8 @@ from emery.core.hashing import content_hash
 from emery.core.models import ChatMessage, Lineage
 from emery.data.tasks import builtin_task
 from emery.lm import Completion, FakeLM, TokenUsage
+from emery.store.protocol import Store
+from emery.store.records import EvaluationFilter
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT_DIR = Path(__file__).resolve().parent
@@ -311,6 +313,17 @@ def search_config(
         "runtime": {"workdir": str(workdir), "concurrency": concurrency},
         "algorithm": {algorithm: settings},
     }
+
+
+def stored_scores(store: Store, job_id: str) -> list[tuple[str | None, str, str, float]]:
+    """Every stored evaluation of a job: (candidate, split, example, score), sorted: two
+    runs of a job that score alike store the same list."""
+    page = store.list_evaluations(EvaluationFilter(job_id=job_id), limit=None)
+    rows = [
+        (r.result.candidate_id, r.result.split, r.result.example_id, r.result.score)
+        for r in page.items
+    ]
+    return sorted(rows, key=str)
 
 
 def worker_env(**extra: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ from emery.lm.config import LMConfig, build_base_lm
 from emery.lm.provider_errors import ProviderRefused
 from emery.lm.retry import RetryPolicy
 from emery.store import MemoryStore
-from emery.store.records import EvaluationFilter, RolloutFilter
+from emery.store.records import RolloutFilter
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price-list fetch on import
 litellm = pytest.importorskip("litellm")
@@ -185,15 +185,6 @@ def _job(tmp_path: Path, lms: dict[str, str], budget: dict[str, Any]) -> tuple[M
     return store, run_job(store, job_id, engine=JobEngine(store, job_id))
 
 
-def _scores(store: MemoryStore, job_id: str) -> list[tuple[str | None, str, str, float]]:
-    page = store.list_evaluations(EvaluationFilter(job_id=job_id), limit=None)
-    rows = [
-        (r.result.candidate_id, r.result.split, r.result.example_id, r.result.score)
-        for r in page.items
-    ]
-    return sorted(rows, key=str)
-
-
 @pytest.mark.usefixtures("random_search_algorithm")
 def test_a_job_on_litellm_models_ends_as_on_the_same_models_called_directly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -224,7 +215,7 @@ def test_a_job_on_litellm_models_ends_as_on_the_same_models_called_directly(
     routed_store, routed = _job(tmp_path / "litellm", hosted, {"lm_cost_usd": 100.0})
     assert routed.state == "succeeded", routed.error
     assert set(called) == set(hosted.values())
-    assert _scores(routed_store, routed.id) == _scores(store, job.id)
+    assert js.stored_scores(routed_store, routed.id) == js.stored_scores(store, job.id)
     assert (routed.best_candidate_id, routed.best_score) == (job.best_candidate_id, job.best_score)
     rollouts = routed_store.list_rollouts(RolloutFilter(job_id=routed.id), limit=None).items
     assert rollouts

@@ -22,7 +22,7 @@ from emery.config import parse_config
 from emery.jobs import JobEngine, create_job, run_job
 from emery.lm import throttle
 from emery.store import MemoryStore
-from emery.store.records import EvaluationFilter, RolloutFilter
+from emery.store.records import RolloutFilter
 
 pytestmark = pytest.mark.usefixtures("random_search_algorithm")
 
@@ -108,23 +108,13 @@ def _run(tmp_path: Path, base_url: str, **task: Any) -> tuple[MemoryStore, Any]:
     return store, run_job(store, job_id, engine=JobEngine(store, job_id))
 
 
-def _scores(store: MemoryStore, job_id: str) -> list[tuple[str | None, str, str, float]]:
-    """Every stored evaluation of the job: (candidate, split, example, score), sorted."""
-    page = store.list_evaluations(EvaluationFilter(job_id=job_id), limit=None)
-    rows = [
-        (r.result.candidate_id, r.result.split, r.result.example_id, r.result.score)
-        for r in page.items
-    ]
-    return sorted(rows, key=str)
-
-
 def test_a_rate_limited_start_ends_with_the_same_scores(
     tmp_path: Path, endpoint: tuple[str, Endpoint]
 ) -> None:
     base_url, state = endpoint
     store, job = _run(tmp_path / "free", base_url)
     assert job.state == "succeeded"
-    free = _scores(store, job.id)
+    free = js.stored_scores(store, job.id)
     assert len(free) > 8  # the seed on val and the search's candidates
 
     state.limited_until = time.monotonic() + 1.5  # every call rate-limited for 1.5 s
@@ -133,7 +123,7 @@ def test_a_rate_limited_start_ends_with_the_same_scores(
     assert limited.state == "succeeded"
     assert state.limited > 0
     assert time.monotonic() - start >= 1.5
-    assert _scores(store, limited.id) == free
+    assert js.stored_scores(store, limited.id) == free
     assert (limited.best_candidate_id, limited.best_score) == (
         job.best_candidate_id,
         job.best_score,

@@ -162,18 +162,9 @@ def build_base_lm(config: LMConfig) -> LM:
             return _local_models[key]
     if provider == "openai":
         from emery.lm.openai_compat import OpenAICompatibleLM  # openai is slow to import
-        from emery.lm.retry import RetryPolicy
 
         return OpenAICompatibleLM(
-            name,
-            base_url=config.base_url,
-            api_key=config.api_key,
-            api_key_env=config.api_key_env,
-            concurrency=config.concurrency,
-            timeout_s=config.timeout_s,
-            retry=RetryPolicy(max_attempts=config.max_attempts, max_wait_s=config.max_wait_s),
-            requests_per_minute=config.requests_per_minute,
-            tokens_per_minute=config.tokens_per_minute,
+            name, api_key=config.api_key, api_key_env=config.api_key_env, **_hosted(config)
         )
     if provider == "python":
         return _python_lm(name)
@@ -199,19 +190,24 @@ def _litellm_model(config: LMConfig, name: str) -> LM:
             f"unknown model provider {provider!r} in {config.model!r}; use local, openai,"
             " python, or a LiteLLM provider (anthropic, gemini, ollama, groq, bedrock, ...)"
         )
+    named_env = "api_key_env" in config.model_fields_set  # else LiteLLM's own variable
+    api_key = config.api_key or (os.environ.get(config.api_key_env) if named_env else None)
+    return LiteLLMModel(name, api_key=api_key, **_hosted(config))
+
+
+def _hosted(config: LMConfig) -> dict[str, Any]:
+    """What every hosted model takes from its config: endpoint, concurrency, timeout, how it
+    retries and waits, and its client-side per-minute limits."""
     from emery.lm.retry import RetryPolicy
 
-    named_env = "api_key_env" in config.model_fields_set  # else LiteLLM's own variable
-    return LiteLLMModel(
-        name,
-        api_key=config.api_key or (os.environ.get(config.api_key_env) if named_env else None),
-        base_url=config.base_url,
-        concurrency=config.concurrency,
-        timeout_s=config.timeout_s,
-        retry=RetryPolicy(max_attempts=config.max_attempts, max_wait_s=config.max_wait_s),
-        requests_per_minute=config.requests_per_minute,
-        tokens_per_minute=config.tokens_per_minute,
-    )
+    return {
+        "base_url": config.base_url,
+        "concurrency": config.concurrency,
+        "timeout_s": config.timeout_s,
+        "retry": RetryPolicy(max_attempts=config.max_attempts, max_wait_s=config.max_wait_s),
+        "requests_per_minute": config.requests_per_minute,
+        "tokens_per_minute": config.tokens_per_minute,
+    }
 
 
 def _python_lm(ref: str) -> LM:
