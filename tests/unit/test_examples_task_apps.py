@@ -1,5 +1,7 @@
-"""examples/langgraph_agent: the LangGraph triage agent, served as a task app, is optimized
-through the LM proxy with scripted models; its langchain-openai calls are traced."""
+"""The task-app examples (examples/langgraph_agent: LangGraph with langchain-openai;
+examples/openai_agent: the plain ``openai`` client; examples/openai_agents_sdk: the OpenAI
+Agents SDK), served as task apps with no change to their code, are optimized through the
+LM proxy with scripted models; their model calls are traced."""
 
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ from emery.systems.function_agent import FunctionAgent
 from emery.taskapp import create_task_app
 from emery.tracing import conventions as sc
 
-# A task app and the LM proxy on real ports, LangGraph imported and a search run through
-# them (about 10 s): make test runs it, the edit loop (make check) leaves it out.
+# A task app and the LM proxy on real ports, the agent's framework imported and a search
+# run through them (seconds each): make test runs them, make check leaves them out.
 pytestmark = pytest.mark.slow
 
 LABEL_LIST = ", ".join(LABELS)
@@ -52,15 +54,24 @@ examples' seeds list the labels in other words), else a sentence."""
 REFLECTION_LM = FakeLM(_reflect, model="fake/label-reflection")
 
 
-def test_the_langgraph_agent_is_optimized_through_the_proxy(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("example", "agent", "component"),
+    [
+        ("langgraph_agent", "triage:triage", "CLASSIFY_PROMPT"),
+        ("openai_agent", "support_agent:classify", "SYSTEM_PROMPT"),
+        ("openai_agents_sdk", "support_agent:classify", "INSTRUCTIONS"),
+    ],
+)
+def test_the_agent_is_optimized_through_the_proxy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, example: str, agent: str, component: str
 ) -> None:
-    folder = copy_example("langgraph_agent", tmp_path, monkeypatch)
+    folder = copy_example(example, tmp_path, monkeypatch)
     # Where the agent's client would go without emery: nothing listens there.
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "not-used")
-    agent = FunctionAgent(import_object("triage:triage"), components=["CLASSIFY_PROMPT"])
-    with BackgroundServer(create_task_app(agent)) as app:
+    monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")  # the Agents SDK's own export
+    served = FunctionAgent(import_object(agent), components=[component])
+    with BackgroundServer(create_task_app(served)) as app:
         trained = train_example(
             folder,
             system__base_url=app.url,
@@ -68,24 +79,23 @@ def test_the_langgraph_agent_is_optimized_through_the_proxy(
             dataset__n_train=4,
             dataset__n_val=4,
             dataset__n_test=4,
-            lm__task__model="python/test_examples_langgraph:TASK_LM",
-            lm__reflection__model="python/test_examples_langgraph:REFLECTION_LM",
+            lm__task__model="python/test_examples_task_apps:TASK_LM",
+            lm__reflection__model="python/test_examples_task_apps:REFLECTION_LM",
         )
     result = trained.result
     assert result.baseline_val == 0.0
     assert result.best_val == 1.0
     assert result.best_candidate is not None
-    assert "one of these labels" in result.best_candidate.components["CLASSIFY_PROMPT"]
+    best = result.best_candidate.components[component]
+    assert "one of these labels" in best
     assert result.best_test is not None
     assert result.best_test.mean == 1.0
     calls = trained.spans()
-    assert len(calls) == trained.rollout_count()  # one model call per run of the graph
+    assert len(calls) == trained.rollout_count()  # one model call per run of the agent
     for span in calls:
         assert span.attributes[sc.LM_SOURCE] == "proxy"
         assert span.attributes[sc.GEN_AI_RESPONSE_MODEL] == "fake/intent"
-        system = input_messages(span)[0]
-        assert system["role"] == "system"
-    prompts = {input_messages(s)[0]["content"] for s in calls}
-    seed = import_object("triage:CLASSIFY_PROMPT")
+        assert input_messages(span)[0]["role"] == "system"
+    seed = import_object(f"{agent.partition(':')[0]}:{component}")
     assert seed.startswith("Classify the intent of the customer's message. Reply with one label")
-    assert prompts == {seed, result.best_candidate.components["CLASSIFY_PROMPT"]}
+    assert {input_messages(s)[0]["content"] for s in calls} == {seed, best}
