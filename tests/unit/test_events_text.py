@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from emery.cli.chart import ScoreChart
+from emery.cli.chart import ScoreChart, TrainingChart
 from emery.core.events import (
     BaselineEvaluated,
     BestUpdated,
@@ -11,6 +11,7 @@ from emery.core.events import (
     GepaValEvaluated,
     IterationCompleted,
     StateChanged,
+    event,
 )
 from emery.reports.event_text import describe_event
 
@@ -68,3 +69,25 @@ def test_the_chart_plots_val_scores_the_best_line_and_the_baseline() -> None:
     chart.feed(Event.of(IterationCompleted(iteration=1, metric_calls=12)))
     assert chart.calls == 12
     assert "100%" in chart.render().plain
+
+
+def test_the_training_chart_plots_losses_and_rewards_over_steps() -> None:
+    chart = TrainingChart(width=20, height=5)
+    for step, loss in ((1, 2.0), (2, 1.5), (3, 1.0)):
+        chart.feed(event("train_loss", step=step, loss=loss))
+    chart.feed(event("val_loss", step=3, loss=1.25))
+    chart.feed(event("train_loss", step="x", loss=1.0))  # unreadable: ignored
+    chart.feed(Event.of(IterationCompleted(iteration=1, metric_calls=12)))  # not a curve
+    assert chart.series == {
+        "train_loss": [(1, 2.0), (2, 1.5), (3, 1.0)],
+        "val_loss": [(3, 1.25)],
+    }
+    text = chart.render().plain
+    rows = text.splitlines()
+    assert rows[0].strip().startswith("2 │")  # the top row is the highest loss
+    assert rows[4].strip().startswith("1 │")
+    assert "train_loss 1, val_loss 1.25" in text
+    assert text.rstrip().endswith("step 3")
+    rewards = TrainingChart()
+    rewards.feed(event("train_reward", step=1, reward=0.5, kl=0.01))
+    assert "train_reward 0.5, kl 0.01" in rewards.render().plain

@@ -11,6 +11,7 @@ from rich.console import Console
 
 import emery
 from emery.cli.progress import RunDisplay
+from emery.core.events import event
 from emery.core.models import Candidate, Example
 from emery.core.results import ExampleResult
 from emery.evaluation.budget import Budget, BudgetConfig
@@ -129,6 +130,17 @@ def test_the_cli_display_prints_progress_lines_off_a_terminal() -> None:
         display.progress(batch(0))
         display.progress(batch(2))
     assert "scoring abcdef12 on val: 2/4 rollouts" in out.getvalue()
+
+
+def test_the_chart_display_draws_a_training_job_s_curves() -> None:
+    out = io.StringIO()
+    with RunDisplay("chart", Console(file=out, width=120), job_id="j-sft") as display:
+        display.feed([event("train_loss", step=s, loss=2.0 / s) for s in (1, 2, 4)])
+    drawn = out.getvalue()
+    assert "job j-sft" in drawn
+    assert "step 4" in drawn
+    assert "train_loss 0.5" in drawn
+    assert "metric calls" not in drawn  # not the search's chart
 
 
 def test_the_cli_display_draws_a_bar_on_a_terminal() -> None:

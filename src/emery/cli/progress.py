@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from emery.cli.batch_bar import BatchBar
-from emery.cli.chart import ScoreChart
+from emery.cli.chart import ScoreChart, TrainingChart
 from emery.core.events import Event
 from emery.evaluation.progress import BatchProgress
 from emery.reports.event_text import event_line, progress_line
@@ -38,7 +38,9 @@ class RunDisplay:
         self.mode = mode
         self.console = console
         self.job_id = job_id
-        self.chart = ScoreChart(limit=limit, width=max(20, min(80, console.width - 10)))
+        width = max(20, min(80, console.width - 10))
+        self.chart = ScoreChart(limit=limit, width=width)
+        self.training = TrainingChart(width=width)  # an SFT or RL job's curves instead
         self.recent: deque[str] = deque(maxlen=4)
         self.notes: list[str] = []
         self.live: Live | None = None
@@ -114,12 +116,18 @@ class RunDisplay:
 
     def _track(self, item: Event) -> None:
         self.chart.feed(item)
+        self.training.feed(item)
         if item.kind in ("started", "resumed", "paused", "succeeded", "failed", "cancelled"):
             self.state = item.kind
         if item.kind == "iteration_completed":
             self.iteration = int(item.data.get("iteration", self.iteration))
 
     def _render(self) -> Group:
+        if self.training.series:
+            header = Text.assemble(
+                (f"job {self.job_id}", "bold"), f" · {self.state} · step {self.training.steps}"
+            )
+            return self._group(header, self.training.render())
         best = max((score for _, score in self.chart.best), default=None)
         header = Text.assemble(
             (f"job {self.job_id}", "bold"),
@@ -128,7 +136,11 @@ class RunDisplay:
             " metric calls · best val ",
             ("-" if best is None else f"{best:.1%}", "bold green"),
         )
-        parts: list[Text] = [header, self.chart.render()]
+        return self._group(header, self.chart.render())
+
+    def _group(self, header: Text, chart: Text) -> Group:
+        """The header, the chart, the latest events, the batch's progress and notes."""
+        parts: list[Text] = [header, chart]
         parts += [Text(line, style="dim") for line in self.recent]
         if self.batch is not None:
             parts.append(Text(self.batch, style="cyan"))
