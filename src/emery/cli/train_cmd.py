@@ -26,6 +26,7 @@ from emery.cli.override_options import (
     command_line_overrides,
 )
 from emery.cli.progress import StreamFormat
+from emery.cli.remote_train import train_on_server
 from emery.config.loading import read_config_data
 from emery.config.overrides import load_overridden
 from emery.core.errors import ConfigError
@@ -33,6 +34,7 @@ from emery.core.events import SearchNotRun
 from emery.core.hashing import content_hash
 from emery.jobs.kinds import kind_of
 from emery.jobs.manage import create_job_with_objects, find_resumable, spawn_worker
+from emery.sdk.server_client import API_KEY_ENV, SERVER_ENV
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 
@@ -129,6 +131,23 @@ def train(
     env_file: EnvFileOption = None,
     as_json: JsonOption = False,
     quiet: QuietOption = False,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            envvar=SERVER_ENV,
+            help="Run the job on this emery server (http://host:8420) instead of here;"
+            f" its API key from ${API_KEY_ENV}.",
+        ),
+    ] = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            "--idempotency-key",
+            help="With --server: the job's key there (default: the config's; --new: a"
+            " fresh one). The same key finds the same job.",
+        ),
+    ] = None,
     store_location: StoreOption = None,
 ) -> None:
     """Validate a job config, create the job and run it here with a progress display.
@@ -136,6 +155,9 @@ def train(
     Ctrl-C pauses the job cleanly; `emery jobs resume JOB` continues it. Running `emery
     train` again on the same config resumes a paused or interrupted job. With --json the
     progress still goes to stderr (stdout holds only the JSON document); --quiet hides it.
+    With --server URL the job runs on that emery server: the config is checked here,
+    sent, and its progress followed back; Ctrl-C pauses it there and the same command
+    resumes it.
     """
     if stream_format not in ("cli", "chart", "none"):
         raise ConfigError(f"--stream-format must be cli, chart or none, not {stream_format!r}")
@@ -145,6 +167,19 @@ def train(
     config, given = load_overridden(path, overrides, job_type, data=data)
     if job_type is not None:  # stored with the config as written, as a --set would be
         given.setdefault("job", {})["type"] = config.job.type
+    if server is not None:
+        train_on_server(
+            server,
+            given,
+            path,
+            name=name,
+            new=new,
+            idempotency_key=idempotency_key,
+            stream=stream,
+            no_poll=no_poll,
+            as_json=as_json,
+        )
+        return
     store = open_cli_store(store_location)
     job = _resumable(store, content_hash(config.model_dump(mode="json")), path, new)
     objects = None  # what the config resolved to, when this command creates the job
