@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # What mypy and IDEs read; EXPORTS below is the same list (a 
     from emery.sdk.job import Job as Job
     from emery.sdk.job import optimize as optimize
     from emery.sdk.prompts import prompt as prompt
+    from emery.sdk.remote_job import RemoteJob as RemoteJob
     from emery.sdk.traces import dataset_from_traces as dataset_from_traces
     from emery.sdk.traces import send_feedback as send_feedback
     from emery.store.backends import open_store as open_store
@@ -56,6 +57,7 @@ EXPORTS: dict[str, str] = {
     "Job": "emery.sdk.job:Job",
     "optimize": "emery.sdk.job:optimize",
     "prompt": "emery.sdk.prompts:prompt",
+    "RemoteJob": "emery.sdk.remote_job:RemoteJob",
     "dataset_from_traces": "emery.sdk.traces:dataset_from_traces",
     "send_feedback": "emery.sdk.traces:send_feedback",
     "open_store": "emery.store.backends:open_store",

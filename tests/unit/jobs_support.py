@@ -315,7 +315,7 @@ def search_config(
     }
 
 
-def stored_scores(store: Store, job_id: str) -> list[tuple[str | None, str, str, float]]:
+def stored_scores(store: Store, job_id: str) -> list[tuple[Any, ...]]:
     """Every stored evaluation of a job: (candidate, split, example, score), sorted: two
     runs of a job that score alike store the same list."""
     page = store.list_evaluations(EvaluationFilter(job_id=job_id), limit=None)

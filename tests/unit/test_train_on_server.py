@@ -1,6 +1,6 @@
-"""``emery train CONFIG --server URL``: the job is made and run by a running server, its
-events followed back; the same command again finds the same job; a server that cannot be
-reached, or refuses the key, is one line."""
+"""``emery train CONFIG --server URL`` and ``emery.Job.create(..., server=URL)``: the job
+is made and run by a running server, its events followed back; the same command again
+finds the same job; a server that cannot be reached, or refuses the key, is one line."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import pytest
 from bad_input_support import one_error_line, run_cli
 from server_support import random_search_module
 
+import emery
+from emery.core.errors import EmeryError
 from emery.proxy import BackgroundServer, free_port
 from emery.server.api import create_server_app
 from emery.server.launcher import ThreadLauncher
@@ -80,3 +82,21 @@ def test_a_refused_key_is_one_line(
     assert run_cli(["train", str(config_file(tmp_path)), "--server", url]) != 0
     assert "the server refused the API key" in one_error_line(capsys.readouterr().err)
     assert store.list_jobs().total == 0
+
+
+def test_the_sdk_makes_and_follows_a_job_on_the_server(
+    server: tuple[str, MemoryStore], tmp_path: Path
+) -> None:
+    url, store = server
+    job = emery.Job.create(config_file(tmp_path), server=url, name="from-python")
+    assert isinstance(job, emery.RemoteJob)
+    kinds: list[str] = []
+    record = job.stream_until_complete(lambda item: kinds.append(item.kind))
+    assert record["state"] == "succeeded"
+    assert store.get_job(job.id).name == "from-python"
+    assert "iteration_completed" in kinds
+    result = job.result()
+    assert isinstance(result, emery.JobResult)
+    assert result.best_val is not None
+    with pytest.raises(EmeryError, match=r"takes a config only, not verifier"):
+        emery.Job.create(config_file(tmp_path), server=url, verifier=lambda e, o: 1.0)  # type: ignore[call-overload]

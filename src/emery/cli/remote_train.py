@@ -21,6 +21,7 @@ from emery.cli.progress import RunDisplay, StreamFormat
 from emery.core.hashing import content_hash
 from emery.reports.report import render_report
 from emery.reports.results import JobResult
+from emery.sdk.remote_job import absolute_dataset_path
 from emery.sdk.server_client import ServerClient
 
 
@@ -37,7 +38,7 @@ def train_on_server(
     as_json: bool,
 ) -> None:
     """Create (or find) the job on the server at ``url`` and follow it to its end."""
-    config = _paths_made_absolute(given, config_path.resolve().parent)
+    config = absolute_dataset_path(given, config_path.resolve().parent)
     key = idempotency_key or (
         uuid.uuid4().hex if new else "train-" + content_hash({"config": config, "name": name})
     )
@@ -93,15 +94,3 @@ def _finish(job: dict[str, Any], url: str, *, as_json: bool, interrupted: bool) 
             detail = f": {job['error']}" if job.get("error") else ""
             err.print(f"[red]job {job_id} {state}[/red]{escape(detail)}", soft_wrap=True)
         raise typer.Exit(EXIT_FAILED)
-
-
-def _paths_made_absolute(given: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """``given`` with a relative ``dataset.path`` made absolute from the config's folder,
-    as ``emery train`` here would read it (a server on this machine then finds the file)."""
-    dataset = given.get("dataset")
-    if not isinstance(dataset, dict):
-        return given
-    path = dataset.get("path")
-    if not isinstance(path, str) or Path(path).is_absolute():
-        return given
-    return {**given, "dataset": {**dataset, "path": str((folder / path).resolve())}}

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from emery.config.env_file import load_env_file
 from emery.config.loading import load_config, parse_config
@@ -38,6 +38,7 @@ from emery.sdk.arguments import (
     verifier_object,
 )
 from emery.sdk.progress_text import TextReporter
+from emery.sdk.remote_job import RemoteJob, refuse_objects
 from emery.store.backends import open_store
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
@@ -76,6 +77,7 @@ class Job:
 
     # --- creating and finding jobs ----------------------------------------------------
 
+    @overload
     @classmethod
     def create(
         cls,
@@ -88,7 +90,34 @@ class Job:
         verifier: Verifier | Callable[..., Any] | None = None,
         lms: Mapping[str, LM] | None = None,
         env_file: EnvFileArg = True,
-    ) -> Job:
+        server: None = None,
+    ) -> Job: ...
+
+    @overload
+    @classmethod
+    def create(
+        cls,
+        config: JobConfig | Mapping[str, Any] | str | Path,
+        *,
+        name: str | None = None,
+        env_file: EnvFileArg = True,
+        server: str,
+    ) -> RemoteJob: ...
+
+    @classmethod
+    def create(
+        cls,
+        config: JobConfig | Mapping[str, Any] | str | Path,
+        *,
+        store: Store | str | None = None,
+        name: str | None = None,
+        base_dir: str | Path | None = None,
+        system: System | None = None,
+        verifier: Verifier | Callable[..., Any] | None = None,
+        lms: Mapping[str, LM] | None = None,
+        env_file: EnvFileArg = True,
+        server: str | None = None,
+    ) -> Job | RemoteJob:
         """Validate ``config`` (a JobConfig, a dict, or a TOML/JSON file) and store the job.
 
         ``system``, ``verifier`` and ``lms`` (by role) replace what the config names with
@@ -96,9 +125,16 @@ class Job:
         may be a metric function, ``metric(example, output)`` or DSPy's
         ``metric(example, pred, trace=None)`` (``emery.verifiers.function``). ``env_file``:
         ``./.env`` is read into the environment first (API keys; variables already set
-        win); a path reads that file too, ``False`` none.
+        win); a path reads that file too, ``False`` none. ``server``: the job is made and
+        run by the ``emery server`` at that URL (its API key from ``$EMERY_API_KEY``), and
+        a ``RemoteJob`` comes back; the config alone goes, no objects.
         """
         read_env_file(env_file)
+        if server is not None:
+            refuse_objects(
+                store=store, base_dir=base_dir, system=system, verifier=verifier, lms=lms
+            )
+            return RemoteJob.create(config, server=server, name=name)
         opened = store if store is not None and not isinstance(store, str) else open_store(store)
         config_path: Path | None = None
         given: dict[str, Any] | None = None

@@ -64,6 +64,11 @@ class ServerClient:
         """Ask the job to pause; waits up to ``wait_s`` for its engine to do so."""
         return dict(self._send("POST", f"/api/jobs/{job_id}/pause", params={"wait": wait_s}).json())
 
+    def cancel(self, job_id: str, wait_s: float = 30.0) -> dict[str, Any]:
+        """Cancel the job for good; waits up to ``wait_s`` for its engine to stop."""
+        path = f"/api/jobs/{job_id}/cancel"
+        return dict(self._send("POST", path, params={"wait": wait_s}).json())
+
     def resume(self, job_id: str) -> dict[str, Any]:
         return dict(self._send("POST", f"/api/jobs/{job_id}/resume").json())
 
