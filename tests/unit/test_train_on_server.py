@@ -100,3 +100,30 @@ def test_the_sdk_makes_and_follows_a_job_on_the_server(
     assert result.best_val is not None
     with pytest.raises(EmeryError, match=r"takes a config only, not verifier"):
         emery.Job.create(config_file(tmp_path), server=url, verifier=lambda e, o: 1.0)  # type: ignore[call-overload]
+
+
+def test_jobs_commands_steer_and_watch_a_job_on_the_server(
+    server: tuple[str, MemoryStore],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, store = server
+    monkeypatch.setenv(js.DELAY_ENV, "0.02")  # slow enough to pause mid-run
+    monkeypatch.setenv("EMERY_SERVER", url)  # every jobs command below goes to the server
+    config = tmp_path / "slow.json"
+    config.write_text(json.dumps(js.search_config(tmp_path / ".emery", iterations=40)))
+    assert run_cli(["train", str(config), "--no-poll"]) == 0
+    job_id = capsys.readouterr().out.strip()
+    js.wait_until(lambda: store.get_job(job_id).state == "running", timeout=30)
+    assert run_cli(["jobs", "pause", job_id]) == 0
+    assert capsys.readouterr().out.strip() == f"job {job_id} paused"
+    assert store.get_job(job_id).state == "paused"
+    assert run_cli(["jobs", "events", job_id, "--json"]) == 0
+    kinds = [json.loads(line)["kind"] for line in capsys.readouterr().out.splitlines()]
+    assert kinds[-1] == "paused"
+    monkeypatch.setenv(js.DELAY_ENV, "0")
+    assert run_cli(["jobs", "resume", job_id, "--stream-format", "none"]) == 0
+    assert store.get_job(job_id).state == "succeeded"
+    assert run_cli(["jobs", "cancel", job_id]) != 0  # a finished job cannot be cancelled
+    assert "409" in one_error_line(capsys.readouterr().err)

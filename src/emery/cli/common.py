@@ -19,6 +19,16 @@ StoreOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+ServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        envvar="EMERY_SERVER",
+        help="The job is on this emery server (http://host:8420) instead of a store here;"
+        " its API key from $EMERY_API_KEY.",
+        show_default=False,
+    ),
+]
 QuietOption = Annotated[
     bool,
     typer.Option(

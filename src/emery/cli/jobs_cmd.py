@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,10 +12,20 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from emery.cli.common import JsonOption, QuietOption, StoreOption, open_cli_store, resolve
+from emery.cli.common import (
+    JsonOption,
+    QuietOption,
+    ServerOption,
+    StoreOption,
+    open_cli_store,
+    resolve,
+)
 from emery.cli.console import err, json_text, out, print_json, print_table, printable
+from emery.cli.progress import StreamFormat
+from emery.cli.remote import resume_on_server, server_events
 from emery.config.loading import job_config
 from emery.core.errors import EmeryError
+from emery.core.events import Event
 from emery.jobs.manage import (
     cancel_job,
     follow_events,
@@ -24,6 +35,7 @@ from emery.jobs.manage import (
 )
 from emery.jobs.ownership import is_stale, owner_alive
 from emery.reports.event_text import event_line
+from emery.sdk.server_client import ServerClient
 from emery.store.protocol import Store
 from emery.store.records import EvaluationFilter, JobFilter, JobRecord, RolloutFilter
 from emery.store.states import JOB_STATES, IllegalTransition
@@ -169,12 +181,18 @@ def events(
         float | None, typer.Option(min=0, help="Stop following after this many seconds.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    server: ServerOption = None,
     store_location: StoreOption = None,
 ) -> None:
     """A job's events in order; `--follow` tails them while the job runs."""
-    store = open_cli_store(store_location)
-    job_id = resolve(store, job)
-    for item in follow_events(store, job_id, since=since, follow=follow, timeout_s=timeout):
+    if server is not None:
+        items: Iterable[Event] = server_events(server, job, since=since, follow=follow)
+    else:
+        store = open_cli_store(store_location)
+        items = follow_events(
+            store, resolve(store, job), since=since, follow=follow, timeout_s=timeout
+        )
+    for item in items:
         if kind and item.kind not in kind:
             continue
         if as_json:
@@ -190,9 +208,16 @@ def pause(
         bool, typer.Option("--wait/--no-wait", help="Wait until the engine has paused.")
     ] = True,
     timeout: Annotated[float, typer.Option(min=0, help="Longest wait in seconds.")] = 60.0,
+    server: ServerOption = None,
     store_location: StoreOption = None,
 ) -> None:
     """Pause a job; it keeps everything stored and `emery jobs resume` continues it."""
+    if server is not None:
+        with ServerClient(server) as client:
+            state = client.pause(job, wait_s=min(timeout, 60.0) if wait else 0.0)["state"]
+        paused = state == "paused"
+        out.print(f"job {job} paused" if paused else f"job {job}: pause requested ({state})")
+        return
     store = open_cli_store(store_location)
     job_id = resolve(store, job)
     started = time.perf_counter()
@@ -211,9 +236,16 @@ def cancel(
         bool, typer.Option("--wait/--no-wait", help="Wait until the engine has stopped.")
     ] = True,
     timeout: Annotated[float, typer.Option(min=0, help="Longest wait in seconds.")] = 60.0,
+    server: ServerOption = None,
     store_location: StoreOption = None,
 ) -> None:
     """Cancel a job for good; what it stored (candidates, evaluations, events) stays."""
+    if server is not None:
+        with ServerClient(server) as client:
+            state = client.cancel(job, wait_s=min(timeout, 60.0) if wait else 0.0)["state"]
+        done = state == "cancelled"
+        out.print(f"job {job} cancelled" if done else f"job {job}: cancel requested ({state})")
+        return
     store = open_cli_store(store_location)
     job_id = resolve(store, job)
     record = cancel_job(store, job_id, wait_s=timeout if wait else 0.0)
@@ -238,11 +270,17 @@ def resume(
     ] = None,
     as_json: JsonOption = False,
     quiet: QuietOption = False,
+    server: ServerOption = None,
     store_location: StoreOption = None,
 ) -> None:
-    """Continue a paused job (or one whose run crashed) from its last checkpoint."""
+    """Continue a paused job (or one whose run crashed) from its last checkpoint; with
+    --server, the server's job, followed from here."""
     if stream_format not in ("cli", "chart", "none"):
         raise EmeryError(f"--stream-format must be cli, chart or none, not {stream_format!r}")
+    stream: StreamFormat = "none" if quiet else stream_format  # type: ignore[assignment]
+    if server is not None:
+        resume_on_server(server, job, stream=stream, no_poll=no_poll, as_json=as_json)
+        return
     store = open_cli_store(store_location)
     job_id = resolve(store, job)
     record = store.get_job(job_id)
@@ -266,13 +304,7 @@ def resume(
     from emery.cli.foreground import run_foreground  # the runtime: imported only to run
     from emery.cli.train_cmd import finish
 
-    stream = "none" if quiet else stream_format
-    outcome = run_foreground(
-        store,
-        job_id,
-        stream=stream,  # type: ignore[arg-type]
-        poll_timeout_s=poll_timeout,
-    )
+    outcome = run_foreground(store, job_id, stream=stream, poll_timeout_s=poll_timeout)
     finish(store, outcome, as_json=as_json)
 
 

@@ -13,6 +13,7 @@ from emery.cli.common import (
     EXIT_INTERRUPTED,
     JsonOption,
     QuietOption,
+    ServerOption,
     StoreOption,
     open_cli_store,
 )
@@ -26,7 +27,7 @@ from emery.cli.override_options import (
     command_line_overrides,
 )
 from emery.cli.progress import StreamFormat
-from emery.cli.remote_train import train_on_server
+from emery.cli.remote import train_on_server
 from emery.config.loading import read_config_data
 from emery.config.overrides import load_overridden
 from emery.core.errors import ConfigError
@@ -34,7 +35,6 @@ from emery.core.events import SearchNotRun
 from emery.core.hashing import content_hash
 from emery.jobs.kinds import kind_of
 from emery.jobs.manage import create_job_with_objects, find_resumable, spawn_worker
-from emery.sdk.server_client import API_KEY_ENV, SERVER_ENV
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 
@@ -131,15 +131,7 @@ def train(
     env_file: EnvFileOption = None,
     as_json: JsonOption = False,
     quiet: QuietOption = False,
-    server: Annotated[
-        str | None,
-        typer.Option(
-            "--server",
-            envvar=SERVER_ENV,
-            help="Run the job on this emery server (http://host:8420) instead of here;"
-            f" its API key from ${API_KEY_ENV}.",
-        ),
-    ] = None,
+    server: ServerOption = None,
     idempotency_key: Annotated[
         str | None,
         typer.Option(

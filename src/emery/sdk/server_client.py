@@ -72,6 +72,13 @@ class ServerClient:
     def resume(self, job_id: str) -> dict[str, Any]:
         return dict(self._send("POST", f"/api/jobs/{job_id}/resume").json())
 
+    def stored_events(self, job_id: str, since: int = 0) -> list[Event]:
+        """The job's events stored after ``since`` (one page of up to 5000)."""
+        page = self._send(
+            "GET", f"/api/jobs/{job_id}/events", params={"since": since, "limit": 5000}
+        )
+        return [Event.model_validate(item) for item in page.json()["events"]]
+
     def events(self, job_id: str, since: int = 0) -> Iterator[Event]:
         """The job's events after ``since``, following it until it stops running (a dropped
         stream is resumed from the last event seen)."""

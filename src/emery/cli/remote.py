@@ -1,14 +1,17 @@
-"""``emery train CONFIG --server URL``: the config validated here, the job created and run
-by a running ``emery server``, its events followed back with the same progress display.
+"""Jobs on a running ``emery server`` from the command line (``--server URL``).
 
-The job's idempotency key is the config's (with its name) unless ``--new``: running the
-same command again finds the same job on the server, resumes it when it is paused and
-follows it, as a local ``emery train`` does. Ctrl-C pauses the remote job.
+``emery train CONFIG --server URL``: the config validated here, the job created and run by
+the server, its events followed back with the same progress display. The job's
+idempotency key is the config's (with its name) unless ``--new``: running the same command
+again finds the same job on the server, resumes it when it is paused and follows it, as a
+local ``emery train`` does. Ctrl-C pauses the remote job. ``emery jobs
+pause|resume|cancel|events --server URL`` steer and watch a job there.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ from rich.markup import escape
 from emery.cli.common import EXIT_FAILED, EXIT_INTERRUPTED
 from emery.cli.console import err, out, print_json
 from emery.cli.progress import RunDisplay, StreamFormat
+from emery.core.events import Event
 from emery.core.hashing import content_hash
 from emery.reports.report import render_report
 from emery.reports.results import JobResult
@@ -58,11 +62,11 @@ def train_on_server(
             else:
                 out.print(job_id)
             return
-        interrupted = _follow(client, job_id, stream)
-        _finish(client.job(job_id), url, as_json=as_json, interrupted=interrupted)
+        interrupted = follow(client, job_id, stream)
+        finish(client.job(job_id), url, as_json=as_json, interrupted=interrupted)
 
 
-def _follow(client: ServerClient, job_id: str, stream: StreamFormat) -> bool:
+def follow(client: ServerClient, job_id: str, stream: StreamFormat) -> bool:
     """Show the job's events until it stops running; True when Ctrl-C paused it."""
     with RunDisplay(stream, err, job_id=job_id) as display:
         try:
@@ -75,7 +79,7 @@ def _follow(client: ServerClient, job_id: str, stream: StreamFormat) -> bool:
     return False
 
 
-def _finish(job: dict[str, Any], url: str, *, as_json: bool, interrupted: bool) -> None:
+def finish(job: dict[str, Any], url: str, *, as_json: bool, interrupted: bool) -> None:
     """Print how the job ended; exit non-zero unless it succeeded."""
     job_id, state = str(job["id"]), str(job["state"])
     if as_json:
@@ -87,10 +91,36 @@ def _finish(job: dict[str, Any], url: str, *, as_json: bool, interrupted: bool) 
             print_json(job["result"])
     if state == "paused":
         if not as_json:
-            err.print(f"job {job_id} paused on {url}; the same command resumes it")
+            err.print(
+                f"job {job_id} paused on {url}; resume it with: emery jobs resume {job_id}"
+                f" --server {url}"
+            )
         raise typer.Exit(EXIT_INTERRUPTED if interrupted else 0)
     if state in ("failed", "cancelled"):
         if not as_json:
             detail = f": {job['error']}" if job.get("error") else ""
             err.print(f"[red]job {job_id} {state}[/red]{escape(detail)}", soft_wrap=True)
         raise typer.Exit(EXIT_FAILED)
+
+
+def resume_on_server(
+    url: str, job: str, *, stream: StreamFormat, no_poll: bool, as_json: bool
+) -> None:
+    """Resume the server's job ``job`` and (unless ``no_poll``) follow it to its end."""
+    with ServerClient(url) as client:
+        job_id = str(client.resume(job)["id"])
+        if no_poll:
+            print_json({"job_id": job_id}) if as_json else out.print(job_id)
+            return
+        interrupted = follow(client, job_id, stream)
+        finish(client.job(job_id), url, as_json=as_json, interrupted=interrupted)
+
+
+def server_events(url: str, job: str, *, since: int, follow: bool) -> Iterator[Event]:
+    """The server's job's events after ``since``: those stored, or (``follow``) every one
+    until the job stops running."""
+    with ServerClient(url) as client:
+        if follow:
+            yield from client.events(job, since=since)
+        else:
+            yield from client.stored_events(job, since=since)
