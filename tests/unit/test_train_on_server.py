@@ -127,3 +127,14 @@ def test_jobs_commands_steer_and_watch_a_job_on_the_server(
     assert store.get_job(job_id).state == "succeeded"
     assert run_cli(["jobs", "cancel", job_id]) != 0  # a finished job cannot be cancelled
     assert "409" in one_error_line(capsys.readouterr().err)
+    assert run_cli(["jobs", "list"]) == 0
+    listed = capsys.readouterr()
+    assert job_id in listed.out
+    assert "succeeded" in listed.out
+    assert "1-1 of 1 jobs" in listed.err
+    assert run_cli(["jobs", "show", job_id]) == 0
+    shown = capsys.readouterr().out
+    assert "succeeded" in shown
+    assert "metric calls" in shown
+    assert run_cli(["jobs", "show", job_id, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["id"] == job_id

@@ -51,8 +51,8 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def _state(job: JobRecord) -> str:
-    if is_stale(job):
+def _state(job: JobRecord, stale: bool) -> str:
+    if stale:
         return "running (run gone: resumable)"
     if job.requested_action and job.state == "running":
         return f"running ({job.requested_action} requested)"
@@ -72,28 +72,37 @@ def list_jobs(
     limit: Annotated[int, typer.Option(min=1, help="Jobs per page.")] = 20,
     offset: Annotated[int, typer.Option(min=0, help="Skip this many jobs.")] = 0,
     as_json: JsonOption = False,
+    server: ServerOption = None,
     store_location: StoreOption = None,
 ) -> None:
-    """Jobs in the store, newest first."""
+    """Jobs in the store (or on the server), newest first."""
     for name in state or []:
         if name not in JOB_STATES:
             raise EmeryError(f"--state {name!r}: choose from {', '.join(JOB_STATES)}")
-    store = open_cli_store(store_location)
-    page = store.list_jobs(
-        JobFilter(state=state or None, algorithm=algorithm, system_name=system),
-        sort=sort,
-        limit=limit,
-        offset=offset,
-    )
-    if as_json:
-        print_json(
-            {
-                "total": page.total,
-                "offset": page.offset,
-                "jobs": [job.model_dump(mode="json", exclude={"result"}) for job in page.items],
-            }
+    query = {"state": state or None, "algorithm": algorithm, "system": system}
+    if server is not None:
+        with ServerClient(server) as client:
+            listed = client.list_jobs(
+                {**query, "sort": sort, "limit": min(limit, 500), "offset": offset}
+            )
+        if as_json:
+            print_json(listed)
+            return
+        jobs = [(record_of(view), bool(view.get("stale"))) for view in listed["jobs"]]
+        total = int(listed["total"])
+    else:
+        store = open_cli_store(store_location)
+        page = store.list_jobs(
+            JobFilter(state=state or None, algorithm=algorithm, system_name=system),
+            sort=sort,
+            limit=limit,
+            offset=offset,
         )
-        return
+        if as_json:
+            dumped = [job.model_dump(mode="json", exclude={"result"}) for job in page.items]
+            print_json({"total": page.total, "offset": page.offset, "jobs": dumped})
+            return
+        jobs, total = [(job, is_stale(job)) for job in page.items], page.total
     table = Table()
     for header in ("id", "name", "algorithm", "system", "state", "baseline", "best", "created"):
         table.add_column(
@@ -101,51 +110,55 @@ def list_jobs(
             no_wrap=header in ("best", "baseline"),
             overflow="fold" if header in ("id", "name", "system") else "ellipsis",
         )
-    for job in page.items:
+    for job, stale in jobs:
         table.add_row(
             job.id,
             escape(job.name),
             job.algorithm,
             escape(job.system_name or "-"),
-            _state(job),
+            _state(job, stale),
             _pct(job.baseline_score),
             _pct(job.best_score),
             _when(job.created_at),
         )
     print_table(table)
-    shown = f"{offset + 1}-{offset + len(page.items)}" if page.items else "none"
-    err.print(f"{shown} of {page.total} jobs")
+    shown = f"{offset + 1}-{offset + len(jobs)}" if jobs else "none"
+    err.print(f"{shown} of {total} jobs")
 
 
 @app.command("show")
 def show(
     job: Annotated[str, typer.Argument(help="Job id, id prefix or name.")],
     as_json: JsonOption = False,
+    server: ServerOption = None,
     store_location: StoreOption = None,
 ) -> None:
     """A job's state, ownership, scores, budget and where its files are."""
-    store = open_cli_store(store_location)
-    record = store.get_job(resolve(store, job))
-    checkpoint = store.get_checkpoint(record.id)
-    if as_json:
-        print_json(
-            {
-                **record.model_dump(mode="json"),
-                "stale": is_stale(record),
-                "checkpoint": checkpoint.model_dump(mode="json", exclude={"state"})
-                if checkpoint
-                else None,
-            }
-        )
-        return
+    if server is not None:
+        with ServerClient(server) as client:
+            view = client.job(job)
+        if as_json:
+            print_json(view)
+            return
+        record, stale = record_of(view), bool(view.get("stale"))
+        number, used = view["budget"].get("checkpoint"), view["budget"].get("used") or {}
+    else:
+        store = open_cli_store(store_location)
+        record = store.get_job(resolve(store, job))
+        stale, checkpoint = is_stale(record), store.get_checkpoint(record.id)
+        if as_json:
+            shown = checkpoint.model_dump(mode="json", exclude={"state"}) if checkpoint else None
+            print_json({**record.model_dump(mode="json"), "stale": stale, "checkpoint": shown})
+            return
+        number = checkpoint.number if checkpoint else None
+        used = checkpoint.budget if checkpoint else {}
     budget = job_config(record).job.budget
-    used = checkpoint.budget if checkpoint else {}
     rows: list[tuple[str, str]] = [
         ("id", record.id),
         ("name", record.name),
         ("kind", f"{record.kind} ({record.algorithm})"),
         ("system", f"{record.system_name} ({record.system_id})"),
-        ("state", _state(record)),
+        ("state", _state(record, stale)),
         ("stop reason", record.stop_reason or "-"),
         ("error", record.error or "-"),
         ("owner", f"{record.owner or '-'} (heartbeat {_when(record.heartbeat_at)})"),
@@ -155,7 +168,7 @@ def show(
         ("finished", _when(record.finished_at)),
         ("baseline val", _pct(record.baseline_score)),
         ("best val", f"{_pct(record.best_score)} ({record.best_candidate_id or '-'})"),
-        ("checkpoint", f"iteration {checkpoint.number}" if checkpoint else "none yet"),
+        ("checkpoint", f"iteration {number}" if number is not None else "none yet"),
         (
             "metric calls",
             f"{used.get('metric_calls', 0)} of {budget.metric_calls or 'no limit'}",
@@ -345,6 +358,11 @@ def export(
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
     err.print(f"exported job to {output}")
+
+
+def record_of(view: dict[str, Any]) -> JobRecord:
+    """A job as a server lists it (its config left out of lists) as a ``JobRecord``."""
+    return JobRecord.model_validate({"config": {}, **view})
 
 
 def export_job(store: Store, job_id: str) -> dict[str, Any]:

@@ -56,6 +56,11 @@ class ServerClient:
         )
         return response.json(), response.status_code == 201
 
+    def list_jobs(self, query: dict[str, Any]) -> dict[str, Any]:
+        """A page of jobs (``GET /api/jobs`` with ``query``'s filters, None ones left out)."""
+        params = {key: value for key, value in query.items() if value is not None}
+        return dict(self._send("GET", "/api/jobs", params=params).json())
+
     def job(self, job_id: str) -> dict[str, Any]:
         """The job in full (config, result, budget and LM usage)."""
         return dict(self._send("GET", f"/api/jobs/{job_id}").json())
