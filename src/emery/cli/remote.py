@@ -56,14 +56,21 @@ def train_on_server(
             if job["state"] == "paused":
                 err.print(f"resuming {job_id} (start a new job instead with --new)")
                 client.resume(job_id)
-        if no_poll:
-            if as_json:
-                print_json({"job_id": job_id, "state": client.job(job_id)["state"]})
-            else:
-                out.print(job_id)
-            return
-        interrupted = follow(client, job_id, stream)
-        finish(client.job(job_id), url, as_json=as_json, interrupted=interrupted)
+        run_to_end(client, job_id, stream=stream, no_poll=no_poll, as_json=as_json)
+
+
+def run_to_end(
+    client: ServerClient, job_id: str, *, stream: StreamFormat, no_poll: bool, as_json: bool
+) -> None:
+    """Print the job's id (``no_poll``), or follow it until it stops and say how it ended."""
+    if no_poll:
+        if as_json:
+            print_json({"job_id": job_id, "state": client.job(job_id)["state"]})
+        else:
+            out.print(job_id)
+        return
+    interrupted = follow(client, job_id, stream)
+    finish(client.job(job_id), client.url, as_json=as_json, interrupted=interrupted)
 
 
 def follow(client: ServerClient, job_id: str, stream: StreamFormat) -> bool:
@@ -109,11 +116,7 @@ def resume_on_server(
     """Resume the server's job ``job`` and (unless ``no_poll``) follow it to its end."""
     with ServerClient(url) as client:
         job_id = str(client.resume(job)["id"])
-        if no_poll:
-            print_json({"job_id": job_id}) if as_json else out.print(job_id)
-            return
-        interrupted = follow(client, job_id, stream)
-        finish(client.job(job_id), url, as_json=as_json, interrupted=interrupted)
+        run_to_end(client, job_id, stream=stream, no_poll=no_poll, as_json=as_json)
 
 
 def server_events(url: str, job: str, *, since: int, follow: bool) -> Iterator[Event]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from emery.config.schema import JobConfig
+from emery.systems.graph.spec import CodeNode, walk
 
 ROLES = ("task", "reflection", "proposer", "judge")
 CODE_SYSTEMS = {
@@ -52,18 +53,9 @@ def _system_code(system: Any, algorithm: str) -> list[str]:
         return [f'system.kind = "{kind}" ({CODE_SYSTEMS.get(kind, "a module of yours")})']
     if kind != "graph":
         return []
-    nodes = [n.name for n in _graph_nodes(system.nodes) if getattr(n, "kind", "") == "code"]
+    nodes = [node.name for node in walk(system.nodes) if isinstance(node, CodeNode)]
     if nodes:
         return [f"system: code nodes {', '.join(nodes)} (Python in the config)"]
     if algorithm == "graph_gepa":
         return ['job.algorithm = "graph_gepa" on a graph (its proposals may add code nodes)']
     return []
-
-
-def _graph_nodes(nodes: list[Any]) -> list[Any]:
-    """Every node of a graph, map sub-graphs included."""
-    out: list[Any] = []
-    for node in nodes:
-        out.append(node)
-        out.extend(_graph_nodes(getattr(node, "nodes", None) or []))
-    return out

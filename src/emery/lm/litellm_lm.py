@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import random
@@ -12,12 +11,10 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-import openai
-
 from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage
 from emery.lm.base import Completion, TokenUsage, sampling_params
-from emery.lm.provider_errors import MalformedReply, ProviderRefused, cannot_connect, classify
+from emery.lm.provider_errors import MalformedReply, check_settings
 from emery.lm.retry import RetryPolicy, send_call
 from emery.lm.throttle import Throttle, estimate_tokens, throttle_for
 
@@ -152,24 +149,11 @@ class LiteLLMModel:
         model or quota, or an endpoint that cannot be reached, raises ``ProviderRefused``;
         any other answer (a rate limit or an error of the provider's included) passes."""
         messages: list[ChatMessage] = [{"role": "user", "content": "Reply with OK."}]
-        for attempt in range(1, 4):
-            try:
-                await self._call(messages, {"max_tokens": 1, "temperature": 0.0})
-                return
-            except openai.APIConnectionError as exc:
-                if not cannot_connect(exc):
-                    return  # slow, not wrong
-                if attempt == 3:
-                    where = self.base_url or "the provider's endpoint"
-                    detail = " ".join(str(exc.__cause__ or exc).split())[:160]
-                    reason = f"cannot reach {where} ({detail}): check the model's base_url"
-                    raise ProviderRefused(f"{self.name}: {reason}") from exc
-                await asyncio.sleep(0.25 * attempt)
-            except Exception as exc:
-                fault = classify(exc)
-                if fault.kind == "refused":
-                    raise ProviderRefused(f"{self.name}: {fault.reason}") from exc
-                return
+        await check_settings(
+            lambda: self._call(messages, {"max_tokens": 1, "temperature": 0.0}),
+            name=self.name,
+            where=self.base_url or "the provider's endpoint",
+        )
 
     def cost_usd(self, completion: Completion) -> float | None:
         """What LiteLLM's price list says ``completion`` cost, in US dollars; None when it

@@ -27,7 +27,7 @@ from emery.lm.base import (
     sampling_params,
 )
 from emery.lm.loop_local import LoopLocal
-from emery.lm.provider_errors import MalformedReply, ProviderRefused, cannot_connect, classify
+from emery.lm.provider_errors import MalformedReply, check_settings
 from emery.lm.retry import RetryPolicy, send_call
 from emery.lm.throttle import Throttle, estimate_tokens, throttle_for
 
@@ -232,25 +232,11 @@ class OpenAICompatibleLM:
             "max_tokens": 1,
             "temperature": 0.0,
         }
-        for attempt in range(1, 4):
-            try:
-                await client.post("/chat/completions", body=body, cast_to=bytes)
-                return
-            except openai.APIConnectionError as exc:
-                if not cannot_connect(exc):
-                    return  # slow, not wrong
-                if attempt == 3:
-                    where = self.base_url or "OpenAI's endpoint"
-                    detail = " ".join(str(exc.__cause__ or exc).split())[:160]
-                    raise ProviderRefused(
-                        f"{self.name}: cannot reach {where} ({detail}): check the model's base_url"
-                    ) from exc
-                await asyncio.sleep(0.25 * attempt)
-            except openai.APIStatusError as exc:
-                fault = classify(exc)
-                if fault.kind == "refused":
-                    raise ProviderRefused(f"{self.name}: {fault.reason}") from exc
-                return
+        await check_settings(
+            lambda: client.post("/chat/completions", body=body, cast_to=bytes),
+            name=self.name,
+            where=self.base_url or "OpenAI's endpoint",
+        )
 
     def _completion(self, raw: bytes, latency_s: float) -> Completion:
         try:

@@ -17,10 +17,11 @@ A provider's error is one of four kinds (``Fault.kind``):
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -226,3 +227,29 @@ def provider_stop_in(exc: BaseException) -> ProviderStop | None:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return None
+
+
+async def check_settings(call: Callable[[], Awaitable[Any]], *, name: str, where: str) -> None:
+    """Send ``call`` (one cheap request) to see whether the provider takes a model's
+    settings: a refusal (key, model, quota) raises ``ProviderRefused``, and so does an
+    endpoint ``where`` that cannot be reached in three tries; any other answer, a rate
+    limit or a fault of the provider's included, passes (``name``: the model, for the
+    line)."""
+    for attempt in range(1, 4):
+        try:
+            await call()
+            return
+        except openai.APIConnectionError as exc:
+            if not cannot_connect(exc):
+                return  # slow, not wrong
+            if attempt == 3:
+                detail = " ".join(str(exc.__cause__ or exc).split())[:160]
+                raise ProviderRefused(
+                    f"{name}: cannot reach {where} ({detail}): check the model's base_url"
+                ) from exc
+            await asyncio.sleep(0.25 * attempt)
+        except Exception as exc:
+            fault = classify(exc)
+            if fault.kind == "refused":
+                raise ProviderRefused(f"{name}: {fault.reason}") from exc
+            return
