@@ -155,9 +155,12 @@ async def test_attempts_bound_the_proposer_calls() -> None:
         temperature=None,
     )
 
-    assert len(proposer.calls) == outcome.calls == 3
+    # three calls, all rejected, then the retry round: a call per missing choice, at most 3
+    assert len(proposer.calls) == outcome.calls == 6
+    assert outcome.retry_calls == 3
     assert len(outcome.choices) == 1
     assert {r.reason for r in outcome.rejected} == {"too short (2 characters)"}
+    assert outcome.reasons() == {"too short": 6}
     prompts: Sequence[list[ChatMessage]] = proposer.calls
     assert all("Tip:" not in p[-1]["content"] for p in prompts)
 
@@ -229,9 +232,9 @@ async def test_seeded_proposer_calls_repeat_from_run_to_run_and_differ_between_c
 
     first, again = await seeds(True), await seeds(True)
     assert first == again
-    assert len(set(first)) == 3
+    assert len(set(first)) == 6  # three calls and the retry round's three
     assert all(isinstance(seed, int) and 0 <= seed < 2**31 for seed in first)
-    assert await seeds(False) == [None, None, None]
+    assert await seeds(False) == [None] * 6
 
 
 async def test_a_reviewers_rejection_reasons_reach_the_proposal_prompt() -> None:

@@ -1,13 +1,16 @@
 """Checks on text a proposer or reflection model wrote, shared by GEPA, MIPRO and APO.
 
 Small models often answer the question instead of writing an instruction, wrap the text
-in chatter, or drop ``{placeholders}``. A proposal that fails these checks is rejected
+in chatter, or drop ``{placeholders}``. What can be repaired is (a label or quotes around
+the text, a dropped placeholder put back, an added placeholder of a field the stage
+already shows written as words); a proposal that still fails these checks is rejected
 (recorded, not scored), never a crash.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from emery.systems.templates import placeholders
 
@@ -30,6 +33,57 @@ def extract_proposal(reply: str) -> str | None:
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
         text = text[1:-1].strip()
     return text or None
+
+
+# A label before the text: "**New instruction:**", "The improved prompt is:",
+# "Instruction for stage 'solve':". Nothing else may come between the words and the colon.
+_LABEL = re.compile(
+    r"^\s*[*_#>\s]*(?:(?:the|my|a|an)\s+)?"
+    r"(?:(?:new|improved|updated|revised|final|better|rewritten)\s+)?(?:instruction|prompt)s?"
+    r"(?:\s+for\s+(?:the\s+)?(?:stage\s+)?[`'\"]?[\w-]+[`'\"]?)?(?:\s+is)?"
+    r"\s*[*_]*\s*:\s*[*_]*\s*",
+    re.IGNORECASE,
+)
+_PAIRS = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d", "\u2018": "\u2019", "*": "*"}
+
+
+def unwrap_proposal(text: str) -> str:
+    """``text`` without a leading label ("New instruction:", "**Instruction:**", "Here is
+    the prompt:") and the quotes, backticks or emphasis around it, as often as they nest."""
+    text = text.strip()
+    while True:
+        stripped = _LABEL.sub("", _PREFACE.sub("", text, count=1), count=1).strip()
+        while len(stripped) >= 2 and _PAIRS.get(stripped[0]) == stripped[-1]:
+            stripped = stripped[1:-1].strip()
+        if stripped == text or not stripped:
+            return stripped or text
+        text = stripped
+
+
+_ARTICLE = r"(\b(?:[Tt]he|[Tt]his|[Tt]hat|[Ee]ach|[Ee]very|[Aa]n?|[Yy]our|[Gg]iven|[Ii]ts)\s+)?"
+
+
+def name_fields(proposal: str, original: str, fields: Iterable[str]) -> str:
+    """``proposal`` with each placeholder it added that names one of ``fields`` written as
+    words: "Solve {question}." becomes "Solve the question.".
+
+    ``fields`` are what the stage's messages already show the model. A placeholder in an
+    instruction is filled with the field's value, so such a placeholder would show the
+    value a second time; named in words, the instruction says the same thing once.
+    """
+    added = sorted((placeholders(proposal) - placeholders(original)) & set(fields))
+    if not added:
+        return proposal
+    pattern = re.compile(_ARTICLE + r"(?<!\{)\{(" + "|".join(map(re.escape, added)) + r")\}(?!\})")
+
+    def words(match: re.Match[str]) -> str:
+        name = match.group(2).replace("_", " ")
+        if match.group(1):
+            return match.group(1) + name
+        before = match.string[: match.start()].rstrip()
+        return ("The " if not before or before[-1] in ".!?" else "the ") + name
+
+    return pattern.sub(words, proposal)
 
 
 def restore_placeholders(proposal: str, original: str) -> str:

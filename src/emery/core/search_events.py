@@ -348,11 +348,19 @@ class InstructionOption(BaseModel):
 
 
 class MiproInstructionsProposed(Payload):
+    """A stage's instruction choices and what its proposer calls gave: ``kept`` new
+    choices (``repaired``: those a repair changed), ``rejected`` replies (``reasons``: by
+    kind of reason), and the calls of the retry round (``retry_calls``, part of ``calls``)."""
+
     kind: ClassVar[str] = "mipro.instructions_proposed"
     stage: str
     calls: int
     rejected: int
     choices: list[InstructionOption]
+    kept: int = 0
+    repaired: int = 0
+    reasons: dict[str, int] = Field(default_factory=dict)
+    retry_calls: int = 0
 
 
 class MiproTrial(Payload):

@@ -369,12 +369,26 @@ class Mipro:
             state.rejected.extend(outcome.rejected)
             for rejected in outcome.rejected:
                 ctx.emit(MiproProposalRejected(**rejected.model_dump()))
+            reasons = outcome.reasons()
+            log.info(
+                "mipro: stage %r: %d of %d proposals kept (%d repaired), rejected: %s%s",
+                stage_name,
+                outcome.kept,
+                outcome.calls,
+                outcome.repaired,
+                ", ".join(f"{n} {kind}" for kind, n in reasons.items()) or "none",
+                f"; retry round of {outcome.retry_calls} calls" if outcome.retry_calls else "",
+            )
             ctx.emit(
                 MiproInstructionsProposed(
                     stage=stage_name,
                     calls=outcome.calls,
                     rejected=len(outcome.rejected),
                     choices=list(outcome.choices),
+                    kept=outcome.kept,
+                    repaired=outcome.repaired,
+                    reasons=reasons,
+                    retry_calls=outcome.retry_calls,
                 )
             )
 

@@ -118,7 +118,7 @@ def make_plan(settings: MiproSettings, inputs: PlanInputs) -> MiproPlan:
         if settings.proposal_attempts is not None
         else 2 * wanted_proposals
     )
-    proposer = summary_calls + attempts * inputs.stages
+    proposer = summary_calls + (attempts + retry_calls(attempts, wanted_proposals)) * inputs.stages
     task = metric["total"] * inputs.stages
     startup = (
         settings.tpe_startup_trials
@@ -274,6 +274,12 @@ def _race_calls(trials: int, k: int, minibatch: int, n_val: int) -> int:
     if minibatch >= n_val or trials == 0:
         return 0
     return math.ceil(trials / k) * (n_val - minibatch)
+
+
+def retry_calls(attempts: int, missing: int) -> int:
+    """The most calls of a stage's retry round (asked when every proposal of the first
+    round was rejected): one per missing choice, at most ``attempts``."""
+    return max(0, min(attempts, missing))
 
 
 def _cost(minibatch: int, trials: int, k: int, n_val: int) -> int:

@@ -3,9 +3,12 @@
 Each proposal prompt carries the dataset summary, the program description, the stage's
 required format, a sampled demo set, the instructions tried so far with their scores, the
 latest reasons a person gave for rejecting candidates of the job (``[job] approve``) and a
-randomly drawn tip. A reply is accepted only if it reads as an instruction (not an
-answer, not a copy of an example, placeholders intact) and is not a near-duplicate of a
-choice the stage already has.
+randomly drawn tip. A reply is repaired first (a label or quotes around it removed, a
+dropped placeholder put back, an added placeholder of a field the stage already shows
+written as words), then accepted only if it reads as an instruction (not an answer, not a
+copy of an example or of the prompt, placeholders intact) and is not a near-duplicate of a
+choice the stage already has. A stage whose proposals are all rejected is asked once more
+with a short prompt at a higher temperature (the retry round).
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emery.algorithms.approval import reviewer_section
+from emery.algorithms.mipro.presets import retry_calls
 from emery.algorithms.mipro.state import DemoSet, InstructionChoice, RejectedProposal
 from emery.algorithms.proposals import (
     extract_proposal,
     instruction_problem,
+    name_fields,
     restore_placeholders,
+    unwrap_proposal,
 )
 from emery.core.hashing import call_seed
 from emery.core.models import ChatMessage, Demo
@@ -45,6 +51,9 @@ PROPOSER_SYSTEM = (
     "tells the model how to do the task for every input. Never solve an example yourself. "
     "Reply with the new instruction only."
 )
+RETRY_SYSTEM = "You rewrite instructions for a language model. Reply with one instruction only."
+RETRY_TEMPERATURE = 1.0
+"""The least temperature of the retry round; 0.3 above the first round's if that is more."""
 NEAR_DUPLICATE = 0.9
 MIN_COPY_CHARS = 30
 PROMPT_COPY_CHARS = 80
@@ -59,6 +68,8 @@ HEADERS = (
     "Instructions tried so far",
     "Examples of this stage replying correctly",
     "A person reviewing this search rejected",
+    "Task summary:",
+    "Current instruction:",
 )
 
 
@@ -84,6 +95,20 @@ class ProposalRound:
     choices: list[InstructionChoice]
     rejected: list[RejectedProposal] = field(default_factory=list)
     calls: int = 0
+    kept: int = 0
+    """Proposals accepted as new choices."""
+    repaired: int = 0
+    """Of the kept, those whose text a repair changed (``repaired_reply``)."""
+    retry_calls: int = 0
+    """Calls of the retry round (part of ``calls``): asked when the first kept none."""
+
+    def reasons(self) -> dict[str, int]:
+        """The rejections counted by kind of reason (``reason_kind``)."""
+        counts: dict[str, int] = {}
+        for rejected in self.rejected:
+            kind = reason_kind(rejected.reason)
+            counts[kind] = counts.get(kind, 0) + 1
+        return counts
 
 
 def render_demos(demos: Sequence[Demo], *, limit: int = 3) -> str:
@@ -144,6 +169,41 @@ def proposal_messages(
     ]
 
 
+def retry_messages(grounding: StageGrounding, original: str) -> list[ChatMessage]:
+    """The retry round's short prompt: the task, what the stage reads and must reply, its
+    current instruction (no history, demos or tips for a weak proposer to echo)."""
+    summary = clip(grounding.dataset_summary or grounding.dataset_description, 400)
+    parts = [f"Task summary: {summary}"] if summary else []
+    parts += [
+        f"The model reads {', '.join(grounding.reads) or 'no fields'}; {grounding.format}.",
+        f"Current instruction: {original!r}",
+        retry_request(),
+    ]
+    return [
+        {"role": "system", "content": RETRY_SYSTEM},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
+
+
+def retry_request() -> str:
+    """The retry prompt's closing request."""
+    return (
+        "Write a different instruction of one to three sentences that tells the model how"
+        " to handle any such input."
+    )
+
+
+def retry_temperature(temperature: float | None) -> float:
+    """The retry round's temperature: above the first round's, at least ``RETRY_TEMPERATURE``."""
+    return min(2.0, max(RETRY_TEMPERATURE, (temperature or 0.0) + 0.3))
+
+
+def reason_kind(reason: str) -> str:
+    """A rejection reason without its particulars: "near-duplicate of choice 2" and "too
+    short (5 characters)" count as "near-duplicate" and "too short"."""
+    return re.sub(r"\s+(?:\(\d+ characters\)|\{.*|of choice \d+)$", "", reason)
+
+
 _ENUMERATOR = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+")
 _ANNOTATION = re.compile(r"\s*\((?:validation score [\d.]+|not scored yet)\)\s*$")
 
@@ -189,7 +249,7 @@ def copies_prompt(text: str, program_description: str, stage: str = "") -> bool:
         return True
     if _longest_shared(text, program_description) >= PROMPT_COPY_CHARS:
         return True
-    meta = [request(stage), PROPOSER_SYSTEM, *TIPS.values()]
+    meta = [request(stage), PROPOSER_SYSTEM, retry_request(), RETRY_SYSTEM, *TIPS.values()]
     return any(_longest_shared(text, part) >= META_COPY_CHARS for part in meta if part)
 
 
@@ -216,6 +276,16 @@ def proposal_problem(
     return None
 
 
+def repaired_reply(reply: str, original: str, fields: Sequence[str]) -> str | None:
+    """The instruction in ``reply``: unwrapped from labels, list markers and quotes, with
+    added placeholders of ``fields`` written as words and dropped ones put back."""
+    text = _clean(extract_proposal(reply))
+    if text is None:
+        return None
+    text = name_fields(unwrap_proposal(text), original, fields)
+    return restore_placeholders(text, original)
+
+
 async def propose_stage(
     proposer: LM,
     grounding: StageGrounding,
@@ -231,39 +301,65 @@ async def propose_stage(
     temperature: float | None,
     seed_calls: bool = False,
 ) -> ProposalRound:
-    """Ask for instructions until ``wanted`` choices exist or ``attempts`` calls are spent."""
+    """Ask for instructions until ``wanted`` choices exist or ``attempts`` calls are spent;
+    if none was kept, ask the retry round once (a call per missing choice, at most
+    ``attempts``)."""
     outcome = ProposalRound(choices=list(choices))
-    original = choices[0].text
     with_demos = [demo_set.demos for demo_set in demo_sets if demo_set.demos]
+
+    async def ask(messages: list[ChatMessage], tip: str, heat: float | None) -> None:
+        params: dict[str, Any] = {"seed": call_seed(messages, outcome.calls)} if seed_calls else {}
+        reply = await proposer.complete(messages, temperature=heat, max_tokens=max_tokens, **params)
+        outcome.calls += 1
+        _judge(outcome, reply.text, tip, grounding, example_texts)
+
     while len(outcome.choices) < wanted and outcome.calls < attempts:
         tip_name = rng.choice(sorted(TIPS)) if use_tips else "none"
         demos = rng.choice(with_demos) if with_demos else []
-        messages = proposal_messages(grounding, outcome.choices, demos, TIPS[tip_name])
-        params: dict[str, Any] = {"seed": call_seed(messages, outcome.calls)} if seed_calls else {}
-        reply = await proposer.complete(
-            messages, temperature=temperature, max_tokens=max_tokens, **params
+        await ask(
+            proposal_messages(grounding, outcome.choices, demos, TIPS[tip_name]),
+            tip_name,
+            temperature,
         )
-        outcome.calls += 1
-        text = _clean(extract_proposal(reply.text))
-        text = None if text is None else restore_placeholders(text, original)
-        problem = (
-            "empty reply"
-            if text is None
-            else proposal_problem(
-                text,
-                original,
-                [c.text for c in outcome.choices],
-                example_texts,
-                grounding.program_description,
-                grounding.stage,
-            )
-        )
-        if problem is not None or text is None:
-            outcome.rejected.append(
-                RejectedProposal(
-                    stage=grounding.stage, text=clip(reply.text, 500), reason=problem or "empty"
-                )
-            )
-            continue
-        outcome.choices.append(InstructionChoice(text=text, source="proposed", tip=tip_name))
+    if outcome.calls and not outcome.kept:
+        retry = retry_messages(grounding, choices[0].text)
+        for _ in range(retry_calls(attempts, wanted - len(outcome.choices))):
+            if len(outcome.choices) >= wanted:
+                break
+            await ask(retry, "retry", retry_temperature(temperature))
+            outcome.retry_calls += 1
     return outcome
+
+
+def _judge(
+    outcome: ProposalRound,
+    reply: str,
+    tip: str,
+    grounding: StageGrounding,
+    example_texts: Sequence[str],
+) -> None:
+    """Add ``reply`` to ``outcome``: a new choice once repaired and checked, else a rejection."""
+    original = outcome.choices[0].text
+    text = repaired_reply(reply, original, grounding.reads)
+    problem = (
+        "empty reply"
+        if text is None
+        else proposal_problem(
+            text,
+            original,
+            [c.text for c in outcome.choices],
+            example_texts,
+            grounding.program_description,
+            grounding.stage,
+        )
+    )
+    if problem is not None or text is None:
+        outcome.rejected.append(
+            RejectedProposal(
+                stage=grounding.stage, text=clip(reply, 500), reason=problem or "empty"
+            )
+        )
+        return
+    outcome.kept += 1
+    outcome.repaired += text != reply.strip()
+    outcome.choices.append(InstructionChoice(text=text, source="proposed", tip=tip))

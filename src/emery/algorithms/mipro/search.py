@@ -3,13 +3,17 @@
 Each trial builds a fresh in-memory study, replays every recorded trial into it with
 ``create_trial`` + ``add_trial`` and asks for the next point with a ``TPESampler``
 seeded from the algorithm's own checkpointed RNG. Nothing lives only in memory, so a
-resumed run samples exactly what an uninterrupted one would.
+resumed run samples exactly what an uninterrupted one would. A suggestion of a candidate
+already scored is told its score and replaced, so every trial scores a new candidate.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
+import random
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import optuna
@@ -22,6 +26,13 @@ from emery.algorithms.mipro.state import ComboRecord, MiproState, TrialRecord
 from emery.core.results import ExampleResult
 from emery.evaluation.objectives import CandidateCost, cost_per_example
 from emery.evaluation.selection import BEST_SCORE, SelectRule
+
+log = logging.getLogger(__name__)
+
+RESAMPLES = 20
+"""Times TPE is asked again after suggesting a scored candidate, then random draws."""
+SCAN = 10_000
+"""Choices looked at in index order, after the draws, for an untried one."""
 
 
 @contextmanager
@@ -50,6 +61,8 @@ def next_params(
     startup_trials: int,
     count: int = 1,
     rule: SelectRule = BEST_SCORE,
+    identify: Callable[[Mapping[str, int]], str] | None = None,
+    first: Mapping[str, int] | None = None,
 ) -> list[dict[str, int]]:
     """TPE's next ``count`` choices of indices given every trial so far. Asked together,
     the later ones see the earlier ones as running trials scored at the worst value so far
@@ -58,10 +71,21 @@ def next_params(
     The study maximizes what the job's ``select`` rule aims for (``SelectRule.aim``): the
     score alone by default; with ``cheapest_within`` the score and the cost saved, a front
     that holds only the trials within the margin of the best (TPE's good group is then
-    the front's, so cheaper combinations that score as well are tried more)."""
+    the front's, so cheaper combinations that score as well are tried more).
+
+    With ``identify`` (the candidate a choice of indices makes) no choice repeats a
+    candidate already scored or picked: TPE is told the scored candidate's value (a
+    picked one's: the worst so far) and asked again, up to ``RESAMPLES`` times, then an
+    untried choice is drawn from ``seed`` (``untried``). Fewer than ``count`` come back
+    only when no untried choice is left. ``first``, when untried, is the first choice."""
     dists = distributions(spaces)
     values = _aims(history, rule)
     width = len(rule.aim(0.0, CandidateCost(), 0.0, CandidateCost()))
+    scored = {record.candidate_id: aim for record, aim in zip(history, values, strict=True)}
+    worst = tuple(min(column) for column in zip(*values, strict=True)) if values else None
+    taken = set(scored)
+    picks: list[dict[str, int]] = []
+    resampled = 0
     with _quiet_optuna():
         sampler = TPESampler(
             seed=seed,
@@ -79,8 +103,54 @@ def next_params(
                     user_attrs={"kind": record.kind, "number": record.number},
                 )
             )
-        trials = [study.ask(dists) for _ in range(count)]
-    return [{name: int(trial.params[name]) for name in dists} for trial in trials]
+        if first is not None and (identify is None or identify(first) not in taken):
+            study.enqueue_trial(dict(first))
+        for _ in range(count):
+            for _ in range(RESAMPLES + 1):
+                trial = study.ask(dists)
+                params = {name: int(trial.params[name]) for name in dists}
+                key = None if identify is None else identify(params)
+                if key is None or key not in taken:
+                    break
+                resampled += 1
+                study.tell(trial, list(scored.get(key) or worst or (0.0,) * width))
+            else:
+                assert identify is not None  # only a known candidate asks again
+                drawn = untried(spaces, identify, taken, seed + len(picks))
+                if drawn is None:
+                    break
+                study.enqueue_trial(dict(drawn))
+                study.ask(dists)  # running: the later picks see it
+                params, key = drawn, identify(drawn)
+            if key is not None:
+                taken.add(key)
+            picks.append(params)
+    if resampled:
+        log.info("mipro: TPE suggested %d scored combinations and was asked again", resampled)
+    return picks
+
+
+def untried(
+    spaces: Mapping[str, int],
+    identify: Callable[[Mapping[str, int]], str],
+    taken: Collection[str],
+    seed: int,
+) -> dict[str, int] | None:
+    """A choice of indices whose candidate is not in ``taken``: drawn at random from
+    ``seed`` (``RESAMPLES`` draws), else the first in index order (the first ``SCAN``
+    looked at), else None: every choice is taken."""
+    rng = random.Random(seed)
+    names = list(spaces)
+    for _ in range(RESAMPLES):
+        params = {name: rng.randrange(spaces[name]) for name in names}
+        if identify(params) not in taken:
+            return params
+    ranges = [range(spaces[name]) for name in names]
+    for combo in itertools.islice(itertools.product(*ranges), SCAN):
+        params = dict(zip(names, combo, strict=True))
+        if identify(params) not in taken:
+            return params
+    return None
 
 
 def trial_cost(rule: SelectRule, results: Sequence[ExampleResult]) -> CandidateCost | None:

@@ -55,7 +55,9 @@ class MiproSettings(AlgorithmSettings):
     summary_batches: int = Field(default=2, ge=0)
     summary_batch_size: int = Field(default=8, ge=1)
     proposal_attempts: int | None = Field(default=None, ge=0)
-    """Proposer calls allowed per stage (None: twice the number of proposals wanted)."""
+    """Proposer calls allowed per stage (None: twice the number of proposals wanted). A
+    stage that keeps none of them is asked once more (the retry round: a call per missing
+    choice, at most this many)."""
     proposer_temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     proposer_max_tokens: int = Field(default=256, ge=16)
     seed_lm_calls: bool = True

@@ -44,10 +44,11 @@ async def run_trial(
     final_promotions: int = 3,
     trials_per_step: int = 1,
 ) -> None:
-    """One search step: TPE picks the choices of up to ``trials_per_step`` trials, a val
-    minibatch scores them (together); every K trials the best pending combination is
-    raced and scored on full val, and at the end the best few are. A step is all its
-    trials or none: a step killed midway is repeated whole on resume.
+    """One search step: TPE picks the choices of up to ``trials_per_step`` trials, each a
+    candidate no trial has scored, a val minibatch scores them (together); every K trials
+    the best pending combination is raced and scored on full val, and at the end (the
+    planned trials done, or no untried combination left) the best few are. A step is all
+    its trials or none: a step killed midway is repeated whole on resume.
 
     The planned trials are a floor: while the metric-call budget holds another trial and
     the final full-val scoring, and untried combinations remain, trials go on."""
@@ -73,14 +74,22 @@ async def run_trial(
     if whole:
         for trial, (combo, score) in enumerate(scored, first):
             record_full(ctx, state, combo, score, trial)
-    last = number >= plan.num_trials and not more_trials_affordable(ctx, state, minibatch)
+    exhausted = len(scored) < size  # no untried combination is left
+    last = exhausted or (
+        number >= plan.num_trials and not more_trials_affordable(ctx, state, minibatch)
+    )
     if last:
         for _ in range(final_promotions):  # another race only after one promoted
             if not await promote(ctx, state, number, final=True, top_k=top_k):
                 break
         await restate_best(ctx, state, number)
         await trim_best(ctx, state, number)
-        state.done, state.done_reason = True, f"{number} trials done"
+        state.done = True
+        state.done_reason = (
+            f"{number} trials done, every combination tried"
+            if exhausted
+            else f"{number} trials done"
+        )
     elif number // plan.full_eval_every > (first - 1) // plan.full_eval_every:
         await promote(ctx, state, number, final=False, top_k=top_k)
     state.top = top_combos(state, top_k)
@@ -95,10 +104,12 @@ async def _score_trials(
     size: int,
     minibatch: int,
 ) -> list[tuple[ComboRecord, float]]:
-    """TPE's next ``size`` choices as candidates, scored together on the same val
-    minibatch (all of val when the minibatch is that big); records each trial and its
-    combination in trial order."""
+    """TPE's next ``size`` choices as candidates no trial has scored (fewer when fewer are
+    left; the first trial is the seed's repair, ``repaired_seed_params``), scored together
+    on the same val minibatch (all of val when the minibatch is that big); records each
+    trial and its combination in trial order."""
     whole = minibatch >= len(ctx.val)
+    seed_first = all(trial.kind == "baseline" for trial in state.trials)
     choices = next_params(
         state.spaces(),
         state.trials,
@@ -106,9 +117,9 @@ async def _score_trials(
         startup_trials=state.resolved_plan().tpe_startup_trials,
         count=size,
         rule=ctx.select,
+        identify=lambda params: combo_candidate(ctx, state, dict(params), first).id,
+        first=repaired_seed_params(state) if seed_first else None,
     )
-    if all(trial.kind == "baseline" for trial in state.trials):
-        choices[0] = repaired_seed_params(state) or choices[0]
     candidates = [
         ctx.add_candidate(combo_candidate(ctx, state, params, number))
         for number, params in enumerate(choices, first)
@@ -119,7 +130,7 @@ async def _score_trials(
     )
     scored = []
     for number, params, candidate, result in zip(
-        range(first, first + size), choices, candidates, results, strict=True
+        range(first, first + len(choices)), choices, candidates, results, strict=True
     ):
         state.trials_done = number
         state.trials.append(
