@@ -108,11 +108,18 @@ class GepaMinibatchRejected(GepaMinibatchAccepted):
 
 
 class GepaValEvaluated(Payload):
+    """A candidate scored on val: it joined the pool, or (``joined`` false, GEPA's
+    ``two_stage`` acceptance) was shown worse than its parent there (``evidence``),
+    after ``n`` examples."""
+
     kind: ClassVar[str] = "gepa.val_evaluated"
     iteration: int
     candidate_id: str
     score: float
     n: int
+    joined: bool = True
+    reason: str | None = None
+    evidence: Evidence | None = None
 
 
 class GraphCandidateCost(Payload):

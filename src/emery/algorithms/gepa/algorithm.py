@@ -61,12 +61,13 @@ from emery.algorithms.gepa.mutation import (
     smoke_rejects,
 )
 from emery.algorithms.gepa.plan import evidence_examples, plan_inputs, record_gepa_plan
-from emery.algorithms.gepa.pool import add_to_pool, lean, restore_candidates
+from emery.algorithms.gepa.pool import WINNER_CONFIDENCE, add_to_pool, lean, restore_candidates
 from emery.algorithms.gepa.pool import adopt as adopt_into_pool
 from emery.algorithms.gepa.propose import Proposer
 from emery.algorithms.gepa.selection import parent_selector, select_components
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.gepa.state import GepaState, PoolEntry
+from emery.algorithms.gepa.val_gate import OnVal, score_on_val
 from emery.algorithms.labeled import labeled_pool
 from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
 from emery.algorithms.warm_start import rescore
@@ -78,6 +79,7 @@ from emery.core.events import (
     GepaMinibatchRejected,
     GepaMinibatchSampled,
     GepaMinibatchSkipped,
+    GepaValEvaluated,
 )
 from emery.core.models import Candidate, Example
 from emery.evaluation.budget import BudgetExhausted
@@ -115,6 +117,7 @@ class Gepa:
             seed_candidate_id=seed.id,
             components=components,
             rng_state=save_rng(random.Random(ctx.seed)),
+            winner_confidence=WINNER_CONFIDENCE if self._two_stage else None,
         )
         if self.settings.operator_every or self.settings.operator_fallback:
             state.labeled = await labeled_pool(ctx)
@@ -136,6 +139,10 @@ class Gepa:
             add_to_pool(ctx, state, PoolEntry(candidate=candidate, operation=WARM_START), result)
         self._check_done(ctx, state)
         return state
+
+    @property
+    def _two_stage(self) -> bool:
+        return self.settings.acceptance == "two_stage"
 
     def _structure_every(self) -> int | None:
         """How often a structural child is proposed (``graph_gepa``); None: never."""
@@ -299,7 +306,7 @@ class Gepa:
                 rng,
                 cap=self._evidence_cap(ctx),
                 confidence=self.settings.confidence,
-                extend_ties=self.settings.extend_ties,
+                extend_ties=self.settings.extend_ties and not self._two_stage,
                 slots=slots,
             )
         )
@@ -349,11 +356,9 @@ class Gepa:
         make and the operator fallbacks, none repeating an earlier child of the step."""
         if len(bases) == 1:
             return [await self._child(ctx, state, bases[0], rng)]
-        settings = self.settings
-        fallback = settings.operator_fallback
-        every = settings.operator_every
+        fallback = self.settings.operator_fallback
         made: list[Mutation | None] = [
-            operate(ctx, state, basis) if every and basis.number % every == 0 else None
+            operate(ctx, state, basis) if self._operator_turn(basis.number) else None
             for basis in bases
         ]
         rngs = [random.Random(rng.getrandbits(64)) for _ in bases]
@@ -381,9 +386,9 @@ class Gepa:
     ) -> Mutation | None:
         """A child of ``basis.parent``: an edit operator's every ``operator_every``-th
         iteration, else the reflection's, with operators as the fallback."""
-        number, settings = basis.number, self.settings
+        settings = self.settings
         mutation = None
-        if settings.operator_every and number % settings.operator_every == 0:
+        if self._operator_turn(basis.number):
             mutation = operate(ctx, state, basis)
         if mutation is None:
             fallback = settings.operator_fallback
@@ -391,6 +396,12 @@ class Gepa:
         if mutation is None and settings.operator_fallback:
             mutation = operate(ctx, state, basis)
         return mutation
+
+    def _operator_turn(self, number: int) -> bool:
+        """Whether iteration ``number`` proposes an edit-operator child (every
+        ``operator_every``-th)."""
+        every = self.settings.operator_every
+        return bool(every) and number % every == 0
 
     def _select(
         self, ctx: SearchContext, state: GepaState, number: int, rng: random.Random
@@ -461,7 +472,9 @@ class Gepa:
 
     def _evidence_cap(self, ctx: SearchContext) -> int:
         """The most train examples a child is judged on (the plan's ``evidence_examples``;
-        the budget may stop it sooner)."""
+        the budget may stop it sooner); under ``two_stage`` the minibatch alone."""
+        if self._two_stage:
+            return min(self.settings.minibatch_size, len(ctx.train))
         return evidence_examples(self.settings, len(ctx.train))
 
     def _accepts(self, before: float, after: float, evidence: Evidence | None) -> bool:
@@ -469,6 +482,8 @@ class Gepa:
         it is undecided and the child is not behind). A batch scored by rank agreement has
         no per-example pairs: there the sums decide, as before."""
         loose = self.settings.accept == "improvement_or_equal"
+        if self._two_stage and evidence is not None:
+            return evidence.difference > 0 or (loose and evidence.difference >= 0)
         if evidence is None:
             return after > before or (loose and after >= before)
         if evidence.verdict == "better":
@@ -528,9 +543,32 @@ class Gepa:
         step's ``slots`` batches), add them to the pool in order, and schedule a merge for
         each."""
         settings = self.settings
-        requests = [ScoreRequest(child, ctx.val, "val") for _, child, _ in accepted]
-        results = await score_concurrently(ctx, requests, slots=slots)
-        for (mutation, child, after), result in zip(accepted, results, strict=True):
+        if self._two_stage:
+            children = [(mutation.parent, child) for mutation, child, _ in accepted]
+            on_val = await score_on_val(ctx, children, confidence=settings.confidence, slots=slots)
+        else:
+            requests = [ScoreRequest(child, ctx.val, "val") for _, child, _ in accepted]
+            results = await score_concurrently(ctx, requests, slots=slots)
+            on_val = [
+                OnVal(mutation.parent, child, result)
+                for (mutation, child, _), result in zip(accepted, results, strict=True)
+            ]
+        for (mutation, child, after), item in zip(accepted, on_val, strict=True):
+            assert item.results is not None  # val is not empty
+            if not item.joins:
+                state.counters.left_out += 1
+                ctx.emit(
+                    GepaValEvaluated(
+                        iteration=mutation.basis.number,
+                        candidate_id=child.id,
+                        score=item.results.mean,
+                        n=len(item.results.results),
+                        joined=False,
+                        reason=item.reason,
+                        evidence=item.evidence,
+                    )
+                )
+                continue
             entry = PoolEntry(
                 candidate=lean(child),
                 parents=[mutation.parent.id],
@@ -542,7 +580,7 @@ class Gepa:
                 next_component=mutation.parent.next_component,
                 train_scores={} if settings.failure_share is None else scores_by_example(after),
             )
-            add_to_pool(ctx, state, entry, result)
+            add_to_pool(ctx, state, entry, item.results)
             state.last_accepted = True
             merges = state.counters.merges_attempted + state.merges_due
             if settings.use_merge and merges < settings.max_merges:

@@ -57,6 +57,16 @@ class GepaSettings(AlgorithmSettings):
             " apart and that is not behind)"
         ),
     )
+    acceptance: Literal["evidence", "two_stage"] = Field(
+        default="evidence",
+        description=(
+            "evidence: a child joins the pool when the paired evidence on train shows it"
+            " better than its parent (more minibatches while undecided); two_stage: a child"
+            " better on its minibatch is scored on val, joins unless shown worse than its"
+            " parent there (stopped early when it is), and becomes the best only when shown"
+            " better than the seed on val (at 0.6)"
+        ),
+    )
     confidence: float = Field(
         default=0.8,
         gt=0.5,

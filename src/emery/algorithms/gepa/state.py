@@ -63,6 +63,9 @@ class Counters(BaseModel):
         default=0, description="rejected children the evidence showed neither better nor worse"
     )
     skipped_perfect: int = 0
+    left_out: int = Field(
+        default=0, description="two_stage: children scored on val and kept out of the pool"
+    )
     stale_in_a_row: int = 0
     merges_attempted: int = 0
     merges_accepted: int = 0
@@ -77,6 +80,13 @@ class GepaState(AlgorithmState):
     sampler: SamplerState = Field(default_factory=SamplerState)
     components: list[str] = Field(default_factory=list)
     merges_due: int = 0
+    winner_confidence: float | None = Field(
+        default=None,
+        description=(
+            "two_stage acceptance: a pool member becomes the best only when shown better"
+            " than the seed on val at this confidence (None: the best mean val wins)"
+        ),
+    )
     last_accepted: bool = False
     merges_tried: list[list[str]] = Field(default_factory=list)
     counters: Counters = Field(default_factory=Counters)
