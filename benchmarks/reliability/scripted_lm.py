@@ -125,3 +125,13 @@ def _down(messages: Sequence[ChatMessage]) -> str:
 def failing_lm() -> FakeLM:
     """A task model whose every call raises."""
     return FakeLM(_down, model="scripted-down")
+
+
+def _unlabeled(messages: Sequence[ChatMessage]) -> str:
+    return "Let me think. The total is 12 apples, so the answer is \\boxed{12}."
+
+
+def unlabeled_lm() -> FakeLM:
+    """A task model that answers without the line the parser reads (``Answer: <number>``):
+    each reply is unreadable, a wrong answer scored 0, never a failed run."""
+    return FakeLM(_unlabeled, model="scripted-unlabeled")

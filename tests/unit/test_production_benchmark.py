@@ -203,17 +203,18 @@ async def test_a_reply_the_application_cannot_read_scores_0_in_the_search(
     )
     example = feedback_example(recorded, 0.0, fields)  # the recorded reply: thumbed down
 
-    async def score(reply: str) -> tuple[float, str | None]:
+    async def score(reply: str) -> tuple[float, str | None, str | None]:
         evaluator = Evaluator(program, FeedbackScore(), FakeLM(lambda _: reply))
         found = await evaluator.evaluate(program.seed_candidate(), [example], "val")
-        return found.results[0].score, found.results[0].error
+        return found.results[0].score, found.results[0].unreadable, found.results[0].error
 
     assert app.correct(unreadable, 7.0 if app is apps.SVAMP else "pto_used") == 0.0
-    low, error = await score(unreadable)
+    low, why, error = await score(unreadable)
     assert low == 0.0  # unlike the thumbed-down reply, but unreadable: not a good reply
-    assert "must match the pattern" in (error or "")
-    high, error = await score(readable)
-    assert error is None
+    assert "must match the pattern" in (why or "")
+    assert error is None  # a wrong answer, not a failed run
+    high, why, error = await score(readable)
+    assert (why, error) == (None, None)
     assert high > 0.0
 
 

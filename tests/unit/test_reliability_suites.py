@@ -5,7 +5,8 @@ faults against the mock endpoint, and a short fuzz of both HTTP servers.
 A guarantee another file already checks is not checked here again: SIGKILL and resume is
 ``test_engine_kill_resume``, the schemathesis fuzz of ``emery server`` is
 ``test_server_fuzz``, and a job whose model always fails ending on one line is
-``test_a_failed_job_says_why_on_one_line`` below."""
+``test_a_failed_job_says_why_on_one_line`` below. Replies the parser cannot read counted as
+wrong answers, not failed runs, is ``unreadable.py``'s case, run here in-process."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ assert RELIABILITY.is_dir()
 
 import faults  # noqa: E402
 import fuzz  # noqa: E402
+import unreadable  # noqa: E402
 
 from emery.proxy.serving import BackgroundServer  # noqa: E402
 
@@ -42,6 +44,16 @@ def test_a_failed_job_says_why_on_one_line(
     assert lines[-1].startswith("job "), lines
     assert " failed: " in lines[-1], lines
     assert lines[-1].endswith("try again in an hour or so"), lines
+
+
+def test_replies_the_parser_cannot_read_are_wrong_answers_not_failed_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "job.toml").write_text(unreadable.config(tmp_path / "work"))
+    store = tmp_path / "emery.db"
+    code = run_cli(["train", str(tmp_path / "job.toml"), "--store", str(store)])
+    printed = capsys.readouterr()
+    assert unreadable.problems(code, printed.err, printed.out, store) == []
 
 
 @pytest.mark.parametrize("name", ["serve", "taskapp"])

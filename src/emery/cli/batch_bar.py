@@ -19,8 +19,9 @@ from emery.evaluation.progress import BatchProgress
 
 
 class BatchBar:
-    """One bar per running batch: rollouts done of N, failures, elapsed time and ETA; it
-    disappears when its batch finishes (the batch's event line says how it went)."""
+    """One bar per running batch: rollouts done of N, failures and unreadable replies,
+    elapsed time and ETA; it disappears when its batch finishes (the batch's event line
+    says how it went)."""
 
     def __init__(self, console: Console) -> None:
         self.progress = Progress(
@@ -54,6 +55,8 @@ class BatchBar:
             description = f"scoring {batch.candidate_id[:8]} on {batch.split}"
             self.task = self.progress.add_task(description, total=batch.total, failed="")
         failed = f", {batch.failed} failed" if batch.failed else ""
+        if batch.unreadable:
+            failed += f", {batch.unreadable} unreadable"
         self.progress.update(self.task, completed=batch.done, failed=failed)
         if batch.finished:
             self._close()

@@ -14,7 +14,7 @@ from emery.algorithms.lineage import component_diff, lineage_tree
 from emery.cli.common import JsonOption, StoreOption, open_cli_store, resolve
 from emery.cli.console import out, print_json, print_table
 from emery.core.errors import EmeryError
-from emery.evaluation.stats import failed_cell, failure_note
+from emery.evaluation.stats import failed_cell, failure_note, unreadable_note
 from emery.store.protocol import Store
 from emery.store.records import CandidateRecord
 
@@ -76,6 +76,7 @@ def _list(store: Store, job_id: str, *, split: str, sort: str, top: int, as_json
                         "n": c.n,
                         "failed": c.failed,
                         "timeouts": c.timeouts,
+                        "unreadable": c.unreadable,
                     }
                     for c in page.items
                 ],
@@ -88,7 +89,18 @@ def _list(store: Store, job_id: str, *, split: str, sort: str, top: int, as_json
 
 def _table(records: Sequence[CandidateRecord], split: str, best_id: str | None) -> Table:
     table = Table()
-    headers = ("#", "id", split, "n", "failed", "operation", "gen", "parents", "components")
+    headers = (
+        "#",
+        "id",
+        split,
+        "n",
+        "failed",
+        "unreadable",
+        "operation",
+        "gen",
+        "parents",
+        "components",
+    )
     for header in headers:
         table.add_column(
             header,
@@ -104,6 +116,7 @@ def _table(records: Sequence[CandidateRecord], split: str, best_id: str | None) 
             "-" if record.score is None else f"{record.score:.1%}",
             str(record.n),
             failed_cell(record.failed, record.timeouts),
+            str(record.unreadable),
             lineage.operation,
             str(lineage.generation),
             ", ".join(p[:8] for p in lineage.parents) or "-",
@@ -131,6 +144,7 @@ def _show(store: Store, job_id: str, candidate_id: str, as_json: bool) -> None:
                         "n": rec.n,
                         "failed": rec.failed,
                         "timeouts": rec.timeouts,
+                        "unreadable": rec.unreadable,
                     }
                     if rec
                     else None
@@ -149,6 +163,7 @@ def _show(store: Store, job_id: str, candidate_id: str, as_json: bool) -> None:
     for split, record in scores.items():
         if record is not None and record.n:
             failed = failure_note(record.failed, record.timeouts, ", ")
+            failed += unreadable_note(record.unreadable, ", ")
             out.print(f"{split}: {record.score:.1%} on {record.n} examples{failed}")
     for name, text in candidate.components.items():
         out.print(f"\n[bold][{escape(name)}][/bold]")

@@ -134,6 +134,12 @@ def _print_report(report: EvaluationReport, failures: bool) -> None:
     errors = sum(1 for result in report.results if result.error)
     if errors:
         out.print(f"[yellow]{errors} runs failed[/yellow] (scored 0); --failures lists them")
+    unreadable = sum(1 for result in report.results if result.unreadable is not None)
+    if unreadable:
+        out.print(
+            f"{unreadable} replies the parser could not read (scored 0 as wrong answers);"
+            " --failures lists them"
+        )
     if failures:
         failed = [result for result in report.results if result.score < 1.0]
         table = Table(show_lines=False)

@@ -63,6 +63,9 @@ class CandidateEvaluated(Payload):
     """Of the ``n`` results, runs that failed (scored 0 for an error, not an answer)."""
     timeouts: int = 0
     """Of the failed runs, those that ran out of time or fell silent."""
+    unreadable: int = 0
+    """Of the ``n`` results, replies the parser could not read (scored 0 as wrong answers,
+    not failed)."""
 
 
 class RolloutsFailed(Payload):

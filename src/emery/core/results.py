@@ -11,8 +11,9 @@ from emery.core.models import ChatMessage, Split
 FailureKind = Literal["model", "timeout", "error", "output", "verifier"]
 """Why a run has no score of its own: the task model's call failed (``model``), the run
 ran out of time or fell silent (``timeout``), the system raised (``error``), the system
-reported its output unusable, e.g. an unparseable reply (``output``), or the verifier
-raised (``verifier``)."""
+reported its output unusable (``output``; on results stored before ``unreadable`` was,
+also a reply the parser could not read), or the verifier raised (``verifier``). A reply
+the parser cannot read is no failure: see ``ExampleResult.unreadable``."""
 
 
 class TokenUsage(BaseModel):
@@ -85,6 +86,9 @@ class ExampleResult(BaseModel):
     error: str | None = None
     failure: FailureKind | None = None
     """Why the run failed, when ``error`` is set (None on results stored before it was)."""
+    unreadable: str | None = None
+    """The parser's message when the system's reply could not be read: a wrong answer,
+    scored 0 with this message in ``feedback``; ``error`` stays None (the run did not fail)."""
     calls: list[ComponentCall] = Field(default_factory=list)
     usage: TokenUsage = TokenUsage()
     lm_calls: int = 0

@@ -34,6 +34,8 @@ from emery.verifiers.base import Verdict, Verifier
 log = logging.getLogger(__name__)
 
 TRACE_CHARS = 1500
+UNREADABLE_FEEDBACK = "The reply could not be read: "
+"""The start of the feedback of a run whose reply the parser could not read (scored 0)."""
 
 
 class VerifierTimeout(Exception):
@@ -71,6 +73,14 @@ class TallyLM(LMWrapper):
         )
 
 
+def unreadable_reply(run: SystemRun, outcome: RolloutOutcome) -> str | None:
+    """The parser's message when the run ended on a reply it could not read (the rollout
+    succeeded: a wrong answer, not a failure), else None."""
+    if outcome.rollout.status != "succeeded" or run.failure != "unreadable":
+        return None
+    return run.error
+
+
 def failure_kind(outcome: RolloutOutcome, tally: TallyLM) -> FailureKind | None:
     """Why a rollout failed (None when it succeeded): out of time, a task-model call that
     raised, an output the system called unusable, or any other exception (raised, or
@@ -83,7 +93,8 @@ def failure_kind(outcome: RolloutOutcome, tally: TallyLM) -> FailureKind | None:
     if tally.failed_calls:
         return "model"
     if outcome.run is not None and outcome.run.error is not None:
-        return outcome.run.failure
+        failure = outcome.run.failure
+        return "output" if failure == "unreadable" else failure  # unreadable: never failed
     return "error"
 
 
@@ -198,6 +209,7 @@ class Evaluator:
             score, feedback, error, ranked = await self._score(example, run, outcome)
         # a succeeded rollout with an error: the verifier raised
         failure = None if error is None else (failure_kind(outcome, tally) or "verifier")
+        unreadable = unreadable_reply(run, outcome)
         rollout = outcome.rollout
         rollout.score, rollout.output = score, run.output
         self.recorder.save_rollout(rollout)
@@ -210,6 +222,7 @@ class Evaluator:
             feedback=feedback,
             error=error,
             failure=failure,
+            unreadable=unreadable,
             ranked=ranked,
             calls=run.calls,
             usage=tally.usage(),
@@ -233,12 +246,15 @@ class Evaluator:
     async def _score(
         self, example: Example, run: SystemRun, outcome: RolloutOutcome
     ) -> tuple[float, str, str | None, tuple[float, float] | None]:
-        """(score, feedback, error, the verdict's rank pair): a failed rollout scores 0; a
-        self-scored run keeps its reward; otherwise the verifier decides."""
+        """(score, feedback, error, the verdict's rank pair): a failed rollout scores 0, and
+        so does a reply the parser could not read (a wrong answer, no error: the feedback
+        says why); a self-scored run keeps its reward; otherwise the verifier decides."""
         if outcome.rollout.status != "succeeded":
             error = outcome.error or "the run failed"
             log.debug("example %s failed: %s", example.id, error)  # a scored outcome, not a fault
             return 0.0, f"The run failed: {error}", error, None
+        if (unreadable := unreadable_reply(run, outcome)) is not None:
+            return 0.0, f"{UNREADABLE_FEEDBACK}{unreadable}", None, None
         if run.reward is not None:
             return (
                 run.reward,

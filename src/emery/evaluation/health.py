@@ -1,9 +1,10 @@
 """Telling a broken job from a weak candidate: rollouts that fail for errors, not answers.
 
-A wrong or unparseable answer is a score. A task model that cannot be called, a verifier
-that raises or a run that times out says nothing about the candidate, and a job whose
-rollouts mostly fail that way would spend its whole budget on zeros: ``ErrorWatch`` stops
-it. ``check_gold`` refuses a dataset without gold outputs for a verifier that needs them.
+A wrong answer, or a reply the parser cannot read (``unreadable``, not failed), is a score.
+A task model that cannot be called, a verifier that raises or a run that times out says
+nothing about the candidate, and a job whose rollouts mostly fail that way would spend its
+whole budget on zeros: ``ErrorWatch`` stops it. ``check_gold`` refuses a dataset without
+gold outputs for a verifier that needs them.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ def failure_counts(results: Sequence[ExampleResult]) -> tuple[int, int]:
     """(failed, timed out) among ``results``."""
     failed = [r for r in results if r.error is not None]
     return len(failed), sum(1 for r in failed if r.failure == "timeout")
+
+
+def unreadable_count(results: Sequence[ExampleResult]) -> int:
+    """How many of ``results`` are replies the parser could not read (wrong answers)."""
+    return sum(1 for r in results if r.unreadable is not None)
 
 
 def check_gold(system: Any, verifier: Any, examples: Iterable[Example]) -> None:

@@ -21,7 +21,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class BatchProgress:
     """Where one batch stands: ``done`` of ``total`` new rollouts of ``candidate_id`` on
-    ``split``, ``failed`` of them for errors, ``elapsed_s`` since the batch started."""
+    ``split``, ``failed`` of them for errors, ``elapsed_s`` since the batch started;
+    ``unreadable`` of them scored 0 on a reply the parser could not read (wrong answers,
+    not failures)."""
 
     candidate_id: str
     split: str
@@ -29,6 +31,7 @@ class BatchProgress:
     total: int
     failed: int
     elapsed_s: float
+    unreadable: int = 0
 
     @property
     def finished(self) -> bool:
@@ -59,6 +62,7 @@ class BatchCounter:
         self.total = total
         self.done = 0
         self.failed = 0
+        self.unreadable = 0
         self.started = time.monotonic()
         self._report()
 
@@ -66,6 +70,7 @@ class BatchCounter:
         """One more rollout finished."""
         self.done += 1
         self.failed += result.error is not None
+        self.unreadable += result.unreadable is not None
         self._report()
 
     def _report(self) -> None:
@@ -76,6 +81,7 @@ class BatchCounter:
             total=self.total,
             failed=self.failed,
             elapsed_s=time.monotonic() - self.started,
+            unreadable=self.unreadable,
         )
         try:
             self.sink(progress)

@@ -6,7 +6,7 @@ from pydantic import BaseModel
 
 from emery.core.models import Split
 from emery.core.results import ExampleResult
-from emery.evaluation.health import failure_counts
+from emery.evaluation.health import failure_counts, unreadable_count
 from emery.evaluation.rank import rank_agreement, rank_interval
 from emery.evaluation.stats import ScoreSummary, summarize
 
@@ -43,13 +43,14 @@ class EvalResult(BaseModel):
         return self.mean * len(self.results) if self.ranked else sum(self.scores)
 
     def summary(self) -> ScoreSummary:
-        """The mean with its interval, how many runs failed or timed out, and the mean LM
-        calls per example."""
+        """The mean with its interval, how many runs failed or timed out, how many replies
+        could not be read, and the mean LM calls per example."""
         failed, timeouts = failure_counts(self.results)
         calls = sum(r.lm_calls for r in self.results) / len(self.results) if self.results else None
         update: dict[str, float | int | None] = {
             "failed": failed,
             "timeouts": timeouts,
+            "unreadable": unreadable_count(self.results),
             "lm_calls": calls,
         }
         if self.ranked:

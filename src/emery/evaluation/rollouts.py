@@ -3,10 +3,12 @@
 A stuck agent is stopped after ``timeout_seconds`` of its own time (``scope.clock``: time
 spent waiting on an in-process model, queued or decoding, does not count, so a slow or
 busy machine does not time rollouts out); a silent one (no span, heartbeat or LM call in
-flight for ``unresponsive_seconds``) is stopped as unresponsive; an exception is a failed
-attempt. Attempts whose status is in ``retry_on`` are retried while attempts remain
-(the rollout goes back to ``queuing``). The job never stalls on an agent: an agent that
-ignores cancellation (a hung thread) is abandoned and its late spans are dropped.
+flight for ``unresponsive_seconds``) is stopped as unresponsive; an exception, or a run
+with an ``error``, is a failed attempt, except a reply the parser could not read
+(``failure = "unreadable"``): a wrong answer, so the attempt succeeded. Attempts whose
+status is in ``retry_on`` are retried while attempts remain (the rollout goes back to
+``queuing``). The job never stalls on an agent: an agent that ignores cancellation (a
+hung thread) is abandoned and its late spans are dropped.
 """
 
 from __future__ import annotations
@@ -207,7 +209,7 @@ class RolloutRunner:
                         status, error = "failed", _describe(exc)
                     else:
                         run = task.result()
-                        if run.error is not None:
+                        if run.error is not None and run.failure != "unreadable":
                             status, error = "failed", run.error
                 root.set_status(status == "succeeded", f"{status}: {error}")
         finally:

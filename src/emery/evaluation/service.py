@@ -9,7 +9,7 @@ from emery.core.models import Candidate, Example, Split
 from emery.core.results import ExampleResult
 from emery.evaluation.budget import Budget
 from emery.evaluation.evaluator import Evaluator
-from emery.evaluation.health import ErrorPolicy, ErrorWatch, failure_counts
+from emery.evaluation.health import ErrorPolicy, ErrorWatch, failure_counts, unreadable_count
 from emery.evaluation.progress import BatchCounter, ProgressSink
 from emery.evaluation.results import EvalResult
 
@@ -123,8 +123,8 @@ class EvaluationService:
         self.new_results.append(result)
 
     def _report(self, candidate: Candidate, outcome: EvalResult, new: int) -> None:
-        """``candidate_evaluated`` with its failure counts; ``rollouts_failed`` when some
-        of the seed's new rollouts failed."""
+        """``candidate_evaluated`` with its failure and unreadable counts;
+        ``rollouts_failed`` when some of the seed's new rollouts failed."""
         if self.emit is None:
             return
         split = outcome.split or ""
@@ -140,6 +140,7 @@ class EvaluationService:
                     new_rollouts=new,
                     failed=failed,
                     timeouts=timeouts,
+                    unreadable=unreadable_count(outcome.results),
                 )
             )
         )

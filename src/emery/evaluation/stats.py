@@ -12,7 +12,8 @@ Z95 = 1.959963984540054
 
 class ScoreSummary(BaseModel):
     """Mean of n scores and its 95% interval; how many runs failed (scored 0 for an error)
-    and how many of those timed out."""
+    and how many of those timed out; how many replies the parser could not read (scored 0
+    as wrong answers, not failures)."""
 
     mean: float
     low: float
@@ -20,12 +21,14 @@ class ScoreSummary(BaseModel):
     n: int
     failed: int = 0
     timeouts: int = 0
+    unreadable: int = 0
     lm_calls: float | None = None
     """Mean LM calls per example (None where not measured)."""
 
     def __str__(self) -> str:
         text = f"{self.mean:.1%} (95% CI {self.low:.1%}–{self.high:.1%}, n={self.n}"
-        return text + failure_note(self.failed, self.timeouts, ", ") + ")"
+        text += failure_note(self.failed, self.timeouts, ", ")
+        return text + unreadable_note(self.unreadable, ", ") + ")"
 
 
 def failed_cell(failed: int, timeouts: int) -> str:
@@ -38,6 +41,11 @@ def failure_note(failed: int, timeouts: int, prefix: str = "") -> str:
     if not failed:
         return ""
     return f"{prefix}{failed} failed" + (f" ({timeouts} timed out)" if timeouts else "")
+
+
+def unreadable_note(unreadable: int, prefix: str = "") -> str:
+    """``"3 unreadable"`` after ``prefix``; empty when every reply could be read."""
+    return f"{prefix}{unreadable} unreadable" if unreadable else ""
 
 
 def summarize(scores: Sequence[float]) -> ScoreSummary:

@@ -27,7 +27,7 @@ from emery.core.events import (
     StateChanged,
 )
 from emery.evaluation.progress import BatchProgress
-from emery.evaluation.stats import failure_note
+from emery.evaluation.stats import failure_note, unreadable_note
 
 
 def _pct(value: float | None) -> str:
@@ -59,7 +59,7 @@ def _words(kind: str, payload: Payload) -> str | None:
                 + (f" (changed: {', '.join(p.components)})" if p.components else "")
             )
         case CandidateEvaluated() as p:
-            failed = failure_note(p.failed, p.timeouts, ", ")
+            failed = failure_note(p.failed, p.timeouts, ", ") + unreadable_note(p.unreadable, ", ")
             return (
                 f"evaluated {_short(p.candidate_id)} on {p.split}: {_pct(p.score)}"
                 f" (n={p.n}, {p.new_rollouts} new rollouts{failed})"
@@ -133,10 +133,13 @@ def _duration(seconds: float) -> str:
 
 
 def progress_line(progress: BatchProgress) -> str:
-    """``scoring abcd1234 on val: 12/40 rollouts, 1 failed, 0.8/s, ETA 35 s``."""
+    """``scoring abcd1234 on val: 12/40 rollouts, 1 failed, 3 unreadable, 0.8/s, ETA 35 s``
+    (unreadable: replies the parser could not read, scored 0 as wrong answers)."""
     parts = [f"{progress.done}/{progress.total} rollouts"]
     if progress.failed:
         parts.append(f"{progress.failed} failed")
+    if progress.unreadable:
+        parts.append(f"{progress.unreadable} unreadable")
     rate, eta = progress.rate, progress.eta_s
     if rate is not None:
         parts.append(f"{rate:.2f}/s")

@@ -11,7 +11,7 @@ from typing import Any
 from emery.algorithms.lineage import component_diff, lineage_tree
 from emery.core.events import Event
 from emery.core.models import Candidate
-from emery.evaluation.stats import ScoreSummary, failed_cell, failure_note
+from emery.evaluation.stats import ScoreSummary, failed_cell, failure_note, unreadable_note
 from emery.reports.front_table import HEADER as FRONT_HEADER
 from emery.reports.front_table import front_rows, front_sentence
 from emery.reports.graph_diagram import graph_svg
@@ -78,6 +78,7 @@ def _summary(summary: ScoreSummary | None) -> str:
         return "–"
     interval = f"95% CI {summary.low:.1%}–{summary.high:.1%}, n={summary.n}"
     interval += failure_note(summary.failed, summary.timeouts, ", ")
+    interval += unreadable_note(summary.unreadable, ", ")
     return f"{summary.mean:.1%} <span class=muted>({interval})</span>"
 
 

@@ -152,7 +152,7 @@ def _top_candidates(result: JobResult) -> list[str]:
     """The top candidates on val."""
     if not result.top_candidates:
         return []
-    rows = [["id", "val", "n", "failed", "operation", "gen", "parents"]]
+    rows = [["id", "val", "n", "failed", "unreadable", "operation", "gen", "parents"]]
     for summary in result.top_candidates:
         rows.append(
             [
@@ -160,6 +160,7 @@ def _top_candidates(result: JobResult) -> list[str]:
                 _pct(summary.score),
                 str(summary.n),
                 failed_cell(summary.failed, summary.timeouts),
+                str(summary.unreadable),
                 summary.operation,
                 str(summary.generation),
                 ", ".join(p[:8] for p in summary.parents) or "-",

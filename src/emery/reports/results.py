@@ -32,6 +32,8 @@ class CandidateSummary(BaseModel):
     n: int = 0
     failed: int = 0
     timeouts: int = 0
+    unreadable: int = 0
+    """Replies the parser could not read (scored 0 as wrong answers, not failed)."""
     parents: list[str] = Field(default_factory=list)
     operation: str = "seed"
     generation: int = 0
@@ -50,8 +52,9 @@ class JobResult(BaseModel):
     stop_reason: str | None = None
     error: str | None = None
     warnings: list[str] = Field(default_factory=list)
-    """Things that make the scores less than they seem: the seed's failed runs, a search
-    that never ran or a wall-time budget too short for the plan."""
+    """Things that make the scores less than they seem: the seed's failed runs and replies
+    the parser could not read, a search that never ran or a wall-time budget too short for
+    the plan."""
     dataset_sizes: dict[str, int] = Field(default_factory=dict)
     seed_candidate: Candidate | None = None
     best_candidate: Candidate | None = None
@@ -198,24 +201,36 @@ def seed_warnings(
     store: Store, job_id: str, seed_id: str | None, seed_test: ScoreSummary | None
 ) -> list[str]:
     """A warning for each split where some of the seed's runs failed (scored 0 for an
-    error, so its baseline understates it), with the first error the job recorded."""
+    error, so its baseline understates it), with the first error the job recorded; and one
+    for each split where some of its replies could not be read (wrong answers, which a
+    reply format the parser reads may turn right)."""
     if not seed_id:
         return []
     counts: list[tuple[str, int, int, int]] = []
+    unreadable: list[tuple[str, int, int]] = []
     for record in store.list_candidates(job_id, split="val", limit=None).items:
         if record.id == seed_id and record.failed:
             counts.append(("val", record.failed, record.timeouts, record.n))
+        if record.id == seed_id and record.unreadable:
+            unreadable.append(("val", record.unreadable, record.n))
     if seed_test is not None and seed_test.failed:
         counts.append(("test", seed_test.failed, seed_test.timeouts, seed_test.n))
+    if seed_test is not None and seed_test.unreadable:
+        unreadable.append(("test", seed_test.unreadable, seed_test.n))
     example = ""
     for item in store.list_events(job_id, kinds=[RolloutsFailed.kind], limit=1):
         example = f"; e.g. example {item.data['example_id']}: {item.data['error']}"
-    return [
+    failed_lines = [
         f"the seed failed on {failed} of {n} {split} examples"
         + (f" ({timeouts} timed out)" if timeouts else "")
         + ", each scored 0"
         + (example if index == 0 else "")
         for index, (split, failed, timeouts, n) in enumerate(counts)
+    ]
+    return failed_lines + [
+        f"the parser could not read the seed's reply on {count} of {n} {split} examples,"
+        " each scored 0 as a wrong answer"
+        for split, count, n in unreadable
     ]
 
 
@@ -269,6 +284,7 @@ def _summary(record: CandidateRecord) -> CandidateSummary:
         n=record.n,
         failed=record.failed,
         timeouts=record.timeouts,
+        unreadable=record.unreadable,
         parents=list(lineage.parents),
         operation=lineage.operation,
         generation=lineage.generation,

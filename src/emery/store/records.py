@@ -121,6 +121,8 @@ class CandidateRecord(BaseModel):
     """Of the ``n`` runs, those that failed (scored 0 for an error, not an answer)."""
     timeouts: int = 0
     """Of the failed runs, those that ran out of time or fell silent."""
+    unreadable: int = 0
+    """Of the ``n`` runs, replies the parser could not read (scored 0 as wrong answers)."""
     created_at: datetime | None = None
 
     @property

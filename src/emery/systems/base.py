@@ -11,10 +11,11 @@ from emery.core.models import Candidate, Example, Split
 from emery.core.results import ComponentCall as ComponentCall
 from emery.lm.base import LM
 
-RunFailure = Literal["output", "error"]
-"""Why a run has an ``error``: its output is unusable (``output``: an unparseable reply,
-scored as a wrong answer), or the run itself failed (``error``: the system's own code
-raised, exited or hung, as an exception the system raised would)."""
+RunFailure = Literal["unreadable", "output", "error"]
+"""Why a run has an ``error``: the parser could not read a reply (``unreadable``: a wrong
+answer, scored 0 and not counted as a failed run; ``error`` holds the parser's message),
+its output is otherwise unusable (``output``), or the run itself failed (``error``: the
+system's own code raised, exited or hung, as an exception the system raised would)."""
 
 
 class SystemRun(BaseModel):

@@ -9,7 +9,7 @@ from emery.core.errors import ConfigError
 from emery.core.hashing import content_hash
 from emery.core.models import Candidate, ChatMessage, Demo
 from emery.lm.json_mode import json_mode_params
-from emery.systems.base import ComponentCall, RunContext, SystemRun
+from emery.systems.base import ComponentCall, RunContext, RunFailure, SystemRun
 from emery.systems.demo_retrieval import nearest_demos
 from emery.systems.formats import format_sentence
 from emery.systems.parsers import ParseError
@@ -61,7 +61,12 @@ def render_templates(
 
 
 class StageError(Exception):
-    """A stage that could not produce an output (a missing field, an unreadable reply)."""
+    """A stage that could not produce an output (a missing field, an unreadable reply);
+    ``failure`` says which (``unreadable``: the parser refused the reply)."""
+
+    def __init__(self, message: str, failure: RunFailure = "output") -> None:
+        super().__init__(message)
+        self.failure: RunFailure = failure
 
 
 class PromptProgram:
@@ -130,7 +135,9 @@ class PromptProgram:
             try:
                 output = await self.run_stage(candidate, ctx, stage, fields, calls)
             except StageError as exc:
-                return SystemRun(calls=calls, error=f"stage {stage.name!r}: {exc}")
+                return SystemRun(
+                    calls=calls, error=f"stage {stage.name!r}: {exc}", failure=exc.failure
+                )
             fields[stage.output_field] = output
         return SystemRun(output=output, calls=calls)
 
@@ -164,7 +171,7 @@ class PromptProgram:
         except ParseError as exc:
             if calls[-1] is call:  # not restated: the error is the reply's own
                 call.error = str(exc)
-            raise StageError(str(exc)) from None
+            raise StageError(str(exc), "unreadable") from None
         return call.output
 
     async def answer_of(

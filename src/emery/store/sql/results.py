@@ -124,7 +124,14 @@ class ResultsMixin(SqlBase):
             scores = self._scores(conn, job_id, scope or "", split).subquery()
             c = t.candidates
             stmt = (
-                select(c, scores.c.score, scores.c.n, scores.c.failed, scores.c.timeouts)
+                select(
+                    c,
+                    scores.c.score,
+                    scores.c.n,
+                    scores.c.failed,
+                    scores.c.timeouts,
+                    scores.c.unreadable,
+                )
                 .select_from(c.outerjoin(scores, and_(scores.c.candidate_id == c.c.candidate_id)))
                 .where(c.c.job_id == job_id)
             )
@@ -147,6 +154,7 @@ class ResultsMixin(SqlBase):
                 n=int(row.n or 0),
                 failed=int(row.failed or 0),
                 timeouts=int(row.timeouts or 0),
+                unreadable=int(row.unreadable or 0),
                 created_at=to_datetime(row.created_at),
             )
             for row in rows
@@ -155,9 +163,9 @@ class ResultsMixin(SqlBase):
 
     @staticmethod
     def _scores(conn: Connection, job_id: str, scope: str, split: str) -> Select[Any]:
-        """Mean score, count and failed runs (timed out ones apart) per candidate on ``split``
-        within ``scope``, counting only
-        the job's own examples (by content) when the store knows them."""
+        """Mean score, count, failed runs (timed out ones apart) and unreadable replies per
+        candidate on ``split`` within ``scope``, counting only the job's own examples (by
+        content) when the store knows them."""
         e, je = t.evaluations, t.job_examples
         stmt = (
             select(
@@ -168,6 +176,7 @@ class ResultsMixin(SqlBase):
                 func.sum(case((e.c.extra["failure"].as_string() == "timeout", 1), else_=0)).label(
                     "timeouts"
                 ),
+                func.count(e.c.extra["unreadable"].as_string()).label("unreadable"),
             )
             .where(e.c.scope == scope, e.c.split == split)
             .group_by(e.c.candidate_id)

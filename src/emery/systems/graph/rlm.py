@@ -170,9 +170,12 @@ async def run_rlm_stage(
     try:
         answer = await loop.run(chat, call)
         call.output = stage.parser.parse(answer)
-    except (ToolLoopError, ParseError) as exc:
+    except ToolLoopError as exc:
         call.error = str(exc)
         raise StageError(call.error) from None
+    except ParseError as exc:
+        call.error = str(exc)
+        raise StageError(call.error, "unreadable") from None
     return call.output
 
 

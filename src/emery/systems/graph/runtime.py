@@ -5,7 +5,8 @@ graph with an error that names it.
 A node's exception becomes a ``NodeError`` naming the node (emery's own errors, such as a
 missing model, pass through unchanged: they are the job's faults, not the node's). Its
 ``failure`` says whether the run raised (``error``: a code node failed, a map was given no
-list) or an llm node's reply was unusable (``output``, scored as a wrong answer)."""
+list), an llm node's reply could not be read (``unreadable``, scored as a wrong answer) or
+was otherwise unusable (``output``)."""
 
 from __future__ import annotations
 

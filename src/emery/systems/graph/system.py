@@ -23,7 +23,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -254,7 +254,8 @@ class GraphSystem(PromptProgram):
             calls.extend(own)
         values = [value for value in outcomes if not isinstance(value, StageError)]
         if not values:
-            raise NodeError(node.name, str(outcomes[0]), failure="output")
+            first = cast(StageError, outcomes[0])
+            raise NodeError(node.name, str(first), failure=first.failure)
         return values[0] if node.samples == 1 else majority(values)
 
 
