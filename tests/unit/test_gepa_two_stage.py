@@ -12,7 +12,7 @@ from test_gepa_support import word_problem_context, word_problems
 
 from emery.algorithms.gepa import Gepa, GepaSettings
 from emery.algorithms.gepa.state import GepaState
-from emery.core.events import GepaValEvaluated
+from emery.core.events import GepaValRejected
 from emery.core.models import ChatMessage, Dataset
 from emery.evaluation.budget import BudgetConfig
 from emery.lm import FakeLM
@@ -21,9 +21,9 @@ TWO_STAGE = REFLECTION_ONLY.model_copy(update={"acceptance": "two_stage"})
 HINT = "Mind the units."
 
 
-def val_events(ctx: object) -> list[GepaValEvaluated]:
+def val_rejections(ctx: object) -> list[GepaValRejected]:
     log = ctx.log  # type: ignore[attr-defined]
-    return [e.payload_as(GepaValEvaluated) for e in log.events if e.kind == GepaValEvaluated.kind]
+    return [e.payload_as(GepaValRejected) for e in log.events if e.kind == GepaValRejected.kind]
 
 
 async def test_a_child_lucky_on_its_minibatch_stops_early_on_val_and_stays_out() -> None:
@@ -40,9 +40,8 @@ async def test_a_child_lucky_on_its_minibatch_stops_early_on_val_and_stays_out()
     child = next(c for c in ctx.candidates.values() if LUCKY in str(c.components))
     assert child.lineage.details["accepted"] is True, "it wins its minibatch: it is scored on val"
     assert child.lineage.details["evidence"]["n"] == 5, "the filter scores no further examples"
-    left_out = val_events(ctx)[-1]
+    (left_out,) = val_rejections(ctx)
     assert left_out.candidate_id == child.id
-    assert left_out.joined is False
     assert left_out.n == 10, "shown worse after the first chunk of val: the rest is not paid"
     assert left_out.evidence is not None
     assert left_out.evidence.verdict == "worse"

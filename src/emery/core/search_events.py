@@ -108,17 +108,21 @@ class GepaMinibatchRejected(GepaMinibatchAccepted):
 
 
 class GepaValEvaluated(Payload):
-    """A candidate scored on val: it joined the pool, or (``joined`` false, GEPA's
-    ``two_stage`` acceptance) was shown worse than its parent there (``evidence``),
-    after ``n`` examples."""
+    """A candidate scored on all of val: it joined the pool."""
 
     kind: ClassVar[str] = "gepa.val_evaluated"
     iteration: int
     candidate_id: str
     score: float
     n: int
-    joined: bool = True
-    reason: str | None = None
+
+
+class GepaValRejected(GepaValEvaluated):
+    """A child scored on ``n`` val examples and kept out of the pool (GEPA's ``two_stage``
+    acceptance): the paired ``evidence`` against its parent there shows it worse."""
+
+    kind: ClassVar[str] = "gepa.val_rejected"
+    reason: str
     evidence: Evidence | None = None
 
 

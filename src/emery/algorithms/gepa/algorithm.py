@@ -79,7 +79,7 @@ from emery.core.events import (
     GepaMinibatchRejected,
     GepaMinibatchSampled,
     GepaMinibatchSkipped,
-    GepaValEvaluated,
+    GepaValRejected,
 )
 from emery.core.models import Candidate, Example
 from emery.evaluation.budget import BudgetExhausted
@@ -558,13 +558,12 @@ class Gepa:
             if not item.joins:
                 state.counters.left_out += 1
                 ctx.emit(
-                    GepaValEvaluated(
+                    GepaValRejected(
                         iteration=mutation.basis.number,
                         candidate_id=child.id,
                         score=item.results.mean,
                         n=len(item.results.results),
-                        joined=False,
-                        reason=item.reason,
+                        reason=item.reason or "shown worse than its parent on val",
                         evidence=item.evidence,
                     )
                 )

@@ -137,7 +137,9 @@ def render_records(records: Sequence[ReflectiveRecord], token_budget: int) -> tu
 
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_RUN_FAILED = re.compile(r"^The run failed:\s*(?:stage '[^']*':\s*)?")
+_RUN_FAILED = re.compile(
+    r"^(?:The run failed|The reply could not be read):\s*(?:stage '[^']*':\s*)?"
+)
 _QUOTED_TAIL = re.compile(r"""\s+(?:but was|in)\s+['"].*$""")
 
 

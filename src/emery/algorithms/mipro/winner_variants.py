@@ -61,7 +61,7 @@ async def restate_best(ctx: SearchContext, state: MiproState, number: int) -> No
         return
     best = ctx.candidates[state.best_candidate_id]
     results = [ctx.evaluations.cached(best, example, "val") for example in ctx.val]
-    if not any(result is not None and result.error is not None for result in results):
+    if not any(result is not None and (result.unreadable or result.error) for result in results):
         return  # every val reply was readable: nothing for the answer stage to do
     candidate = restated(best, program, number)
     if candidate is not None:
