@@ -58,16 +58,19 @@ CHECKS = [
 # itself, a dataset build's template, regexes and time range, a decision that depends on
 # the request's kind and on whether it is still pending, an OTLP export whose resource
 # spans the schema leaves as any object: `{"resourceSpans": [{"schemaUrl": [false]}]}`
-# is schema-valid and rightly a 400): schema-valid ones may still be refused.
+# is schema-valid and rightly a 400; a runner's span batch with a number over 64 bits):
+# schema-valid ones may still be refused.
 SEMANTIC_BODIES = (
     "POST /api/jobs",
     "/chat/completions",
     "POST /api/datasets/from-traces",
     "POST /api/approvals",
     "POST /v1/traces",
+    "POST /api/queue/traces",
 )
-# No 2xx expected: random configs are never valid, and no job here can be paused.
-UNREACHED = ("POST /api/jobs", "POST /api/jobs/{job}/pause")
+# No 2xx expected: random configs are never valid, no job here can be paused, and none
+# runs on runners (no candidate resource to name).
+UNREACHED = ("POST /api/jobs", "POST /api/jobs/{job}/pause", "GET /api/queue/resource")
 
 
 class NoLaunch:

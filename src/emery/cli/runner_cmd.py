@@ -16,6 +16,8 @@ from emery.cli.common import JsonOption, StoreOption, open_cli_store, resolve
 from emery.cli.console import err, out, print_json, print_table
 from emery.core.errors import ConfigError
 from emery.store.backends import store_file
+from emery.store.protocol import RolloutQueue
+from emery.workers.http_queue import HttpQueue
 from emery.workers.runner import RolloutWorker
 
 
@@ -30,8 +32,21 @@ def refuse_missing_store(location: str | None) -> None:
         )
 
 
+RunnerServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        envvar="EMERY_SERVER",
+        help="Claim rollouts from this emery server (http://host:8420) instead of a store;"
+        " its runner key from $EMERY_RUNNER_KEY (else $EMERY_API_KEY).",
+        show_default=False,
+    ),
+]
+
+
 def runner(
     store_location: StoreOption = None,
+    server: RunnerServerOption = None,
     job: Annotated[
         str | None, typer.Option(help="Run only this job's rollouts (id, prefix or name).")
     ] = None,
@@ -49,21 +64,19 @@ def runner(
 ) -> None:
     """Claim and run queued rollouts of jobs whose runtime.executor is "runners".
 
-    Start any number, on this machine (SQLite file store) or others (PostgreSQL
-    store). Each claims a rollout with a lease, runs its next attempt with the
-    job's system, task model and verifier (rebuilt from the job's config; its
-    files and modules must be reachable here), stores its spans and writes the
-    result. A runner that dies loses its lease after the job's lease_s; the
-    rollout goes back in the queue. Ctrl-C or SIGTERM finishes the rollouts in
-    hand, then exits.
+    Start any number, on this machine (SQLite file store), on others
+    (PostgreSQL store), or anywhere a running `emery server` is reachable
+    (--server: no database address or credentials, only a runner key). Each
+    claims a rollout with a lease, runs its next attempt with the job's system,
+    task model and verifier (rebuilt from the job's config; its files and
+    modules must be reachable here, at the job's folder), stores its spans and
+    writes the result. A runner that dies loses its lease after the job's
+    lease_s; the rollout goes back in the queue. Ctrl-C or SIGTERM finishes the
+    rollouts in hand, then exits.
     """
-    refuse_missing_store(store_location)
-    store = open_cli_store(store_location)
-    if store.url.startswith("memory"):
-        raise ConfigError("a runner needs the job's store (a SQLite file or PostgreSQL URL)")
-    job_id = resolve(store, job) if job is not None else None
+    queue, where, job_id = _queue(store_location, server, job)
     worker = RolloutWorker(
-        store,
+        queue,
         job_id=job_id,
         concurrency=concurrency,
         poll_s=poll_s,
@@ -72,13 +85,30 @@ def runner(
     )
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: worker.stop())
-    err.print(f"emery runner {worker.worker_id} on {store.url.split('@')[-1]}")
+    err.print(f"emery runner {worker.worker_id} on {where}")
     try:
         ran = asyncio.run(worker.run())
     except KeyboardInterrupt:
         worker.stop()
         ran = worker.ran
     err.print(f"runner {worker.worker_id} stopped after {ran} rollouts ({worker.kept} kept)")
+
+
+def _queue(
+    store_location: str | None, server: str | None, job: str | None
+) -> tuple[RolloutQueue, str, str | None]:
+    """The queue a runner claims from (a store here, or a server's over HTTP), where it
+    is in words, and the job it is limited to (a server's job by its full id)."""
+    if server is not None:
+        if store_location is not None:
+            raise ConfigError("give --store or --server, not both: a runner claims from one queue")
+        return HttpQueue(server), server, job
+    refuse_missing_store(store_location)
+    store = open_cli_store(store_location)
+    if store.url.startswith("memory"):
+        raise ConfigError("a runner needs the job's store (a SQLite file or PostgreSQL URL)")
+    job_id = resolve(store, job) if job is not None else None
+    return store, store.url.split("@")[-1], job_id
 
 
 def workers(as_json: JsonOption = False, store_location: StoreOption = None) -> None:

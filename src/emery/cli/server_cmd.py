@@ -13,6 +13,7 @@ from emery.cli.console import err
 from emery.cli.serve_cmd import API_KEY_ENV, task_model
 from emery.proxy.guards import MAX_BODY_BYTES, refuse_open_binding
 from emery.server.api import create_server_app
+from emery.workers.http_queue import RUNNER_KEY_ENV
 
 
 def server(
@@ -31,6 +32,13 @@ def server(
             " (unset: no key, and only loopback hosts are allowed)."
         ),
     ] = API_KEY_ENV,
+    runner_key_env: Annotated[
+        str,
+        typer.Option(
+            help="Environment variable holding a runner key: it reaches /api/queue only"
+            " (emery runner --server), not the jobs, data or traces. Needs an API key."
+        ),
+    ] = RUNNER_KEY_ENV,
     max_body_mb: Annotated[
         float, typer.Option(min=0.001, help="Largest request body in MiB (413 above).")
     ] = MAX_BODY_BYTES / 2**20,
@@ -54,23 +62,27 @@ def server(
     /api/jobs/J/candidates  lineage, split scores, .../C/diff
     /api/jobs/J/evaluations, /api/jobs/J/rollouts
     /api/rollouts/R       attempts; /api/rollouts/R/spans: span tree
+    /api/queue/...        the rollout queue of `emery runner --server`
     /v1/traces            OTLP/HTTP trace ingest (protobuf or JSON)
     /v1/chat/completions  the LM proxy of `emery serve`
     /docs, /openapi.json  the API's schema
 
     Off loopback an API key ($EMERY_API_KEY) is required: send it as
     `Authorization: Bearer KEY` or `X-API-Key`; a browser signs in at
-    /login. Jobs created or resumed here run in worker processes
-    (threads for a memory:// store). A posted config that would run code
+    /login. A runner key ($EMERY_RUNNER_KEY) reaches /api/queue only.
+    Jobs created or resumed here run in worker processes (threads for a
+    memory:// store). A posted config that would run code
     on this host is refused unless --allow-code.
     """
     key = os.environ.get(api_key_env) or None
     refuse_open_binding(host, key, f"set ${api_key_env}")
+    runner_key = os.environ.get(runner_key_env) or None
     store = open_cli_store(store_location)
     lm = task_model(model, None, None, store_location)
     app = create_server_app(
         store,
         api_key=key,
+        runner_key=runner_key,
         default_lm=lm,
         max_body_bytes=int(max_body_mb * 2**20),
         allow_code=allow_code,

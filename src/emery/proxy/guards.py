@@ -6,7 +6,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from fastapi import FastAPI
@@ -78,7 +78,8 @@ def key_matches(given: str | None, key: str) -> bool:
 
 class ApiKeyMiddleware:
     """Refuses (401) every HTTP request but ``open_paths`` without the key, before the
-    app reads its body."""
+    app reads its body. A key of ``scoped`` (key → path prefixes) reaches only the paths
+    under its prefixes (403 elsewhere)."""
 
     def __init__(
         self,
@@ -88,21 +89,33 @@ class ApiKeyMiddleware:
         open_paths: Collection[str] = OPEN_PATHS,
         render: ErrorRenderer = plain_error,
         cookie: str | None = None,
+        scoped: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         self.app, self.key, self.open_paths, self.render = app, key, open_paths, render
         self.cookie = cookie
+        self.scoped = dict(scoped or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] == "http"
-            and scope["path"] not in self.open_paths
-            and not key_matches(given_key(HTTPConnection(scope), self.cookie), self.key)
-        ):
-            response = self.render(401, "invalid or missing API key")
-            response.headers["WWW-Authenticate"] = "Bearer"
-            await response(scope, receive, send)
+        refusal = self._refusal(scope) if scope["type"] == "http" else None
+        if refusal is not None:
+            await refusal(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> Response | None:
+        """The answer to a request its key may not make (None: let it through)."""
+        path = scope["path"]
+        given = given_key(HTTPConnection(scope), self.cookie)
+        if path in self.open_paths or key_matches(given, self.key):
+            return None
+        for key, prefixes in self.scoped.items():
+            if key_matches(given, key):
+                if path.startswith(prefixes):
+                    return None
+                return self.render(403, f"this key may only reach {', '.join(prefixes)}")
+        response = self.render(401, "invalid or missing API key")
+        response.headers["WWW-Authenticate"] = "Bearer"
+        return response
 
 
 class _TooLarge(Exception):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
+from emery.core.errors import ConfigError
 from emery.lm.base import LM
 from emery.proxy.guards import MAX_BODY_BYTES, ApiKeyMiddleware, BodyLimitMiddleware
 from emery.proxy.routes import LiveBackend, proxy_router
@@ -26,6 +27,7 @@ from emery.server.launcher import JobLauncher, launcher_for
 from emery.server.metrics import metrics_router
 from emery.server.otlp_route import otlp_router
 from emery.server.prompts_api import prompt_proxy_router, prompts_router
+from emery.server.queue_api import QUEUE_PREFIX, queue_router
 from emery.server.results_api import candidates_router, rollouts_router
 from emery.server.traces_api import traces_router
 from emery.server.workers_api import workers_router
@@ -39,6 +41,7 @@ def create_server_app(
     store: Store,
     *,
     api_key: str | None = None,
+    runner_key: str | None = None,
     default_lm: LM | None = None,
     launcher: JobLauncher | None = None,
     base_dir: Path | None = None,
@@ -49,7 +52,10 @@ def create_server_app(
     ``launcher`` (default: worker processes; threads for an in-memory store); relative
     paths in created configs are under ``base_dir`` (default: the working folder). A
     config that runs code on this host (``config.code_settings``) is refused unless
-    ``allow_code``."""
+    ``allow_code``. ``runner_key`` (with an ``api_key``) reaches ``/api/queue`` only: what
+    ``emery runner --server`` needs."""
+    if runner_key is not None and api_key is None:
+        raise ConfigError("a runner key needs an API key: without one every route is open")
     app = FastAPI(
         title="emery",
         version="0.1.0",
@@ -81,6 +87,7 @@ def create_server_app(
         approvals_router(store),
         workers_router(store),
         metrics_router(store),
+        queue_router(store),
     ):
         app.include_router(router, responses=API_ERRORS)
     app.include_router(proxy_router(backend), responses=PROXY_ERRORS)
@@ -95,5 +102,6 @@ def create_server_app(
             open_paths=OPEN_PATHS,
             render=json_error,
             cookie=KEY_COOKIE,
+            scoped={runner_key: (QUEUE_PREFIX,)} if runner_key else None,
         )
     return app

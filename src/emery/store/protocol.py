@@ -204,3 +204,45 @@ class Store(Protocol):
     ) -> bool: ...
     def withdraw_rollouts(self, rollout_ids: Sequence[str], *, error: str) -> int: ...
     def expire_leases(self, *, job_id: str | None = None) -> int: ...
+
+
+class TraceWriter(Protocol):
+    """Where a ``StoreRecorder`` writes rollouts, attempts and spans."""
+
+    def add_traces(
+        self,
+        rollouts: Sequence[Rollout],
+        attempts: Sequence[Attempt],
+        spans: Sequence[SpanRecord],
+    ) -> None: ...
+
+
+class RolloutQueue(TraceWriter, Protocol):
+    """What a runner (``emery runner``) asks of a store: the job and candidate it runs,
+    its worker row, claims, leases and results, and the spans it writes. A ``Store``
+    is one; ``workers.http_queue.HttpQueue`` is one over a server's ``/api/queue``."""
+
+    def get_job(self, job_id: str) -> JobRecord: ...
+    def get_resource(self, name: str, version: int | None = None) -> ResourceRecord: ...
+    def register_worker(self, record: WorkerRecord) -> None: ...
+    def worker_heartbeat(
+        self, worker_id: str, *, status: str | None = None, job_id: str | None = None
+    ) -> None: ...
+    def claim_rollout(self, worker_id: str, *, job_id: str | None = None) -> Rollout | None: ...
+    def heartbeat_attempt(self, attempt_id: str) -> bool: ...
+    def finish_rollout(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: str,
+        attempt_status: str,
+        error: str | None,
+        output: Any,
+        score: float | None,
+        result: dict[str, Any],
+    ) -> bool: ...
+    def requeue_rollout(
+        self, rollout_id: str, attempt_id: str, number: int, *, attempt_status: str, error: str
+    ) -> bool: ...
+    def expire_leases(self, *, job_id: str | None = None) -> int: ...

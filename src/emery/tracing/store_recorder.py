@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from emery.core.rollouts import Attempt, Rollout
 from emery.core.spans import SpanRecord
-from emery.store.protocol import Store
+from emery.store.protocol import Store, TraceWriter
 from emery.store.records import SpanFilter
 from emery.tracing.write_behind import WriteBehind
 
@@ -46,7 +46,7 @@ class StoreRecorder:
 
     def __init__(
         self,
-        store: Store,
+        store: TraceWriter,
         job_id: str | None = None,
         worker_id: str | None = None,
         *,

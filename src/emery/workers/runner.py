@@ -49,7 +49,7 @@ from emery.lm.cache import ResponseCache
 from emery.lm.config import build_lm
 from emery.lm.provider_errors import ProviderStop
 from emery.lm.usage import UsageMeter
-from emery.store.protocol import Store
+from emery.store.protocol import RolloutQueue
 from emery.store.queue import DEFAULT_LEASE_S, LEASE_KEY, RESOURCE_KEY, VERSION_KEY
 from emery.store.records import WorkerRecord
 from emery.tracing.store_recorder import StoreRecorder
@@ -127,7 +127,9 @@ class JobWork:
             self.cache.close()
 
 
-def build_job_work(store: Store, job_id: str, worker_id: str, *, queued: bool = True) -> JobWork:
+def build_job_work(
+    store: RolloutQueue, job_id: str, worker_id: str, *, queued: bool = True
+) -> JobWork:
     """Rebuild a job's system, dataset, verifier and task model from its stored config;
     refuse a job made from Python objects or whose evaluation scope differs here."""
     job = store.get_job(job_id)
@@ -177,7 +179,7 @@ def build_job_work(store: Store, job_id: str, worker_id: str, *, queued: bool = 
     return JobWork(job_id, examples, evaluator, recorder, cache, episodes=episodes)
 
 
-def fetch_candidate(store: Store, rollout: Rollout) -> Candidate:
+def fetch_candidate(store: RolloutQueue, rollout: Rollout) -> Candidate:
     """The candidate a queued rollout names, from its versioned resource."""
     name = rollout.metadata.get(RESOURCE_KEY)
     version = rollout.metadata.get(VERSION_KEY)
@@ -197,7 +199,7 @@ class Heartbeats:
     """A thread renewing the leases of the attempts this runner holds and the worker row,
     every ``period_s``: a rollout that blocks the event loop does not lose its lease."""
 
-    def __init__(self, store: Store, worker_id: str, period_s: float) -> None:
+    def __init__(self, store: RolloutQueue, worker_id: str, period_s: float) -> None:
         self.store = store
         self.worker_id = worker_id
         self.period_s = period_s
@@ -258,7 +260,7 @@ class RolloutWorker:
 
     def __init__(
         self,
-        store: Store,
+        store: RolloutQueue,
         *,
         worker_id: str | None = None,
         job_id: str | None = None,

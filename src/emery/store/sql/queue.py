@@ -142,7 +142,7 @@ class QueueMixin(SqlBase):
         attempt starts, held by ``worker_id``, with a heartbeat now. None: nothing queued."""
         window = claim_window(job_id is not None)
         with self._tx(write=True) as conn:
-            for row in conn.execute(window, {"p_job": job_id} if job_id else {}).all():
+            for row in conn.execute(window, {"p_job": job_id} if job_id is not None else {}).all():
                 claimed = self._claim(conn, row.id, int(row.attempt_count), worker_id)
                 if claimed is not None:
                     return claimed
