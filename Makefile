@@ -41,9 +41,11 @@ check: $(VENV)/.installed
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest tests/unit -q -m "not slow" -p no:hypothesispytest -n logical --maxprocesses $(TEST_WORKERS) --dist loadgroup
 
-# The bad-input corpus as subprocesses (permission cases as nobody when run as root); not part of `make test`.
+# The bad-input corpus as subprocesses (permission cases as nobody when run as root), then a
+# job paused in its final test scoring and resumed; not part of `make test`.
 reliability: $(VENV)/.installed
 	$(PY) benchmarks/reliability/run.py
+	$(PY) benchmarks/reliability/search_end.py
 
 # SIGKILL at random points and resume, per algorithm, cache on and off (RUNS=20 each).
 RUNS ?= 20

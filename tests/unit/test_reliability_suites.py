@@ -6,7 +6,8 @@ A guarantee another file already checks is not checked here again: SIGKILL and r
 ``test_engine_kill_resume``, the schemathesis fuzz of ``emery server`` is
 ``test_server_fuzz``, and a job whose model always fails ending on one line is
 ``test_a_failed_job_says_why_on_one_line`` below. Replies the parser cannot read counted as
-wrong answers, not failed runs, is ``unreadable.py``'s case, run here in-process."""
+wrong answers, not failed runs, is ``unreadable.py``'s case, run here in-process; a job
+paused in its final test scoring resuming into that scoring only is ``search_end.py``'s."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ assert RELIABILITY.is_dir()
 
 import faults  # noqa: E402
 import fuzz  # noqa: E402
+import search_end  # noqa: E402
 import unreadable  # noqa: E402
 
 from emery.proxy.serving import BackgroundServer  # noqa: E402
@@ -54,6 +56,11 @@ def test_replies_the_parser_cannot_read_are_wrong_answers_not_failed_runs(
     code = run_cli(["train", str(tmp_path / "job.toml"), "--store", str(store)])
     printed = capsys.readouterr()
     assert unreadable.problems(code, printed.err, printed.out, store) == []
+
+
+@pytest.mark.slow
+def test_a_job_paused_in_its_test_scoring_resumes_into_the_scoring_only(tmp_path: Path) -> None:
+    assert search_end.problems(tmp_path) == []
 
 
 @pytest.mark.parametrize("name", ["serve", "taskapp"])

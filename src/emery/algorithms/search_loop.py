@@ -11,8 +11,9 @@ about the plan and the budget (see ``pace``). A step cut short by the budget (th
 calls it needs, or the LM token or cost limit or the wall time reached mid-step:
 ``Budget.step_gate``, ``Budget.within_wall_time``), a pause or a crash is abandoned whole:
 its state changes, budget charges and results are rolled back, so a resumed run repeats it
-exactly. Steps are timed by the budget's clock; the time of a step the budget cut counts
-(the search then ends with the best of the steps before it).
+exactly. Steps are timed by the budget's clock; the time of an abandoned step counts (a
+step the budget cut ends the search with the best of the steps before it; the job engine
+keeps a paused step's seconds for the resumed job: ``jobs/search_end``).
 
 With an ``ApprovalGate`` (``[job] approve = "best"``), a step that would change the best is
 stored with a pending request instead, and the loop waits for the decision, and applies
@@ -195,11 +196,11 @@ async def _attempt(ctx: SearchContext, work: Coroutine[Any, Any, T]) -> T | None
     except BaseException as exc:
         ctx.evaluations.discard_pending()
         ctx.log.drain()
+        usage.wall_time_s += clock() - started  # spent, though the step is undone
         ctx.budget.usage = usage
         ctx.candidates.clear()
         ctx.candidates.update(known_candidates)
         if isinstance(exc, BudgetExhausted):
-            usage.wall_time_s += clock() - started  # spent, though the step is undone
             return None
         raise
     ctx.budget.usage.wall_time_s += clock() - started

@@ -12,9 +12,12 @@ A pause or cancel, asked here (``request``) or by another process through the st
 that reason), stops the search at once: the step in flight is abandoned and rolled back,
 the job keeps what its last checkpoint holds, and a resume repeats that step. The
 step's finished runs are stored at the stop and taken again, not run again, by the
-repeat (``prepaid``), so even without the LM response cache a pause pays no call twice.
-When the search ends, ``finishing`` scores the seed and the best candidate on test, writes
-the result and report, and the job succeeds with the stop reason.
+repeat (``prepaid``), so even without the LM response cache a pause pays no call twice;
+the seconds the step had run still count against the wall time (``search_end``).
+When the search ends, the engine stores the end (the stop reason, and the budget and LM
+usage spent, a cut step's included: ``search_end``); then ``finishing`` scores the seed
+and the best candidate on test, writes the result and report, and the job succeeds with
+the stop reason. A job stopped after the end resumes into that scoring only.
 """
 
 from __future__ import annotations
@@ -28,23 +31,24 @@ from typing import Any
 
 from emery.algorithms.base import AlgorithmState, SearchContext
 from emery.algorithms.context import build_search_context
-from emery.algorithms.search_loop import StepRecord, run_search
+from emery.algorithms.search_loop import SearchOutcome, StepCallback, StepRecord, run_search
 from emery.config.loading import job_config
 from emery.config.resolve import JobInputs
 from emery.core.errors import EmeryError
 from emery.core.events import BestUpdated, CheckpointSaved, Event
 from emery.core.rollouts import RolloutConfig
-from emery.evaluation.budget import BudgetExhausted, BudgetUsage, Clock
+from emery.evaluation.budget import BudgetExhausted, Clock
 from emery.evaluation.progress import ProgressSink
 from emery.integrations.tracking import JobTracker, start_tracking
 from emery.jobs.approvals import StoreApprovalGate
 from emery.jobs.collector import quiet_collector
 from emery.jobs.control import LOST, ControlWatcher, StopRequest, fail_job, stop_job
 from emery.jobs.finishing import finish_job
-from emery.jobs.ownership import JobBusy, check_runnable, claim_job, owner_id
+from emery.jobs.ownership import JobBusy, claim_job, owner_id, reserve_job
 from emery.jobs.prepaid import PREPAID, metadata_after, prepaid_keys, split_stored, stop_write
 from emery.jobs.rows import EvaluationRows, evaluation_rows
 from emery.jobs.runtime import ConfigObjects, Runtime, build_runtime
+from emery.jobs.search_end import end_write, ended_reason, restored_usage, stop_metadata
 from emery.jobs.warm_start import earlier_notes, load_warm_start
 from emery.lm.preflight import check_models
 from emery.lm.provider_errors import ProviderRefused, ProviderUnavailable
@@ -122,8 +126,7 @@ class JobEngine:
 
     async def run(self) -> JobRecord:
         """Run (or resume) the job until it succeeds, fails, pauses or is cancelled."""
-        job = self.store.get_job(self.job_id)
-        check_runnable(job)
+        job = reserve_job(self.store, self.job_id, self.owner)  # before any work
         self._check_inputs(job)
         self._metadata = dict(job.metadata)
         checkpoint = self.store.get_checkpoint(job.id)
@@ -242,25 +245,13 @@ class JobEngine:
         async def on_step(record: StepRecord) -> None:
             self._commit_step(runtime, record)
 
-        if state is None:  # the first step: a resumed job has the warm start in its state
-            ctx.warm = load_warm_start(self.store, runtime.config, runtime.system)
-        created_at = self.store.get_job(self.job_id).created_at
-        ctx.earlier_notes = earlier_notes(self.store, runtime.config, created_at)
-        ctx.reviewer_notes[:] = ctx.earlier_notes  # with a gate, its own reasons follow
-
-        gate = None
-        if runtime.config.job.approve == "best":
-            gate = StoreApprovalGate(self.store, self.job_id, poll_s=self.poll_s, note=self._note)
+        ended = ended_reason(self._metadata)
         with rate_notices(self._note):
             await check_models(runtime.models.by_role)
-            outcome = await run_search(
-                runtime.algorithm,
-                ctx,
-                state=state,
-                on_step=on_step,
-                should_stop=lambda: self._stop_request.action,
-                gate=gate,
-            )
+            if state is not None and ended is not None:  # stopped in the final scoring
+                outcome = SearchOutcome(state=state, reason=ended)
+            else:
+                outcome = await self._search(ctx, runtime, state, on_step)
         if self._stop_request.action is not None:
             raise _Stop()
         self._emit(
@@ -275,6 +266,42 @@ class JobEngine:
             )
         )
         return self.store.get_job(self.job_id)
+
+    async def _search(
+        self,
+        ctx: SearchContext,
+        runtime: Runtime,
+        state: AlgorithmState | None,
+        on_step: StepCallback,
+    ) -> SearchOutcome:
+        """Run the search to its end and store the end (see ``search_end``); a pause or a
+        cancel between steps returns without storing one."""
+        if state is None:  # the first step: a resumed job has the warm start in its state
+            ctx.warm = load_warm_start(self.store, runtime.config, runtime.system)
+        created_at = self.store.get_job(self.job_id).created_at
+        ctx.earlier_notes = earlier_notes(self.store, runtime.config, created_at)
+        ctx.reviewer_notes[:] = ctx.earlier_notes  # with a gate, its own reasons follow
+
+        gate = None
+        if runtime.config.job.approve == "best":
+            gate = StoreApprovalGate(self.store, self.job_id, poll_s=self.poll_s, note=self._note)
+        asked: list[str] = []
+
+        def should_stop() -> str | None:
+            if (action := self._stop_request.action) is not None:
+                asked.append(action)
+            return action
+
+        outcome = await run_search(
+            runtime.algorithm, ctx, state=state, on_step=on_step, should_stop=should_stop, gate=gate
+        )
+        if not asked:  # the search ended, not a request: store that before anything else
+            write = end_write(
+                ctx, runtime, outcome, self._metadata, job_id=self.job_id, owner=self.owner
+            )
+            self._emit(self.store.commit_step(self.job_id, write))
+            self._metadata = write.job_fields["metadata"]
+        return outcome
 
     def _context(self, runtime: Runtime, checkpoint: CheckpointRecord | None) -> SearchContext:
         known, prepaid = split_stored(
@@ -292,7 +319,7 @@ class JobEngine:
             seed=config.job.seed,
             concurrency=config.runtime.concurrency,
             known=known,
-            budget_usage=BudgetUsage.model_validate(checkpoint.budget) if checkpoint else None,
+            budget_usage=restored_usage(checkpoint, self._metadata),
             rollouts=RolloutConfig.from_runtime(config.runtime),
             recorder=self._recorder,
             job_id=self.job_id,
@@ -330,22 +357,23 @@ class JobEngine:
 
     def _stop(self, action: str, reason: str | None) -> JobRecord:
         if action != LOST:
-            self._store_prepaid()
+            self._store_stop()
         job, events = stop_job(self.store, self.job_id, self.owner, action, reason)
         self._emit(events)
         return job
 
-    def _store_prepaid(self) -> None:
-        """Store the finished runs of the step the stop cut short (see ``prepaid``)."""
+    def _store_stop(self) -> None:
+        """Store the finished runs of the step the stop cut short (see ``prepaid``) and
+        the seconds it had run (see ``search_end``)."""
         if self._ctx is None or self._runtime is None:
             return
+        checkpoint = self.store.get_checkpoint(self.job_id)
+        metadata = stop_metadata(self._metadata, self._ctx.budget.usage, checkpoint)
         write = stop_write(
-            self._runtime,
-            self._ctx.evaluations,
-            self._metadata,
-            job_id=self.job_id,
-            owner=self.owner,
+            self._runtime, self._ctx.evaluations, metadata, job_id=self.job_id, owner=self.owner
         )
+        if write is None and metadata != self._metadata:
+            write = StepWrite(job_fields={"metadata": metadata}, expect_owner=self.owner)
         if write is None:
             return
         try:

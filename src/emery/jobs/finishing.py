@@ -1,10 +1,13 @@
 """Finishing a job whose search ended: test scores, the result and its files, success.
 
-The winner is the search's best, or the candidate the job's ``select`` rule picks among
-those scored on val (``jobs/winner.py``). The seed and the winner are scored on the test
-split (not charged to the budget, its time not the search's), the result is built from
-the store and written as JSON and text next to the config, and the last rows, the result
-and the ``succeeded`` state are stored in one commit.
+The engine has stored the end of the search before (``search_end``: the stop reason, and
+the budget and LM usage spent in the last checkpoint, which the result reads), so a job
+stopped here resumes into this finishing only. The winner is the search's best, or the
+candidate the job's ``select`` rule picks among those scored on val (``jobs/winner.py``).
+The seed and the winner are scored on the test split (not charged to the budget, its time
+not the search's), the result is built from the store and written as JSON and text next
+to the config, and the last rows, the result and the ``succeeded`` state are stored in
+one commit.
 """
 
 from __future__ import annotations
@@ -74,8 +77,7 @@ async def finish_job(
         labels=labels,
         front=front,
     )
-    result.budget = ctx.budget.usage.model_copy(deep=True)  # a cut step's time, unstored
-    result.warnings += event_warnings(events)  # stored below, with the result (a cut step's)
+    result.warnings += event_warnings(events)  # stored below, with the result
     result.evaluations_paid += len(evaluations)
     result.finished_at = datetime.now(UTC)
     write_result_files(job, result, runtime.base_dir)
