@@ -7,6 +7,7 @@ The SDK in one import::
     result = emery.optimize(program, "word_problems", algorithm="gepa", budget=200)
     job = emery.Job.create("job.toml"); job.stream_until_complete(print)
     instruction = emery.prompt("support-bot")["answer"]  # a published prompt's stage
+    solve = emery.load("support-bot"); solve(question="...")  # the whole published system
 
 Names are imported on first use, so ``import emery`` stays cheap.
 """
@@ -25,6 +26,8 @@ if TYPE_CHECKING:  # What mypy and IDEs read; EXPORTS below is the same list (a 
     from emery.sdk.approvals import Approvals as Approvals
     from emery.sdk.job import Job as Job
     from emery.sdk.job import optimize as optimize
+    from emery.sdk.load import LoadedSystem as LoadedSystem
+    from emery.sdk.load import load as load
     from emery.sdk.prompts import prompt as prompt
     from emery.sdk.remote_job import RemoteJob as RemoteJob
     from emery.sdk.traces import dataset_from_traces as dataset_from_traces
@@ -56,6 +59,8 @@ EXPORTS: dict[str, str] = {
     "Approvals": "emery.sdk.approvals:Approvals",
     "Job": "emery.sdk.job:Job",
     "optimize": "emery.sdk.job:optimize",
+    "LoadedSystem": "emery.sdk.load:LoadedSystem",
+    "load": "emery.sdk.load:load",
     "prompt": "emery.sdk.prompts:prompt",
     "RemoteJob": "emery.sdk.remote_job:RemoteJob",
     "dataset_from_traces": "emery.sdk.traces:dataset_from_traces",

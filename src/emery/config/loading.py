@@ -32,9 +32,15 @@ def parse_config(data: dict[str, Any], source: str = "config") -> JobConfig:
 def job_config(job: JobRecord) -> JobConfig:
     """The validated config a stored job runs with (its ``module:attr`` names found beside
     its config file, as when it was created)."""
-    if job.base_dir:
-        importable_from(Path(job.base_dir))
-    return parse_config(job.resolved_config or job.config, f"job {job.id}")
+    return stored_config(job.resolved_config or job.config, job.base_dir, f"job {job.id}")
+
+
+def stored_config(data: dict[str, Any], base_dir: str | None, source: str) -> JobConfig:
+    """A config stored as data (a job's, a published version's), validated, with its
+    folder ``base_dir`` on the import path for its ``module:attr`` names."""
+    if base_dir:
+        importable_from(Path(base_dir))
+    return parse_config(data, source)
 
 
 def load_config(path: str | Path) -> JobConfig:

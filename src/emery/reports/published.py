@@ -73,6 +73,12 @@ class PublishedPrompt(BaseModel):
     job_id: str
     job_name: str
     candidate_id: str
+    config: dict[str, Any] | None = None
+    """The job's config as given (its system, task model and verifier): what serves the
+    whole system (``reports.served``) once the job itself is gone. None for a version
+    published before it was recorded (the job's stored config serves it)."""
+    base_dir: str | None = None
+    """The job's folder, where its config's relative paths start."""
     scores: PromptScores = PromptScores()
     diff: str = ""
     """A unified diff per changed component, seed → published candidate ("" if none)."""
@@ -201,6 +207,8 @@ def publish(store: Store, job: str, name: str) -> PublishedPrompt:
         job_id=record.id,
         job_name=record.name,
         candidate_id=best.id,
+        config=dict(record.resolved_config or record.config),
+        base_dir=record.base_dir,
         scores=PromptScores(
             val=result.best_val,
             test=result.best_test.mean if result.best_test is not None else None,

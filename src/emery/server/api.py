@@ -29,6 +29,7 @@ from emery.server.otlp_route import otlp_router
 from emery.server.prompts_api import prompt_proxy_router, prompts_router
 from emery.server.queue_api import QUEUE_PREFIX, queue_router
 from emery.server.results_api import candidates_router, rollouts_router
+from emery.server.systems_api import systems_router
 from emery.server.traces_api import traces_router
 from emery.server.workers_api import workers_router
 from emery.store.protocol import Store
@@ -88,6 +89,7 @@ def create_server_app(
         workers_router(store),
         metrics_router(store),
         queue_router(store),
+        systems_router(store),
     ):
         app.include_router(router, responses=API_ERRORS)
     app.include_router(proxy_router(backend), responses=PROXY_ERRORS)

@@ -1,0 +1,177 @@
+"""A published version served whole: ``POST /systems/NAME/run`` and ``emery.load`` run the
+job's system under the published candidate, the answer stage included, with the
+system's own parsing, and the server records each run as an application trace."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+import jobs_support as js
+import pytest
+from fastapi.testclient import TestClient
+from server_support import finished_job, random_search_module
+from test_graph_results import ONE_NODE, digest_lm, outputs, two_nodes
+from test_graph_results import finished_job as finished_graph_job
+
+import emery
+from emery.algorithms.operators import apply_operator
+from emery.config.loading import job_config
+from emery.config.resolve import resolve_system
+from emery.core.errors import EmeryError
+from emery.core.models import Candidate, Demo, Example
+from emery.lm import FakeLM
+from emery.reports import published
+from emery.reports.published import PublishedPrompt
+from emery.server.api import create_server_app
+from emery.store import SQLiteStore
+from emery.store.records import SpanFilter
+from emery.systems.base import RunContext
+from emery.systems.capabilities import StagedPrompts
+from emery.systems.graph.spec import GraphConfig
+from emery.systems.graph.system import SPEC_COMPONENT, GraphSystem, spec_text
+
+__all__ = ["random_search_module"]
+
+QUESTION = "Tom has 3 boxes with 4 apples in each box. How many apples does Tom have?"
+
+
+@dataclass
+class Done:
+    store: SQLiteStore
+    path: Path
+    job_id: str
+    first: PublishedPrompt
+
+
+@pytest.fixture(scope="module")
+def done(random_search_module: None, tmp_path_factory: pytest.TempPathFactory) -> Done:
+    workdir = tmp_path_factory.mktemp("served")
+    path = workdir / "emery.db"
+    store = SQLiteStore(path)
+    job_id = finished_job(store, workdir)  # type: ignore[arg-type]  # any store will do
+    return Done(store, path, job_id, published.publish(store, job_id, "solver"))
+
+
+def direct_output(store: SQLiteStore, job_id: str, candidate: Candidate) -> object:
+    """What the job's own system gives for ``QUESTION`` under ``candidate``."""
+    system = resolve_system(job_config(store.get_job(job_id)))
+    example = Example(id="q", input={"question": QUESTION})
+    return asyncio.run(system.run(candidate, RunContext(lm=js.task_lm(), example=example))).output
+
+
+def test_the_server_runs_the_published_system_and_records_the_run(done: Done) -> None:
+    client = TestClient(create_server_app(done.store))
+    answer = client.post(
+        "/systems/solver/run",
+        json={"input": {"question": QUESTION}},
+        headers={"X-Emery-Service": "checkout"},
+    )
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    best = Candidate(components=done.first.components, demos=done.first.demos)
+    assert body["output"] == direct_output(done.store, done.job_id, best)
+    assert body["version"] == done.first.version
+    assert body["error"] is None
+    spans = done.store.list_spans(SpanFilter(trace_id=body["trace_id"]), limit=None).items
+    root = next(s for s in spans if s.name == "run solver")
+    calls = [s for s in spans if s.parent_id == root.span_id]
+    assert calls, "the run's LM calls are spans of its trace"
+    assert root.attributes["service.name"] == "checkout"
+    assert root.attributes["emery.prompt.version"] == done.first.version
+    assert QUESTION in root.attributes["emery.input"]
+    assert all(s.job_id is None for s in spans), "application traffic, not a job's"
+
+
+def test_a_missing_field_and_an_unknown_name_are_one_line_errors(done: Done) -> None:
+    client = TestClient(create_server_app(done.store))
+    missing = client.post("/systems/solver/run", json={"input": {"text": QUESTION}})
+    assert missing.status_code == 400
+    assert "question" in missing.json()["detail"]
+    unknown = client.post("/systems/nobody/run", json={"input": {"question": QUESTION}})
+    assert unknown.status_code == 404
+
+
+def test_emery_load_runs_the_same_system_in_process(done: Done) -> None:
+    client = TestClient(create_server_app(done.store))
+    served = client.post("/systems/solver/run", json={"input": {"question": QUESTION}}).json()
+    solve = emery.load("solver", store=done.path)
+    assert solve(question=QUESTION) == served["output"]
+    assert solve({"question": QUESTION}) == served["output"]
+    assert solve.prompt.version == done.first.version
+
+
+def test_the_answer_stage_is_served_with_the_stage_it_restates(done: Done) -> None:
+    """A version whose candidate adds the answer stage: two LM calls a run, and the output
+    parsed from the restated answer, as the job scored it."""
+    config = job_config(done.store.get_job(done.job_id))
+    program = resolve_system(config)
+    assert isinstance(program, StagedPrompts)
+    best = Candidate(components=done.first.components, demos=done.first.demos)
+    stage = program.config.stages[0].name
+    restated = apply_operator("answer_stage", best, program, stage, iteration=1)
+    assert restated is not None
+    content = done.first.model_dump(mode="json", exclude={"version", "published_at"})
+    content |= {"components": restated.components, "candidate_id": restated.id}
+    done.store.put_resource("prompt:restated", content, kind="prompt", job_id=done.job_id)
+
+    solve = emery.load("restated", store=done.store)
+
+    def reply(messages: list[dict[str, str]]) -> str:  # no answer line, unless restating
+        return "Answer: 12" if messages[-1]["content"].startswith("Worked reply") else "It is 12."
+
+    solve.served.lm = FakeLM(reply)  # type: ignore[arg-type]
+    run = asyncio.run(solve.served.run({"question": QUESTION}))
+    assert run.output == "12"
+    assert len([s for s in run.spans if s.name.startswith("chat")]) == 2
+    plain = emery.load("solver", store=done.store)
+    plain.served.lm = FakeLM(reply)  # type: ignore[arg-type]
+    assert asyncio.run(plain.served.run({"question": QUESTION})).error is not None
+
+
+def test_a_version_serves_without_its_job(done: Done, tmp_path: Path) -> None:
+    """The config recorded with the version is enough: another store, no job in it."""
+    empty = SQLiteStore(tmp_path / "other.db")
+    content = done.first.model_dump(mode="json", exclude={"version", "published_at"})
+    empty.put_resource("prompt:copied", content, kind="prompt", job_id=None)
+    solve = emery.load("copied", store=empty)
+    best = Candidate(components=done.first.components, demos=done.first.demos)
+    assert solve(question=QUESTION) == direct_output(done.store, done.job_id, best)
+
+
+def test_a_failed_run_raises_in_process_and_is_an_error_over_http(done: Done) -> None:
+    solve = emery.load("solver", store=done.path)
+    solve.served.lm = FakeLM(lambda _messages: "no answer line here")
+    with pytest.raises(EmeryError, match="solver v"):
+        solve(question=QUESTION)
+
+
+def test_a_workflow_graph_grown_by_the_search_is_served_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A version holding a grown graph (two nodes where the job's config had one) runs
+    the grown graph, with the node texts and demos the search gave it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EMERY_STORE", raising=False)
+    store = SQLiteStore(tmp_path / "emery.db")
+    job_id = finished_graph_job(str(tmp_path / "emery.db"), ONE_NODE)
+    first = published.publish(store, job_id, "grapher")
+    grown = Candidate(
+        components={
+            SPEC_COMPONENT: spec_text(two_nodes()),
+            "solve": "Think step by step.",
+            "check": "Check the draft; fix it if wrong.",
+        },
+        demos={"solve": (Demo(inputs={"question": "1 + 1?"}, output="Answer: 2"),)},
+    )
+    content = first.model_dump(mode="json", exclude={"version", "published_at"})
+    content |= {"components": grown.components}
+    content["demos"] = {"solve": [demo.model_dump(mode="json") for demo in grown.demos["solve"]]}
+    store.put_resource("prompt:grapher", content, kind="prompt", job_id=job_id)
+
+    solve = emery.load("grapher", store=store)
+    assert solve.prompt.version == 2
+    solve.served.lm = digest_lm()
+    expected = outputs(GraphSystem(GraphConfig.model_validate(ONE_NODE)), grown, ["2 + 3?"])
+    assert solve(question="2 + 3?") == expected[0]
