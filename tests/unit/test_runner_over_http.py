@@ -86,13 +86,13 @@ def server(store_path: Path) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        js.wait_until(lambda: _up(port), timeout=60, poll=0.1)
+        js.wait_until(lambda: listening(port), timeout=60, poll=0.1)
         yield url
     finally:
         rs.stop([process])
 
 
-def _up(port: int) -> bool:
+def listening(port: int) -> bool:
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
