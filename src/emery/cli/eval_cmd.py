@@ -21,7 +21,7 @@ from emery.cli.override_options import (
 from emery.config.loading import parse_config
 from emery.config.overrides import Overrides, load_overridden
 from emery.config.schema import JobConfig
-from emery.core.errors import ConfigError
+from emery.core.errors import ConfigError, EmeryError
 from emery.core.results import ExampleResult
 from emery.jobs.evaluate import EvaluationReport, evaluate_config
 from emery.verifiers.base import as_text, clip
@@ -70,8 +70,26 @@ def evaluate(
     sets: SetOption = None,
     dataset: DatasetOption = None,
     env_file: EnvFileOption = None,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            help="Not taken: eval runs the system here and stores no job ($EMERY_SERVER is"
+            " not read). To score on a server, run an eval job there: emery train CONFIG"
+            " --server URL --set job.algorithm=baseline (the seed scored on val and test),"
+            " then emery report JOB --server URL.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Score the configured prompt program on one split and report accuracy with a 95% CI."""
+    """Score the configured prompt program on one split and report accuracy with a 95% CI.
+    It runs here, on this machine (--server is refused: see its help)."""
+    if server is not None:
+        raise EmeryError(
+            "emery eval runs here and takes no --server: to score on the server, run"
+            f" emery train CONFIG --server {server} --set job.algorithm=baseline"
+            f" (an eval job), then emery report JOB --server {server}"
+        )
     if split not in ("train", "val", "test"):
         raise ConfigError(f"--split must be train, val or test, not {split!r}")
     chosen: Literal["train", "val", "test"] = split  # type: ignore[assignment]

@@ -13,6 +13,7 @@ from emery.cli.console import err
 from emery.cli.serve_cmd import API_KEY_ENV, task_model
 from emery.proxy.guards import MAX_BODY_BYTES, refuse_open_binding
 from emery.server.api import create_server_app
+from emery.server.keys import READ_KEY_ENV, SUBMIT_KEY_ENV
 from emery.workers.http_queue import RUNNER_KEY_ENV
 
 
@@ -28,8 +29,9 @@ def server(
     api_key_env: Annotated[
         str,
         typer.Option(
-            help="Environment variable holding the API key every route but /health requires"
-            " (unset: no key, and only loopback hosts are allowed)."
+            help="Environment variable holding the API key, the admin key: every route but"
+            " /health and /login requires a key, and this one reaches them all (unset: no"
+            " key, and only loopback hosts are allowed)."
         ),
     ] = API_KEY_ENV,
     runner_key_env: Annotated[
@@ -39,6 +41,22 @@ def server(
             " (emery runner --server), not the jobs, data or traces. Needs an API key."
         ),
     ] = RUNNER_KEY_ENV,
+    read_key_env: Annotated[
+        str,
+        typer.Option(
+            help="Environment variable holding a read-only key: GET and HEAD on /api/*,"
+            " /metrics, the dashboard and its event streams; 403 on anything that changes"
+            " state. Needs an API key."
+        ),
+    ] = READ_KEY_ENV,
+    submit_key_env: Annotated[
+        str,
+        typer.Option(
+            help="Environment variable holding a submit key: what the read key may, and"
+            " create jobs (POST /api/jobs) and pause, resume or cancel them; not /api/queue,"
+            " approval decisions or publishing. Needs an API key."
+        ),
+    ] = SUBMIT_KEY_ENV,
     max_body_mb: Annotated[
         float, typer.Option(min=0.001, help="Largest request body in MiB (413 above).")
     ] = MAX_BODY_BYTES / 2**20,
@@ -69,7 +87,14 @@ def server(
 
     Off loopback an API key ($EMERY_API_KEY) is required: send it as
     `Authorization: Bearer KEY` or `X-API-Key`; a browser signs in at
-    /login. A runner key ($EMERY_RUNNER_KEY) reaches /api/queue only.
+    /login. The API key is the admin key (every route). Keys that may do
+    less, each set beside it (403 beyond what the key may do):
+
+    \b
+      $EMERY_READ_KEY    GET/HEAD on /api/*, /metrics, the dashboard, SSE
+      $EMERY_SUBMIT_KEY  read, plus POST /api/jobs and pause/resume/cancel
+      $EMERY_RUNNER_KEY  /api/queue only (emery runner --server)
+
     Jobs created or resumed here run in worker processes (threads for a
     memory:// store). A posted config that would run code
     on this host is refused unless --allow-code.
@@ -77,12 +102,16 @@ def server(
     key = os.environ.get(api_key_env) or None
     refuse_open_binding(host, key, f"set ${api_key_env}")
     runner_key = os.environ.get(runner_key_env) or None
+    read_key = os.environ.get(read_key_env) or None
+    submit_key = os.environ.get(submit_key_env) or None
     store = open_cli_store(store_location)
     lm = task_model(model, None, None, store_location)
     app = create_server_app(
         store,
         api_key=key,
         runner_key=runner_key,
+        read_key=read_key,
+        submit_key=submit_key,
         default_lm=lm,
         max_body_bytes=int(max_body_mb * 2**20),
         allow_code=allow_code,

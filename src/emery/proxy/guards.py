@@ -7,6 +7,7 @@ import hmac
 import ipaddress
 import json
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI
@@ -76,10 +77,56 @@ def key_matches(given: str | None, key: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), key.encode())
 
 
+@dataclass(frozen=True)
+class Grant:
+    """Requests of one of ``methods`` (empty: any method) on a path that one of ``paths``
+    names. A path pattern is matched segment by segment: ``*`` stands for one segment and a
+    last ``**`` for any number (none included), so ``/api/**`` names ``/api`` and every path
+    under it, and ``/api/jobs/*/pause`` the pause route of any job."""
+
+    methods: frozenset[str]
+    paths: tuple[str, ...]
+
+    def allows(self, method: str, path: str) -> bool:
+        if self.methods and method.upper() not in self.methods:
+            return False
+        segments = path.strip("/").split("/")
+        return any(_matches(pattern.strip("/").split("/"), segments) for pattern in self.paths)
+
+
+def _matches(pattern: list[str], segments: list[str]) -> bool:
+    """Whether path ``segments`` fit ``pattern`` (``*``: one segment, last ``**``: the rest)."""
+    if pattern and pattern[-1] == "**":
+        head = pattern[:-1]
+        return len(segments) >= len(head) and _matches(head, segments[: len(head)])
+    if len(pattern) != len(segments):
+        return False
+    return all(
+        part == segment or (part == "*" and segment != "")
+        for part, segment in zip(pattern, segments, strict=True)
+    )
+
+
+@dataclass(frozen=True)
+class KeyScope:
+    """What a key other than the admin key may do: the requests one of its ``grants``
+    allows; ``says`` is the one line a refused request is answered with (403)."""
+
+    name: str
+    grants: tuple[Grant, ...]
+    says: str
+
+    def allows(self, method: str, path: str) -> bool:
+        return any(grant.allows(method, path) for grant in self.grants)
+
+    def refusal(self) -> str:
+        return f"this is a {self.name} key: {self.says}"
+
+
 class ApiKeyMiddleware:
-    """Refuses (401) every HTTP request but ``open_paths`` without the key, before the
-    app reads its body. A key of ``scoped`` (key → path prefixes) reaches only the paths
-    under its prefixes (403 elsewhere)."""
+    """Refuses (401) every HTTP request but ``open_paths`` without a key, before the app
+    reads its body. ``key`` may make every request; a key of ``scoped`` (key → ``KeyScope``)
+    only those its scope allows (403 with the scope's line for the others)."""
 
     def __init__(
         self,
@@ -89,7 +136,7 @@ class ApiKeyMiddleware:
         open_paths: Collection[str] = OPEN_PATHS,
         render: ErrorRenderer = plain_error,
         cookie: str | None = None,
-        scoped: Mapping[str, tuple[str, ...]] | None = None,
+        scoped: Mapping[str, KeyScope] | None = None,
     ) -> None:
         self.app, self.key, self.open_paths, self.render = app, key, open_paths, render
         self.cookie = cookie
@@ -108,11 +155,11 @@ class ApiKeyMiddleware:
         given = given_key(HTTPConnection(scope), self.cookie)
         if path in self.open_paths or key_matches(given, self.key):
             return None
-        for key, prefixes in self.scoped.items():
+        for key, granted in self.scoped.items():
             if key_matches(given, key):
-                if path.startswith(prefixes):
+                if granted.allows(scope["method"], path):
                     return None
-                return self.render(403, f"this key may only reach {', '.join(prefixes)}")
+                return self.render(403, granted.refusal())
         response = self.render(401, "invalid or missing API key")
         response.headers["WWW-Authenticate"] = "Bearer"
         return response

@@ -1,5 +1,6 @@
 """A running ``emery server`` over HTTP: create a job from a config, follow its events,
-pause and resume it, read it. Used by ``emery train --server URL``.
+pause and resume it, read it, its candidates and its result. Used by ``emery train
+--server URL`` and the other commands' ``--server``.
 
 The API key is ``api_key``, else ``$EMERY_API_KEY`` (``.env`` included); every error the
 server answers (or not reaching it) is an ``EmeryError`` of one line.
@@ -21,18 +22,33 @@ from emery.core.events import Event
 API_KEY_ENV = "EMERY_API_KEY"
 SERVER_ENV = "EMERY_SERVER"
 RECONNECTS = 5  # a dropped event stream is picked up where it left off this many times
+CANDIDATE_SORTS = ("created_at", "failed", "generation", "n", "ordinal", "score")
+"""What ``/api/jobs/J/scores`` sorts by (``-`` before one: descending), as the store does."""
 
 
 class ServerClient:
     """Jobs on the server at ``url`` (``http://host:8420``)."""
 
-    def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 30.0,
+        http: httpx.Client | None = None,
+    ) -> None:
+        """``http``: the client to send with (a test's ``fastapi.testclient.TestClient``);
+        it gets the key's header, and closing this closes it."""
         if not url.startswith(("http://", "https://")):
             raise EmeryError(f"--server must be an http:// or https:// URL, not {url!r}")
         self.url = url.rstrip("/")
         key = api_key or os.environ.get(API_KEY_ENV)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
+        if http is None:
+            http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
+        else:
+            http.headers.update(headers)
+        self._http = http
 
     def close(self) -> None:
         self._http.close()
@@ -76,6 +92,39 @@ class ServerClient:
 
     def resume(self, job_id: str) -> dict[str, Any]:
         return dict(self._send("POST", f"/api/jobs/{job_id}/resume").json())
+
+    def result(self, job_id: str) -> dict[str, Any]:
+        """The job's result (``result``: final once it succeeded, a prompt job's search so
+        far before; null for a kind that reports once it succeeds) and its ``kind``."""
+        return dict(self._send("GET", f"/api/jobs/{job_id}/result").json())
+
+    def candidates(self, job_id: str) -> dict[str, Any]:
+        """Every candidate in creation order with its scores per split, and the job's best
+        and seed candidate ids."""
+        return dict(self._send("GET", f"/api/jobs/{job_id}/candidates").json())
+
+    def candidate(self, job_id: str, candidate_id: str) -> dict[str, Any]:
+        """One candidate (id or prefix of 4 or more) in full, with its scores per split."""
+        return dict(self._send("GET", f"/api/jobs/{job_id}/candidates/{candidate_id}").json())
+
+    def candidate_diff(self, job_id: str, candidate_id: str, against: str = "parent") -> str:
+        """The candidate's unified diff against its first parent (or ``"seed"``); empty
+        when it has none in the job."""
+        path = f"/api/jobs/{job_id}/candidates/{candidate_id}/diff"
+        return str(self._send("GET", path, params={"against": against}).json()["diff"])
+
+    def candidate_scores(
+        self, job_id: str, *, split: str, sort: str, limit: int, offset: int = 0
+    ) -> dict[str, Any]:
+        """A page of the job's candidates with their score on ``split`` in ``sort`` order,
+        as the store lists them (``CandidateRecord`` documents)."""
+        for part in sort.split(","):  # refused here in the store's words, not as a 422
+            name = part.strip().lstrip("-+")
+            if name not in CANDIDATE_SORTS:
+                choose = ", ".join(CANDIDATE_SORTS)
+                raise EmeryError(f"cannot sort by {name!r}; choose one of {choose}")
+        params = {"split": split, "sort": sort, "limit": limit, "offset": offset}
+        return dict(self._send("GET", f"/api/jobs/{job_id}/scores", params=params).json())
 
     def stored_events(self, job_id: str, since: int = 0) -> list[Event]:
         """The job's events stored after ``since`` (one page of up to 5000)."""
@@ -148,4 +197,6 @@ def _check(response: httpx.Response, *, read: bool = False) -> None:
         raise EmeryError(
             f"the server refused the API key ({where}: {detail}): set ${API_KEY_ENV}, e.g. in .env"
         )
+    if response.status_code == 403:
+        raise EmeryError(f"the server does not let this key {where} ({detail})")
     raise EmeryError(f"the server answered {response.status_code} to {where}: {detail}")

@@ -3,8 +3,10 @@ OTLP trace ingest, the LM proxy routes of ``emery serve`` and the dashboard, in 
 Here the proxy records the calls of applications (``/v1``, ``/prompts/NAME/v1``) in the
 store as application traces.
 
-Guards: with an API key, every route but ``/health`` and ``/login`` needs it (header, or
-the dashboard's cookie), checked before the body is read; bodies over the limit get 413;
+Guards: with an API key, every route but ``/health`` and ``/login`` needs a key (header, or
+the dashboard's cookie), checked before the body is read: the API key reaches every route,
+a read, submit or runner key what its scope grants (``server/keys.py``, 403 beyond it);
+bodies over the limit get 413;
 no CORS headers are sent, so other origins' pages cannot read the API; every error is
 JSON with a message, never a stack trace.
 """
@@ -15,7 +17,6 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from emery.core.errors import ConfigError
 from emery.lm.base import LM
 from emery.proxy.guards import MAX_BODY_BYTES, ApiKeyMiddleware, BodyLimitMiddleware
 from emery.proxy.routes import LiveBackend, proxy_router
@@ -23,11 +24,12 @@ from emery.server.approvals_api import approvals_router
 from emery.server.dashboard import KEY_COOKIE, dashboard_router
 from emery.server.errors import API_ERRORS, PROXY_ERRORS, install_error_handlers, json_error
 from emery.server.jobs_api import jobs_router
+from emery.server.keys import scoped_keys
 from emery.server.launcher import JobLauncher, launcher_for
 from emery.server.metrics import metrics_router
 from emery.server.otlp_route import otlp_router
 from emery.server.prompts_api import prompt_proxy_router, prompts_router
-from emery.server.queue_api import QUEUE_PREFIX, queue_router
+from emery.server.queue_api import queue_router
 from emery.server.results_api import candidates_router, rollouts_router
 from emery.server.systems_api import systems_router
 from emery.server.traces_api import traces_router
@@ -43,6 +45,8 @@ def create_server_app(
     *,
     api_key: str | None = None,
     runner_key: str | None = None,
+    read_key: str | None = None,
+    submit_key: str | None = None,
     default_lm: LM | None = None,
     launcher: JobLauncher | None = None,
     base_dir: Path | None = None,
@@ -53,10 +57,10 @@ def create_server_app(
     ``launcher`` (default: worker processes; threads for an in-memory store); relative
     paths in created configs are under ``base_dir`` (default: the working folder). A
     config that runs code on this host (``config.code_settings``) is refused unless
-    ``allow_code``. ``runner_key`` (with an ``api_key``) reaches ``/api/queue`` only: what
-    ``emery runner --server`` needs."""
-    if runner_key is not None and api_key is None:
-        raise ConfigError("a runner key needs an API key: without one every route is open")
+    ``allow_code``. Beside an ``api_key`` (every route), ``read_key`` reads (``GET`` and
+    ``HEAD``), ``submit_key`` also creates, pauses, resumes and cancels jobs, and
+    ``runner_key`` reaches ``/api/queue`` only: what ``emery runner --server`` needs."""
+    scoped = scoped_keys(api_key, runner_key=runner_key, read_key=read_key, submit_key=submit_key)
     app = FastAPI(
         title="emery",
         version="0.1.0",
@@ -94,7 +98,7 @@ def create_server_app(
         app.include_router(router, responses=API_ERRORS)
     app.include_router(proxy_router(backend), responses=PROXY_ERRORS)
     app.include_router(prompt_proxy_router(store, backend), responses=PROXY_ERRORS)
-    app.include_router(dashboard_router(api_key))
+    app.include_router(dashboard_router(api_key, other_keys=(read_key, submit_key)))
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes, render=json_error)
     if api_key is not None:  # added last: runs first, before the body limit reads anything
@@ -104,6 +108,6 @@ def create_server_app(
             open_paths=OPEN_PATHS,
             render=json_error,
             cookie=KEY_COOKIE,
-            scoped={runner_key: (QUEUE_PREFIX,)} if runner_key else None,
+            scoped=scoped,
         )
     return app

@@ -1,10 +1,12 @@
 """The dashboard: one HTML page with a small vanilla script (package data, no build step)
 that reads the API; and, when the server has an API key, a login form that puts the key
-in an HttpOnly, SameSite=Strict cookie so the browser's own requests carry it."""
+(the API key, or a read or submit key) in an HttpOnly, SameSite=Strict cookie so the
+browser's own requests carry it."""
 
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from importlib import resources
 from urllib.parse import parse_qs
 
@@ -39,9 +41,11 @@ def _asset(name: str) -> str:
     return resources.files("emery.server").joinpath("static", name).read_text("utf-8")
 
 
-def dashboard_router(api_key: str | None) -> APIRouter:
-    """``/`` (the dashboard), ``/static/*`` and ``/login``."""
+def dashboard_router(api_key: str | None, *, other_keys: Iterable[str | None] = ()) -> APIRouter:
+    """``/`` (the dashboard), ``/static/*`` and ``/login``, where a browser signs in with
+    ``api_key`` or one of ``other_keys`` (a read or submit key; None ones left out)."""
     router = APIRouter(include_in_schema=False)
+    sign_in_keys = [key for key in (api_key, *other_keys) if key]
 
     @router.get("/")
     def index() -> Response:
@@ -64,7 +68,7 @@ def dashboard_router(api_key: str | None) -> APIRouter:
             return RedirectResponse("/", status_code=303)
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         given = (form.get("key") or [""])[0]
-        if not key_matches(given, api_key):
+        if not any(key_matches(given, key) for key in sign_in_keys):
             page = LOGIN_PAGE.format(message="That key is not this server's. Try again.")
             return HTMLResponse(page, status_code=401)
         response = RedirectResponse("/", status_code=303)

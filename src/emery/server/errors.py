@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 _KINDS = {
     400: "invalid_request_error",
     401: "authentication_error",
+    403: "permission_error",
     404: "not_found",
     409: "conflict",
     413: "invalid_request_error",
@@ -56,6 +57,7 @@ def error_responses(model: type[BaseModel], *statuses: int) -> dict[int | str, d
     reasons = {
         400: "Invalid request",
         401: "Invalid or missing API key",
+        403: "The key's scope does not allow this request",
         404: "Not found",
         409: "Not possible in the current state",
         413: "Request body too large",
@@ -65,7 +67,7 @@ def error_responses(model: type[BaseModel], *statuses: int) -> dict[int | str, d
     return {status: {"model": model, "description": reasons[status]} for status in statuses}
 
 
-API_ERRORS = error_responses(ErrorBody, 400, 401, 404, 409, 413)
+API_ERRORS = error_responses(ErrorBody, 400, 401, 403, 404, 409, 413)
 PROXY_ERRORS = error_responses(ProxyErrorBody, 400, 401, 404, 413, 502, 503)
 
 

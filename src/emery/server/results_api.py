@@ -1,5 +1,6 @@
-"""What a job found and how: candidates (lineage, per-split scores, diffs), evaluations
-per example, rollouts with their attempts, and a rollout's spans as a tree."""
+"""What a job found and how: its result, candidates (lineage, per-split scores, diffs, a
+split's ranking), evaluations per example, rollouts with their attempts, and a rollout's
+spans as a tree."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from emery.jobs.kinds import kind_of
+from emery.sdk.server_client import CANDIDATE_SORTS
 from emery.server.params import Offset
 from emery.server.views import DiffBase, candidate_view, candidate_views, diff_view, seed_id
 from emery.server.views import span_tree as build_tree
@@ -16,6 +19,15 @@ from emery.tracing.store_recorder import load_spans
 
 Limit = Annotated[int, Query(ge=1, le=1000)]
 SplitQuery = Annotated[str | None, Query(pattern="^(train|val|test)$")]
+_SORT_KEY = f"[-+]?({'|'.join(CANDIDATE_SORTS)})"
+CandidateSort = Annotated[
+    str,
+    Query(
+        pattern=f"^{_SORT_KEY}(,{_SORT_KEY})*$",
+        max_length=200,
+        description="Columns to sort by, comma separated; ``-`` before one sorts it descending.",
+    ),
+]
 
 
 def candidates_router(store: Store) -> APIRouter:
@@ -31,6 +43,42 @@ def candidates_router(store: Store) -> APIRouter:
             "best_candidate_id": store.get_job(job_id).best_candidate_id,
             "seed_candidate_id": seed_id(store, job_id),
             "candidates": candidate_views(store, job_id),
+        }
+
+    @router.get("/scores")
+    def scores(
+        job: str,
+        split: Annotated[str, Query(pattern="^(train|val|test)$")] = "val",
+        sort: CandidateSort = "-score,-n,ordinal",
+        limit: Limit = 10,
+        offset: Offset = 0,
+    ) -> dict[str, Any]:
+        """The job's candidates ranked by their runs on ``split`` (mean score, runs, failed,
+        timed out and unreadable), as ``emery candidates`` lists them."""
+        job_id = store.resolve_job_id(job)
+        page = store.list_candidates(job_id, split=split, sort=sort, limit=limit, offset=offset)
+        return {
+            "job_id": job_id,
+            "split": split,
+            "best_candidate_id": store.get_job(job_id).best_candidate_id,
+            "total": page.total,
+            "offset": offset,
+            "limit": limit,
+            "candidates": [record.model_dump(mode="json") for record in page.items],
+        }
+
+    @router.get("/result")
+    def result(job: str) -> dict[str, Any]:
+        """The job's result as ``emery report --json`` prints it: the final one once it
+        succeeded, a prompt job's search so far before; null for a kind (SFT, RL) that
+        reports only once it succeeds."""
+        record = store.get_job(store.resolve_job_id(job))
+        found = kind_of(record).result(store, record)
+        return {
+            "job_id": record.id,
+            "kind": record.kind,
+            "state": record.state,
+            "result": None if found is None else found.model_dump(mode="json"),
         }
 
     @router.get("/candidates/{candidate}")

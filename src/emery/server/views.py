@@ -84,6 +84,7 @@ def _score(record: CandidateRecord | None) -> dict[str, Any] | None:
         "n": record.n,
         "failed": record.failed,
         "timeouts": record.timeouts,
+        "unreadable": record.unreadable,
     }
 
 
