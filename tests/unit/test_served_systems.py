@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jobs_support as js
 import pytest
+from bad_input_support import one_error_line, run_cli
 from fastapi.testclient import TestClient
 from server_support import finished_job, random_search_module
 from test_graph_results import ONE_NODE, digest_lm, outputs, two_nodes
@@ -175,3 +176,83 @@ def test_a_workflow_graph_grown_by_the_search_is_served_whole(
     solve.served.lm = digest_lm()
     expected = outputs(GraphSystem(GraphConfig.model_validate(ONE_NODE)), grown, ["2 + 3?"])
     assert solve(question="2 + 3?") == expected[0]
+
+
+def two_versions(done: Done) -> None:
+    """``splitter`` versions 1 and 2 (the job published twice), once."""
+    if not done.store.list_resources("prompt:splitter"):
+        for _ in range(2):
+            published.publish(done.store, done.job_id, "splitter")
+
+
+def test_an_alias_names_a_version_and_a_split_keeps_a_user_on_one(
+    done: Done, capsys: pytest.CaptureFixture[str]
+) -> None:
+    two_versions(done)
+    where = ["--store", str(done.path)]
+    assert run_cli(["prompts", "alias", "splitter", "production", "1", *where]) == 0
+    assert "production → version 1" in capsys.readouterr().out
+    client = TestClient(create_server_app(done.store))
+    ask = {"input": {"question": QUESTION}}
+    run = client.post("/systems/splitter/run", params={"alias": "production"}, json=ask).json()
+    assert run["version"] == 1
+    assert emery.load("splitter", store=done.store, alias="production").prompt.version == 1
+
+    assert run_cli(["prompts", "alias", "splitter", "canary", "1=50", "2=50", *where]) == 0
+    capsys.readouterr()
+    picked = {}
+    for user in range(40):
+        headers = {"X-Emery-Split-Key": f"user-{user}"}
+        answers = [
+            client.post(
+                "/systems/splitter/run", params={"alias": "canary"}, json=ask, headers=headers
+            ).json()["version"]
+            for _ in range(2)
+        ]
+        assert answers[0] == answers[1], "one key, one version"
+        picked[user] = answers[0]
+    assert set(picked.values()) == {1, 2}
+    assert run_cli(["prompts", "alias", "splitter", "canary", *where]) == 0
+    assert "1=50% 2=50%" in capsys.readouterr().out
+
+
+def test_each_versions_live_traffic_is_scored_from_its_feedback(
+    done: Done, capsys: pytest.CaptureFixture[str]
+) -> None:
+    two_versions(done)
+    client = TestClient(create_server_app(done.store))
+    ask = {"input": {"question": QUESTION}}
+    for version, thumbs in ((1, ["up", "up", "down"]), (2, ["down", "down"])):
+        for thumb in thumbs:
+            run = client.post("/systems/splitter/run", params={"version": version}, json=ask)
+            trace = run.json()["trace_id"]
+            sent = client.post("/api/feedback", json={"trace_id": trace, "thumb": thumb})
+            assert sent.status_code < 300, sent.text
+        client.post("/systems/splitter/run", params={"version": version}, json=ask)  # unrated
+    rows = client.get("/api/prompts/splitter/scores").json()["versions"]
+    mine = {row["version"]: row for row in rows}
+    assert mine[1]["rated"] >= 3
+    assert mine[1]["runs"] > mine[1]["rated"]
+    assert mine[1]["mean"] > mine[2]["mean"]
+    assert run_cli(["prompts", "scores", "splitter", "--store", str(done.path)]) == 0
+    assert "rated" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["production", "99"], "no version 99"),
+        (["production", "1=90"], "a split names two versions"),
+        (["Production", "1"], "lowercase"),
+        (["production", "1=0", "2=10"], "positive"),
+        (["staging"], "no alias 'staging'"),
+    ],
+)
+def test_a_bad_alias_is_one_line_and_changes_nothing(
+    done: Done, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    before = [r.version for r in done.store.list_resources("prompt-alias:solver:production")]
+    assert run_cli(["prompts", "alias", "solver", *args, "--store", str(done.path)]) != 0
+    assert message in one_error_line(capsys.readouterr().err)
+    after = [r.version for r in done.store.list_resources("prompt-alias:solver:production")]
+    assert after == before

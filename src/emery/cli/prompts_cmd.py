@@ -1,9 +1,11 @@
-"""``emery publish JOB --name NAME`` and ``emery prompts list|show|rollback``: a job's best
-candidate as a named, versioned prompt that applications fetch (``emery.prompt``)."""
+"""``emery publish JOB --name NAME`` and ``emery prompts list|show|rollback|alias``: a job's
+best candidate as a named, versioned prompt that applications fetch (``emery.prompt``) or
+run whole (``emery.load``, ``/systems/NAME/run``), at a version or an alias."""
 
 from __future__ import annotations
 
 import textwrap
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
@@ -12,14 +14,15 @@ from rich.table import Table
 
 from emery.cli.common import JsonOption, StoreOption, open_cli_store
 from emery.cli.console import err, out, print_json, print_table
-from emery.reports import published
+from emery.reports import aliases, published
 from emery.reports.approvals import request_publish
 from emery.reports.published import PublishedPrompt
+from emery.reports.version_scores import version_scores
 from emery.store.protocol import Store
 
 NameArgument = Annotated[str, typer.Argument(help="The prompt's name.")]
 
-app = typer.Typer(help="List, show and roll back published prompts.", no_args_is_help=True)
+app = typer.Typer(help="List, show, roll back and alias published prompts.", no_args_is_help=True)
 
 
 def publish(
@@ -123,6 +126,70 @@ def rollback(
         print_json(prompt.model_dump(mode="json"))
         return
     err.print(f"{escape(prompt.name)} version {prompt.version} repeats version {to}")
+
+
+@app.command("alias")
+def alias(
+    name: NameArgument,
+    alias_name: Annotated[str, typer.Argument(metavar="ALIAS", help="e.g. production, staging.")],
+    versions: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="The version it names (3), or a split of traffic (3=90 4=10); none: show it."
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+    store_location: StoreOption = None,
+) -> None:
+    """Point an alias of a prompt at a version or a split of versions, or show it.
+
+    `POST /systems/NAME/run?alias=ALIAS` and `emery.load(NAME, alias=ALIAS)` run
+    the version it picks; a split picks by the request's X-Emery-Split-Key
+    (the same key, the same version), else at random by the weights.
+    """
+    store = open_cli_store(store_location)
+    if versions:
+        target = aliases.set_alias(store, name, alias_name, aliases.parse_weights(versions))
+    else:
+        target = aliases.get_alias(store, name, alias_name)
+    if as_json:
+        print_json(target.model_dump(mode="json"))
+        return
+    out.print(f"{escape(name)} {escape(alias_name)} → version {target.describe()}")
+
+
+@app.command("scores")
+def scores(
+    name: NameArgument,
+    since_days: Annotated[
+        float | None, typer.Option("--since-days", min=0.0, help="Only runs this recent.")
+    ] = None,
+    as_json: JsonOption = False,
+    store_location: StoreOption = None,
+) -> None:
+    """Each version's live traffic: runs served (/systems/NAME/run), failed runs, runs
+    with feedback, and the mean feedback score with its 95% interval."""
+    since = None if since_days is None else datetime.now(UTC) - timedelta(days=since_days)
+    rows = version_scores(open_cli_store(store_location), name, since)
+    if as_json:
+        print_json({"name": name, "versions": [row.model_dump(mode="json") for row in rows]})
+        return
+    if not rows:
+        out.print(f"no runs of {escape(name)} served yet (POST /systems/{escape(name)}/run)")
+        return
+    table = Table()
+    for header in ("version", "runs", "failed", "rated", "feedback (95%)"):
+        table.add_column(header)
+    for row in rows:
+        interval = f" [{row.low:.1%}, {row.high:.1%}]" if row.low is not None else ""
+        table.add_row(
+            str(row.version),
+            str(row.runs),
+            str(row.failed),
+            str(row.rated),
+            f"{_score(row.mean)}{interval}",
+        )
+    print_table(table)
 
 
 def _print(prompt: PublishedPrompt) -> None:

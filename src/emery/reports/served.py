@@ -98,7 +98,7 @@ class ServedSystem:
             trace_id=trace_id,
             span_id=root_id,
             parent_id=parent_id,
-            name=f"run {self.prompt.name}",
+            name=run_span_name(self.prompt.name),
             kind="server",
             start_time=at(started),
             end_time=at(time.time_ns()),
@@ -121,6 +121,11 @@ class ServedSystem:
 
     def _attributes(self) -> dict[str, Any]:
         return {NAME_ATTRIBUTE: self.prompt.name, VERSION_ATTRIBUTE: self.prompt.version}
+
+
+def run_span_name(name: str) -> str:
+    """The name of the span of a run of the published system ``name``."""
+    return f"run {name}"
 
 
 async def run_and_record(

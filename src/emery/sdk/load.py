@@ -5,10 +5,13 @@ candidate, the job's task model, the system's own parsing)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from emery.core.errors import EmeryError
+from emery.reports import aliases
 from emery.reports.published import PublishedPrompt
 from emery.reports.served import ServedSystem
 from emery.sdk.prompts import published_prompt
@@ -41,18 +44,36 @@ class LoadedSystem:
 
 
 def load(
-    name: str, version: int | None = None, store: Store | str | Path | None = None
+    name: str,
+    version: int | None = None,
+    store: Store | str | Path | None = None,
+    *,
+    alias: str | None = None,
+    split_key: str | None = None,
 ) -> LoadedSystem:
-    """Version ``version`` (default: the latest) of the published system ``name`` from
-    ``store`` (a ``Store`` or a location; default ``$EMERY_STORE`` or
-    ``./.emery/emery.db``), ready to call. Its job's files and ``python/...`` modules must
-    be reachable here, as for a runner."""
+    """Version ``version`` (or the one ``alias`` picks, for ``split_key`` when the alias
+    splits traffic; default: the latest) of the published system ``name`` from ``store``
+    (a ``Store`` or a location; default ``$EMERY_STORE`` or ``./.emery/emery.db``), ready
+    to call. Its job's files and ``python/...`` modules must be reachable here, as for a
+    runner."""
+    if alias is not None:
+        with _opened(store) as opened:
+            version = aliases.resolve(opened, name, alias=alias, key=split_key).version
     prompt = published_prompt(name, version, store)
     if prompt.config is not None:
         return LoadedSystem(ServedSystem.of(prompt))
-    opened = store if isinstance(store, Store) else open_store(store)
-    try:
+    with _opened(store) as opened:
         return LoadedSystem(ServedSystem.of(prompt, opened))
+
+
+@contextmanager
+def _opened(store: Store | str | Path | None) -> Iterator[Store]:
+    """``store`` itself, or the store at that location, closed after."""
+    if isinstance(store, Store):
+        yield store
+        return
+    opened = open_store(store)
+    try:
+        yield opened
     finally:
-        if opened is not store:
-            opened.close()
+        opened.close()
