@@ -24,7 +24,7 @@ from emery.store import MemoryStore
 
 __all__ = ["random_search_module"]
 
-ADMIN, READ, SUBMIT, RUNNER = "admin-key", "read-key", "submit-key", "runner-key"
+ADMIN, READ, SUBMIT, RUNNER, APP = "admin-key", "read-key", "submit-key", "runner-key", "app-key"
 
 Request = tuple[str, str, dict[str, Any] | None]
 
@@ -87,6 +87,7 @@ def server(
         read_key=READ,
         submit_key=SUBMIT,
         runner_key=RUNNER,
+        app_key=APP,
         launcher=launcher,
         base_dir=workdir,
         allow_code=True,
@@ -139,6 +140,17 @@ def test_the_runner_key_reaches_the_queue_only(server: tuple[TestClient, str, Pa
     assert_allowed(client, RUNNER, [admin_only(job)[0]])
     says = "this is a runner key: it may reach /api/queue only"
     assert_refused(client, RUNNER, reads(job) + submits(job, workdir) + admin_only(job)[1:], says)
+
+
+def test_the_application_key_reaches_what_an_application_calls(
+    server: tuple[TestClient, str, Path],
+) -> None:
+    client, job, workdir = server
+    calls = [admin_only(job)[i] for i in (2, 4, 5, 6)] + [("GET", "/api/prompts", None)]
+    assert_allowed(client, APP, calls)
+    says = "this is an application key: it may run published systems"
+    others = [r for r in reads(job) if r[1] != "/api/prompts"]
+    assert_refused(client, APP, others + submits(job, workdir) + admin_only(job)[:2], says)
 
 
 def test_the_api_key_reaches_every_route(server: tuple[TestClient, str, Path]) -> None:

@@ -13,7 +13,7 @@ from emery.cli.console import err
 from emery.cli.serve_cmd import API_KEY_ENV, task_model
 from emery.proxy.guards import MAX_BODY_BYTES, refuse_open_binding
 from emery.server.api import create_server_app
-from emery.server.keys import READ_KEY_ENV, SUBMIT_KEY_ENV
+from emery.server.keys import APP_KEY_ENV, READ_KEY_ENV, SUBMIT_KEY_ENV
 from emery.workers.http_queue import RUNNER_KEY_ENV
 
 
@@ -57,6 +57,14 @@ def server(
             " approval decisions or publishing. Needs an API key."
         ),
     ] = SUBMIT_KEY_ENV,
+    app_key_env: Annotated[
+        str,
+        typer.Option(
+            help="Environment variable holding an application key: POST /systems/NAME/run,"
+            " GET /api/prompts, the LM proxy, feedback and trace ingest; not the jobs or"
+            " the queue. Needs an API key."
+        ),
+    ] = APP_KEY_ENV,
     max_body_mb: Annotated[
         float, typer.Option(min=0.001, help="Largest request body in MiB (413 above).")
     ] = MAX_BODY_BYTES / 2**20,
@@ -81,6 +89,7 @@ def server(
     /api/jobs/J/evaluations, /api/jobs/J/rollouts
     /api/rollouts/R       attempts; /api/rollouts/R/spans: span tree
     /api/queue/...        the rollout queue of `emery runner --server`
+    /systems/NAME/run     a published system run whole on posted inputs
     /v1/traces            OTLP/HTTP trace ingest (protobuf or JSON)
     /v1/chat/completions  the LM proxy of `emery serve`
     /docs, /openapi.json  the API's schema
@@ -94,6 +103,7 @@ def server(
       $EMERY_READ_KEY    GET/HEAD on /api/*, /metrics, the dashboard, SSE
       $EMERY_SUBMIT_KEY  read, plus POST /api/jobs and pause/resume/cancel
       $EMERY_RUNNER_KEY  /api/queue only (emery runner --server)
+      $EMERY_APP_KEY     /systems/NAME/run, prompts, LM proxy, feedback, traces
 
     Jobs created or resumed here run in worker processes (threads for a
     memory:// store). A posted config that would run code
@@ -104,6 +114,7 @@ def server(
     runner_key = os.environ.get(runner_key_env) or None
     read_key = os.environ.get(read_key_env) or None
     submit_key = os.environ.get(submit_key_env) or None
+    app_key = os.environ.get(app_key_env) or None
     store = open_cli_store(store_location)
     lm = task_model(model, None, None, store_location)
     app = create_server_app(
@@ -112,6 +123,7 @@ def server(
         runner_key=runner_key,
         read_key=read_key,
         submit_key=submit_key,
+        app_key=app_key,
         default_lm=lm,
         max_body_bytes=int(max_body_mb * 2**20),
         allow_code=allow_code,

@@ -120,7 +120,8 @@ class KeyScope:
         return any(grant.allows(method, path) for grant in self.grants)
 
     def refusal(self) -> str:
-        return f"this is a {self.name} key: {self.says}"
+        article = "an" if self.name[:1] in "aeiou" else "a"
+        return f"this is {article} {self.name} key: {self.says}"
 
 
 class ApiKeyMiddleware:

@@ -47,6 +47,7 @@ def create_server_app(
     runner_key: str | None = None,
     read_key: str | None = None,
     submit_key: str | None = None,
+    app_key: str | None = None,
     default_lm: LM | None = None,
     launcher: JobLauncher | None = None,
     base_dir: Path | None = None,
@@ -58,9 +59,16 @@ def create_server_app(
     paths in created configs are under ``base_dir`` (default: the working folder). A
     config that runs code on this host (``config.code_settings``) is refused unless
     ``allow_code``. Beside an ``api_key`` (every route), ``read_key`` reads (``GET`` and
-    ``HEAD``), ``submit_key`` also creates, pauses, resumes and cancels jobs, and
-    ``runner_key`` reaches ``/api/queue`` only: what ``emery runner --server`` needs."""
-    scoped = scoped_keys(api_key, runner_key=runner_key, read_key=read_key, submit_key=submit_key)
+    ``HEAD``), ``submit_key`` also creates, pauses, resumes and cancels jobs,
+    ``runner_key`` reaches ``/api/queue`` only (what ``emery runner --server`` needs) and
+    ``app_key`` what an application calls (``server.keys``)."""
+    scoped = scoped_keys(
+        api_key,
+        runner_key=runner_key,
+        read_key=read_key,
+        submit_key=submit_key,
+        app_key=app_key,
+    )
     app = FastAPI(
         title="emery",
         version="0.1.0",

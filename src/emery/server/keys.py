@@ -11,6 +11,10 @@ not grant is answered 403 with the line that says what the key may do:
   feedback, ingest or the LM proxy.
 - runner (``$EMERY_RUNNER_KEY``): ``/api/queue/**`` only, what ``emery runner --server``
   needs; not the jobs, data or traces.
+- application (``$EMERY_APP_KEY``): what an application calls: the published systems
+  (``POST /systems/*/run``), prompts (``GET /api/prompts/**``), the LM proxy
+  (``/v1/chat/completions``, ``/prompts/*/v1/chat/completions``), feedback (``POST
+  /api/feedback``) and trace ingest (``POST /v1/traces``); not the jobs, data or queue.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from emery.server.queue_api import QUEUE_PREFIX
 
 READ_KEY_ENV = "EMERY_READ_KEY"
 SUBMIT_KEY_ENV = "EMERY_SUBMIT_KEY"
+APP_KEY_ENV = "EMERY_APP_KEY"
 
 READING = Grant(
     frozenset({"GET", "HEAD"}),
@@ -45,6 +50,25 @@ RUNNER = KeyScope(
     f"it may reach {QUEUE_PREFIX} only (emery runner --server)",
 )
 
+APP = KeyScope(
+    "application",
+    (
+        Grant(
+            frozenset({"POST"}),
+            (
+                "/systems/*/run",
+                "/v1/chat/completions",
+                "/prompts/*/v1/chat/completions",
+                "/api/feedback",
+                "/v1/traces",
+            ),
+        ),
+        Grant(frozenset({"GET", "HEAD"}), ("/api/prompts", "/api/prompts/**")),
+    ),
+    "it may run published systems (POST /systems/NAME/run), read published prompts, call"
+    " the LM proxy, send feedback and traces; nothing else (not the jobs or the queue)",
+)
+
 
 def scoped_keys(
     api_key: str | None,
@@ -52,10 +76,11 @@ def scoped_keys(
     runner_key: str | None = None,
     read_key: str | None = None,
     submit_key: str | None = None,
+    app_key: str | None = None,
 ) -> dict[str, KeyScope]:
     """Each key given beside the API key with its scope; a ConfigError for a key given
     without an API key (every route would be open) or two keys that are the same."""
-    given = {RUNNER: runner_key, READ: read_key, SUBMIT: submit_key}
+    given = {RUNNER: runner_key, READ: read_key, SUBMIT: submit_key, APP: app_key}
     named = {scope: key for scope, key in given.items() if key}
     if named and api_key is None:
         first = next(iter(named)).name
