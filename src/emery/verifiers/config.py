@@ -77,7 +77,9 @@ VERIFIER_KINDS: dict[str, str] = {
         "feedback",
         "code_tests",
     )
-}
+} | {"published": "emery.reports.published_verifier:KIND"}
+"""Built-in kinds by where they live: ``published`` runs a published verifier graph whole,
+which only the reports layer can (looked up by name, never imported from here)."""
 
 VERIFIERS = PluginRegistry(
     what="kind",
