@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prompts": ("emery.cli.prompts_cmd", "app"),
     "approvals": ("emery.cli.approvals_cmd", "app"),
     "dataset": ("emery.cli.dataset_cmd", "app"),
+    "store": ("emery.cli.store_cmd", "app"),
 }
 
 

@@ -7,6 +7,7 @@ schema. Every method is one transaction; ``commit_step`` is the engine's atomic 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from emery.core.approvals import Approval
@@ -24,6 +25,7 @@ from emery.store.records import (
     JobRecord,
     NewJob,
     Page,
+    PruneCounts,
     ResourceRecord,
     RolloutFilter,
     SpanFilter,
@@ -167,6 +169,14 @@ class Store(Protocol):
     ) -> None: ...
     def list_workers(self) -> list[WorkerRecord]: ...
     def tallies(self) -> StoreTallies: ...
+    def prune(
+        self,
+        before: datetime,
+        *,
+        app_traces: bool = False,
+        dry_run: bool = False,
+        vacuum: bool = True,
+    ) -> PruneCounts: ...
 
     # approval requests (``emery.core.approvals``)
     def add_approval(self, approval: Approval) -> Approval: ...

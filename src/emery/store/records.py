@@ -234,6 +234,40 @@ class StoreTallies(BaseModel):
     lm: list[LMTally] = Field(default_factory=list)
 
 
+class PruneCounts(BaseModel):
+    """What ``Store.prune`` deleted, or would delete with ``dry_run``."""
+
+    before: datetime
+    """Finished jobs last updated before this time, and application traces whose newest
+    span started before it (with ``app_traces``), were pruned."""
+    jobs: int = 0
+    """Finished jobs whose spans, rollouts and attempts went (their rows, candidates,
+    evaluations, events and checkpoints stay)."""
+    spans: int = 0
+    rollouts: int = 0
+    attempts: int = 0
+    app_spans: int = 0
+    """Application spans (spans with no job or rollout) deleted."""
+    kept_jobs: int = 0
+    """Finished jobs old enough that were kept whole: a published prompt's job, or one
+    with an approval request still pending."""
+    dry_run: bool = False
+    bytes_before: int | None = None
+    """The SQLite file's size (with its ``-wal`` file) before; None for other stores."""
+    bytes_after: int | None = None
+    """Its size after the delete and ``VACUUM``; None for other stores or a dry run."""
+
+    @property
+    def rows(self) -> int:
+        return self.spans + self.rollouts + self.attempts + self.app_spans
+
+    @property
+    def bytes_freed(self) -> int | None:
+        if self.bytes_before is None or self.bytes_after is None:
+            return None
+        return self.bytes_before - self.bytes_after
+
+
 class SystemRecord(BaseModel):
     id: str
     name: str

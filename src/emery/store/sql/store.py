@@ -15,6 +15,7 @@ from emery.store.sql.feedback import FeedbackMixin
 from emery.store.sql.jobs import JobsMixin
 from emery.store.sql.queue import QueueMixin
 from emery.store.sql.results import ResultsMixin
+from emery.store.sql.retention import RetentionMixin
 from emery.store.sql.tallies import TalliesMixin
 from emery.store.sql.trace_rows import attempt_row, rollout_row
 from emery.store.sql.traces import TracesMixin
@@ -29,6 +30,7 @@ class SqlStore(
     FeedbackMixin,
     ApprovalsMixin,
     TalliesMixin,
+    RetentionMixin,
 ):
     """The store on any SQLAlchemy engine (SQLite file, SQLite in memory, PostgreSQL)."""
 
