@@ -1,6 +1,7 @@
 """The dashboard in headless Chromium (Debian's ``chromium``, driven by Playwright): follow
 a running scripted job live, pause and resume it with the buttons, open a candidate's diff
-and a rollout's trace. Screenshots go to ``$EMERY_TEST_ARTIFACTS`` (default: tmp_path)."""
+and a rollout's trace; the workers view, and a training job's curves. Screenshots go
+to ``$EMERY_TEST_ARTIFACTS`` (default: tmp_path)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ import jobs_support as js
 import pytest
 from server_support import PLAN_SUMMARY, job_config, plan_event
 
+from emery.core.events import event
 from emery.proxy.serving import BackgroundServer
 from emery.server.api import create_server_app
 from emery.server.launcher import ThreadLauncher
 from emery.store import MemoryStore
-from emery.store.records import NewJob
+from emery.store.records import NewJob, WorkerRecord
 
 CHROMIUM = Path("/usr/bin/chromium")
 VAL = 8  # val examples of job_config's dataset
@@ -213,3 +215,56 @@ def test_the_job_page_shows_the_cost_front(
     best = page.locator(f"#front tr[data-front='{ids[cost_front_support.LONG]}']")
     assert best.locator("td").nth(5).inner_text() == "best score, not on the front"
     page.screenshot(path=str(artifacts / "front.png"), full_page=True)
+
+
+def test_the_workers_view_lists_the_runners(
+    live: tuple[MemoryStore, str], page: Any, artifacts: Path
+) -> None:
+    store, url = live
+    store.create_job(NewJob(id="j-queued001", name="queued", algorithm="baseline", config={}))
+    store.register_worker(
+        WorkerRecord(id="box:41:aa", host="box", pid=41, metadata={"concurrency": 4})
+    )
+    store.register_worker(WorkerRecord(id="box:42:bb", host="box", pid=42))
+    store.worker_heartbeat("box:41:aa", status="busy", job_id="j-queued001")
+    page.goto(url + "/")
+    page.click("#workers-link")
+    busy = page.locator("#workers tr[data-worker='box:41:aa']")
+    busy.wait_for()
+    cells = busy.locator("td").all_inner_texts()
+    assert cells[1:4] == ["busy", "box", "4"]
+    assert cells[7] == "j-queued001"
+    assert page.locator("#workers tr[data-worker]").count() == 2
+    store.worker_heartbeat("box:42:bb", status="stopped")  # the view refreshes by itself
+    page.wait_for_function(
+        "() => document.querySelector(\"tr[data-worker='box:42:bb']\").cells[1].innerText"
+        " === 'stopped'"
+    )
+    page.screenshot(path=str(artifacts / "workers.png"), full_page=True)
+    busy.locator("a").click()
+    page.wait_for_selector("h1 [data-state]")
+    assert "j-queued001" in page.url
+
+
+def test_the_job_page_draws_training_curves_live(
+    live: tuple[MemoryStore, str], page: Any, artifacts: Path
+) -> None:
+    store, url = live
+    store.create_job(NewJob(id="j-training1", name="sft", algorithm="sft", config={}))
+    store.transition("j-training1", "queued")
+    store.transition("j-training1", "running")
+    page.goto(f"{url}/#/jobs/j-training1")
+    page.wait_for_selector("#chart svg")
+    assert page.locator("#training").is_hidden()  # no curve yet
+    store.append_events(
+        "j-training1",
+        [event("train_loss", step=step, loss=loss) for step, loss in ((1, 2.0), (2, 1.4), (3, 0.9))]
+        + [event("train_reward", step=1, reward=0.2, kl=0.01)],
+    )
+    training = page.locator("#training")
+    page.wait_for_function("() => document.querySelector('#training').dataset.steps === '3'")
+    assert training.get_attribute("data-series") == "train_loss,train_reward"
+    assert page.locator("#training path.curve.train_loss").is_visible()
+    assert "KL 0.0100" in training.inner_text()
+    page.screenshot(path=str(artifacts / "training.png"), full_page=True)
+    store.transition("j-training1", "cancelled", reason="test over")

@@ -43,7 +43,7 @@ function follow(jobId, onEvent, onEnd) {
   const kinds = ["baseline_evaluated", "candidate_evaluated", "candidate_proposed", "best_updated",
     "started", "paused", "resumed", "cancelled", "succeeded", "failed", "iteration_completed",
     "checkpoint_saved", "queued", "created", "rollouts_failed", "budget_warning", "mipro.plan", "gepa.plan", "apo.plan",
-    "approval_requested", "approval_applied"];
+    "approval_requested", "approval_applied", "train_loss", "val_loss", "train_reward"];
   for (const kind of kinds) source.addEventListener(kind, (m) => onEvent(JSON.parse(m.data)));
 }
 
@@ -186,6 +186,7 @@ async function jobPage(token, jobId) {
   if (token !== pageToken) return;
   const events = ev.events;
   const chart = h("div", { class: "chart card", id: "chart" });
+  const training = h("div", { class: "chart card", id: "training", hidden: "" });
   const panel = h("div", { class: "card", id: "candidate" }, h("p", { class: "muted" }, "Select a candidate."));
   const select = (id) => {
     for (const row of document.querySelectorAll("tr[data-candidate]")) row.classList.toggle("selected", row.dataset.candidate === id);
@@ -206,7 +207,7 @@ async function jobPage(token, jobId) {
       h("span", {}, "budget", h("b", {}, budgetBar(job))), controls(job)),
     h("p", { class: "error-box" }, job.error || ""), approvalsBox, planBox,
     h("div", { class: "grid" },
-      h("div", {}, h("h2", {}, "Score over metric calls"), chart,
+      h("div", {}, h("h2", {}, "Score over metric calls"), chart, training,
         h("h2", {}, "Candidates"), h("table", { id: "candidates" },
           h("tr", {}, ["lineage", "operation", "val", "train", "test"].map((t) => h("th", {}, t))),
           lineageRows(cands.candidates, cands.best_candidate_id, select)),
@@ -214,6 +215,7 @@ async function jobPage(token, jobId) {
       h("div", {}, panel, ...frontCard(job.result && job.result.front), h("h2", {}, "LM usage by role"), usageTable(job.usage),
         h("h2", {}, "Config"), h("pre", { id: "config" }, JSON.stringify(job.config, null, 2)))));
   window.emeryChart.drawChart(chart, events);
+  window.emeryChart.drawTraining(training, events);
   showEvents();
   showApprovals();
   if (LIVE.includes(job.state) || job.state === "paused") {
@@ -225,9 +227,30 @@ async function jobPage(token, jobId) {
         api(base).then((fresh) => token === pageToken && planBox.replaceChildren(...planCard(fresh)));
       }
       window.emeryChart.drawChart(chart, events);
+      window.emeryChart.drawTraining(training, events);
       showEvents();
     }, () => token === pageToken && route());
   }
+}
+
+// --- workers page ----------------------------------------------------------------------
+// The runners that joined the store (emery runner): status, host, concurrency, last
+// heartbeat, rollouts done and failed, the job of the rollouts they hold; refreshed every 2 s.
+async function workersPage(token) {
+  const answer = await api("/api/workers");
+  if (token !== pageToken) return;
+  const ago = (at) => (at ? `${Math.max(0, Math.round((Date.now() - new Date(at).getTime()) / 1000))} s ago` : "–");
+  const rows = answer.workers.map((w) => h("tr", { "data-worker": w.id },
+    h("td", {}, w.id), h("td", {}, state(w.status)), h("td", {}, w.host || "–"),
+    h("td", {}, w.metadata && w.metadata.concurrency !== undefined ? w.metadata.concurrency : "–"),
+    h("td", {}, ago(w.heartbeat_at)), h("td", {}, w.rollouts_done), h("td", {}, w.rollouts_failed),
+    h("td", {}, w.job_id ? h("a", { href: `#/jobs/${w.job_id}` }, w.job_id) : "–")));
+  document.getElementById("view").replaceChildren(
+    h("h1", {}, `Workers (${answer.workers.length})`),
+    answer.workers.length ? h("table", { id: "workers" }, h("tr", {}, ["id", "status", "host", "concurrency",
+      "heartbeat", "done", "failed", "job"].map((t) => h("th", {}, t))), rows)
+      : h("p", { class: "muted" }, "No runner has joined this store (emery runner --store ... or --server ... starts one)."));
+  setTimeout(() => token === pageToken && workersPage(token).catch(() => {}), 2000);
 }
 
 // --- rollout page ----------------------------------------------------------------------
@@ -273,10 +296,12 @@ async function route() {
   closeStreams();
   const hash = location.hash || "#/";
   const job = hash.match(/^#\/jobs\/([^/]+)$/), rollout = hash.match(/^#\/rollouts\/([^/]+)$/);
-  document.getElementById("where").textContent = job ? `job ${decodeURIComponent(job[1])}` : rollout ? "rollout" : "jobs";
+  const workers = hash === "#/workers";
+  document.getElementById("where").textContent = job ? `job ${decodeURIComponent(job[1])}` : rollout ? "rollout" : workers ? "workers" : "jobs";
   try {
     if (job) await jobPage(token, decodeURIComponent(job[1]));
     else if (rollout) await rolloutPage(token, decodeURIComponent(rollout[1]));
+    else if (workers) await workersPage(token);
     else await jobsPage(token);
   } catch (error) {
     document.getElementById("view").replaceChildren(h("p", { class: "error-box" }, error.message));

@@ -76,4 +76,57 @@ function drawChart(box, events) {
   box.dataset.lastSeq = String(events.length ? events[events.length - 1].seq : 0);
 }
 
-window.emeryChart = { drawChart, chartPoints };
+// An SFT or RL job's curves over training steps: train and val loss (SFT) and the mean
+// reward (RL), each series scaled to its own range; the last KL an RL step reported.
+const TRAINING = { train_loss: ["loss", "#1f78b4"], val_loss: ["loss", "#d98c00"], train_reward: ["reward", "#1f8a4c"] };
+
+function trainingSeries(events) {
+  const series = {};
+  let kl = null;
+  for (const event of events) {
+    const spec = TRAINING[event.kind];
+    const data = event.data || {};
+    if (!spec || typeof data[spec[0]] !== "number" || typeof data.step !== "number") continue;
+    (series[event.kind] = series[event.kind] || []).push({ step: data.step, value: data[spec[0]] });
+    if (typeof data.kl === "number") kl = data.kl;
+  }
+  return { series, kl };
+}
+
+// Draws into ``box`` (nothing when the job reported no curve); data-steps and
+// data-series tell tests what was drawn.
+function drawTraining(box, events) {
+  const { series, kl } = trainingSeries(events);
+  const kinds = Object.keys(series);
+  box.hidden = kinds.length === 0;
+  if (!kinds.length) return;
+  const width = 640, height = 220, left = 50, bottom = 28, top = 10, right = 10;
+  const steps = Math.max(1, ...kinds.flatMap((k) => series[k].map((p) => p.step)));
+  const sx = (x) => left + (x / steps) * (width - left - right);
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "training curves" });
+  root.append(svg("line", { x1: left, y1: height - bottom, x2: width - right, y2: height - bottom, class: "axis" }));
+  const legend = [];
+  for (const kind of kinds) {
+    const points = series[kind];
+    const values = points.map((p) => p.value);
+    const low = Math.min(...values), high = Math.max(...values), span = high - low || 1;
+    const sy = (v) => top + (1 - (v - low) / span) * (height - top - bottom);
+    const path = points.map((p, i) => `${i ? "L" : "M"}${sx(p.step)},${sy(p.value)}`).join(" ");
+    root.append(svg("path", { d: path, fill: "none", stroke: TRAINING[kind][1], "stroke-width": 2, class: `curve ${kind}` }));
+    for (const p of points) root.append(svg("circle", { cx: sx(p.step), cy: sy(p.value), r: 3, fill: TRAINING[kind][1] }));
+    legend.push(`${kind} ${values[values.length - 1].toPrecision(3)} (${low.toPrecision(3)}–${high.toPrecision(3)})`);
+  }
+  const xLabel = svg("text", { x: width - right - 80, y: height - 6 });
+  xLabel.textContent = `step ${steps}`;
+  root.append(xLabel);
+  const title = document.createElement("h3");
+  title.textContent = "Training over steps";
+  const caption = document.createElement("p");
+  caption.className = "muted";
+  caption.textContent = legend.join(" · ") + (kl === null ? "" : ` · KL ${kl.toPrecision(3)}`);
+  box.replaceChildren(title, root, caption);
+  box.dataset.steps = String(steps);
+  box.dataset.series = kinds.join(",");
+}
+
+window.emeryChart = { drawChart, chartPoints, drawTraining, trainingSeries };
