@@ -19,8 +19,8 @@ from emery.store import MemoryStore, SQLiteStore
 from emery.store import schema as t
 from emery.store.records import EvaluationRecord
 from emery.store.sql.results import evaluation_row
+from emery.verifiers.function import FunctionMetric
 from emery.verifiers.numeric import NumericMatch
-from emery.verifiers.python import CallableVerifier
 
 
 def word_problems(path: Path, expected: int) -> Path:
@@ -74,8 +74,8 @@ def test_an_overridden_verifier_is_told_apart_by_its_function_and_settings() -> 
     def lenient(example: Any, output: Any) -> float:
         return 1.0
 
-    assert verifier_identity(CallableVerifier(strict)) != verifier_identity(
-        CallableVerifier(lenient)
+    assert verifier_identity(FunctionMetric(strict)) != verifier_identity(
+        FunctionMetric(lenient)
     )
     assert verifier_identity(NumericMatch(abs_tol=0.1)) != verifier_identity(NumericMatch())
 

@@ -20,7 +20,7 @@ from emery.evaluation.health import ErrorPolicy, ErrorWatch, RolloutErrors
 from emery.jobs import JobEngine, create_job, run_job
 from emery.lm import Completion
 from emery.store import MemoryStore
-from emery.verifiers.python import CallableVerifier
+from emery.verifiers.function import FunctionMetric
 
 pytestmark = pytest.mark.usefixtures("random_search_algorithm")
 
@@ -83,7 +83,7 @@ def test_a_verifier_that_raises_on_every_example_fails_the_job(tmp_path: Path) -
     def broken(example: Any, output: Any) -> float:
         raise KeyError("score")
 
-    inputs = JobInputs(verifier=CallableVerifier(broken))
+    inputs = JobInputs(verifier=FunctionMetric(broken))
     _, job = run(tmp_path, inputs)
     assert job.state == "failed"
     assert "(verifier error: 8); e.g. example" in job.error

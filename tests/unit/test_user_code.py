@@ -27,7 +27,7 @@ from emery.evaluation import Evaluator
 from emery.lm import FakeLM, LMConfig, build_base_lm
 from emery.systems.function_agent import FunctionAgent, agent
 from emery.tracing import MemoryRecorder
-from emery.verifiers.python import CallableVerifier
+from emery.verifiers.function import FunctionMetric
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +51,7 @@ async def evaluate(
 ) -> list[ExampleResult]:
     evaluator = Evaluator(
         FunctionAgent(echo, instrument_openai=False),
-        CallableVerifier(verify),
+        FunctionMetric(verify, style="verifier"),
         lm or FakeLM(lambda m: m[-1]["content"]),
         rollouts=RolloutConfig(timeout_seconds=timeout_seconds),
         recorder=MemoryRecorder(),

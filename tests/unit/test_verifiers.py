@@ -9,9 +9,9 @@ import pytest
 from emery.core.errors import ConfigError
 from emery.core.models import Example
 from emery.verifiers import (
-    CallableVerifier,
     Contains,
     ExactMatch,
+    FunctionMetric,
     JsonFieldMatch,
     NormalizedMatch,
     NumericMatch,
@@ -22,8 +22,8 @@ from emery.verifiers import (
     VerifierConfig,
     build_verifier,
 )
+from emery.verifiers.function import MetricError, metric_verdict
 from emery.verifiers.numeric import last_number
-from emery.verifiers.python import to_verdict
 
 
 def ex(expected: Any, **inputs: Any) -> Example:
@@ -221,7 +221,7 @@ async def test_f1_extremes() -> None:
 
 
 async def test_callable_two_args_bool() -> None:
-    verifier = CallableVerifier(lambda example, output: output == example.expected)
+    verifier = FunctionMetric(lambda example, output: output == example.expected)
     assert (await score(verifier, "a", "a")).score == 1.0
     assert (await score(verifier, "a", "b")).score == 0.0
 
@@ -233,7 +233,7 @@ async def test_callable_three_args_gets_the_trace() -> None:
         seen.append(trace)
         return 0.5, "half right"
 
-    verdict = await CallableVerifier(check).verify(ex("x"), "y", trace={"calls": 2})
+    verdict = await FunctionMetric(check).verify(ex("x"), "y", trace={"calls": 2})
     assert verdict == Verdict(score=0.5, feedback="half right")
     assert seen == [{"calls": 2}]
 
@@ -242,7 +242,7 @@ async def test_callable_async_and_dict() -> None:
     async def check(example: Example, output: Any) -> dict[str, Any]:
         return {"score": 0.25, "feedback": "meh"}
 
-    assert await CallableVerifier(check).verify(ex("x"), "y") == Verdict(score=0.25, feedback="meh")
+    assert await FunctionMetric(check).verify(ex("x"), "y") == Verdict(score=0.25, feedback="meh")
 
 
 async def test_callable_by_reference() -> None:
@@ -255,20 +255,32 @@ async def test_callable_by_reference() -> None:
 
 def test_callable_reference_errors() -> None:
     with pytest.raises(ConfigError, match="not callable"):
-        CallableVerifier("verifier_funcs:NOT_CALLABLE")
+        FunctionMetric("verifier_funcs:NOT_CALLABLE")
     with pytest.raises(ConfigError, match="module:attribute"):
-        CallableVerifier("verifier_funcs")
+        FunctionMetric("verifier_funcs")
 
 
-def test_to_verdict_shapes() -> None:
-    assert to_verdict(True) == Verdict(score=1.0)
-    assert to_verdict(0) == Verdict(score=0.0)
-    assert to_verdict(Verdict(score=0.3, feedback="f")).feedback == "f"
-    assert to_verdict((1, "ok")) == Verdict(score=1.0, feedback="ok")
-    with pytest.raises(TypeError, match="str"):
-        to_verdict("good")
-    with pytest.raises(ValueError, match="less than or equal to 1"):
-        to_verdict(2.0)
+def test_verdict_shapes() -> None:
+    assert metric_verdict(True, "m", "e1") == Verdict(score=1.0)
+    assert metric_verdict(0, "m", "e1") == Verdict(score=0.0)
+    assert metric_verdict(Verdict(score=0.3, feedback="f"), "m", "e1").feedback == "f"
+    assert metric_verdict((1, "ok"), "m", "e1") == Verdict(score=1.0, feedback="ok")
+    with pytest.raises(MetricError, match="'good'"):
+        metric_verdict("good", "m", "e1")
+    with pytest.raises(MetricError, match="must be in"):
+        metric_verdict(2.0, "m", "e1")
+
+
+async def test_a_python_verifier_gets_the_trace_even_where_it_has_a_default() -> None:
+    seen: list[Any] = []
+
+    def check(example: Any, output: Any, trace: Any = None) -> float:
+        seen.append(trace)
+        return 1.0
+
+    await FunctionMetric(check, style="verifier").verify(ex("x"), "y", trace={"calls": 1})
+    await FunctionMetric(check).verify(ex("x"), "y", trace={"calls": 1})  # a DSPy metric
+    assert seen == [{"calls": 1}, None]
 
 
 # factory

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from emery.verifiers.json_object import JsonObjectMatch
     from emery.verifiers.judge import JudgeStats, JudgeVerifier
     from emery.verifiers.numeric import NumericMatch
-    from emery.verifiers.python import CallableVerifier
     from emery.verifiers.rubric import Criterion, RubricJudge
     from emery.verifiers.text import Contains, ExactMatch, NormalizedMatch, RegexMatch, TokenF1
 
@@ -35,7 +34,6 @@ __getattr__, __dir__ = lazy_exports(
         "JsonFieldMatch": "emery.verifiers.json_field",
         "JsonObjectMatch": "emery.verifiers.json_object",
         "NumericMatch": "emery.verifiers.numeric",
-        "CallableVerifier": "emery.verifiers.python",
         "Criterion": "emery.verifiers.rubric",
         "RubricJudge": "emery.verifiers.rubric",
         "Contains": "emery.verifiers.text",
@@ -47,7 +45,6 @@ __getattr__, __dir__ = lazy_exports(
 )
 
 __all__ = [
-    "CallableVerifier",
     "Contains",
     "ContrastiveJudge",
     "Criterion",

@@ -1,4 +1,6 @@
-"""A metric function as DSPy and gepa users write it, as a verifier.
+"""A Python function as a verifier: a metric function as DSPy and gepa users write it
+(``emery.optimize(verifier=fn)``), and ``[verifier] kind = "python"`` (``function =
+"module:attr"``), one implementation for both.
 
 ``metric(example, output)`` or DSPy's ``metric(example, pred, trace=None)``, sync or
 async, returning a number or bool (the score, in [0, 1]), a ``(score, feedback)`` pair, a
@@ -18,10 +20,12 @@ What the function receives:
   attributes (``pred.answer``).
 - A third parameter with a default (DSPy's ``trace=None``) is left at its default: emery
   calls the metric in DSPy's evaluation mode. A required third parameter gets the run's
-  record (``SystemRun``: output, component calls), as a ``python`` verifier does.
+  record (``SystemRun``: output, component calls); so does any third parameter of a
+  ``python`` verifier (``style="verifier"``), whose functions are written for emery.
 
-A function that raises, or returns a score outside [0, 1] or a value of another type, is
-that rollout's verifier error: the example scores 0 with the error as its feedback, and a
+A function that raises (a metric's exception is re-raised as a ``MetricError`` naming it; a
+``python`` verifier's as it is), or returns a score outside [0, 1] or a value of another
+type, is that rollout's verifier error: the example scores 0 with the error as its feedback, and a
 job whose rollouts mostly fail that way stops saying so (``evaluation.health``).
 """
 
@@ -31,9 +35,10 @@ import inspect
 import math
 import numbers
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from emery.core.errors import ConfigError
+from emery.core.imports import import_object
 from emery.core.models import Example
 from emery.core.user_code import UserCodeExited, call_user_function
 from emery.verifiers.base import Verdict, clip
@@ -42,6 +47,11 @@ GOLD_NAMES: tuple[str, ...] = ("answer", "label", "gold", "target", "reference")
 """Names under which a metric finds a gold output that is not a dict."""
 
 _FIELDS = ("id", "input", "expected", "meta")
+
+Style = Literal["metric", "verifier"]
+"""Whose conventions a function follows: a DSPy or gepa metric's (a third parameter with a
+default keeps it; errors name the metric) or a ``python`` verifier's (any third parameter
+gets the run's record; errors are the verifier's own)."""
 
 
 class MetricError(ValueError):
@@ -151,10 +161,10 @@ def metric_output(output: Any) -> Any:
     return output
 
 
-def metric_arity(fn: Callable[..., Any]) -> int:
+def metric_arity(fn: Callable[..., Any], *, style: Style = "metric") -> int:
     """How many positional arguments to pass ``fn``: 2 (example, output) or 3 (also the
-    run) when its third parameter has no default. A function that cannot take
-    (example, output) is a ConfigError."""
+    run) when it has a third parameter without a default (or any third parameter, in the
+    ``verifier`` style). A function that cannot take (example, output) is a ConfigError."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):  # a builtin without a signature: the common form
@@ -168,6 +178,8 @@ def metric_arity(fn: Callable[..., Any]) -> int:
             f"verifier: the metric {name_of(fn)}{inspect.signature(fn)} cannot be called as"
             " metric(example, output) or metric(example, pred, trace=None)"
         )
+    if style == "verifier" and (len(positional) >= 3 or any(p.name == "trace" for p in params)):
+        return 3
     return 3 if len(required) == 3 else 2
 
 
@@ -214,28 +226,34 @@ def metric_verdict(result: Any, metric: str, example_id: str) -> Verdict:
 
 
 class FunctionMetric:
-    """A metric function as a ``Verifier`` (see the module docstring)."""
+    """A metric function as a ``Verifier`` (see the module docstring); ``fn`` may be named
+    as ``"module:attr"``."""
 
     needs_expected = False
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        if not callable(fn):
-            raise ConfigError(f"verifier: {fn!r} is not a function")
-        self.fn = fn
-        self.name = name_of(fn)
-        self.arity = metric_arity(fn)
+    def __init__(self, fn: Callable[..., Any] | str, *, style: Style = "metric") -> None:
+        found = import_object(fn) if isinstance(fn, str) else fn
+        if not callable(found):
+            raise ConfigError(f"verifier: {fn!r} is not callable")
+        self.fn: Callable[..., Any] = found
+        self.name = name_of(found)
+        self.style = style
+        self.arity = metric_arity(found, style=style)
 
     async def verify(self, example: Example, output: Any, trace: Any = None) -> Verdict:
         """The function's verdict on ``output``; a sync function runs in a thread of its
-        own. Its exception is re-raised as a ``MetricError`` naming the metric."""
+        own. A metric's exception is re-raised as a ``MetricError`` naming it."""
         args: list[Any] = [MetricExample(example), metric_output(output)]
         if self.arity == 3:
             args.append(trace)
+        label = f"metric {self.name}" if self.style == "metric" else "verifier"
         try:
-            result = await call_user_function(f"metric {self.name}", self.fn, *args)
+            result = await call_user_function(label, self.fn, *args)
         except UserCodeExited:
             raise
         except Exception as exc:
+            if self.style == "verifier":
+                raise
             raise MetricError(
                 f"the metric {self.name}() raised {type(exc).__name__}: {exc}"
             ) from exc

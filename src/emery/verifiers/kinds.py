@@ -20,12 +20,12 @@ from emery.verifiers.code_tests import CodeTests
 from emery.verifiers.config import VerifierConfig, VerifierKind
 from emery.verifiers.contrastive import ContrastiveJudge
 from emery.verifiers.feedback_score import FeedbackScore
+from emery.verifiers.function import FunctionMetric
 from emery.verifiers.json_field import JsonFieldMatch
 from emery.verifiers.json_object import JsonMatch, JsonObjectMatch
 from emery.verifiers.judge import JSON_VERDICT, JudgeScoring
 from emery.verifiers.numeric import NumericMatch
 from emery.verifiers.preference import PreferenceJudge
-from emery.verifiers.python import CallableVerifier
 from emery.verifiers.rubric import Criterion, RubricJudge
 from emery.verifiers.text import Contains, ExactMatch, NormalizedMatch, RegexMatch, TokenF1
 from emery.verifiers.verdict_probability import VERDICT_PROBABILITY
@@ -215,7 +215,7 @@ JSON_OBJECT = VerifierKind(
 )
 F1 = VerifierKind("f1", F1Config, lambda config, judge: TokenF1())
 PYTHON = VerifierKind(
-    "python", PythonConfig, lambda config, judge: CallableVerifier(config.function)
+    "python", PythonConfig, lambda config, judge: FunctionMetric(config.function, style="verifier")
 )
 RUBRIC = VerifierKind(
     "rubric",
