@@ -61,6 +61,7 @@ def all_cases() -> list[Case]:
     from cases_graphcode import graphcode_cases
     from cases_inputs import inputs_cases
     from cases_judge import judge_cases
+    from cases_leftovers import leftover_cases
     from cases_parallel import parallel_cases
     from cases_publish import publish_cases
     from cases_registry import registry_cases
@@ -94,4 +95,5 @@ def all_cases() -> list[Case]:
         *agentrl_cases(),
         *sftsample_cases(),
         *judge_cases(),
+        *leftover_cases(),
     ]

@@ -33,7 +33,7 @@ from emery.jobs.manage import (
     run_job,
     spawn_worker,
 )
-from emery.jobs.ownership import is_stale, owner_alive
+from emery.jobs.ownership import is_stale, owner_alive, queued_runs_only
 from emery.reports.event_text import event_line
 from emery.sdk.server_client import ServerClient
 from emery.store.protocol import Store
@@ -307,12 +307,13 @@ def resume(
     if record.terminal:
         raise IllegalTransition(f"job {job_id} has already {record.state}: nothing to resume")
     if no_poll:
-        pid = spawn_worker(store, job_id)
+        pid = spawn_worker(store, job_id)  # None: the process starting it runs it
         if as_json:
             print_json({"job_id": job_id, "pid": pid})
         else:
             out.print(job_id)
-            err.print(f"resumed in the background (pid {pid})")
+            where = f"pid {pid}" if pid is not None else f"in {store.get_job(job_id).owner}"
+            err.print(f"resumed in the background ({where})")
         return
     from emery.cli.foreground import run_foreground  # the runtime: imported only to run
     from emery.cli.train_cmd import finish
@@ -334,7 +335,8 @@ def run(
         for item in items:
             print(printable(event_line(item)), flush=True)
 
-    record = run_job(store, job_id, on_event=log)
+    with queued_runs_only():  # a pause that came first overrules the resume that started it
+        record = run_job(store, job_id, on_event=log)
     if record.state in ("failed", "cancelled"):
         raise typer.Exit(1)
 

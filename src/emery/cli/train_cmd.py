@@ -187,9 +187,8 @@ def train(
             print_json({"job_id": job.id, "state": store.get_job(job.id).state, "pid": pid})
         else:
             out.print(job.id)
-            err.print(
-                f"running in the background (pid {pid}); follow: emery jobs events {job.id} -f"
-            )
+            where = f"pid {pid}" if pid is not None else f"in {store.get_job(job.id).owner}"
+            err.print(f"running in the background ({where}); follow: emery jobs events {job.id} -f")
         return
     outcome = run_foreground(
         store, job.id, stream=stream, poll_timeout_s=poll_timeout, objects=objects

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from emery.config.schema import JobConfig
-from emery.config.storable import check_storable
+from emery.config.storable import MAX_DEPTH, check_storable
 from emery.core.errors import ConfigError
 from emery.core.files import read_text
 from emery.core.imports import importable_from
@@ -51,8 +51,9 @@ def load_config(path: str | Path) -> JobConfig:
 
 def read_config_data(path: Path) -> dict[str, Any]:
     """The config file's table as written (not validated yet); ConfigError in one line when
-    the file is missing or does not read as a table. Its ``module:attr`` names (verifiers,
-    agents, environments, plug-ins) may name modules beside it."""
+    the file is missing, does not read as a table, or nests over ``MAX_DEPTH`` levels
+    (checked here, before anything recurses into it). Its ``module:attr`` names
+    (verifiers, agents, environments, plug-ins) may name modules beside it."""
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     text = read_text(path, ConfigError)
@@ -62,9 +63,15 @@ def read_config_data(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid TOML ({exc})") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: nested too deeply") from None
+    except RecursionError:  # arrays or inline tables nested about a thousand deep
+        raise ConfigError(f"{path}: {TOO_DEEP}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the config must be a table/object")
+    # Before anything walks it recursively (overrides copy it, pydantic and JSON write
+    # it): dotted keys or [a.b.c...] headers nest without recursing in the parser.
+    check_storable(data, str(path))
     importable_from(path.parent)
     return data
+
+
+TOO_DEEP = f"nested too deeply (a config nests tables and lists at most {MAX_DEPTH} levels)"

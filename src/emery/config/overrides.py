@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from emery.config.loading import parse_config, read_config_data
+from emery.config.loading import TOO_DEEP, parse_config, read_config_data
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 
@@ -62,6 +62,8 @@ def parse_assignment(item: str) -> tuple[tuple[str, ...], Any]:
         value = tomllib.loads(f"value = {raw.strip()}")["value"]
     except tomllib.TOMLDecodeError:
         value = raw.strip()
+    except RecursionError:  # [[[[... or {x={x=... about a thousand deep
+        raise ConfigError(f"--set {key.strip()}: the value is {TOO_DEEP}") from None
     return keys, value
 
 

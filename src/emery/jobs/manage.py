@@ -23,7 +23,7 @@ from emery.core.errors import EmeryError
 from emery.core.events import Event
 from emery.jobs.engine import EventSink
 from emery.jobs.kinds import JobRun, kind_for, kind_of
-from emery.jobs.ownership import is_stale
+from emery.jobs.ownership import is_stale, starting_elsewhere
 from emery.jobs.runtime import ConfigObjects
 from emery.store.backends import STORE_ENV
 from emery.store.protocol import Store
@@ -111,11 +111,15 @@ def run_job(
     return asyncio.run(engine.run())
 
 
-def spawn_worker(store: Store, job_id: str, *, log_dir: Path | None = None) -> int:
-    """Run a job in a detached ``python -m emery jobs run`` process; returns its pid."""
+def spawn_worker(store: Store, job_id: str, *, log_dir: Path | None = None) -> int | None:
+    """Run a job in a detached ``python -m emery jobs run`` process; returns its pid, or
+    None when no process was started because the one starting the job already (it
+    reserved the job, see ``ownership.reserve_job``) will run it."""
     if store.url.startswith("memory"):
         raise EmeryError("an in-memory store cannot be shared with a background process")
     job = queued_for_run(store, job_id)
+    if starting_elsewhere(job):
+        return None
     folder = log_dir or Path(job.base_dir or ".") / ".emery" / "logs"
     folder.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, STORE_ENV: store.url.replace("sqlite:///", "", 1)}
@@ -135,17 +139,41 @@ def spawn_worker(store: Store, job_id: str, *, log_dir: Path | None = None) -> i
 def queue_job(store: Store, job_id: str) -> JobRecord:
     """Claim a created or paused job for the run about to start: one conditional write moves
     it to ``queued``, so of several callers at once (in any process) only one gets it; the
-    others, and a job in any other state, get IllegalTransition."""
+    others, and a job in any other state, get IllegalTransition saying who has it."""
     reason = "resume requested" if store.get_job(job_id).state == "paused" else None
-    job, _ = store.transition(job_id, "queued", reason=reason, expect=QUEUEABLE)
+    try:
+        job, _ = store.transition(job_id, "queued", reason=reason, expect=QUEUEABLE)
+    except IllegalTransition:
+        raise IllegalTransition(already(store.get_job(job_id))) from None
     return job
+
+
+def already(job: JobRecord) -> str:
+    """Why a run cannot be started for ``job`` as it is now, naming the run that has it."""
+    if job.terminal:
+        return f"job {job.id} has already {job.state}: nothing to resume"
+    if job.state == "running":
+        return f"job {job.id} is already running ({job.owner or 'its run is starting'})"
+    if job.state == "queued":
+        starting = f"process {job.owner}" if starting_elsewhere(job) else "its run"
+        return f"job {job.id} is already queued: {starting} is starting"
+    if job.state == "paused":
+        return f"job {job.id} is paused again: a pause request came first"
+    return f"job {job.id} is {job.state}: another request came first"
 
 
 def queued_for_run(store: Store, job_id: str) -> JobRecord:
     """The job, claimed with ``queue_job`` when it is created or paused; one already queued
-    or running (its engine gone) is left as it is, for its run to claim."""
+    or running (its engine gone) is left as it is, for its run to claim. A queued job that
+    a live process is starting (``starting_elsewhere``) is refused: that process runs it.
+    Whoever starts a run for the job returned checks ``starting_elsewhere`` first: a job
+    paused while a process was starting it, and queued again now, is that process's."""
     job = store.get_job(job_id)
-    return queue_job(store, job_id) if job.state in QUEUEABLE else job
+    if job.state in QUEUEABLE:
+        return queue_job(store, job_id)
+    if starting_elsewhere(job):
+        raise IllegalTransition(already(job))
+    return job
 
 
 def pause_job(store: Store, job_id: str, *, wait_s: float | None = 30.0) -> JobRecord:
@@ -159,22 +187,41 @@ def cancel_job(store: Store, job_id: str, *, wait_s: float | None = 30.0) -> Job
 
 
 def _steer(store: Store, job_id: str, action: str, target: str, wait_s: float | None) -> JobRecord:
-    job = store.get_job(job_id)
-    if job.state == target:
-        return job
-    if job.state in TERMINAL_STATES:
-        raise IllegalTransition(f"job {job_id} has already {job.state}: it cannot be {target}")
-    if job.state == "running" and not is_stale(job):
-        if store.set_requested_action(job_id, action, only_state="running"):
-            return wait_for(store, job_id, exclude=("running",), timeout_s=wait_s)
+    """Ask the running engine, or change a job that none runs; each write is conditional on
+    the state just read, so a job that starts running meanwhile is asked, never switched
+    under its engine."""
+    for _ in range(_STEER_TRIES):
         job = store.get_job(job_id)
-    reason = f"{action} requested"
-    if job.state == "running":
-        reason = f"{action} requested; the run ({job.owner}) was gone"
-    job, _ = store.transition(
-        job_id, target, reason=reason, fields={"owner": None, "requested_action": None}
-    )
-    return job
+        if job.state == target:
+            return job
+        if job.state in TERMINAL_STATES:
+            raise IllegalTransition(f"job {job_id} has already {job.state}: it cannot be {target}")
+        if job.state == "running" and not is_stale(job):
+            if store.set_requested_action(job_id, action, only_state="running"):
+                return wait_for(store, job_id, exclude=("running",), timeout_s=wait_s)
+            continue
+        reason = f"{action} requested"
+        if job.state == "running":
+            reason = f"{action} requested; the run ({job.owner}) was gone"
+        fields: dict[str, Any] = {"requested_action": None}
+        if job.state == "running" or target != "paused":
+            fields["owner"] = None
+        # A queued job keeps its owner, a process starting it (``reserve_job``), even one
+        # that reserved it since it was read: that process finds the job paused when it
+        # claims it and does not run it, unless a resume queued it again by then.
+        try:
+            job, _ = store.transition(
+                job_id, target, reason=reason, expect=[job.state], fields=fields
+            )
+        except IllegalTransition:
+            if store.get_job(job_id).state == job.state:
+                raise  # not a state it can go to from here
+            continue  # it changed since it was read: steer it as it is now
+        return job
+    raise IllegalTransition(f"job {job_id} kept changing state: try again")
+
+
+_STEER_TRIES = 8
 
 
 def wait_for(

@@ -7,14 +7,16 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from emery.core.errors import EmeryError
 from emery.core.events import Event
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
-from emery.store.states import IllegalTransition
+from emery.store.states import IllegalTransition, OwnershipLost
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,70 @@ def check_runnable(job: JobRecord, kinds: Collection[str] = SEARCH_KINDS) -> Non
         raise JobBusy(f"job {job.id} is running in process {job.owner}")
 
 
+_TRIES = 8
+"""Reads and conditional writes before a claim gives up (each lost one means another
+process changed the row in between)."""
+
+
+def starting_elsewhere(job: JobRecord, owner: str | None = None) -> bool:
+    """Whether a live process other than ``owner`` has reserved this job that is not
+    running yet (``reserve_job``): it is building the job's run and will claim it. A
+    queued job reserved by ``owner`` itself counts: another engine of this process has it."""
+    if job.state == "running" or job.terminal or not job.owner or not owner_alive(job):
+        return False
+    return job.owner != owner or job.state == "queued"
+
+
+_QUEUED_ONLY: ContextVar[bool] = ContextVar("emery_queued_only", default=False)
+
+
+@contextmanager
+def queued_runs_only() -> Iterator[None]:
+    """Within it, a run never starts a paused job: it is the background run that a resume
+    (or ``--no-poll``) queued the job for, and a pause that came before it started
+    overrules that (``emery jobs run``, the server's threads)."""
+    token = _QUEUED_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _QUEUED_ONLY.reset(token)
+
+
+def reserve_job(
+    store: Store, job_id: str, owner: str, kinds: Collection[str] = SEARCH_KINDS
+) -> JobRecord:
+    """Make ``owner`` the process about to run the job, before it does any work: one
+    conditional write on the row as read (``Store.swap_owner``), so of several processes
+    (or engines) starting one job at once exactly one gets it and the others get JobBusy
+    naming the winner. The job keeps its state until ``claim_job``; its owner and
+    heartbeat tell others it is being started. A running job whose owner is gone is taken
+    over here (``Store.take_over``, the same kind of write). Refuses what
+    ``check_runnable`` refuses."""
+    for _ in range(_TRIES):
+        job = store.get_job(job_id)
+        check_runnable(job, kinds)
+        if _QUEUED_ONLY.get() and job.state == "paused":
+            raise JobBusy(f"job {job_id} was {job.state} before its run started")
+        if starting_elsewhere(job, owner):
+            raise JobBusy(
+                f"job {job_id} is already {job.state}: process {job.owner} is starting it"
+            )
+        if job.state == "running":  # its owner is gone (check_runnable)
+            previous = job.owner
+            reason = f"recovered: the previous run ({previous or 'unknown'}) is gone"
+            try:
+                taken, _ = store.take_over(
+                    job_id, owner=owner, expect_owner=previous, reason=reason
+                )
+            except OwnershipLost:
+                continue
+            return taken
+        reserved = store.swap_owner(job_id, owner, state=job.state, expect_owner=job.owner)
+        if reserved is not None:
+            return reserved
+    raise JobBusy(f"job {job_id} kept changing hands while starting: try again")
+
+
 def claim_job(
     store: Store,
     job: JobRecord,
@@ -95,9 +161,12 @@ def claim_job(
     emit: Callable[[Sequence[Event]], None],
     scope: str | None = None,
 ) -> JobRecord:
-    """Make ``owner`` run ``job``: queue a new job, then start or resume it, or take over a
-    running job whose owner is gone. Emits the state events as they are stored. ``scope``:
-    the evaluation scope of a search job (see ``scope``), stored on the job."""
+    """Make ``owner``, which reserved ``job`` (``reserve_job``: the row it returned), run
+    it: queue a new job, then start or resume it; every write is conditional on ``owner``
+    still holding the job. A job paused since it was reserved is not run (the reservation
+    is dropped and JobBusy says so); one queued again meanwhile (a resume) is. Emits the
+    state events as they are stored. ``scope``: the evaluation scope of a search job
+    (see ``scope``), stored on the job."""
     fields: dict[str, Any] = {
         "owner": owner,
         "heartbeat_at": time.time(),
@@ -111,22 +180,37 @@ def claim_job(
             " its stored evaluations are not reused",
             job.id,
         )
-    if job.state == "created":
-        job, events = store.transition(job.id, "queued", expect=["created"])
+    for _ in range(_TRIES):
+        current = store.get_job(job.id)
+        if current.terminal:
+            raise IllegalTransition(f"job {job.id} has already {current.state}: nothing to run")
+        if current.owner != owner:
+            raise JobBusy(f"job {job.id} was taken by {current.owner or 'another run'} first")
+        if current.state == "running":
+            if job.state != "running":  # another engine of this process started it
+                raise JobBusy(f"job {job.id} is already running in process {owner}")
+            del fields["requested_action"]  # a pause asked since the take-over stands
+            taken = store.update_job(job.id, **fields)
+            emit(store.list_events(job.id, kinds=["resumed"])[-1:])  # stored by reserve_job
+            return taken
+        if current.state not in ("created", "queued", job.state):  # paused since reserved
+            if store.swap_owner(job.id, None, state=current.state, expect_owner=owner):
+                raise JobBusy(f"job {job.id} was {current.state} before its run started")
+            continue
+        target = "queued" if current.state == "created" else "running"
+        kind = target if target == "queued" else "resumed" if current.started_at else "started"
+        try:
+            claimed, events = store.transition(
+                job.id,
+                target,
+                event_kind=kind,
+                expect=[current.state],
+                fields=fields if target == "running" else None,
+                expect_owner=owner,
+            )
+        except IllegalTransition:  # the row changed since it was read: read it again
+            continue
         emit(events)
-    if job.state == "running":
-        previous = job.owner
-        job, events = store.take_over(
-            job.id,
-            owner=owner,
-            expect_owner=previous,
-            reason=f"recovered: the previous run ({previous or 'unknown'}) is gone",
-        )
-        job = store.update_job(job.id, **fields)
-    else:
-        kind = "resumed" if job.started_at is not None else "started"
-        job, events = store.transition(
-            job.id, "running", event_kind=kind, expect=[job.state], fields=fields
-        )
-    emit(events)
-    return job
+        if target == "running":
+            return claimed
+    raise JobBusy(f"job {job.id} kept changing hands while starting: try again")

@@ -27,7 +27,7 @@ from emery.core.errors import EmeryError
 from emery.core.events import CheckpointSaved, Event, event
 from emery.evaluation.executor import Executor
 from emery.jobs.control import LOST, ControlWatcher, StopRequest, fail_job, stop_job
-from emery.jobs.ownership import check_runnable, claim_job, owner_id
+from emery.jobs.ownership import claim_job, owner_id, reserve_job
 from emery.lm.catalog import adapter_file, installed_path
 from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
@@ -98,8 +98,7 @@ class TrainingEngine:
 
     async def run(self) -> JobRecord:
         """Run (or resume) the job until it succeeds, fails, pauses or is cancelled."""
-        job = self.store.get_job(self.job_id)
-        check_runnable(job, kinds=(self.trainer.name,))
+        job = reserve_job(self.store, self.job_id, self.owner, kinds=(self.trainer.name,))
         config = job_config(job)
         base_dir = Path(job.base_dir or ".")
         claim_job(self.store, job, owner=self.owner, emit=self._emit)

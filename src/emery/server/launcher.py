@@ -8,8 +8,8 @@ import logging
 import threading
 from typing import Protocol
 
-from emery.jobs.manage import QUEUEABLE, queue_job, queued_for_run, run_job, spawn_worker
-from emery.jobs.ownership import owner_alive
+from emery.jobs.manage import QUEUEABLE, already, queue_job, queued_for_run, run_job, spawn_worker
+from emery.jobs.ownership import owner_alive, queued_runs_only, starting_elsewhere
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 from emery.store.states import IllegalTransition
@@ -47,7 +47,8 @@ class ThreadLauncher:
     @staticmethod
     def _run(store: Store, job_id: str) -> None:
         try:
-            run_job(store, job_id)
+            with queued_runs_only():  # a pause before the thread started overrules it
+                run_job(store, job_id)
         except Exception:  # the job row says what failed; the server keeps serving
             log.exception("job %s stopped with an error", job_id)
 
@@ -78,8 +79,10 @@ def resume(store: Store, launcher: JobLauncher, job_id: str) -> JobRecord:
     if job.terminal:
         raise IllegalTransition(f"job {job_id} has already {job.state}: nothing to resume")
     if job.state == "queued":
-        raise IllegalTransition(f"job {job_id} is already queued: its run is starting")
+        raise IllegalTransition(already(job))
     if job.state in QUEUEABLE:
-        queue_job(store, job_id)  # of several resumes at once, only one claims it
+        job = queue_job(store, job_id)  # of several resumes at once, only one claims it
+        if starting_elsewhere(job):  # paused while a process was starting it: that one runs it
+            return job
     launcher.launch(store, job_id)
     return store.get_job(job_id)

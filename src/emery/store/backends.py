@@ -157,5 +157,22 @@ def store_file(location: str | Path | None) -> Path | None:
     if text in _MEMORY or text.startswith(_POSTGRES):
         return None
     if text.startswith("sqlite:///"):
-        return Path(text.removeprefix("sqlite:///")).expanduser()
-    return None if "://" in text else Path(text).expanduser()
+        return reachable(Path(text.removeprefix("sqlite:///")).expanduser())
+    return None if "://" in text else reachable(Path(text).expanduser())
+
+
+def reachable(path: Path) -> Path:
+    """``path``, once this user may look it up: a StoreError naming the store and the
+    folder on its way that this user may not enter (a ``PermissionError`` from any later
+    look at the file, before the store is opened or anything is written)."""
+    try:
+        path.stat()
+    except PermissionError:
+        folder = next((p for p in reversed(path.parents) if not os.access(p, os.X_OK)), path.parent)
+        raise StoreError(
+            f"the store {path} cannot be reached: this user may not enter its folder"
+            f" {folder} (check the permissions)"
+        ) from None
+    except (OSError, ValueError):
+        pass  # no file yet, or a name the store's own connection reports on
+    return path

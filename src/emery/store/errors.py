@@ -3,9 +3,11 @@ as one-line ``StoreError`` messages instead of driver tracebacks."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from sqlalchemy.exc import DatabaseError, InterfaceError, OperationalError
 
@@ -32,17 +34,49 @@ def store_label(url: str) -> str:
     return shown.replace("+psycopg://", "://", 1)
 
 
-def describe(exc: DatabaseError | InterfaceError, label: str) -> str:
-    """One line saying what went wrong with the store at ``label``."""
+def describe(exc: DatabaseError | InterfaceError, label: str, file: Path | None = None) -> str:
+    """One line saying what went wrong with the store at ``label`` (a SQLite ``file``:
+    which file or folder this user may not write, when that is why)."""
     detail = str(exc.orig if exc.orig is not None else exc).strip().splitlines()
     first = detail[0].strip() if detail else type(exc).__name__
     lowered = first.lower()
     for fragment, hint in _HINTS:
         if fragment in lowered:
+            unwritable = _unwritable(file) if file and fragment in _PERMISSIONS else None
+            if unwritable is not None:
+                return f"the store {label} is read-only: {unwritable} (check the permissions)"
             return f"the store {label} {hint}"
     if "connection" in lowered or "connect" in lowered:
         return f"cannot connect to the store {label}: {first}"
     return f"the store {label} failed: {first}"
+
+
+_PERMISSIONS = ("readonly database", "read-only", "unable to open database file")
+"""The driver's messages that a file or folder this user may not write can explain."""
+
+
+def _unwritable(file: Path) -> str | None:
+    """What of a SQLite store this user may not write (the file, the ``-wal`` or ``-shm``
+    file beside it, or its folder, where SQLite makes those), or None when all are."""
+
+    def denied(path: Path, mode: int) -> bool:
+        try:
+            return path.exists() and not os.access(path, mode, effective_ids=_EFFECTIVE)
+        except OSError:
+            return False
+
+    for path in (file, file.with_name(file.name + "-wal"), file.with_name(file.name + "-shm")):
+        if denied(path, os.W_OK):
+            return f"this user may not write {path}"
+    if denied(file.parent, os.W_OK | os.X_OK):
+        return (
+            f"this user may not write its folder {file.parent}, where SQLite keeps the"
+            " store's -wal and -shm files"
+        )
+    return None
+
+
+_EFFECTIVE = os.access in os.supports_effective_ids
 
 
 def _is_user_fixable(exc: Exception) -> bool:
@@ -58,4 +92,6 @@ def store_errors(url: str) -> Iterator[None]:
     except (DatabaseError, InterfaceError) as exc:
         if not _is_user_fixable(exc):
             raise
-        raise StoreError(describe(exc, store_label(url))) from exc
+        label = store_label(url)
+        file = Path(label) if url.startswith("sqlite:///") and "?" not in label else None
+        raise StoreError(describe(exc, label, file)) from exc

@@ -67,10 +67,14 @@ class Store(Protocol):
         expect: Sequence[str] | None = None,
         fields: dict[str, Any] | None = None,
         extra_events: Sequence[Event] = (),
+        expect_owner: str | None = None,
     ) -> tuple[JobRecord, list[Event]]: ...
     def take_over(
         self, job_id: str, *, owner: str, expect_owner: str | None, reason: str
     ) -> tuple[JobRecord, list[Event]]: ...
+    def swap_owner(
+        self, job_id: str, owner: str | None, *, state: str, expect_owner: str | None
+    ) -> JobRecord | None: ...
     def set_requested_action(
         self, job_id: str, action: str | None, *, only_state: str | None = None
     ) -> bool: ...

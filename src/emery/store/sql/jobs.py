@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Row, select, update
+from sqlalchemy.sql.elements import ColumnElement
 
 from emery.core.errors import IllegalTransition
 from emery.core.events import Event, StateChanged, event
@@ -30,6 +31,10 @@ JOB_SORTS = {
     "algorithm": t.jobs.c.algorithm,
 }
 _TIME_FIELDS = ("heartbeat_at", "created_at", "updated_at", "started_at", "finished_at")
+
+
+def _owner_is(owner: str | None) -> ColumnElement[bool]:
+    return t.jobs.c.owner.is_(None) if owner is None else t.jobs.c.owner == owner
 
 
 def job_from_row(row: Row[Any]) -> JobRecord:
@@ -135,11 +140,13 @@ class JobsMixin(SqlBase):
         expect: Sequence[str] | None = None,
         fields: dict[str, Any] | None = None,
         extra_events: Sequence[Event] = (),
+        expect_owner: str | None = None,
     ) -> tuple[JobRecord, list[Event]]:
         """Move a job to ``target`` and record the state event (``event_kind``, default the
         target's name) after ``extra_events``, all in one transaction.
 
-        Refuses an illegal transition, or a current state outside ``expect`` when given.
+        Refuses an illegal transition, a current state outside ``expect`` when given, and
+        (OwnershipLost) a job whose owner is not ``expect_owner`` when given.
         """
         with self._tx(write=True) as conn:
             current = self._require(conn, job_id)
@@ -147,6 +154,8 @@ class JobsMixin(SqlBase):
                 raise IllegalTransition(
                     f"job {job_id} is {current.state}, not {' or '.join(expect)}"
                 )
+            if expect_owner is not None and current.owner != expect_owner:
+                raise OwnershipLost(f"job {job_id} is now {current.state} in {current.owner}")
             check_job_transition(job_id, current.state, target)
             at = now()
             values: dict[str, Any] = {"state": target, "updated_at": at, **(fields or {})}
@@ -157,11 +166,10 @@ class JobsMixin(SqlBase):
                 values.setdefault("requested_action", None)
             # Conditional on the state read above: a writer that moved the job meanwhile (any
             # backend, any process) makes this one refuse instead of overwrite.
-            moved = conn.execute(
-                update(t.jobs)
-                .where(t.jobs.c.id == job_id, t.jobs.c.state == current.state)
-                .values(**values)
-            )
+            where = [t.jobs.c.id == job_id, t.jobs.c.state == current.state]
+            if expect_owner is not None:
+                where.append(t.jobs.c.owner == expect_owner)
+            moved = conn.execute(update(t.jobs).where(*where).values(**values))
             if moved.rowcount != 1:
                 state = self._require(conn, job_id).state
                 raise IllegalTransition(f"job {job_id} is {state}, not {current.state}")
@@ -181,15 +189,34 @@ class JobsMixin(SqlBase):
                     f" owner {current.owner})"
                 )
             at = now()
-            conn.execute(
+            moved = conn.execute(  # conditional too: a PostgreSQL reader may be out of date
                 update(t.jobs)
-                .where(t.jobs.c.id == job_id)
+                .where(t.jobs.c.id == job_id, t.jobs.c.state == "running", _owner_is(expect_owner))
                 .values(owner=owner, heartbeat_at=at, updated_at=at)
             )
+            if moved.rowcount != 1:
+                raise OwnershipLost(f"job {job_id} changed hands while resuming")
             stored = self._append_events(
                 conn, job_id, [event("resumed", StateChanged(state="running", reason=reason))]
             )
             return self._load_job(conn, job_id), stored
+
+    def swap_owner(
+        self, job_id: str, owner: str | None, *, state: str, expect_owner: str | None
+    ) -> JobRecord | None:
+        """Make ``owner`` the job's owner (None: no one) with a fresh heartbeat, in one
+        conditional write: only while the job is still in ``state`` with ``expect_owner``
+        (the row as the caller read it). The job as written, or None when the row had
+        changed (another process got there first)."""
+        with self._tx(write=True) as conn:
+            self._require(conn, job_id)
+            at = now()
+            moved = conn.execute(
+                update(t.jobs)
+                .where(t.jobs.c.id == job_id, t.jobs.c.state == state, _owner_is(expect_owner))
+                .values(owner=owner, heartbeat_at=at if owner is not None else None, updated_at=at)
+            )
+            return self._load_job(conn, job_id) if moved.rowcount == 1 else None
 
     def set_requested_action(
         self, job_id: str, action: str | None, *, only_state: str | None = None
