@@ -42,10 +42,12 @@ check: $(VENV)/.installed
 	$(VENV)/bin/pytest tests/unit -q -m "not slow" -p no:hypothesispytest -n logical --maxprocesses $(TEST_WORKERS) --dist loadgroup
 
 # The bad-input corpus as subprocesses (permission cases as nobody when run as root), then a
-# job paused in its final test scoring and resumed; not part of `make test`.
+# job paused in its final test scoring and resumed, then twelve pauses and resumes at once
+# to a job run by emery server's workers; not part of `make test`.
 reliability: $(VENV)/.installed
 	$(PY) benchmarks/reliability/run.py
 	$(PY) benchmarks/reliability/search_end.py
+	$(PY) benchmarks/reliability/claims.py
 
 # SIGKILL at random points and resume, per algorithm, cache on and off (RUNS=20 each).
 RUNS ?= 20
