@@ -74,9 +74,7 @@ def test_an_overridden_verifier_is_told_apart_by_its_function_and_settings() -> 
     def lenient(example: Any, output: Any) -> float:
         return 1.0
 
-    assert verifier_identity(FunctionMetric(strict)) != verifier_identity(
-        FunctionMetric(lenient)
-    )
+    assert verifier_identity(FunctionMetric(strict)) != verifier_identity(FunctionMetric(lenient))
     assert verifier_identity(NumericMatch(abs_tol=0.1)) != verifier_identity(NumericMatch())
 
 
