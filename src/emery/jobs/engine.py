@@ -18,12 +18,21 @@ When the search ends, the engine stores the end (the stop reason, and the budget
 usage spent, a cut step's included: ``search_end``); then ``finishing`` scores the seed
 and the best candidate on test, writes the result and report, and the job succeeds with
 the stop reason. A job stopped after the end resumes into that scoring only.
+
+A store that cannot write a step because its disk is full (``StoreFull``) pauses the job
+with one line saying so (``store_full_reason``): the step is not stored, so the resume
+repeats it. Writing the pause may fail the same way; it is tried once more after
+``store_retry_s``, and if that fails too the run raises ``StoreFull`` with the line and
+leaves the job ``running`` under this process, which ``emery jobs resume`` takes over
+once this process is gone (``ownership``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -55,6 +64,7 @@ from emery.lm.provider_errors import ProviderRefused, ProviderUnavailable
 from emery.lm.throttle import rate_notices
 from emery.lm.unavailable import ModelUnavailable, guard_search_roles
 from emery.lm.usage import RoleUsage
+from emery.store.errors import StoreFull, disk_full
 from emery.store.protocol import Store
 from emery.store.records import CheckpointRecord, JobRecord, StepWrite
 from emery.store.states import OwnershipLost
@@ -78,7 +88,8 @@ class JobEngine:
     """Runs one stored job in this process: ``on_event`` hears its events as they are
     stored, ``on_note`` its notes, ``on_progress`` each rollout of a batch as it finishes;
     ``clock`` times the search against its wall-time budget; ``objects``: what this process
-    resolved the job's config to when it created it (not resolved again)."""
+    resolved the job's config to when it created it (not resolved again);
+    ``store_retry_s``: the wait before writing a pause again when the store's disk is full."""
 
     def __init__(
         self,
@@ -93,6 +104,7 @@ class JobEngine:
         heartbeat_s: float = 2.0,
         clock: Clock = time.perf_counter,
         objects: ConfigObjects | None = None,
+        store_retry_s: float = 2.0,
     ) -> None:
         self.store = store
         self.job_id = job_id
@@ -104,6 +116,7 @@ class JobEngine:
         self.poll_s = poll_s
         self.heartbeat_s = heartbeat_s
         self.clock = clock
+        self.store_retry_s = store_retry_s
         self.owner = owner_id()
         self._stop_request = StopRequest()
         self._best: Best | None = None
@@ -233,9 +246,13 @@ class JobEngine:
             return self.store.get_job(self.job_id)
         except BudgetExhausted as exc:
             return self._fail(f"budget exhausted before the baseline: {exc}")
+        except StoreFull:
+            return await self._pause_for_space()
         except EmeryError as exc:
             return self._fail(str(exc))
         except Exception as exc:
+            if disk_full(exc):  # a driver's or the OS's own error, not the store's
+                return await self._pause_for_space()
             log.exception("job %s failed", self.job_id)
             return self._fail(f"{type(exc).__name__}: {exc}")
 
@@ -299,7 +316,7 @@ class JobEngine:
             write = end_write(
                 ctx, runtime, outcome, self._metadata, job_id=self.job_id, owner=self.owner
             )
-            self._emit(self.store.commit_step(self.job_id, write))
+            self._commit(write)
             self._metadata = write.job_fields["metadata"]
         return outcome
 
@@ -351,7 +368,19 @@ class JobEngine:
         if PREPAID in self._metadata and self._ctx is not None:  # some were taken now
             self._metadata = metadata_after(self._metadata, self._ctx.evaluations)
             write.job_fields["metadata"] = self._metadata
-        self._emit(self.store.commit_step(self.job_id, write))
+        self._commit(write)
+
+    def _commit(self, write: StepWrite) -> None:
+        """``Store.commit_step``; a full disk, however the driver says it, is ``StoreFull``."""
+        try:
+            events = self.store.commit_step(self.job_id, write)
+        except StoreFull:
+            raise
+        except Exception as exc:
+            if disk_full(exc):
+                raise StoreFull(store_full_reason(self.job_id)) from exc
+            raise
+        self._emit(events)
 
     # --- the end ----------------------------------------------------------------------
 
@@ -380,7 +409,26 @@ class JobEngine:
             self._emit(self.store.commit_step(self.job_id, write))
         except OwnershipLost:
             return
+        except Exception as exc:  # a full disk: the resume runs them again
+            if not disk_full(exc):
+                raise
+            log.warning("job %s: the finished runs of the cut step were not stored", self.job_id)
+            return
         self._metadata = write.job_fields["metadata"]
+
+    async def _pause_for_space(self) -> JobRecord:
+        """Pause the job because the store's disk is full (see the module's docstring)."""
+        reason = store_full_reason(self.job_id)
+        log.warning("job %s: %s", self.job_id, reason)
+        self._note(f"paused: {reason}")
+        for wait in (0.0, self.store_retry_s):
+            await asyncio.sleep(wait)
+            try:
+                return self._stop("pause", reason)
+            except Exception as exc:
+                if not disk_full(exc):
+                    raise
+        raise StoreFull(f"{reason} (the job stays running until then)")
 
     def _fail(self, message: str) -> JobRecord:
         job, events = fail_job(self.store, self.job_id, self.owner, message)
@@ -401,6 +449,14 @@ class JobEngine:
             self.on_event(events)
         except Exception:  # a display must never break the job
             log.exception("job %s: event listener failed", self.job_id)
+
+
+def store_full_reason(job_id: str) -> str:
+    """The one line a job paused by a full disk under its store says."""
+    return (
+        f"the store could not write the step ({os.strerror(errno.ENOSPC)}):"
+        f" free space and run emery jobs resume {job_id}"
+    )
 
 
 def check_best_reported(algorithm: str, previous: Best | None, record: StepRecord) -> Best | None:

@@ -1,8 +1,17 @@
 """Database failures a user can fix (a bad path, a read-only file, a server that is down)
-as one-line ``StoreError`` messages instead of driver tracebacks."""
+as one-line ``StoreError`` messages instead of driver tracebacks.
+
+Two of them pass by themselves, so they have classes of their own that a caller can wait
+out: ``StoreFull`` (the disk under the store is full: SQLite's "database or disk is full",
+PostgreSQL's ``disk_full``, an ``OSError`` ENOSPC; the write was not stored) and
+``StoreUnavailable`` (the store cannot be reached for now: a refused, dropped or shut-down
+PostgreSQL connection, a SQLite lock held past the busy timeout). Every other database
+failure (a constraint, a bad statement, a corrupt file) is neither.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Iterator
@@ -22,8 +31,87 @@ _HINTS: tuple[tuple[str, str], ...] = (
     ("unable to open database file", "cannot be opened (check the path and its folder)"),
     ("database is locked", "is locked by another process: try again"),
     ("disk is full", "cannot be written: the disk is full"),
+    ("no space left on device", "cannot be written: the disk is full"),
+    ("disk full", "cannot be written: the disk is full"),
     ("disk i/o error", "cannot be read or written: disk I/O error"),
 )
+
+
+class StoreFull(StoreError):
+    """The disk under the store is full: nothing of the write was stored; the same write
+    succeeds once space is freed."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached for now (a dropped, refused or shut-down connection, a
+    lock held past the busy timeout); the same call succeeds once it is back."""
+
+
+_FULL = ("disk is full", "no space left on device", "disk full")
+_FULL_STATES = ("53100",)  # PostgreSQL's disk_full
+_AWAY = (
+    "database is locked",
+    "connection refused",
+    "could not connect",
+    "server closed the connection",
+    "terminating connection",
+    "connection is closed",
+    "connection already closed",
+    "connection timed out",
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+    "consuming input failed",
+    "server conn crashed",
+    "ssl syscall error",
+)
+# connection_exception (08...), admin/crash shutdown, cannot connect now
+_AWAY_STATES = ("57P01", "57P02", "57P03")
+
+
+def _driver_error(exc: BaseException) -> BaseException:
+    orig = getattr(exc, "orig", None)
+    return orig if isinstance(orig, BaseException) else exc
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` (a store's, SQLAlchemy's or a driver's error) says the disk under the
+    store is full."""
+    if isinstance(exc, StoreFull):
+        return True
+    if isinstance(exc, StoreError):
+        return disk_full(exc.__cause__) if exc.__cause__ is not None else False
+    if not isinstance(exc, DatabaseError | InterfaceError | OSError) and not _from_driver(exc):
+        return False
+    inner = _driver_error(exc)
+    if isinstance(inner, OSError):
+        return inner.errno == errno.ENOSPC
+    if getattr(inner, "sqlstate", None) in _FULL_STATES:
+        return True
+    text = str(inner).lower()
+    return any(fragment in text for fragment in _FULL)
+
+
+def _from_driver(exc: BaseException) -> bool:
+    """An error the database driver raised itself (sqlite3's, psycopg's)."""
+    return type(exc).__module__.split(".")[0] in ("sqlite3", "psycopg")
+
+
+def store_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the store is away for now (see ``StoreUnavailable``), not that a
+    statement, a constraint or the file itself is wrong."""
+    if isinstance(exc, StoreUnavailable):
+        return True
+    if isinstance(exc, StoreError) or not isinstance(exc, OperationalError | InterfaceError):
+        return False
+    if getattr(exc, "connection_invalidated", False):
+        return True
+    inner = _driver_error(exc)
+    state = getattr(inner, "sqlstate", None)
+    if isinstance(state, str) and (state.startswith("08") or state in _AWAY_STATES):
+        return True
+    text = str(inner).lower()
+    return any(fragment in text for fragment in _AWAY)
 
 
 def store_label(url: str) -> str:
@@ -94,4 +182,16 @@ def store_errors(url: str) -> Iterator[None]:
             raise
         label = store_label(url)
         file = Path(label) if url.startswith("sqlite:///") and "?" not in label else None
-        raise StoreError(describe(exc, label, file)) from exc
+        kind = (
+            StoreFull
+            if disk_full(exc)
+            else StoreUnavailable
+            if store_unavailable(exc)
+            else StoreError
+        )
+        raise kind(describe(exc, label, file)) from exc
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        label = store_label(url)
+        raise StoreFull(f"the store {label} cannot be written: the disk is full") from exc
