@@ -95,7 +95,10 @@ def queue_router(store: Store) -> APIRouter:
 
     @router.post("/claim")
     def claim(request: Claim) -> dict[str, Any]:
-        """The oldest queued rollout of a running job, leased to the worker (null: none)."""
+        """Put rollouts whose lease ran out back in the queue (as a runner on the database
+        does before each claim), then the oldest queued rollout of a running job, leased
+        to the worker (null: none)."""
+        store.expire_leases(job_id=request.job_id)
         rollout = store.claim_rollout(request.worker_id, job_id=request.job_id)
         return {"rollout": None if rollout is None else rollout.model_dump(mode="json")}
 
