@@ -144,3 +144,29 @@ async def test_short_and_long_requests_finish_apart_and_a_cancelled_one_frees_it
     assert lm.engine.stats.cancelled == 1
     assert lm.engine.running() == 0
     lm.engine.close()
+
+
+async def test_a_repeated_prompt_and_a_follow_up_get_their_lone_replies_in_a_batch() -> None:
+    """Prompts the batch engine reads partly from cache (the same prompt again, one that
+    goes on after an earlier reply) get the reply a lone sequence gives reading them whole."""
+    first = _prompts(4)
+    chats = [*first, first[0]]
+    alone = LocalLM(_path(), n_ctx=N_CTX, n_parallel=1, prefix_reuse=False)
+    reference = [(await alone.complete(c, max_tokens=24)).text for c in chats]
+    follow_up: list[ChatMessage] = [
+        *first[1],
+        {"role": "assistant", "content": reference[1]},
+        {"role": "user", "content": "Why?"},
+    ]
+    reference.append((await alone.complete(follow_up, max_tokens=24)).text)
+    alone.engine.close()
+
+    lm = LocalLM(_path(), n_ctx=N_CTX * 4, n_parallel=4)
+    first_batch = await asyncio.gather(*(lm.complete(c, max_tokens=24) for c in chats[:4]))
+    again = await asyncio.gather(
+        lm.complete(chats[4], max_tokens=24), lm.complete(follow_up, max_tokens=24)
+    )
+    stats = lm.engine.stats
+    lm.engine.close()
+    assert [c.text for c in (*first_batch, *again)] == reference
+    assert stats.reused_tokens > 0  # the repeat and the follow-up were read partly from cache

@@ -6,10 +6,11 @@ import time
 from concurrent.futures import Future, wait
 
 import pytest
-from local_engine_support import FakeDecoder, render
+from local_engine_support import END, FakeDecoder, render
 
 from emery.core.models import ChatMessage
 from emery.lm import Completion, LMError
+from emery.lm.llama_decoder import MIN_CHUNK, prefill_chunks
 from emery.lm.llama_engine import BatchEngine, common_prefix
 
 SYSTEM = "You are terse. " * 8  # a long shared prefix (120 characters)
@@ -64,9 +65,11 @@ def test_a_shared_prefix_is_read_once_and_counted() -> None:
     prompts = [len(f"<system>{SYSTEM}<user>{u}<a>") for u in users]
     shared = len(f"<system>{SYSTEM}<user>")
     stats = engine.stats
+    reused = sum(min(shared, n - MIN_CHUNK) for n in prompts[1:])  # a tail of 8 is read anew
     assert stats.prompt_tokens == sum(prompts)
-    assert stats.reused_tokens == 3 * shared
-    assert stats.prefilled_tokens == sum(prompts) - 3 * shared == decoder.prefilled
+    assert stats.reused_tokens == reused
+    assert reused < 3 * shared, "'beta<a>' is shorter than MIN_CHUNK: a shared token is read again"
+    assert stats.prefilled_tokens == sum(prompts) - reused == decoder.prefilled
     assert stats.copies == 3
 
 
@@ -77,9 +80,10 @@ def test_a_freed_slot_keeps_its_cache_for_the_next_request() -> None:
     _results([engine.submit(_chat("second"), {})])
     assert engine.stats.reused_tokens == len(f"<system>{SYSTEM}<user>")
     assert engine.stats.copies == 0
-    _results([engine.submit(_chat("second"), {})])  # same prompt: its last token is read again
+    _results([engine.submit(_chat("second"), {})])  # same prompt: its last 8 are read again
     assert decoder.prefilled == engine.stats.prefilled_tokens
-    assert engine.stats.reused_tokens == len(f"<system>{SYSTEM}<user>") * 2 + len("second<a")
+    prefix = len(f"<system>{SYSTEM}<user>")
+    assert engine.stats.reused_tokens == prefix * 2 + len("second<a>") - MIN_CHUNK
 
 
 def test_a_long_and_a_short_request_finish_independently() -> None:
@@ -209,3 +213,24 @@ def test_a_request_for_tokens_gets_its_ids_and_a_logprob_per_reply_token() -> No
     assert "".join(map(chr, tokens.completion_token_ids)) == "re: beta"
     # each reply token's log-probability was read where it was sampled, before the next step
     assert tokens.completion_logprobs == [-(len(prompt) + k) / 1000 for k in range(len("re: beta"))]
+
+
+def test_a_prompt_is_read_in_pieces_of_at_least_min_chunk_tokens() -> None:
+    assert prefill_chunks(5, 512) == [5]  # a short prompt is read whole
+    assert prefill_chunks(512, 512) == [512]
+    assert prefill_chunks(515, 512) == [507, 8]  # not 512 + 3: 3 are read with other kernels
+    assert prefill_chunks(1030, 512) == [512, 510, 8]
+    assert all(size >= MIN_CHUNK for n in range(8, 2000) for size in prefill_chunks(n, 64))
+
+
+def test_a_replys_decoded_positions_are_never_reused_for_a_prompt() -> None:
+    """A prompt that goes on where a reply went (its text holds the reply) reads the reply
+    anew: decoded positions were computed a token a step, not as a prompt is read."""
+    decoder = FakeDecoder(slots=1)
+    engine = _engine(decoder)
+    first = _chat("alpha")
+    reply = _results([engine.submit(first, {})])[0]
+    follow_up = _chat(f"alpha{END}{reply} and more")
+    assert render(follow_up).startswith(render(first) + reply), "its prompt holds the reply"
+    _results([engine.submit(follow_up, {})])
+    assert engine.stats.reused_tokens == len(render(first))  # its prompt, not its reply

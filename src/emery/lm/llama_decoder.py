@@ -26,6 +26,27 @@ from emery.core.models import ChatMessage
 from emery.lm.llama_prompt import Prompt, Sampling, build_prompt
 
 N_BATCH = 512  # prompt tokens per llama_decode call, as llama_cpp.Llama's default
+MIN_CHUNK = 8
+"""The fewest tokens a prompt is read in at once, unless the whole prompt is shorter:
+llama.cpp computes a call of fewer tokens with other kernels (on the CPU, 1 token for
+SmolLM2 and up to 7 for Qwen2.5 gave other logits than the same positions read among
+more), so a prompt read in pieces of at least this many gets the logits it gets read
+whole, and a reply does not depend on how its prompt was split (``llama_engine``)."""
+
+
+def prefill_chunks(n: int, n_batch: int) -> list[int]:
+    """The sizes ``n`` prompt tokens are read in: ``n_batch`` at a time, none shorter than
+    ``MIN_CHUNK`` unless ``n`` is (the last two share out a short remainder)."""
+    sizes: list[int] = []
+    while n > 0:
+        size = min(n_batch, n)
+        if 0 < n - size < MIN_CHUNK:
+            size = n - MIN_CHUNK
+        sizes.append(size)
+        n -= size
+    return sizes
+
+
 PENALTY_LAST_N = 64  # llama_cpp.Llama's last_n_tokens_size
 REPACK_WEIGHTS = False  # see the module docstring
 
@@ -128,13 +149,15 @@ class LlamaDecoder:
         lib.llama_memory_seq_rm(self._mem, slot, n, -1)
 
     def prefill(self, slot: int, tokens: Sequence[int], pos: int) -> int:
-        """Read ``tokens`` into ``slot`` from position ``pos`` (in calls of its own, at most
-        ``n_batch`` tokens each) and sample the token after them."""
-        for start in range(0, len(tokens), self.n_batch):
-            chunk = tokens[start : start + self.n_batch]
+        """Read ``tokens`` into ``slot`` from position ``pos`` (in calls of its own:
+        ``prefill_chunks``) and sample the token after them."""
+        start = 0
+        for size in prefill_chunks(len(tokens), self.n_batch):
+            chunk = tokens[start : start + size]
             self._fill([(slot, token, pos + start + i) for i, token in enumerate(chunk)])
             self._batch.logits[len(chunk) - 1] = True
             self._decode()
+            start += size
         return self._sample(slot, len(chunk) - 1)
 
     def step(self, entries: Sequence[tuple[int, int, int]]) -> list[int]:

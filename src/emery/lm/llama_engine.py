@@ -9,8 +9,11 @@ request whose future is cancelled leaves at the next step.
 A slot keeps its cache after its request leaves. A new request starts from the cached
 sequence that shares the longest token prefix with its prompt: in place when that slot is
 free, else copied into a free slot, so a prefix shared by many requests (an instruction and
-its demos) is read once. Waiting requests are served longest shared prefix first, then in
-arrival order.
+its demos) is read once. Only positions read as a prompt are reused (a decoded reply's are
+computed one token at a time, with other kernels than a prompt's), and at least
+``llama_decoder.MIN_CHUNK`` tokens are read anew, so a reply is the one its prompt gets
+read whole by a lone request, whatever was cached or decoded beside it. Waiting requests
+are served longest shared prefix first, then in arrival order.
 
 The worker thread never outlives the interpreter: ``stop()`` fails what is waiting or
 running, frees the model and joins the thread, and ``stop_engines()`` does so for every
@@ -33,6 +36,7 @@ from typing import Any, Protocol
 
 from emery.core.models import ChatMessage
 from emery.lm.base import Completion, LMError, TokenChoice, TokenTrace, TokenUsage
+from emery.lm.llama_decoder import MIN_CHUNK
 from emery.lm.llama_prompt import Prompt, Sampling
 from emery.lm.llama_text import Generation
 
@@ -89,6 +93,7 @@ class _Request:
 class _Slot:
     index: int
     cached: list[int] = field(default_factory=list)  # tokens in its cache, by position
+    read: int = 0  # of them, the leading ones read as a prompt (not decoded one by one)
     request: _Request | None = None
     generation: Generation | None = None
     next_token: int = -1  # sampled, not yet in the cache
@@ -207,7 +212,7 @@ class BatchEngine:
             if slot.request is not None:
                 _fail(slot.request, error)
                 self._release(decoder, slot)
-            slot.cached = []
+            slot.cached, slot.read = [], 0
             decoder.keep(slot.index, slot.index, 0)
 
     def _wait_for_work(self) -> list[_Request] | None:
@@ -291,7 +296,7 @@ class BatchEngine:
         for request in self._pending:
             tokens = request.prompt.tokens if request.prompt else []
             for slot in self._slots:
-                shared = common_prefix(slot.cached, tokens)
+                shared = common_prefix(slot.cached[: slot.read], tokens)
                 key = (shared, -request.order)
                 if best is None or key > best:
                     best, choice = key, (request, slot, shared)
@@ -303,21 +308,23 @@ class BatchEngine:
         """Give ``slot`` to ``request``: reuse what it can, read the rest, sample a token."""
         assert request.prompt is not None
         tokens = request.prompt.tokens
-        shared = min(shared, len(tokens) - 1)  # the last prompt token is read again
+        # at least MIN_CHUNK tokens are read anew (the last one always): fewer would be read
+        # with other kernels and give other logits than the same prompt read whole
+        shared = max(0, min(shared, len(tokens) - MIN_CHUNK))
         if source is not slot and shared < MIN_COPY:
             source, shared = slot, 0
         request.start = time.perf_counter()
         try:
             decoder.keep(slot.index, source.index, shared)
-            slot.cached = tokens[:shared]
+            slot.cached, slot.read = tokens[:shared], shared
             decoder.begin(slot.index, request.prompt.sampling)
             first = decoder.prefill(slot.index, tokens[shared:], shared)
         except Exception as exc:
-            slot.cached = []
+            slot.cached, slot.read = [], 0
             decoder.end(slot.index)
             _fail(request, LMError(f"{self.model}: {exc}"))
             return
-        slot.cached = list(tokens)
+        slot.cached, slot.read = list(tokens), len(tokens)
         self._count(len(tokens), shared, copied=source is not slot and shared > 0)
         slot.request = request
         slot.generation = Generation(request.prompt, decoder.piece, decoder.is_eog, decoder.bos)
@@ -341,7 +348,7 @@ class BatchEngine:
                 assert slot.request is not None
                 _fail(slot.request, LMError(f"{self.model}: {exc}"))
                 decoder.keep(slot.index, slot.index, 0)
-                slot.cached = []
+                slot.cached, slot.read = [], 0
                 self._release(decoder, slot)
             return
         self.stats.steps += 1
