@@ -43,9 +43,17 @@ def _sqlite_engine(url: str, **kwargs: Any) -> Engine:
     return engine
 
 
+_CHECKED: set[Path] = set()
+"""The SQLite files ``quick_check`` passed in this process."""
+_CHECKED_LOCK = threading.Lock()
+
+
 def _refuse_foreign_file(path: Path, url: str) -> None:
-    """Refuse an existing database file of another program before the store connects: its
-    connection settings switch the file to WAL mode, which is already a write."""
+    """Refuse an existing database file of another program, or a damaged one, before the
+    store connects: its connection settings switch the file to WAL mode, which is already
+    a write. A file is checked once per process (``PRAGMA quick_check``: every page read
+    once, about a second per GB), so a truncated or overwritten store is one line at open,
+    never a half-read job later."""
     try:
         if path.stat().st_size == 0:
             return
@@ -55,9 +63,28 @@ def _refuse_foreign_file(path: Path, url: str) -> None:
     try:
         with store_errors(url), probe.connect() as conn:
             tables = inspect(conn).get_table_names()
+            refuse_foreign(tables, store_label(url))
+            _quick_check(conn, path, url)
     finally:
         probe.dispose()
-    refuse_foreign(tables, store_label(url))
+
+
+def _quick_check(conn: Any, path: Path, url: str) -> None:
+    key = path.resolve()
+    with _CHECKED_LOCK:
+        if key in _CHECKED:
+            return
+    # a page it cannot read at all raises "malformed" (see ``store.errors``)
+    rows = [str(row[0]) for row in conn.exec_driver_sql("PRAGMA quick_check").fetchall()]
+    if rows != ["ok"]:
+        first = rows[0].splitlines()[0] if rows and rows[0] else "no answer"
+        more = f" (and {len(rows) - 1} more problems)" if len(rows) > 1 else ""
+        raise StoreError(
+            f"the store {store_label(url)} is damaged (PRAGMA quick_check: {first}{more}):"
+            " restore it from a backup"
+        )
+    with _CHECKED_LOCK:
+        _CHECKED.add(key)
 
 
 class SQLiteStore(SqlStore):

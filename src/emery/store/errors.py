@@ -26,6 +26,10 @@ _PASSWORD = re.compile(r"(://[^:/@]+:)[^@]*@")
 # (fragment of the driver's message, what to tell the user); the first match wins.
 _HINTS: tuple[tuple[str, str], ...] = (
     ("file is not a database", "is not an emery store (the file is not a SQLite database)"),
+    (
+        "malformed",
+        "is damaged (the database disk image is malformed): restore it from a backup",
+    ),
     ("readonly database", "is read-only: emery must write to it (check the permissions)"),
     ("read-only", "is read-only: emery must write to it (check the permissions)"),
     ("unable to open database file", "cannot be opened (check the path and its folder)"),
