@@ -3,6 +3,11 @@ that says whose fault it is, never a stack trace.
 
 The body also carries an OpenAI-style ``error`` object, so clients of the LM proxy routes
 served by the same process read the same answer.
+
+A store that is away for now (``StoreUnavailable``: a dropped or refused PostgreSQL
+connection, a SQLite lock held past the busy timeout; ``StoreFull``: its disk is full) is
+answered 503 with a ``Retry-After`` header, never 500: the same request succeeds once
+the store is back. Any other store failure keeps its status.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 
 from emery.core.errors import EmeryError, IllegalTransition
 from emery.proxy.guards import render_validation_errors
+from emery.store.errors import StoreFull, StoreUnavailable, disk_full, store_unavailable
 from emery.store.states import NotFound
 
 log = logging.getLogger(__name__)
@@ -62,7 +68,7 @@ def error_responses(model: type[BaseModel], *statuses: int) -> dict[int | str, d
         409: "Not possible in the current state",
         413: "Request body too large",
         502: "The model failed",
-        503: "No model to answer with",
+        503: "No model to answer with, or the store is unavailable (see Retry-After)",
     }
     return {status: {"model": model, "description": reasons[status]} for status in statuses}
 
@@ -78,6 +84,19 @@ def json_error(status: int, message: str) -> Response:
     return JSONResponse(body, status_code=status)
 
 
+RETRY_AFTER_S = 5
+"""What a 503 for a store that is away asks a client to wait (seconds)."""
+RETRY_AFTER_FULL_S = 60
+"""The same for a store whose disk is full: someone must free space first."""
+
+
+def store_away(message: str, *, full: bool) -> Response:
+    """503 with ``Retry-After``: the store cannot answer now, the request may be sent again."""
+    response = json_error(503, message)
+    response.headers["Retry-After"] = str(RETRY_AFTER_FULL_S if full else RETRY_AFTER_S)
+    return response
+
+
 def status_of(exc: EmeryError) -> int:
     """The HTTP status of an emery error: 404 unknown, 409 wrong state, else 400."""
     if isinstance(exc, NotFound):
@@ -91,6 +110,8 @@ def status_of(exc: EmeryError) -> int:
 async def _emery_error(request: Request, exc: Exception) -> Response:
     if not isinstance(exc, EmeryError):  # pragma: no cover - registered for EmeryError only
         return await _unexpected(request, exc)
+    if isinstance(exc, StoreUnavailable | StoreFull):
+        return store_away(str(exc), full=isinstance(exc, StoreFull))
     return json_error(status_of(exc), str(exc))
 
 
@@ -104,7 +125,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
-    """A bug: logged with its traceback here, answered with one line there."""
+    """A bug: logged with its traceback here, answered with one line there; a driver's
+    error saying the store is away (raised outside the store's own transactions) is 503."""
+    if store_unavailable(exc) or disk_full(exc):
+        line = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        detail = line[0] if line else type(exc).__name__
+        log.warning("%s %s: the store is unavailable: %s", request.method, request.url.path, detail)
+        return store_away(f"the store is unavailable: {detail}", full=disk_full(exc))
     log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
     return json_error(500, f"internal error ({type(exc).__name__}); see the server log")
 
