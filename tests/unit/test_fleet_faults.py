@@ -21,11 +21,14 @@ from emery.store import SQLiteStore
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("random_search_algorithm")]
 
 
-def start_server(store_path: Path, port: int) -> subprocess.Popen[bytes]:
+def start_server(
+    store: Path | str, port: int, *, allow_code: bool = False
+) -> subprocess.Popen[bytes]:
+    """``emery server`` on ``store`` (a path or URL) with an API key and a runner key."""
     env = js.worker_env(EMERY_API_KEY=ADMIN, EMERY_RUNNER_KEY=RUNNER)
-    command = [sys.executable, "-m", "emery", "server", "--store", str(store_path)]
+    command = [sys.executable, "-m", "emery", "server", "--store", str(store)]
     process = subprocess.Popen(
-        [*command, "--port", str(port)],
+        [*command, "--port", str(port), *(["--allow-code"] if allow_code else [])],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
