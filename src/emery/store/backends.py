@@ -77,8 +77,14 @@ def _quick_check(conn: Any, path: Path, url: str) -> None:
     # a page it cannot read at all raises "malformed" (see ``store.errors``)
     rows = [str(row[0]) for row in conn.exec_driver_sql("PRAGMA quick_check").fetchall()]
     if rows != ["ok"]:
-        first = rows[0].splitlines()[0] if rows and rows[0] else "no answer"
-        more = f" (and {len(rows) - 1} more problems)" if len(rows) > 1 else ""
+        found = [
+            line.strip()
+            for row in rows
+            for line in row.splitlines()
+            if line.strip() and not line.startswith("***")  # "*** in database main ***"
+        ]
+        first = found[0] if found else "no answer"
+        more = f" (and {len(found) - 1} more problems)" if len(found) > 1 else ""
         raise StoreError(
             f"the store {store_label(url)} is damaged (PRAGMA quick_check: {first}{more}):"
             " restore it from a backup"
