@@ -25,6 +25,11 @@ repeats it. Writing the pause may fail the same way; it is tried once more after
 ``store_retry_s``, and if that fails too the run raises ``StoreFull`` with the line and
 leaves the job ``running`` under this process, which ``emery jobs resume`` takes over
 once this process is gone (``ownership``).
+
+Why this is long: one job's lifecycle (claim, search, each step's commit, stop, end, a
+pause for space) shares the engine's store, owner, context and stop request; each part is
+short and the parts it would split into (``ownership``, ``search_end``, ``prepaid``,
+``finishing``) are already modules of their own.
 """
 
 from __future__ import annotations
