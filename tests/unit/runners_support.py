@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 import jobs_support as js
 
 from emery.config import parse_config
+from emery.core.rollouts import Attempt
 from emery.jobs import create_job
 from emery.store import JobRecord, RolloutFilter
 from emery.store.queue import is_queued_rollout
@@ -99,3 +100,45 @@ def queued_keys(store: SqlStore, job_id: str) -> Counter[tuple[str, str, str]]:
         for r in rollouts
         if is_queued_rollout(r.metadata) and r.status in ("succeeded", "failed")
     )
+
+
+def start_job(job_id: str, store: Path | str) -> subprocess.Popen[bytes]:
+    """The job run by a worker process of its own (``jobs_support.worker_command``)."""
+    return subprocess.Popen(
+        js.worker_command(job_id, str(store)),
+        env=js.worker_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def running_attempts(store: SqlStore) -> list[Attempt]:
+    """Every attempt some worker holds right now."""
+    return [
+        attempt
+        for rollout in store.list_rollouts(limit=None).items
+        for attempt in store.list_attempts(rollout.id)
+        if attempt.status == "running"
+    ]
+
+
+def kill_holder_then_rescue(
+    store: SqlStore,
+    job_id: str,
+    doomed: subprocess.Popen[bytes],
+    rescuer: Callable[[], subprocess.Popen[bytes]],
+) -> Attempt:
+    """Run the job in a process of its own; once ``doomed`` holds an attempt, SIGKILL it
+    and start ``rescuer()``; wait for the job to end (it must exit 0). The attempt held."""
+    job = start_job(job_id, store.url)
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        held = js.wait_until(lambda: running_attempts(store), timeout=60)
+        os.kill(doomed.pid, signal.SIGKILL)
+        doomed.wait(timeout=10)
+        started.append(rescuer())
+        js.wait_until(lambda: store.get_job(job_id).terminal, timeout=120, poll=0.2)
+        assert job.wait(timeout=30) == 0
+    finally:
+        stop([doomed, job, *started])
+    return held[0]

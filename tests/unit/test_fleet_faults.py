@@ -37,15 +37,6 @@ def start_server(
     return process
 
 
-def running_attempts(store: SQLiteStore) -> list[object]:
-    return [
-        a
-        for r in store.list_rollouts(limit=None).items
-        for a in store.list_attempts(r.id)
-        if a.status == "running"
-    ]
-
-
 def test_the_server_killed_under_its_runners_and_restarted(tmp_path: Path) -> None:
     reference, reference_id = local_reference(tmp_path)
     path = tmp_path / "runners.db"
@@ -56,14 +47,9 @@ def test_the_server_killed_under_its_runners_and_restarted(tmp_path: Path) -> No
     server = start_server(path, port)
     url = f"http://127.0.0.1:{port}"
     runners = [http_runner(url, **{js.DELAY_ENV: "0.2"}) for _ in range(2)]
-    job = subprocess.Popen(
-        js.worker_command(job_id, str(path)),
-        env=js.worker_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    job = rs.start_job(job_id, path)
     try:
-        js.wait_until(lambda: running_attempts(store), timeout=60)
+        js.wait_until(lambda: rs.running_attempts(store), timeout=60)
         os.kill(server.pid, signal.SIGKILL)
         server.wait(timeout=10)
         # down for its restart (a few seconds, less than a lease): the runners' claims,
@@ -87,16 +73,11 @@ def test_a_runner_frozen_past_its_lease_is_not_counted_twice(tmp_path: Path) -> 
     config["runtime"]["max_attempts"] = 2
     job_id = rs.new_job(store, tmp_path / "r", config)
     frozen = rs.start_runner(path, **{js.DELAY_ENV: "3"})  # holds its first rollout 3 s
-    job = subprocess.Popen(
-        js.worker_command(job_id, str(path)),
-        env=js.worker_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    job = rs.start_job(job_id, path)
     thawed = False
     rescuer = None
     try:
-        held = js.wait_until(lambda: running_attempts(store), timeout=60)
+        held = js.wait_until(lambda: rs.running_attempts(store), timeout=60)
         os.kill(frozen.pid, signal.SIGSTOP)
         rescuer = rs.start_runner(path)
         lost = held[0]

@@ -4,8 +4,6 @@ runners on the database; the runner key reaches nothing else."""
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -146,31 +144,8 @@ def test_a_runner_over_http_killed_with_a_lease_loses_it_to_another(tmp_path: Pa
     job_id = rs.new_job(store, tmp_path / "r", config)
     with server(path) as url:
         doomed = http_runner(url, **{js.DELAY_ENV: "30"})  # holds its first rollout
-        job = subprocess.Popen(
-            js.worker_command(job_id, str(path)),
-            env=js.worker_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        rescuer = None
-        try:
-            held = js.wait_until(
-                lambda: [
-                    a
-                    for r in store.list_rollouts(limit=None).items
-                    for a in store.list_attempts(r.id)
-                    if a.status == "running"
-                ],
-                timeout=60,
-            )
-            os.kill(doomed.pid, signal.SIGKILL)
-            doomed.wait(timeout=10)
-            rescuer = http_runner(url)
-            js.wait_until(lambda: store.get_job(job_id).terminal, timeout=120, poll=0.2)
-            assert job.wait(timeout=30) == 0
-        finally:
-            rs.stop([p for p in (doomed, job, rescuer) if p is not None])
-    attempts = store.list_attempts(held[0].rollout_id)
+        held = rs.kill_holder_then_rescue(store, job_id, doomed, lambda: http_runner(url))
+    attempts = store.list_attempts(held.rollout_id)
     assert [a.status for a in attempts] == ["unresponsive", "succeeded"]
     assert attempts[0].worker_id != attempts[1].worker_id
     assert max(rs.queued_keys(store, job_id).values()) == 1

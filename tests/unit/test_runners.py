@@ -69,30 +69,7 @@ def test_a_runner_killed_with_a_lease_loses_it_to_another(tmp_path: Path) -> Non
     config["runtime"]["max_attempts"] = 2
     job_id = rs.new_job(store, tmp_path / "r", config)
     doomed = rs.start_runner(path, **{js.DELAY_ENV: "30"})  # holds its first rollout
-    job = subprocess.Popen(
-        js.worker_command(job_id, str(path)),
-        env=js.worker_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        held = js.wait_until(
-            lambda: [
-                a
-                for r in store.list_rollouts(limit=None).items
-                for a in store.list_attempts(r.id)
-                if a.status == "running"
-            ],
-            timeout=60,
-        )
-        os.kill(doomed.pid, signal.SIGKILL)
-        doomed.wait(timeout=10)
-        with rs.runners(path, 1):
-            js.wait_until(lambda: store.get_job(job_id).terminal, timeout=120, poll=0.2)
-        assert job.wait(timeout=30) == 0
-    finally:
-        rs.stop([doomed, job])
-    lost = held[0]
+    lost = rs.kill_holder_then_rescue(store, job_id, doomed, lambda: rs.start_runner(path))
     attempts = store.list_attempts(lost.rollout_id)
     assert [a.status for a in attempts] == ["unresponsive", "succeeded"]
     assert attempts[0].worker_id == lost.worker_id != attempts[1].worker_id

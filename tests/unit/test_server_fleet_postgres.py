@@ -18,7 +18,7 @@ import jobs_support as js
 import pytest
 import runners_support as rs
 from store_fixtures import make_store
-from test_fleet_faults import running_attempts, start_server
+from test_fleet_faults import start_server
 from test_runner_over_http import ADMIN, free_port, http_runner
 
 from emery.store.sql import SqlStore
@@ -56,7 +56,7 @@ def test_a_job_submitted_to_a_server_on_postgresql_survives_a_killed_runner(
     submitted = train(path, url, "team-run-1")
     rescuer = None
     try:
-        held = js.wait_until(lambda: running_attempts(postgres), timeout=120)
+        held = js.wait_until(lambda: rs.running_attempts(postgres), timeout=120)
         os.kill(doomed.pid, signal.SIGKILL)
         doomed.wait(timeout=10)
         rescuer = http_runner(url)

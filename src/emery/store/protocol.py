@@ -36,9 +36,52 @@ from emery.store.records import (
 )
 
 
+class TraceWriter(Protocol):
+    """Where a ``StoreRecorder`` writes rollouts, attempts and spans."""
+
+    def add_traces(
+        self,
+        rollouts: Sequence[Rollout],
+        attempts: Sequence[Attempt],
+        spans: Sequence[SpanRecord],
+    ) -> None: ...
+
+
+class RolloutQueue(TraceWriter, Protocol):
+    """What a runner (``emery runner``) asks of a store: the job and candidate it runs,
+    its worker row, claims, leases and results, and the spans it writes. A ``Store``
+    is one; ``workers.http_queue.HttpQueue`` is one over a server's ``/api/queue``."""
+
+    def get_job(self, job_id: str) -> JobRecord: ...
+    def get_resource(self, name: str, version: int | None = None) -> ResourceRecord: ...
+    def register_worker(self, record: WorkerRecord) -> None: ...
+    def worker_heartbeat(
+        self, worker_id: str, *, status: str | None = None, job_id: str | None = None
+    ) -> None: ...
+    def claim_rollout(self, worker_id: str, *, job_id: str | None = None) -> Rollout | None: ...
+    def heartbeat_attempt(self, attempt_id: str) -> bool: ...
+    def finish_rollout(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: str,
+        attempt_status: str,
+        error: str | None,
+        output: Any,
+        score: float | None,
+        result: dict[str, Any],
+    ) -> bool: ...
+    def requeue_rollout(
+        self, rollout_id: str, attempt_id: str, number: int, *, attempt_status: str, error: str
+    ) -> bool: ...
+    def expire_leases(self, *, job_id: str | None = None) -> int: ...
+
+
 @runtime_checkable
-class Store(Protocol):
-    """Durable jobs, events, checkpoints, candidates, evaluations, rollouts and spans."""
+class Store(RolloutQueue, Protocol):
+    """Durable jobs, events, checkpoints, candidates, evaluations, rollouts and spans (a
+    runner's calls are ``RolloutQueue``'s)."""
 
     url: str
 
@@ -46,7 +89,6 @@ class Store(Protocol):
 
     # jobs and their state machine
     def create_job(self, job: NewJob) -> JobRecord: ...
-    def get_job(self, job_id: str) -> JobRecord: ...
     def resolve_job_id(self, prefix: str) -> str: ...
     def list_jobs(
         self,
@@ -147,12 +189,6 @@ class Store(Protocol):
     ) -> Attempt: ...
     def list_attempts(self, rollout_id: str) -> list[Attempt]: ...
     def add_spans(self, records: Sequence[SpanRecord]) -> None: ...
-    def add_traces(
-        self,
-        rollouts: Sequence[Rollout],
-        attempts: Sequence[Attempt],
-        spans: Sequence[SpanRecord],
-    ) -> None: ...
     def list_spans(
         self, filter: SpanFilter | None = None, *, limit: int | None = 1000, offset: int = 0
     ) -> Page[SpanRecord]: ...
@@ -165,12 +201,7 @@ class Store(Protocol):
     def put_resource(
         self, name: str, content: Any, *, kind: str = "document", job_id: str | None = None
     ) -> ResourceRecord: ...
-    def get_resource(self, name: str, version: int | None = None) -> ResourceRecord: ...
     def list_resources(self, name: str | None = None) -> list[ResourceRecord]: ...
-    def register_worker(self, record: WorkerRecord) -> None: ...
-    def worker_heartbeat(
-        self, worker_id: str, *, status: str | None = None, job_id: str | None = None
-    ) -> None: ...
     def list_workers(self) -> list[WorkerRecord]: ...
     def tallies(self) -> StoreTallies: ...
     def prune(
@@ -198,65 +229,5 @@ class Store(Protocol):
         edited: dict[str, str] | None = None,
     ) -> Approval: ...
 
-    # the rollout queue (``emery runner``; see ``emery.store.sql.queue``)
-    def claim_rollout(self, worker_id: str, *, job_id: str | None = None) -> Rollout | None: ...
-    def heartbeat_attempt(self, attempt_id: str) -> bool: ...
-    def finish_rollout(
-        self,
-        rollout_id: str,
-        attempt_id: str,
-        *,
-        status: str,
-        attempt_status: str,
-        error: str | None,
-        output: Any,
-        score: float | None,
-        result: dict[str, Any],
-    ) -> bool: ...
-    def requeue_rollout(
-        self, rollout_id: str, attempt_id: str, number: int, *, attempt_status: str, error: str
-    ) -> bool: ...
+    # the rollout queue beyond a runner's calls (``RolloutQueue``; see ``emery.store.sql.queue``)
     def withdraw_rollouts(self, rollout_ids: Sequence[str], *, error: str) -> int: ...
-    def expire_leases(self, *, job_id: str | None = None) -> int: ...
-
-
-class TraceWriter(Protocol):
-    """Where a ``StoreRecorder`` writes rollouts, attempts and spans."""
-
-    def add_traces(
-        self,
-        rollouts: Sequence[Rollout],
-        attempts: Sequence[Attempt],
-        spans: Sequence[SpanRecord],
-    ) -> None: ...
-
-
-class RolloutQueue(TraceWriter, Protocol):
-    """What a runner (``emery runner``) asks of a store: the job and candidate it runs,
-    its worker row, claims, leases and results, and the spans it writes. A ``Store``
-    is one; ``workers.http_queue.HttpQueue`` is one over a server's ``/api/queue``."""
-
-    def get_job(self, job_id: str) -> JobRecord: ...
-    def get_resource(self, name: str, version: int | None = None) -> ResourceRecord: ...
-    def register_worker(self, record: WorkerRecord) -> None: ...
-    def worker_heartbeat(
-        self, worker_id: str, *, status: str | None = None, job_id: str | None = None
-    ) -> None: ...
-    def claim_rollout(self, worker_id: str, *, job_id: str | None = None) -> Rollout | None: ...
-    def heartbeat_attempt(self, attempt_id: str) -> bool: ...
-    def finish_rollout(
-        self,
-        rollout_id: str,
-        attempt_id: str,
-        *,
-        status: str,
-        attempt_status: str,
-        error: str | None,
-        output: Any,
-        score: float | None,
-        result: dict[str, Any],
-    ) -> bool: ...
-    def requeue_rollout(
-        self, rollout_id: str, attempt_id: str, number: int, *, attempt_status: str, error: str
-    ) -> bool: ...
-    def expire_leases(self, *, job_id: str | None = None) -> int: ...
