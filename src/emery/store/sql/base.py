@@ -34,13 +34,24 @@ class SqlBase:
         self.url = url
         self._lock = lock
         self._statements: dict[tuple[Any, ...], Any] = {}
-        self.clock: Callable[[], float] = now
-        """The UNIX time the rollout queue stamps claims and heartbeats with and measures
-        leases on (``QueueMixin``); a test replaces it to expire a lease without waiting."""
+        self.clock: Callable[[], float] | None = None
+        """A UNIX time the rollout queue uses instead of its own (``queue_time``); a test
+        sets it to expire a lease without waiting."""
 
     @property
     def dialect(self) -> str:
         return self.engine.dialect.name
+
+    def queue_time(self, conn: Connection) -> float:
+        """The UNIX time the rollout queue stamps claims, heartbeats and ends with and
+        measures leases on: PostgreSQL's own clock (the transaction's start), so runners
+        on machines whose clocks differ agree on every lease; this process's clock for
+        SQLite (one machine) and memory stores; ``clock`` when a test sets one."""
+        if self.clock is not None:
+            return self.clock()
+        if self.dialect == "postgresql":
+            return float(conn.execute(select(func.extract("epoch", func.now()))).scalar_one())
+        return now()
 
     @contextmanager
     def _tx(self, *, write: bool = False) -> Iterator[Connection]:

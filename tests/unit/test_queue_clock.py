@@ -1,0 +1,46 @@
+"""Leases by the store's clock, not the runner's (issue 50, item 3): on PostgreSQL two
+runners whose machine clocks differ by minutes agree on every lease, because the queue
+stamps claims and heartbeats with the database's time (skipped without
+``EMERY_TEST_POSTGRES_URL``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from unittest.mock import patch
+
+import pytest
+from store_fixtures import make_store
+from test_store_queue import enqueue, running_job
+
+from emery.store.backends import PostgresStore
+from emery.store.sql import SqlStore
+
+pytestmark = pytest.mark.postgres
+
+SKEW_S = 300.0  # one runner's clock five minutes behind
+
+
+@pytest.fixture
+def postgres(tmp_path: Path) -> Iterator[SqlStore]:
+    yield from make_store("postgres", tmp_path)
+
+
+def test_a_runner_whose_clock_is_behind_keeps_its_lease(postgres: SqlStore) -> None:
+    behind = PostgresStore(postgres.url)
+    job_id = running_job(postgres)
+    enqueue(postgres, job_id, lease_s=30.0)
+    skewed = lambda: time.time() - SKEW_S  # noqa: E731
+    try:
+        with patch("emery.store.sql.base.now", skewed):  # the lagging runner's machine
+            claimed = behind.claim_rollout("lagging-runner")
+            assert claimed is not None
+            assert behind.heartbeat_attempt(f"{claimed.id}:1")
+        # another runner, on time, looks for dead leases: this one is seconds old
+        assert postgres.expire_leases() == 0
+        attempts = postgres.list_attempts(claimed.id)
+        assert [a.status for a in attempts] == ["running"]
+        assert abs(attempts[0].heartbeat_at.timestamp() - time.time()) < 60  # type: ignore[union-attr]
+    finally:
+        behind.close()
