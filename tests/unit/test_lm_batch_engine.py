@@ -221,6 +221,7 @@ def test_a_prompt_is_read_in_pieces_of_at_least_min_chunk_tokens() -> None:
     assert prefill_chunks(515, 512) == [507, 8]  # not 512 + 3: 3 are read with other kernels
     assert prefill_chunks(1030, 512) == [512, 510, 8]
     assert all(size >= MIN_CHUNK for n in range(8, 2000) for size in prefill_chunks(n, 64))
+    assert sum(prefill_chunks(30, 4)) == 30  # a batch too small to keep 8: plain pieces
 
 
 def test_a_replys_decoded_positions_are_never_reused_for_a_prompt() -> None:

@@ -40,8 +40,9 @@ def prefill_chunks(n: int, n_batch: int) -> list[int]:
     sizes: list[int] = []
     while n > 0:
         size = min(n_batch, n)
-        if 0 < n - size < MIN_CHUNK:
-            size = n - MIN_CHUNK
+        short = MIN_CHUNK - (n - size)  # what the last piece would lack
+        if 0 < short < MIN_CHUNK and size - short >= MIN_CHUNK:
+            size -= short
         sizes.append(size)
         n -= size
     return sizes
