@@ -3,6 +3,7 @@ format, read back with prometheus_client's own parser."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -10,12 +11,13 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from server_support import finished_job, random_search_module  # noqa: F401
 
+from emery.core.events import event
 from emery.core.rollouts import Rollout
 from emery.server.api import create_server_app
 from emery.server.launcher import ThreadLauncher
 from emery.store import MemoryStore
 from emery.store.queue import queue_metadata
-from emery.store.records import WorkerRecord
+from emery.store.records import NewJob, WorkerRecord
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -56,3 +58,18 @@ def test_metrics_count_what_the_store_holds(tmp_path: Path) -> None:
     assert got[("emery_lm_calls_total", task)] == usage["task"]["calls"] > 0
     prompt = tuple(sorted((*task, ("kind", "prompt"))))
     assert got[("emery_lm_tokens_total", prompt)] == usage["task"]["prompt_tokens"]
+
+
+def test_a_running_jobs_last_step_is_timed_from_its_events() -> None:
+    store = MemoryStore()
+    store.create_job(NewJob(id="j-steps0001", name="steps", algorithm="gepa", config={}))
+    store.transition("j-steps0001", "queued")
+    store.transition("j-steps0001", "running")
+    with TestClient(create_server_app(store, launcher=ThreadLauncher())) as client:
+        store.append_events("j-steps0001", [event("started", state="running")])
+        assert "emery_step_seconds{" not in client.get("/metrics").text  # no step done yet
+        time.sleep(0.3)
+        store.append_events("j-steps0001", [event("checkpoint_saved", iteration=1)])
+        got = samples(client.get("/metrics").text)
+    seconds = got[("emery_step_seconds", (("algorithm", "gepa"), ("job", "j-steps0001")))]
+    assert 0.3 <= seconds < 10

@@ -9,9 +9,11 @@
 | ``emery_lm_calls_total`` | counter | ``model``, ``role`` |
 | ``emery_lm_tokens_total`` | counter | ``model``, ``role``, ``kind`` (prompt, completion) |
 | ``emery_lm_cost_usd_total`` | counter | ``model``, ``role`` |
+| ``emery_step_seconds`` | gauge | ``job``, ``algorithm`` (running jobs only) |
 
 Rollouts per second is ``rate(emery_rollouts_finished_total[1m])``. LM usage is each job's
-as of its last checkpoint (``Store.tallies``).
+as of its last checkpoint (``Store.tallies``). A running job's step is the time from its
+previous checkpoint (or its start or resume) to its last one, by their events' times.
 """
 
 from __future__ import annotations
@@ -25,8 +27,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from emery.store.protocol import Store
+from emery.store.records import JobFilter
 
 FINISHED = ("succeeded", "failed", "cancelled")
+STEP_BOUNDS = ("started", "resumed", "checkpoint_saved")
+"""The events a step starts and ends at."""
 
 
 class StoreCollector(Collector):
@@ -65,6 +70,30 @@ class StoreCollector(Collector):
             tokens.add_metric([tally.model, tally.role, "completion"], tally.completion_tokens)
             cost.add_metric([tally.model, tally.role], tally.cost_usd)
         yield from (calls, tokens, cost)
+        yield self._steps()
+
+    def _steps(self) -> GaugeMetricFamily:
+        steps = GaugeMetricFamily(
+            "emery_step_seconds",
+            "A running job's last step: seconds from the step's start to its checkpoint.",
+            labels=["job", "algorithm"],
+        )
+        running = self.store.list_jobs(JobFilter(state=["running"]), limit=None).items
+        for job in running:
+            seconds = last_step_seconds(self.store, job.id)
+            if seconds is not None:
+                steps.add_metric([job.id, job.algorithm], seconds)
+        return steps
+
+
+def last_step_seconds(store: Store, job_id: str) -> float | None:
+    """Seconds between the job's last checkpoint and the event before it (the previous
+    checkpoint, or the start or resume the step began at); None before a first step."""
+    times = [(e.kind, e.at) for e in store.list_events(job_id, kinds=STEP_BOUNDS) if e.at]
+    if len(times) < 2 or times[-1][0] != "checkpoint_saved":
+        return None
+    (_, start), (_, end) = times[-2], times[-1]
+    return max(0.0, (end - start).total_seconds())
 
 
 def metrics_router(store: Store) -> APIRouter:
