@@ -142,3 +142,19 @@ def kill_holder_then_rescue(
     finally:
         stop([doomed, job, *started])
     return held[0]
+
+
+def assert_ran_on_runners(store: SqlStore, job_id: str, runners: int) -> None:
+    """Every rollout went through the queue once and ran on one of ``runners`` runners
+    (both took some; the job none)."""
+    runner_ids = {w.id for w in store.list_workers() if w.metadata.get("kind") == "runner"}
+    assert len(runner_ids) == runners
+    keys = queued_keys(store, job_id)
+    assert keys, "no rollout went through the queue"
+    assert max(keys.values()) == 1  # each (candidate, example, split) ran once
+    ran_by = {
+        attempt.worker_id
+        for rollout in store.list_rollouts(limit=None).items
+        for attempt in store.list_attempts(rollout.id)
+    }
+    assert ran_by == runner_ids

@@ -121,17 +121,7 @@ def test_a_job_on_two_runners_over_http_ends_like_a_local_one(tmp_path: Path) ->
         finally:
             rs.stop(started)
     assert rs.outcome(store, job) == rs.outcome(reference, reference.get_job(reference_id))
-    runner_ids = {w.id for w in store.list_workers() if w.metadata.get("kind") == "runner"}
-    assert len(runner_ids) == 2
-    keys = rs.queued_keys(store, job_id)
-    assert keys, "no rollout went through the queue"
-    assert max(keys.values()) == 1  # each (candidate, example, split) ran once
-    ran_by = {
-        a.worker_id
-        for rollout in store.list_rollouts(limit=None).items
-        for a in store.list_attempts(rollout.id)
-    }
-    assert ran_by == runner_ids  # the HTTP runners ran every rollout
+    rs.assert_ran_on_runners(store, job_id, 2)
 
 
 @pytest.mark.slow

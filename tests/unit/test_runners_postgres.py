@@ -37,15 +37,5 @@ def test_a_runners_job_on_postgresql_with_two_runners_ends_like_a_local_one(
         job = run_job(postgres, job_id)
     assert rs.outcome(postgres, job) == rs.outcome(reference, expected)
 
-    runner_ids = {w.id for w in postgres.list_workers() if w.metadata.get("kind") == "runner"}
-    assert len(runner_ids) == 2
-    keys = rs.queued_keys(postgres, job_id)
-    assert keys, "no rollout went through the queue"
-    assert max(keys.values()) == 1  # each (candidate, example, split) ran once
-    ran_by = {
-        a.worker_id
-        for rollout in postgres.list_rollouts(limit=None).items
-        for a in postgres.list_attempts(rollout.id)
-    }
-    assert ran_by == runner_ids  # both runners ran rollouts, the job none
+    rs.assert_ran_on_runners(postgres, job_id, 2)
     assert postgres.list_spans(SpanFilter(job_id=job_id), limit=1).items

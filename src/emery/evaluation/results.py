@@ -59,5 +59,10 @@ class EvalResult(BaseModel):
             update |= {"mean": rank_agreement(pairs), "low": low, "high": high}
         return summarize(self.scores).model_copy(update=update)
 
+    def joined(self, more: EvalResult) -> EvalResult:
+        """This result with ``more``'s results after its own (the same candidate, more
+        examples)."""
+        return self.model_copy(update={"results": self.results + more.results})
+
     def failures(self) -> list[ExampleResult]:
         return [result for result in self.results if result.score < 1.0]

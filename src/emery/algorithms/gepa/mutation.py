@@ -332,13 +332,9 @@ def extended(
     basis = replace(
         mutation.basis,
         batch=mutation.batch + extra,
-        before=_joined(mutation.before, before_more),
+        before=mutation.before.joined(before_more),
     )
-    return replace(mutation, basis=basis), _joined(after, after_more)
-
-
-def _joined(first: EvalResult, more: EvalResult) -> EvalResult:
-    return first.model_copy(update={"results": first.results + more.results})
+    return replace(mutation, basis=basis), after.joined(after_more)
 
 
 async def smoke_rejects(ctx: SearchContext, state: GepaState, mutation: Mutation) -> bool:

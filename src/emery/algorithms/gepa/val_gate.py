@@ -12,7 +12,7 @@ seed on val.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.concurrent_scoring import ScoreRequest, score_concurrently
@@ -33,7 +33,7 @@ class OnVal:
     child: Candidate
     results: EvalResult | None = None
     evidence: Evidence | None = None
-    stopped: bool = field(default=False)
+    stopped: bool = False
 
     @property
     def joins(self) -> bool:
@@ -67,7 +67,7 @@ async def score_on_val(
         results = await score_concurrently(ctx, requests, slots=slots)
         last = start + VAL_CHUNK >= len(ctx.val)
         for item, result in zip(going, results, strict=True):
-            item.results = result if item.results is None else _joined(item.results, result)
+            item.results = result if item.results is None else item.results.joined(result)
             item.evidence = _against_parent(item.results, item.parent, confidence)
             worse = item.evidence is not None and item.evidence.verdict == "worse"
             item.stopped = worse and not last
@@ -88,7 +88,3 @@ def _against_parent(results: EvalResult, parent: PoolEntry, confidence: float) -
         return None
     child, before = zip(*pairs, strict=True)
     return paired(list(child), list(before), confidence)
-
-
-def _joined(first: EvalResult, more: EvalResult) -> EvalResult:
-    return first.model_copy(update={"results": first.results + more.results})
