@@ -13,8 +13,8 @@ A set is ``svamp``, ``clinc``, ``restaurant8k``, ``humaneval`` (``real/<name>.to
 built-in task (``word_problems``) or a job config's path. Every row is appended to ``--out``
 (one JSON object a line) as it finishes. ``--peers`` adds gepa 0.1.4 and DSPy MIPROv2 at 200
 calls (``--peers dspy`` one of them; ``gepa_vs_library.py``/``mipro_vs_dspy.py``'s
-machinery, behind one ``emery serve``); not on ``humaneval`` yet, whose ``code`` parser and
-``code_tests`` verifier the peers' scoring mirror (``peers/scoring.py``) lacks.
+machinery, behind one ``emery serve``); on ``humaneval`` they read and run the replies' code
+with emery's own ``verifiers/code_run.py`` (``peers/scoring.py``).
 """
 
 from __future__ import annotations

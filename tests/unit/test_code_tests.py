@@ -15,7 +15,8 @@ from emery.core.models import ChatMessage, Example
 from emery.jobs.evaluate import evaluate_config
 from emery.lm import FakeLM
 from emery.systems import ParseError, ParserConfig
-from emery.verifiers.code_tests import CodeTests, read_code
+from emery.verifiers.code_run import read_code
+from emery.verifiers.code_tests import CodeTests
 from emery.verifiers.config import VerifierConfig, build_verifier
 
 ROOT = Path(__file__).resolve().parents[2]

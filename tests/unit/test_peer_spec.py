@@ -5,6 +5,8 @@ on the metric emery reports."""
 
 from __future__ import annotations
 
+import ast
+import asyncio
 import json
 import re
 import sys
@@ -94,3 +96,47 @@ def test_a_peer_carries_an_object_gold_output_as_json() -> None:
     carried = scoring.expected_text(GOLD)
     assert scoring.verify({"kind": "json_object"}, carried, json.dumps(GOLD))[0] == 1.0
     assert scoring.expected_text("7") == "7"
+
+
+CODE_EXAMPLE = Example(
+    id="add",
+    input={"prompt": 'def add(a, b):\n    """The sum of a and b."""\n', "entry_point": "add"},
+    expected="def check(candidate):\n    assert candidate(2, 3) == 5\n\ncheck(add)\n",
+)
+CODE_REPLIES = [
+    "```python\ndef add(a, b):\n    return a + b\n```",
+    "```python\ndef add(a, b):\n    return a - b\n```",
+    "    return a + b\n",
+    "Here it is: ```python\nraise SystemExit(0)\n```",
+    "",
+]
+
+
+@pytest.mark.parametrize("reply", CODE_REPLIES)
+async def test_code_replies_score_as_emery_scores_them(reply: str) -> None:
+    from emery.verifiers.code_tests import CodeTests
+
+    try:
+        parsed = ParserConfig(kind="code").parse(reply)
+    except ParseError as exc:
+        with pytest.raises(ValueError, match=re.escape(str(exc))):
+            scoring.parse({"kind": "code"}, reply)
+        return
+    verdict = await CodeTests().verify(CODE_EXAMPLE, parsed)
+    verifier = {"kind": "code_tests", "timeout_s": 10.0, "memory_mb": 512}
+    output = scoring.parse({"kind": "code"}, reply)
+    fields = dict(CODE_EXAMPLE.input)
+    got = await asyncio.to_thread(scoring.verify, verifier, CODE_EXAMPLE.expected, output, fields)
+    assert got == (verdict.score, verdict.feedback)
+
+
+def test_the_code_runner_needs_only_the_standard_library() -> None:
+    """Peers load ``verifiers/code_run.py`` by path in venvs without emery."""
+    source = Path(scoring.__file__).resolve().parents[3] / "src/emery/verifiers/code_run.py"
+    imported = set()
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported

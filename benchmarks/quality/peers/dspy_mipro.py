@@ -37,16 +37,23 @@ def fraction(percent: float | None) -> float | None:
 
 
 class Metric:
-    """The job's verifier on the ``answer`` field, counting every call (the metric-call budget)."""
+    """The job's verifier on the ``answer`` field, counting every call (the metric-call budget).
+    ``fields`` maps each example's input text to the example's own fields (what a verifier
+    such as ``code_tests`` reads beside the answer)."""
 
-    def __init__(self, verifier: dict[str, Any]) -> None:
+    def __init__(
+        self, verifier: dict[str, Any], field: str, fields: dict[str, dict[str, Any]]
+    ) -> None:
         self.verifier = verifier
+        self.field = field
+        self.fields = fields
         self.calls = 0
         self._lock = threading.Lock()
 
     def score(self, example: Any, prediction: Any) -> float:
         answer = str(getattr(prediction, "answer", "") or "")
-        return verify(self.verifier, example.answer, answer)[0]
+        own = self.fields.get(str(example[self.field]))
+        return verify(self.verifier, example.answer, answer, own)[0]
 
     def __call__(self, example: Any, prediction: Any, trace: Any = None) -> float:
         with self._lock:
@@ -111,7 +118,12 @@ def main() -> None:
     signature = dspy.Signature(f"{field} -> answer", spec["seed_instruction"])
     module = dspy.ChainOfThought if spec["module"] == "cot" else dspy.Predict
     program = module(signature)
-    metric = Metric(spec["verifier"])
+    fields = {
+        str(row["input"][field]): row.get("fields") or {}
+        for split in ("train", "val", "test")
+        for row in spec[split]
+    }
+    metric = Metric(spec["verifier"], field, fields)
     optimizer = dspy.MIPROv2(
         metric=metric,
         prompt_model=proposer_lm,

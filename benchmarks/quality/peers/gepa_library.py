@@ -30,10 +30,17 @@ from scoring import expected_text, parse, verify
 class Scorer:
     """The job's parser, then its verifier, with emery's feedback (see ``scoring``)."""
 
-    def __init__(self, parser: dict[str, Any], verifier: dict[str, Any], stage: str) -> None:
+    def __init__(
+        self,
+        parser: dict[str, Any],
+        verifier: dict[str, Any],
+        stage: str,
+        fields: dict[str, dict[str, Any]],
+    ) -> None:
         self.parser = parser
         self.verifier = verifier
         self.stage = stage
+        self.fields = fields
 
     def __call__(self, data: dict[str, Any], response: str) -> EvaluationResult:
         try:
@@ -42,7 +49,8 @@ class Scorer:
             return EvaluationResult(
                 score=0.0, feedback=f"The run failed: stage {self.stage!r}: {exc}"
             )
-        value, feedback = verify(self.verifier, data["answer"], output)
+        own = self.fields.get(data["input"])
+        value, feedback = verify(self.verifier, data["answer"], output, own)
         return EvaluationResult(score=value, feedback=feedback)
 
 
@@ -101,7 +109,13 @@ def main() -> None:
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         return endpoint.chat("reflection", list(messages), spec["reflection_max_tokens"])
 
-    scorer = Scorer(spec["parser"], spec["verifier"], spec["component"])
+    field = spec["input_field"]
+    fields = {
+        str(row["input"][field]): row.get("fields") or {}
+        for split in ("train", "val", "test")
+        for row in spec[split]
+    }
+    scorer = Scorer(spec["parser"], spec["verifier"], spec["component"], fields)
     adapter = DefaultAdapter(model=task_lm, evaluator=scorer)
     wall_time_s = spec.get("wall_time_s")
     started = time.perf_counter()

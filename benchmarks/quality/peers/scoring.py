@@ -4,17 +4,25 @@ A peer runs in its own venv without emery, yet must score replies exactly as eme
 does: ``parse`` mirrors ``emery.systems.parsers.ParserConfig.parse`` (raw, last_line,
 regex, json_object) and ``verify`` mirrors the exact, normalized, numeric and json_object
 verifiers (``emery.verifiers.json_object``, ``json_reply``), with the same scores and
-feedback texts (``tests/unit/test_peer_spec.py`` holds them to it). The spec's ``parser``
-and ``verifier`` are the job's configs as JSON (``model_dump``).
+feedback texts (``tests/unit/test_peer_spec.py`` holds them to it). Code replies (the
+``code`` parser, the ``code_tests`` verifier) are read and run by emery's own
+``verifiers/code_run.py``, loaded by its path: it needs nothing but the standard library.
+The spec's ``parser`` and ``verifier`` are the job's configs as JSON (``model_dump``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import json
 import math
 import re
 import string
+import sys
 import unicodedata
+from functools import cache
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
@@ -55,6 +63,11 @@ def parse(parser: dict[str, Any], text: str) -> str:
         return (last.group(1) if last.groups() else last.group(0)).strip()
     if kind == "json_object":
         return json.dumps(read_json_object(text), ensure_ascii=False)
+    if kind == "code":
+        code: str = code_run().read_code(text)
+        if not code:
+            raise ValueError("the reply is empty")
+        return code
     raise ValueError(f"parser kind {kind!r} is not supported by the peer scripts")
 
 
@@ -100,9 +113,30 @@ def number_text(value: float) -> str:
     return str(int(value)) if value.is_integer() else f"{value:g}"
 
 
-def verify(verifier: dict[str, Any], expected: Any, output: str) -> tuple[float, str]:
-    """(score, feedback) of ``output`` against ``expected`` under the job's verifier."""
+@cache
+def code_run() -> ModuleType:
+    """emery's ``verifiers/code_run.py``, loaded from the checkout this script is in."""
+    path = Path(__file__).resolve().parents[3] / "src" / "emery" / "verifiers" / "code_run.py"
+    spec = importlib.util.spec_from_file_location("emery_code_run", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def verify(
+    verifier: dict[str, Any],
+    expected: Any,
+    output: str,
+    fields: dict[str, Any] | None = None,
+) -> tuple[float, str]:
+    """(score, feedback) of ``output`` against ``expected`` under the job's verifier;
+    ``fields`` are the example's inputs (``code_tests`` reads its entry point and prompt)."""
     kind, want, got = verifier.get("kind", "exact"), str(expected), str(output)
+    if kind == "code_tests":
+        return _code_tests(verifier, want, got, fields or {})
     if kind == "numeric":
         return _numeric(verifier, want, got)
     if kind == "json_object":
@@ -116,6 +150,26 @@ def verify(verifier: dict[str, Any], expected: Any, output: str) -> tuple[float,
     else:
         raise ValueError(f"verifier kind {kind!r} is not supported by the peer scripts")
     return (1.0, f"Correct: {clip(want)!r}.") if ok else (0.0, wrong)
+
+
+def _code_tests(
+    verifier: dict[str, Any], tests: str, output: str, fields: dict[str, Any]
+) -> tuple[float, str]:
+    if not tests.strip():
+        raise ValueError("no test code in expected")
+    entry = fields.get(verifier.get("entry_point_field", "entry_point"))
+    prompt = fields.get(verifier.get("prompt_field", "prompt"))
+    scored: tuple[float, str] = asyncio.run(
+        code_run().score_code(
+            output,
+            tests,
+            entry_point=entry if isinstance(entry, str) else None,
+            prompt=prompt if isinstance(prompt, str) else None,
+            timeout_s=float(verifier.get("timeout_s", 10.0)),
+            memory_mb=int(verifier.get("memory_mb", 512)),
+        )
+    )
+    return scored
 
 
 def _numeric(verifier: dict[str, Any], want_text: str, got_text: str) -> tuple[float, str]:

@@ -9,7 +9,7 @@ from pydantic import model_validator
 
 from emery.core.settings import Settings
 from emery.verifiers.base import clip
-from emery.verifiers.code_tests import read_code
+from emery.verifiers.code_run import read_code
 from emery.verifiers.json_field import extract_json
 from emery.verifiers.json_reply import read_json_object
 
@@ -22,7 +22,7 @@ class ParserConfig(Settings):
     """``raw`` (whole reply), ``last_line``, ``regex`` (group 1 or whole match), ``json``
     (any JSON value), ``json_object`` (the first JSON object, fenced ones first; see
     ``verifiers.json_reply``) or ``code`` (the Python code: a fenced block, the first that
-    defines a function, else the reply; see ``verifiers.code_tests``)."""
+    defines a function, else the reply; see ``verifiers.code_run``)."""
 
     kind: Literal["raw", "last_line", "regex", "json", "json_object", "code"] = "raw"
     pattern: str | None = None
