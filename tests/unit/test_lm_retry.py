@@ -89,6 +89,23 @@ async def test_a_retry_after_is_waited_out_and_uses_no_attempt() -> None:
     assert completion.text == "ok"
     assert script.calls == 7
     assert [b - a for a, b in zip(script.sent_at, script.sent_at[1:], strict=False)] == [20.0] * 6
+    assert (completion.rate_limited, completion.rate_limit_wait_s) == (6, 120.0)
+
+
+async def test_a_call_never_limited_reports_no_wait() -> None:
+    completion = await _send(Script(status_error(500)), FakeTime())
+    assert (completion.rate_limited, completion.rate_limit_wait_s) == (0, 0.0)
+
+
+def test_the_meter_counts_rate_limit_waits_by_role() -> None:
+    from emery.lm.usage import UsageMeter
+
+    meter = UsageMeter()
+    waited = Completion(text="ok", rate_limited=2, rate_limit_wait_s=3.5)
+    meter.record("task", waited, 0.0)
+    meter.record("task", Completion(text="ok"), 0.0)
+    task = meter.by_role()["task"]
+    assert (task.calls, task.rate_limited, task.rate_limit_wait_s) == (2, 2, 3.5)
 
 
 async def test_retry_after_ms_and_reset_headers_set_the_wait() -> None:

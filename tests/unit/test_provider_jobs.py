@@ -131,6 +131,9 @@ def test_a_rate_limited_start_ends_with_the_same_scores(
     rollouts = store.list_rollouts(RolloutFilter(job_id=limited.id), limit=None).items
     assert rollouts
     assert [r for r in rollouts if r.status != "succeeded"] == []
+    task = {(t.model, t.role): t for t in store.tallies().lm}[("openai/task", "task")]
+    assert task.rate_limited > 0  # the waits reach the job's usage, and /metrics
+    assert task.rate_limit_wait_s >= 0.19 * task.rate_limited  # each waits its 200 ms
 
 
 @pytest.mark.parametrize(

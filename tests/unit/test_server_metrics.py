@@ -58,6 +58,8 @@ def test_metrics_count_what_the_store_holds(tmp_path: Path) -> None:
     assert got[("emery_lm_calls_total", task)] == usage["task"]["calls"] > 0
     prompt = tuple(sorted((*task, ("kind", "prompt"))))
     assert got[("emery_lm_tokens_total", prompt)] == usage["task"]["prompt_tokens"]
+    assert got[("emery_lm_rate_limited_total", task)] == 0
+    assert got[("emery_lm_rate_limit_wait_seconds_total", task)] == 0.0
 
 
 def test_a_running_jobs_last_step_is_timed_from_its_events() -> None:

@@ -42,6 +42,10 @@ class RoleUsage(BaseModel):
     latency_s: float = 0.0
     cached_tokens: int = 0
     cached_cost_usd: float = 0.0
+    rate_limited: int = 0
+    """Rate-limit answers (429 and the like) the role's calls waited out."""
+    rate_limit_wait_s: float = 0.0
+    """Seconds the role's calls waited on rate limits after those answers."""
 
     @property
     def total_tokens(self) -> int:

@@ -54,6 +54,10 @@ class Completion(BaseModel):
     cost_usd: float | None = None
     """What the provider's price list says the call cost, where the client knows it (a
     LiteLLM model); None otherwise."""
+    rate_limited: int = 0
+    """How many rate-limit answers (429 and the like) the call waited out before this one."""
+    rate_limit_wait_s: float = 0.0
+    """Seconds the call waited on the model's rate limit after those answers."""
 
 
 class LMError(Exception):

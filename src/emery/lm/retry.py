@@ -107,4 +107,7 @@ async def send_call(
                 continue
             raise LMError(f"{name}: {fault.reason}") from exc
         throttle.done(ticket, used_tokens=completion.usage.total_tokens)
+        if limited:
+            waits = {"rate_limited": limited, "rate_limit_wait_s": waited}
+            completion = completion.model_copy(update=waits)
         return completion

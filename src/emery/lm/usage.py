@@ -77,6 +77,8 @@ class UsageMeter:
                 completion_tokens=completion.usage.completion_tokens,
                 cost_usd=cost_usd,
                 latency_s=completion.latency_s,
+                rate_limited=completion.rate_limited,
+                rate_limit_wait_s=completion.rate_limit_wait_s,
             )
         self.add({role: delta})
         scope = _SCOPE.get()

@@ -9,6 +9,8 @@
 | ``emery_lm_calls_total`` | counter | ``model``, ``role`` |
 | ``emery_lm_tokens_total`` | counter | ``model``, ``role``, ``kind`` (prompt, completion) |
 | ``emery_lm_cost_usd_total`` | counter | ``model``, ``role`` |
+| ``emery_lm_rate_limited_total`` | counter | ``model``, ``role`` (429-like answers waited out) |
+| ``emery_lm_rate_limit_wait_seconds_total`` | counter | ``model``, ``role`` |
 | ``emery_step_seconds`` | gauge | ``job``, ``algorithm`` (running jobs only) |
 
 Rollouts per second is ``rate(emery_rollouts_finished_total[1m])``. LM usage is each job's
@@ -64,12 +66,22 @@ class StoreCollector(Collector):
         calls = CounterMetricFamily("emery_lm_calls", "LM calls.", labels=labels)
         tokens = CounterMetricFamily("emery_lm_tokens", "LM tokens.", labels=[*labels, "kind"])
         cost = CounterMetricFamily("emery_lm_cost_usd", "LM cost in US dollars.", labels=labels)
+        limited = CounterMetricFamily(
+            "emery_lm_rate_limited", "Rate-limit answers the calls waited out.", labels=labels
+        )
+        waited = CounterMetricFamily(
+            "emery_lm_rate_limit_wait_seconds",
+            "Seconds calls waited on rate limits after such answers.",
+            labels=labels,
+        )
         for tally in tallies.lm:
             calls.add_metric([tally.model, tally.role], tally.calls)
             tokens.add_metric([tally.model, tally.role, "prompt"], tally.prompt_tokens)
             tokens.add_metric([tally.model, tally.role, "completion"], tally.completion_tokens)
             cost.add_metric([tally.model, tally.role], tally.cost_usd)
-        yield from (calls, tokens, cost)
+            limited.add_metric([tally.model, tally.role], tally.rate_limited)
+            waited.add_metric([tally.model, tally.role], tally.rate_limit_wait_s)
+        yield from (calls, tokens, cost, limited, waited)
         yield self._steps()
 
     def _steps(self) -> GaugeMetricFamily:

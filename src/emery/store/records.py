@@ -213,6 +213,8 @@ class LMTally(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    rate_limited: int = 0
+    rate_limit_wait_s: float = 0.0
 
     def add(self, usage: Mapping[str, Any]) -> None:
         """Add one job's usage of the role (a ``RoleUsage`` as JSON)."""
@@ -220,6 +222,8 @@ class LMTally(BaseModel):
         self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
         self.completion_tokens += int(usage.get("completion_tokens") or 0)
         self.cost_usd += float(usage.get("cost_usd") or 0.0)
+        self.rate_limited += int(usage.get("rate_limited") or 0)
+        self.rate_limit_wait_s += float(usage.get("rate_limit_wait_s") or 0.0)
 
 
 class StoreTallies(BaseModel):
