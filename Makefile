@@ -24,8 +24,8 @@ TEST_WORKERS ?= 2
 test: $(VENV)/.installed
 	$(EMERY) models pull smollm2-135m
 	$(EMERY) models pull qwen2.5-coder-0.5b
-	$(VENV)/bin/ruff check src tests benchmarks examples
-	$(VENV)/bin/ruff format --check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples docs/hooks
+	$(VENV)/bin/ruff format --check src tests benchmarks examples docs/hooks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -n logical --maxprocesses $(TEST_WORKERS) --dist loadgroup --durations=25
 
@@ -36,8 +36,8 @@ unit: $(VENV)/.installed
 # marked slow as a whole are not imported (tests/conftest.py), so no test left needs
 # hypothesis' plugin, which imports all of hypothesis into each process.
 check: $(VENV)/.installed
-	$(VENV)/bin/ruff check src tests benchmarks examples
-	$(VENV)/bin/ruff format --check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples docs/hooks
+	$(VENV)/bin/ruff format --check src tests benchmarks examples docs/hooks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest tests/unit -q -m "not slow" -p no:hypothesispytest -n logical --maxprocesses $(TEST_WORKERS) --dist loadgroup
 
@@ -65,8 +65,8 @@ reliability-fuzz: $(VENV)/.installed
 reliability-all: reliability reliability-kills reliability-faults reliability-fuzz
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check src tests benchmarks examples
-	$(VENV)/bin/ruff format --check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples docs/hooks
+	$(VENV)/bin/ruff format --check src tests benchmarks examples docs/hooks
 	$(VENV)/bin/mypy
 
 $(WHEELS)/.llama-$(LLAMA_VERSION):

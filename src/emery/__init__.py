@@ -1,6 +1,6 @@
 """emery: optimize prompts, agents and workflows on local or remote models.
 
-The SDK in one import::
+The SDK in one import:
 
     import emery
 
