@@ -229,10 +229,9 @@ def test_each_documented_command_exists(page: str, args: list[str]) -> None:
     assert cli_problems(args) == [], f"{page}: emery {' '.join(args)}"
 
 
-KNOWN_DRIFT = {("benchmarks/efficiency/README.md", "lm.concurrency")}
+KNOWN_DRIFT: set[tuple[str, str]] = set()
 """Keys a page names that the schema does not have, left to the page's owner: each fails
-the test below once it is fixed (``strict``), so that it is taken off this list.
-``[lm] concurrency`` is ``[lm.task] concurrency`` (a role's setting)."""
+the test below once it is fixed (``strict``), so that it is taken off this list."""
 
 
 @pytest.mark.parametrize(
