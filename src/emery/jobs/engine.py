@@ -19,6 +19,13 @@ usage spent, a cut step's included: ``search_end``); then ``finishing`` scores t
 and the best candidate on test, writes the result and report, and the job succeeds with
 the stop reason. A job stopped after the end resumes into that scoring only.
 
+A store that is away for now (``StoreUnavailable``: PostgreSQL restarting, a dropped
+connection) is waited out: every store call of the run is sent again with a growing delay
+for up to ``store_wait`` (``store.waiting``: 180 s, ``EMERY_STORE_WAIT_S``), each wait a
+"store unavailable, retrying" note, and the job goes on where it was. A step is written
+with a ``write_id``, so a commit whose connection dropped after the store had written it
+is not stored twice. A store still away after the wait pauses the job like a full disk.
+
 A store that cannot write a step because its disk is full (``StoreFull``) pauses the job
 with one line saying so (``store_full_reason``): the step is not stored, so the resume
 repeats it. Writing the pause may fail the same way; it is tried once more after
@@ -39,16 +46,17 @@ import errno
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from emery.algorithms.base import AlgorithmState, SearchContext
 from emery.algorithms.context import build_search_context
 from emery.algorithms.search_loop import SearchOutcome, StepCallback, StepRecord, run_search
 from emery.config.loading import job_config
 from emery.config.resolve import JobInputs
-from emery.core.errors import EmeryError
+from emery.core.errors import EmeryError, StoreError
 from emery.core.events import BestUpdated, CheckpointSaved, Event
 from emery.core.rollouts import RolloutConfig
 from emery.evaluation.budget import BudgetExhausted, Clock
@@ -69,10 +77,11 @@ from emery.lm.provider_errors import ProviderRefused, ProviderUnavailable
 from emery.lm.throttle import rate_notices
 from emery.lm.unavailable import ModelUnavailable, guard_search_roles
 from emery.lm.usage import RoleUsage
-from emery.store.errors import StoreFull, disk_full
+from emery.store.errors import StoreFull, StoreUnavailable, disk_full, store_unavailable
 from emery.store.protocol import Store
 from emery.store.records import CheckpointRecord, JobRecord, StepWrite
 from emery.store.states import OwnershipLost
+from emery.store.waiting import StoreWait, WaitingStore
 from emery.tracing.store_recorder import StoreRecorder
 from emery.workers.executors import ExecutorSetup, build_executor, check_executor
 
@@ -94,7 +103,9 @@ class JobEngine:
     stored, ``on_note`` its notes, ``on_progress`` each rollout of a batch as it finishes;
     ``clock`` times the search against its wall-time budget; ``objects``: what this process
     resolved the job's config to when it created it (not resolved again);
-    ``store_retry_s``: the wait before writing a pause again when the store's disk is full."""
+    ``store_retry_s``: the wait before writing a pause again when the store's disk is full
+    or it is away; ``store_wait``: how long a store that is away is waited for
+    (``StoreWait.from_env()`` by default)."""
 
     def __init__(
         self,
@@ -110,8 +121,11 @@ class JobEngine:
         clock: Clock = time.perf_counter,
         objects: ConfigObjects | None = None,
         store_retry_s: float = 2.0,
+        store_wait: StoreWait | None = None,
     ) -> None:
-        self.store = store
+        self._waiting = WaitingStore(store, store_wait, on_wait=self._store_waits)
+        self._plain_store = store  # the control thread's: it tries again by itself
+        self.store = cast(Store, self._waiting)
         self.job_id = job_id
         self.inputs = inputs or JobInputs()
         self.objects = objects
@@ -210,7 +224,7 @@ class JobEngine:
         task = asyncio.ensure_future(self._work(ctx, runtime, state))
         self._stop_request.watch(task)
         watcher = ControlWatcher(
-            self.store,
+            self._plain_store,
             self.job_id,
             self.owner,
             self._stop_request.ask_from_store,
@@ -252,12 +266,18 @@ class JobEngine:
         except BudgetExhausted as exc:
             return self._fail(f"budget exhausted before the baseline: {exc}")
         except StoreFull:
-            return await self._pause_for_space()
+            return await self._pause_for_store(store_full_reason(self.job_id), StoreFull)
+        except StoreUnavailable as exc:  # still away after the wait
+            reason = store_away_reason(self.job_id, str(exc))
+            return await self._pause_for_store(reason, StoreUnavailable)
         except EmeryError as exc:
             return self._fail(str(exc))
         except Exception as exc:
             if disk_full(exc):  # a driver's or the OS's own error, not the store's
-                return await self._pause_for_space()
+                return await self._pause_for_store(store_full_reason(self.job_id), StoreFull)
+            if store_unavailable(exc):
+                reason = store_away_reason(self.job_id, str(exc))
+                return await self._pause_for_store(reason, StoreUnavailable)
             log.exception("job %s failed", self.job_id)
             return self._fail(f"{type(exc).__name__}: {exc}")
 
@@ -376,7 +396,11 @@ class JobEngine:
         self._commit(write)
 
     def _commit(self, write: StepWrite) -> None:
-        """``Store.commit_step``; a full disk, however the driver says it, is ``StoreFull``."""
+        """``Store.commit_step`` (waiting out a store that is away, under one ``write_id``
+        however often it is sent); a full disk, however the driver says it, is
+        ``StoreFull``."""
+        if write.write_id is None:
+            write.write_id = uuid.uuid4().hex
         try:
             events = self.store.commit_step(self.job_id, write)
         except StoreFull:
@@ -414,31 +438,36 @@ class JobEngine:
             self._emit(self.store.commit_step(self.job_id, write))
         except OwnershipLost:
             return
-        except Exception as exc:  # a full disk: the resume runs them again
-            if not disk_full(exc):
+        except Exception as exc:  # a full disk or a store away: the resume runs them again
+            if not (disk_full(exc) or store_unavailable(exc)):
                 raise
             log.warning("job %s: the finished runs of the cut step were not stored", self.job_id)
             return
         self._metadata = write.job_fields["metadata"]
 
-    async def _pause_for_space(self) -> JobRecord:
-        """Pause the job because the store's disk is full (see the module's docstring)."""
-        reason = store_full_reason(self.job_id)
+    async def _pause_for_store(self, reason: str, error: type[StoreError]) -> JobRecord:
+        """Pause the job because its store's disk is full or the store stayed away (see
+        the module's docstring); this run waits for the store no more."""
         log.warning("job %s: %s", self.job_id, reason)
         self._note(f"paused: {reason}")
+        self._waiting.waiting = False  # the pause, the last flush, the tracker: once each
         for wait in (0.0, self.store_retry_s):
             await asyncio.sleep(wait)
             try:
                 return self._stop("pause", reason)
             except Exception as exc:
-                if not disk_full(exc):
+                if not (disk_full(exc) or store_unavailable(exc)):
                     raise
-        raise StoreFull(f"{reason} (the job stays running until then)")
+        raise error(f"{reason} (the job stays running until then)")
 
     def _fail(self, message: str) -> JobRecord:
         job, events = fail_job(self.store, self.job_id, self.owner, message)
         self._emit(events)
         return job
+
+    def _store_waits(self, line: str) -> None:
+        """A store call waits for the store (from any thread): say so."""
+        self._note(f"job {self.job_id}: {line}")
 
     def _note(self, text: str) -> None:
         """Progress in words for whoever watches this process (stored nowhere)."""
@@ -462,6 +491,11 @@ def store_full_reason(job_id: str) -> str:
         f"the store could not write the step ({os.strerror(errno.ENOSPC)}):"
         f" free space and run emery jobs resume {job_id}"
     )
+
+
+def store_away_reason(job_id: str, detail: str) -> str:
+    """The one line a job paused by a store that stayed away says."""
+    return f"{detail.rstrip('.')}: run emery jobs resume {job_id} once the store is back"
 
 
 def check_best_reported(algorithm: str, previous: Best | None, record: StepRecord) -> Best | None:

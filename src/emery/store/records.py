@@ -285,6 +285,8 @@ class StepWrite(BaseModel):
     """Everything one engine step stores, in one transaction.
 
     ``job_fields`` updates columns of the job row (best candidate, scores, state...).
+    ``write_id`` names the write: sent again after its connection dropped at the commit,
+    a write already stored is not stored twice (``commit_step`` returns its events).
     """
 
     events: list[Event] = Field(default_factory=list)
@@ -298,6 +300,7 @@ class StepWrite(BaseModel):
     expect_owner: str | None = None
     final_state: str | None = None
     final_reason: str | None = None
+    write_id: str | None = None
 
 
 def candidate_from_row(row: Any) -> Candidate:

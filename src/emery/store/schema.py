@@ -296,3 +296,16 @@ approvals = Table(
 )
 """Requests for a person's decision (a table added without a schema bump: ``ensure_schema``
 creates missing tables)."""
+
+step_writes = Table(
+    "step_writes",
+    metadata,
+    Column("job_id", String(40), primary_key=True),  # only the latest is kept
+    Column("write_id", String(64), nullable=False),
+    Column("first_seq", Integer, nullable=False),  # its events: first_seq..last_seq
+    Column("last_seq", Integer, nullable=False),
+    Column("at", Float, nullable=False),
+)
+"""The last ``commit_step`` of each job that carried a ``write_id``: the same write sent
+again (its connection dropped at the commit) is recognized as stored, never stored twice.
+A table added without a schema bump (``ensure_schema`` creates missing tables)."""

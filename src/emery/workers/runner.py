@@ -7,7 +7,11 @@ config, once per job), stores its spans, and writes the result. A heartbeat thre
 the leases it holds; a runner that dies or stalls loses them after the rollout's
 ``lease_s`` and any runner or the job puts the rollout back in the queue. A retriable
 failed attempt with attempts left is requeued rather than retried in place, so another
-runner may take it.
+runner may take it. A store that is away for now (PostgreSQL restarting) is waited out
+(``store.waiting``: every claim, result and requeue sent again for up to
+``EMERY_STORE_WAIT_S``, each wait a "store unavailable, retrying" warning); they are
+conditional updates, so one whose connection dropped after the store had written it is
+not applied twice.
 
 What it rebuilds per job (``build_job_work``: the job's system, data, verifier and task
 model from its stored config, an evaluator whose spans go to the job's store) is also what
@@ -52,6 +56,7 @@ from emery.lm.usage import UsageMeter
 from emery.store.protocol import RolloutQueue
 from emery.store.queue import DEFAULT_LEASE_S, LEASE_KEY, RESOURCE_KEY, VERSION_KEY
 from emery.store.records import WorkerRecord
+from emery.store.waiting import StoreWait, waiting_store
 from emery.tracing.store_recorder import StoreRecorder
 from emery.training.agent_policy import episode_lm, episode_of
 from emery.training.rl_job import runs_agent_episodes
@@ -256,7 +261,8 @@ def runner_id() -> str:
 
 class RolloutWorker:
     """Claims and runs queued rollouts until stopped, idle for ``idle_exit_s`` or done with
-    ``max_rollouts``; ``job_id`` limits it to one job."""
+    ``max_rollouts``; ``job_id`` limits it to one job; ``store_wait``: how long a store
+    that is away is waited for (``StoreWait.from_env()`` by default)."""
 
     def __init__(
         self,
@@ -269,10 +275,11 @@ class RolloutWorker:
         idle_exit_s: float | None = None,
         max_rollouts: int | None = None,
         heartbeat_s: float | None = None,
+        store_wait: StoreWait | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        self.store = store
+        self.store = waiting_store(store, wait=store_wait)
         self.worker_id = worker_id or runner_id()
         self.job_id = job_id
         self.concurrency = concurrency
