@@ -48,8 +48,9 @@ def judge_graph() -> dict[str, Any]:
     return graph
 
 
-def publish_judge(tmp_path: Path) -> Path:
-    """A store where a verifier graph job ran and was published as ``answer-judge`` v1."""
+def publish_judge(tmp_path: Path, path: Path | None = None) -> Path:
+    """A store (``path``, else a new one) where a verifier graph job ran and was published
+    as ``answer-judge``."""
     data = traces()
     rows = {
         split: [{"id": e.id, "input": e.input, "expected": e.expected} for e in data.split(split)]
@@ -64,7 +65,7 @@ def publish_judge(tmp_path: Path) -> Path:
         "lm": {"task": {"model": "python/test_published_verifier:judge_model"}},
         "runtime": {"workdir": str(tmp_path / ".emery")},
     }
-    path = tmp_path / "judges.db"
+    path = path or tmp_path / "judges.db"
     job = emery.Job.create(config, store=str(path)).start(wait=True)
     assert job.status() == "succeeded"
     published.publish(emery.open_store(path), job.id, "answer-judge")

@@ -22,6 +22,7 @@ from emery.config.loading import job_config
 from emery.config.resolve import resolve_system
 from emery.core.errors import EmeryError
 from emery.core.models import Candidate, Demo, Example
+from emery.data.tasks import builtin_task
 from emery.lm import FakeLM
 from emery.reports import published
 from emery.reports.published import PublishedPrompt
@@ -253,6 +254,78 @@ def test_a_bad_alias_is_one_line_and_changes_nothing(
 ) -> None:
     before = [r.version for r in done.store.list_resources("prompt-alias:solver:production")]
     assert run_cli(["prompts", "alias", "solver", *args, "--store", str(done.path)]) != 0
+    assert message in one_error_line(capsys.readouterr().err)
+    after = [r.version for r in done.store.list_resources("prompt-alias:solver:production")]
+    assert after == before
+
+
+def test_a_shadow_runs_beside_the_alias_and_both_are_scored(
+    done: Done, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--shadow`` runs a candidate on a copy of each request the alias answers, never
+    answering with it, and ``--scorer`` (a published verifier graph) scores both, so
+    ``emery prompts scores`` compares them on the same live requests."""
+    from test_published_verifier import publish_judge
+
+    publish_judge(tmp_path, done.path)  # answer-judge, in the server's store
+    served = published.publish(done.store, done.job_id, "shadowed")
+    other = served.model_dump(mode="json", exclude={"version", "published_at"})
+    other["components"] = {name: text + " Check." for name, text in served.components.items()}
+    done.store.put_resource("prompt:shadowed", other, kind="prompt", job_id=done.job_id)
+    where = ["--store", str(done.path)]
+    alias = ["prompts", "alias", "shadowed", "production", "1", "--shadow", "2"]
+    assert run_cli([*alias, "--scorer", "answer-judge:1", *where]) == 0
+    assert "version 1, shadow 2, scored by answer-judge:1" in capsys.readouterr().out
+
+    problems = builtin_task("word_problems").dataset(seed=0, n_train=12, n_val=1, n_test=1)
+    questions = [str(e.input["question"]) for e in problems.split("train")]
+    client = TestClient(create_server_app(done.store))
+    answered = []
+    for question in questions:
+        ask = {"input": {"question": question}}
+        run = client.post("/systems/shadowed/run", params={"alias": "production"}, json=ask)
+        assert run.status_code == 200, run.text
+        assert run.json()["version"] == 1  # the shadow never answers
+        answered.append(run.json())
+    rows = {
+        (row["version"], row["shadow"]): row
+        for row in client.get("/api/prompts/shadowed/scores").json()["versions"]
+    }
+    served_row, shadow_row = rows[(1, False)], rows[(2, True)]
+    assert served_row["runs"] == shadow_row["runs"] == len(questions)
+    assert served_row["scored"] == shadow_row["scored"] == len(questions)
+    right = [js.gold(q) for q in questions]
+    got = [int(str(a["output"]).split()[-1]) for a in answered]
+    assert served_row["score"] == pytest.approx(
+        sum(g == r for g, r in zip(got, right, strict=True)) / 12
+    )
+    against = shadow_row["against_served"]
+    assert against["n"] == len(questions)
+    assert against["difference"] == pytest.approx(shadow_row["score"] - served_row["score"])
+    assert 0.0 <= shadow_row["same_output"] < 1.0  # another instruction, other answers
+    shadow_runs = done.store.list_spans(SpanFilter(name="run shadowed"), limit=None).items
+    shadowed = {s.attributes.get("emery.shadow_of") for s in shadow_runs} - {None}
+    assert shadowed == {a["trace_id"] for a in answered}
+    assert run_cli(["prompts", "scores", "shadowed", *where]) == 0
+    assert "2 (shadow)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["1", "--shadow", "1"], "cannot shadow it"),
+        (["1", "--shadow", "9"], "no version 9"),
+        (["1", "--scorer", "answer-judge"], "NAME:VERSION"),
+        (["1", "--scorer", "nobody:1"], "no published prompt 'nobody'"),
+        (["--shadow", "1"], "go with the versions"),
+    ],
+)
+def test_a_bad_shadow_or_scorer_is_one_line_and_changes_nothing(
+    done: Done, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    before = [r.version for r in done.store.list_resources("prompt-alias:solver:production")]
+    command = ["prompts", "alias", "solver", "production", *args, "--store", str(done.path)]
+    assert run_cli(command) != 0
     assert message in one_error_line(capsys.readouterr().err)
     after = [r.version for r in done.store.list_resources("prompt-alias:solver:production")]
     assert after == before

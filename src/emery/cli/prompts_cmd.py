@@ -14,6 +14,7 @@ from rich.table import Table
 
 from emery.cli.common import JsonOption, StoreOption, open_cli_store
 from emery.cli.console import err, out, print_json, print_table
+from emery.core.errors import ConfigError
 from emery.reports import aliases, published
 from emery.reports.approvals import request_publish
 from emery.reports.published import PublishedPrompt
@@ -138,6 +139,23 @@ def alias(
             help="The version it names (3), or a split of traffic (3=90 4=10); none: show it."
         ),
     ] = None,
+    shadow: Annotated[
+        int | None,
+        typer.Option(
+            "--shadow",
+            min=1,
+            help="A version run on a copy of each request the server answers through the"
+            " alias, its output not answered (compare it with `emery prompts scores`).",
+        ),
+    ] = None,
+    scorer: Annotated[
+        str | None,
+        typer.Option(
+            "--scorer",
+            metavar="NAME:VERSION",
+            help="A published verifier graph that scores every run of the alias and its shadow.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     store_location: StoreOption = None,
 ) -> None:
@@ -145,11 +163,17 @@ def alias(
 
     `POST /systems/NAME/run?alias=ALIAS` and `emery.load(NAME, alias=ALIAS)` run
     the version it picks; a split picks by the request's X-Emery-Split-Key
-    (the same key, the same version), else at random by the weights.
+    (the same key, the same version), else at random by the weights. On the
+    server, --shadow and --scorer run and score a candidate beside it.
     """
     store = open_cli_store(store_location)
     if versions:
-        target = aliases.set_alias(store, name, alias_name, aliases.parse_weights(versions))
+        weights = aliases.parse_weights(versions)
+        target = aliases.set_alias(store, name, alias_name, weights, shadow=shadow, scorer=scorer)
+    elif shadow is not None or scorer is not None:
+        raise ConfigError(
+            "--shadow and --scorer go with the versions the alias serves (3 or 3=90 4=10)"
+        )
     else:
         target = aliases.get_alias(store, name, alias_name)
     if as_json:
@@ -178,18 +202,39 @@ def scores(
         out.print(f"no runs of {escape(name)} served yet (POST /systems/{escape(name)}/run)")
         return
     table = Table()
-    for header in ("version", "runs", "failed", "rated", "feedback (95%)"):
+    headers = ("version", "runs", "failed", "rated", "feedback (95%)", "scored", "score (95%)")
+    for header in headers:
         table.add_column(header)
+    shadows = any(row.shadow for row in rows)
+    if shadows:
+        table.add_column("shadow - served (95%)")
+        table.add_column("same output")
     for row in rows:
-        interval = f" [{row.low:.1%}, {row.high:.1%}]" if row.low is not None else ""
-        table.add_row(
-            str(row.version),
+        cells = [
+            f"{row.version} (shadow)" if row.shadow else str(row.version),
             str(row.runs),
             str(row.failed),
             str(row.rated),
-            f"{_score(row.mean)}{interval}",
-        )
+            _with_interval(row.mean, row.low, row.high),
+            str(row.scored),
+            _with_interval(row.score, row.score_low, row.score_high),
+        ]
+        if shadows:
+            against = row.against_served
+            cells += [
+                "-"
+                if against is None
+                else f"{against.difference:+.1%} [{against.low:+.1%}, {against.high:+.1%}]"
+                f" n={against.n}",
+                "-" if row.same_output is None else f"{row.same_output:.0%}",
+            ]
+        table.add_row(*cells)
     print_table(table)
+
+
+def _with_interval(mean: float | None, low: float | None, high: float | None) -> str:
+    interval = f" [{low:.1%}, {high:.1%}]" if low is not None and high is not None else ""
+    return f"{_score(mean)}{interval}"
 
 
 def _print(prompt: PublishedPrompt) -> None:

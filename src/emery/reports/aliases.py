@@ -6,6 +6,11 @@ Each setting of an alias is the next version of the store resource
 is. A split picks a version per request: by the request's split key when it gives one (the
 same key always gets the same version, so a user stays on one version), else at random, in
 proportion to the weights.
+
+An alias may also name a shadow version, run on a copy of each request it serves with its
+output never answered, and a scorer, a published verifier graph (``NAME:VERSION``) that
+scores every run of the alias and of its shadow (``reports.shadow``), so a candidate is
+compared with what serves on the same live requests before it takes any traffic.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ class AliasTarget(BaseModel):
     weights: dict[int, float] = Field(description="version -> share of the traffic")
     version: int = 0
     """The alias resource's own version: how many times the alias was set."""
+    shadow: int | None = None
+    """A version run beside each request, its output not answered (module doc)."""
+    scorer: str | None = None
+    """``NAME:VERSION`` of a published verifier graph that scores the alias's runs."""
 
     def pick(self, key: str | None = None) -> int:
         """The version one request runs: by ``key``'s hash when given, else at random."""
@@ -54,11 +63,18 @@ class AliasTarget(BaseModel):
         return versions[-1]
 
     def describe(self) -> str:
-        """``3`` or ``3=90% 4=10%``."""
-        if len(self.weights) == 1:
-            return str(next(iter(self.weights)))
+        """``3``, ``3=90% 4=10%``, then the shadow and the scorer when set."""
         total = sum(self.weights.values())
-        return " ".join(f"{v}={w / total:.0%}" for v, w in sorted(self.weights.items()))
+        parts = [
+            str(next(iter(self.weights)))
+            if len(self.weights) == 1
+            else " ".join(f"{v}={w / total:.0%}" for v, w in sorted(self.weights.items()))
+        ]
+        if self.shadow is not None:
+            parts.append(f"shadow {self.shadow}")
+        if self.scorer is not None:
+            parts.append(f"scored by {self.scorer}")
+        return ", ".join(parts)
 
 
 def check_alias(alias: str) -> str:
@@ -92,14 +108,40 @@ def parse_weights(specs: list[str]) -> dict[int, float]:
     return weights
 
 
-def set_alias(store: Store, name: str, alias: str, weights: Mapping[int, float]) -> AliasTarget:
-    """Point ``alias`` of ``name`` at ``weights``' versions (each must exist)."""
+def set_alias(
+    store: Store,
+    name: str,
+    alias: str,
+    weights: Mapping[int, float],
+    *,
+    shadow: int | None = None,
+    scorer: str | None = None,
+) -> AliasTarget:
+    """Point ``alias`` of ``name`` at ``weights``' versions (each must exist), with a
+    ``shadow`` version and a ``scorer`` (``NAME:VERSION``) when given."""
     check_alias(alias)
     for version in weights:
         published.show(store, name, version)  # NotFound names what exists
-    content = {"weights": {str(v): w for v, w in weights.items()}}
+    content: dict[str, object] = {"weights": {str(v): w for v, w in weights.items()}}
+    if shadow is not None:
+        if shadow in weights:
+            raise ConfigError(f"version {shadow} serves the alias's traffic: it cannot shadow it")
+        published.show(store, name, shadow)
+        content["shadow"] = shadow
+    if scorer is not None:
+        scorer_name, scorer_version = parse_scorer(scorer)
+        published.show(store, scorer_name, scorer_version)
+        content["scorer"] = f"{scorer_name}:{scorer_version}"
     record = store.put_resource(_resource(name, alias), content, kind=ALIAS_KIND)
     return _target(name, alias, record.content, record.version)
+
+
+def parse_scorer(text: str) -> tuple[str, int]:
+    """``NAME:VERSION`` (a published verifier graph) as (name, version)."""
+    scorer_name, _, version_text = text.rpartition(":")
+    if not scorer_name or not version_text.isdigit() or int(version_text) < 1:
+        raise ConfigError(f"scorer {text!r}: a published verifier graph as NAME:VERSION")
+    return published.check_name(scorer_name), int(version_text)
 
 
 def get_alias(store: Store, name: str, alias: str) -> AliasTarget:
@@ -139,4 +181,12 @@ def _resource(name: str, alias: str) -> str:
 def _target(name: str, alias: str, content: dict[str, object], version: int) -> AliasTarget:
     raw = content.get("weights")
     weights = {int(v): float(w) for v, w in raw.items()} if isinstance(raw, dict) else {}
-    return AliasTarget(name=name, alias=alias, weights=weights, version=version)
+    shadow, scorer = content.get("shadow"), content.get("scorer")
+    return AliasTarget(
+        name=name,
+        alias=alias,
+        weights=weights,
+        version=version,
+        shadow=shadow if isinstance(shadow, int) else None,
+        scorer=scorer if isinstance(scorer, str) else None,
+    )
