@@ -268,3 +268,55 @@ def test_the_job_page_draws_training_curves_live(
     assert "KL 0.0100" in training.inner_text()
     page.screenshot(path=str(artifacts / "training.png"), full_page=True)
     store.transition("j-training1", "cancelled", reason="test over")
+
+
+def test_the_prompts_view_shows_each_versions_live_scores(
+    live: tuple[MemoryStore, str], page: Any, artifacts: Path
+) -> None:
+    from emery.core.spans import SpanRecord
+    from emery.reports.published import RESOURCE_PREFIX, PublishedPrompt
+    from emery.reports.served import VERSION_ATTRIBUTE
+    from emery.reports.shadow import SCORE_ATTRIBUTE, SHADOW_OF_ATTRIBUTE
+    from emery.tracing.chat_record import at
+
+    store, url = live
+    version = PublishedPrompt(
+        name="bot", components={"answer": "Answer."}, job_id="j-1", job_name="x", candidate_id="c"
+    )
+    for _ in range(2):
+        content = version.model_dump(mode="json", exclude={"version", "published_at"})
+        store.put_resource(RESOURCE_PREFIX + "bot", content, kind="prompt", job_id="j-1")
+    now = at(1_700_000_000_000_000_000)
+
+    def span(trace: str, name: str, parent: str | None = None, **attributes: Any) -> SpanRecord:
+        span_id = f"{trace}-{name[:3]}"
+        return SpanRecord(
+            trace_id=trace, span_id=span_id, parent_id=parent, name=name, start_time=now,
+            end_time=now, attributes=attributes,
+        )  # fmt: skip
+
+    spans = []
+    for i, (served, shadow) in enumerate([(1.0, 1.0), (1.0, 0.0), (0.0, 0.0), (1.0, 0.0)]):
+        shadow_of = {VERSION_ATTRIBUTE: 2, SHADOW_OF_ATTRIBUTE: f"s{i}"}
+        spans += [
+            span(f"s{i}", "run bot", **{VERSION_ATTRIBUTE: 1, "emery.output": "7"}),
+            span(f"s{i}", "score bot", f"s{i}-run", **{SCORE_ATTRIBUTE: served}),
+            span(f"h{i}", "run bot", **shadow_of, **{"emery.output": "7" if i == 0 else "8"}),
+            span(f"h{i}", "score bot", f"h{i}-run", **{SCORE_ATTRIBUTE: shadow}),
+        ]
+    store.add_spans(spans)
+    page.goto(url + "/")
+    page.click("#prompts-link")
+    page.locator("#prompts tr[data-prompt='bot']").click()
+    served_row = page.locator("#versions tr[data-version='1']")
+    served_row.wait_for()
+    cells = served_row.locator("td").all_inner_texts()
+    assert cells[:4] == ["1", "4", "0", "0"]
+    assert cells[5] == "4"
+    assert cells[6].startswith("75.0% [")
+    shadow = page.locator("#versions tr[data-version='2-shadow'] td").all_inner_texts()
+    assert shadow[0] == "2 (shadow)"
+    assert shadow[7].startswith("-50.0 [")
+    assert shadow[7].endswith("points, n=4")
+    assert shadow[8] == "25.0%"
+    page.screenshot(path=str(artifacts / "prompt-scores.png"), full_page=True)

@@ -1,5 +1,6 @@
 // The emery dashboard: jobs, a job (chart, controls, lineage, candidate, cost front, usage,
-// config, events) and a rollout's trace. Data comes from /api; text is always set as text.
+// config, events), a rollout's trace, the runners and the published prompts on live traffic.
+// Data comes from /api; text is always set as text.
 "use strict";
 
 const LIVE = ["created", "queued", "running"];
@@ -253,6 +254,47 @@ async function workersPage(token) {
   setTimeout(() => token === pageToken && workersPage(token).catch(() => {}), 2000);
 }
 
+// --- prompts pages ---------------------------------------------------------------------
+// The published prompts (emery publish), and one prompt's versions on live traffic
+// (/systems/NAME/run): runs, feedback, an alias's scorer and its shadow against what served.
+async function promptsPage(token) {
+  const answer = await api("/api/prompts");
+  if (token !== pageToken) return;
+  const rows = answer.prompts.map((p) => h("tr", { "data-prompt": p.name, class: "clickable",
+      onclick: () => { location.hash = `#/prompts/${encodeURIComponent(p.name)}`; } },
+    h("td", {}, h("a", { href: `#/prompts/${encodeURIComponent(p.name)}` }, p.name)), h("td", {}, p.version),
+    h("td", {}, h("a", { href: `#/jobs/${p.job_id}` }, p.job_id)), h("td", {}, pct(p.scores.test))));
+  document.getElementById("view").replaceChildren(
+    h("h1", {}, `Published prompts (${answer.prompts.length})`),
+    answer.prompts.length ? h("table", { id: "prompts" }, h("tr", {}, ["name", "latest version", "job", "test"]
+      .map((t) => h("th", {}, t))), rows)
+      : h("p", { class: "muted" }, "Nothing published yet (emery publish JOB --name NAME)."));
+}
+
+const interval = (mean, low, high) => (mean === null || mean === undefined ? "–"
+  : `${pct(mean)}${low === null || low === undefined ? "" : ` [${pct(low)}, ${pct(high)}]`}`);
+const signed = (v) => `${v >= 0 ? "+" : ""}${(v * 100).toFixed(1)}`;
+
+async function promptPage(token, name) {
+  const answer = await api(`/api/prompts/${encodeURIComponent(name)}/scores`);
+  if (token !== pageToken) return;
+  const rows = answer.versions.map((v) => {
+    const against = v.against_served;
+    return h("tr", { "data-version": `${v.version}${v.shadow ? "-shadow" : ""}` },
+      h("td", {}, v.shadow ? `${v.version} (shadow)` : String(v.version)), h("td", {}, v.runs), h("td", {}, v.failed),
+      h("td", {}, v.rated), h("td", {}, interval(v.mean, v.low, v.high)), h("td", {}, v.scored),
+      h("td", {}, interval(v.score, v.score_low, v.score_high)),
+      h("td", {}, against ? `${signed(against.difference)} [${signed(against.low)}, ${signed(against.high)}] points, n=${against.n}` : "–"),
+      h("td", {}, v.same_output === null || v.same_output === undefined ? "–" : pct(v.same_output)));
+  });
+  document.getElementById("view").replaceChildren(
+    h("h1", {}, `${name}: live traffic`),
+    answer.versions.length ? h("table", { id: "versions" }, h("tr", {}, ["version", "runs", "failed", "rated",
+      "feedback (95%)", "scored", "score (95%)", "shadow − served (95%)", "same output"].map((t) => h("th", {}, t))), rows)
+      : h("p", { class: "muted" }, `No run of ${name} served yet (POST /systems/${name}/run).`));
+  setTimeout(() => token === pageToken && promptPage(token, name).catch(() => {}), 5000);
+}
+
 // --- rollout page ----------------------------------------------------------------------
 function spanNode(span, details) {
   const error = span.status === "error";
@@ -296,12 +338,16 @@ async function route() {
   closeStreams();
   const hash = location.hash || "#/";
   const job = hash.match(/^#\/jobs\/([^/]+)$/), rollout = hash.match(/^#\/rollouts\/([^/]+)$/);
-  const workers = hash === "#/workers";
-  document.getElementById("where").textContent = job ? `job ${decodeURIComponent(job[1])}` : rollout ? "rollout" : workers ? "workers" : "jobs";
+  const prompt = hash.match(/^#\/prompts\/([^/]+)$/);
+  const workers = hash === "#/workers", prompts = hash === "#/prompts";
+  document.getElementById("where").textContent = job ? `job ${decodeURIComponent(job[1])}` : rollout ? "rollout"
+    : workers ? "workers" : prompt ? `prompt ${decodeURIComponent(prompt[1])}` : prompts ? "prompts" : "jobs";
   try {
     if (job) await jobPage(token, decodeURIComponent(job[1]));
     else if (rollout) await rolloutPage(token, decodeURIComponent(rollout[1]));
     else if (workers) await workersPage(token);
+    else if (prompt) await promptPage(token, decodeURIComponent(prompt[1]));
+    else if (prompts) await promptsPage(token);
     else await jobsPage(token);
   } catch (error) {
     document.getElementById("view").replaceChildren(h("p", { class: "error-box" }, error.message));
