@@ -14,6 +14,7 @@ import pytest
 from store_fixtures import make_store
 from test_store_queue import enqueue, running_job
 
+from emery.jobs.ownership import owner_alive
 from emery.store.backends import PostgresStore
 from emery.store.sql import SqlStore
 
@@ -42,5 +43,22 @@ def test_a_runner_whose_clock_is_behind_keeps_its_lease(postgres: SqlStore) -> N
         attempts = postgres.list_attempts(claimed.id)
         assert [a.status for a in attempts] == ["running"]
         assert abs(attempts[0].heartbeat_at.timestamp() - time.time()) < 60  # type: ignore[union-attr]
+    finally:
+        behind.close()
+
+
+def test_a_job_owner_whose_clock_is_behind_stays_alive(postgres: SqlStore) -> None:
+    """A job owner's heartbeats are stamped and aged by the database's clock: a reader on
+    time does not take the job of an owner whose machine is five minutes behind."""
+    behind = PostgresStore(postgres.url)
+    job_id = running_job(postgres)
+    try:
+        with patch("emery.store.sql.base.now", lambda: time.time() - SKEW_S):
+            postgres.swap_owner(job_id, "far:1", state="running", expect_owner=None)
+            behind.heartbeat(job_id, "far:1")
+        read = postgres.get_job(job_id)
+        assert read.heartbeat_age_s is not None
+        assert read.heartbeat_age_s < 60
+        assert owner_alive(read)
     finally:
         behind.close()

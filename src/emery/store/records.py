@@ -70,6 +70,9 @@ class JobRecord(BaseModel):
     eval_scope: str | None = None
     owner: str | None = None
     heartbeat_at: datetime | None = None
+    heartbeat_age_s: float | None = None
+    """Seconds since the owner's last heartbeat when the row was read, both by the store's
+    clock (``store_time``): what tells a dead owner, whatever the reader's clock says."""
     last_seq: int = 0
     created_at: datetime
     updated_at: datetime

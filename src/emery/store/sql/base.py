@@ -35,17 +35,18 @@ class SqlBase:
         self._lock = lock
         self._statements: dict[tuple[Any, ...], Any] = {}
         self.clock: Callable[[], float] | None = None
-        """A UNIX time the rollout queue uses instead of its own (``queue_time``); a test
-        sets it to expire a lease without waiting."""
+        """A UNIX time the store uses instead of its own (``store_time``); a test sets it
+        to expire a lease or age a heartbeat without waiting."""
 
     @property
     def dialect(self) -> str:
         return self.engine.dialect.name
 
-    def queue_time(self, conn: Connection) -> float:
-        """The UNIX time the rollout queue stamps claims, heartbeats and ends with and
-        measures leases on: PostgreSQL's own clock (the transaction's start), so runners
-        on machines whose clocks differ agree on every lease; this process's clock for
+    def store_time(self, conn: Connection) -> float:
+        """The store's clock, which stamps the queue's claims, heartbeats and ends and a
+        job owner's heartbeats, and measures leases and heartbeat ages: PostgreSQL's own
+        clock (the transaction's start), so processes on machines whose clocks differ
+        agree on every lease and on which job owner is alive; this process's clock for
         SQLite (one machine) and memory stores; ``clock`` when a test sets one."""
         if self.clock is not None:
             return self.clock()

@@ -37,8 +37,12 @@ def _owner_is(owner: str | None) -> ColumnElement[bool]:
     return t.jobs.c.owner.is_(None) if owner is None else t.jobs.c.owner == owner
 
 
-def job_from_row(row: Row[Any]) -> JobRecord:
+def job_from_row(row: Row[Any], read_at: float | None = None) -> JobRecord:
+    """The job of ``row``, read at ``read_at`` by the store's clock (its heartbeat's age)."""
     data = dict(row._mapping)
+    beat = data["heartbeat_at"]
+    if read_at is not None and beat is not None:
+        data["heartbeat_age_s"] = max(0.0, read_at - float(beat))
     for name in _TIME_FIELDS:
         data[name] = to_datetime(data[name])
     return JobRecord.model_validate(data)
@@ -117,14 +121,19 @@ class JobsMixin(SqlBase):
         stmt = order_by(stmt, JOB_SORTS, sort, "-created_at")
         with self._tx() as conn:
             rows, total = paged(conn, stmt, limit, offset)
-        return Page(items=[job_from_row(r) for r in rows], total=total, offset=offset, limit=limit)
+            at = self.store_time(conn)
+        jobs = [job_from_row(r, at) for r in rows]
+        return Page(items=jobs, total=total, offset=offset, limit=limit)
 
     def update_job(self, job_id: str, **fields: Any) -> JobRecord:
-        """Set columns of a job row (not its state: use ``transition``)."""
+        """Set columns of a job row (not its state: use ``transition``). A new ``owner``
+        given without ``heartbeat_at`` beats first at the store's clock (``store_time``)."""
         if "state" in fields:
             raise ValueError("use transition() to change a job's state")
         with self._tx(write=True) as conn:
             self._require(conn, job_id)
+            if fields.get("owner") is not None and "heartbeat_at" not in fields:
+                fields["heartbeat_at"] = self.store_time(conn)  # a new owner's first beat
             conn.execute(
                 update(t.jobs).where(t.jobs.c.id == job_id).values(**fields, updated_at=now())
             )
@@ -159,6 +168,8 @@ class JobsMixin(SqlBase):
             check_job_transition(job_id, current.state, target)
             at = now()
             values: dict[str, Any] = {"state": target, "updated_at": at, **(fields or {})}
+            if values.get("owner") is not None and "heartbeat_at" not in values:
+                values["heartbeat_at"] = self.store_time(conn)  # a new owner's first beat
             if target == "running" and current.started_at is None:
                 values.setdefault("started_at", at)
             if target in ("succeeded", "failed", "cancelled"):
@@ -192,7 +203,7 @@ class JobsMixin(SqlBase):
             moved = conn.execute(  # conditional too: a PostgreSQL reader may be out of date
                 update(t.jobs)
                 .where(t.jobs.c.id == job_id, t.jobs.c.state == "running", _owner_is(expect_owner))
-                .values(owner=owner, heartbeat_at=at, updated_at=at)
+                .values(owner=owner, heartbeat_at=self.store_time(conn), updated_at=at)
             )
             if moved.rowcount != 1:
                 raise OwnershipLost(f"job {job_id} changed hands while resuming")
@@ -214,7 +225,11 @@ class JobsMixin(SqlBase):
             moved = conn.execute(
                 update(t.jobs)
                 .where(t.jobs.c.id == job_id, t.jobs.c.state == state, _owner_is(expect_owner))
-                .values(owner=owner, heartbeat_at=at if owner is not None else None, updated_at=at)
+                .values(
+                    owner=owner,
+                    heartbeat_at=self.store_time(conn) if owner is not None else None,
+                    updated_at=at,
+                )
             )
             return self._load_job(conn, job_id) if moved.rowcount == 1 else None
 
@@ -237,7 +252,7 @@ class JobsMixin(SqlBase):
             conn.execute(
                 update(t.jobs)
                 .where(t.jobs.c.id == job_id, t.jobs.c.owner == owner)
-                .values(heartbeat_at=now())
+                .values(heartbeat_at=self.store_time(conn))
             )
             return self._load_job(conn, job_id)
 
@@ -314,12 +329,12 @@ class JobsMixin(SqlBase):
     # --- helpers shared with the step commit ------------------------------------------
 
     def _load_job(self, conn: Connection, job_id: str) -> JobRecord:
-        return job_from_row(self._require_row(conn, job_id, lock=False))
+        return job_from_row(self._require_row(conn, job_id, lock=False), self.store_time(conn))
 
     def _require(self, conn: Connection, job_id: str) -> JobRecord:
         """The job row, locked until the transaction ends (PostgreSQL: FOR UPDATE; SQLite
         write transactions already hold the database lock)."""
-        return job_from_row(self._require_row(conn, job_id, lock=True))
+        return job_from_row(self._require_row(conn, job_id, lock=True), self.store_time(conn))
 
     def _require_row(self, conn: Connection, job_id: str, *, lock: bool) -> Row[Any]:
         stmt = select(t.jobs).where(t.jobs.c.id == job_id)

@@ -153,7 +153,7 @@ class QueueMixin(SqlBase):
     ) -> Rollout | None:
         """Start attempt ``count + 1`` of a queued rollout; the rollout, or None when another
         claim took it first."""
-        at = self.queue_time(conn)
+        at = self.store_time(conn)
         number = count + 1
         params = {"p_id": rollout_id, "p_count": count, "p_number": number, "p_at": at}
         claimed = conn.execute(claim_statement(), params).first()
@@ -177,7 +177,7 @@ class QueueMixin(SqlBase):
         """Renew the lease of a running attempt; False when the attempt is no longer live
         (its lease expired and it was given up)."""
         with self._tx(write=True) as conn:
-            at = self.queue_time(conn)
+            at = self.store_time(conn)
             done = conn.execute(heartbeat_statement(), {"p_id": attempt_id, "p_at": at})
         return bool(done.rowcount == 1)
 
@@ -196,7 +196,7 @@ class QueueMixin(SqlBase):
         """End an attempt and, unless the rollout already has one, store its result
         (``metadata["result"]``) and final ``status``. True when this result was kept."""
         with self._tx(write=True) as conn:
-            at = self.queue_time(conn)
+            at = self.store_time(conn)
             self._end_attempt(conn, attempt_id, attempt_status, error, at)
             row = conn.execute(metadata_statement(), {"p_id": rollout_id}).first()
             if row is None:
@@ -220,7 +220,7 @@ class QueueMixin(SqlBase):
         attempt is still the rollout's current one. True when it was requeued."""
         r = t.rollouts
         with self._tx(write=True) as conn:
-            self._end_attempt(conn, attempt_id, attempt_status, error, self.queue_time(conn))
+            self._end_attempt(conn, attempt_id, attempt_status, error, self.store_time(conn))
             done = conn.execute(
                 update(r)
                 .where(
@@ -242,7 +242,7 @@ class QueueMixin(SqlBase):
             done = conn.execute(
                 update(r)
                 .where(r.c.id.in_(list(rollout_ids)), r.c.status == "queuing")
-                .values(status="cancelled", error=error, finished_at=self.queue_time(conn))
+                .values(status="cancelled", error=error, finished_at=self.store_time(conn))
             )
         return int(done.rowcount)
 
@@ -269,7 +269,7 @@ class QueueMixin(SqlBase):
             stmt = stmt.where(r.c.job_id == job_id)
         expired = 0
         with self._tx(write=True) as conn:
-            at = self.queue_time(conn)
+            at = self.store_time(conn)
             for row in conn.execute(stmt).all():
                 lease = float((row.metadata or {}).get(LEASE_KEY) or DEFAULT_LEASE_S)
                 if at - float(row.seen) < lease:

@@ -64,7 +64,7 @@ class SqlStore(
             self._save_approvals(conn, write.approvals)
             fields: dict[str, Any] = {"updated_at": at, **write.job_fields}
             if write.expect_owner is not None:
-                fields["heartbeat_at"] = at
+                fields["heartbeat_at"] = self.store_time(conn)
             events = list(write.events)
             if write.final_state is not None:
                 check_job_transition(job_id, job.state, write.final_state)
