@@ -15,9 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from emery.algorithms import registry
+from emery.algorithms.mipro.events import MiproPlanned
 from emery.config import parse_config
 from emery.core.events import Event
-from emery.core.search_events import MiproPlanned
 from emery.jobs import create_job, run_job
 from emery.server.api import create_server_app
 from emery.server.launcher import ThreadLauncher

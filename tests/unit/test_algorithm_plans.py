@@ -13,10 +13,12 @@ from test_gepa_support import _FENCED as FENCED
 from test_gepa_support import run_gepa, word_problem_context, word_problems
 
 from emery.algorithms.apo import Apo
+from emery.algorithms.apo.events import ApoPlanned, ApoRoundCut
 from emery.algorithms.apo.plan import ApoPlanInputs, make_apo_plan
 from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.base import SearchContext
 from emery.algorithms.gepa import Gepa
+from emery.algorithms.gepa.events import GepaPlanned
 from emery.algorithms.gepa.plan import (
     GepaPlanInputs,
     describe_gepa_plan,
@@ -25,7 +27,7 @@ from emery.algorithms.gepa.plan import (
 )
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.separation import examples_for
-from emery.core.events import ApoPlanned, ApoRoundCut, Event, GepaPlanned
+from emery.core.events import Event
 from emery.core.models import ChatMessage
 from emery.evaluation.budget import BudgetConfig
 from emery.lm import FakeLM

@@ -20,8 +20,7 @@ from test_apo_support import (
 
 from emery.algorithms import build_algorithm
 from emery.algorithms.apo import Apo, ApoSettings, ApoState
-from emery.core.errors import ConfigError
-from emery.core.events import (
+from emery.algorithms.apo.events import (
     ApoBeamUpdated,
     ApoCritique,
     ApoEdit,
@@ -29,11 +28,9 @@ from emery.core.events import (
     ApoFullValScored,
     ApoRoundCut,
     ApoRoundStarted,
-    BaselineEvaluated,
-    BestUpdated,
-    CandidateEvaluated,
-    CandidateProposed,
 )
+from emery.core.errors import ConfigError
+from emery.core.events import BaselineEvaluated, BestUpdated, CandidateEvaluated, CandidateProposed
 from emery.core.models import Lineage
 from emery.evaluation.budget import BudgetConfig
 from emery.lm import FakeLM

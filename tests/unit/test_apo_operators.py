@@ -8,7 +8,8 @@ from fake_models import format_last_lm
 from test_apo_support import context, dataset, fenced, program, reflection_lm, run, settings
 
 from emery.algorithms.apo import Apo, ApoState
-from emery.core.events import ApoEdit, ApoOperatorChild, ProposalSources
+from emery.algorithms.apo.events import ApoEdit, ApoOperatorChild
+from emery.core.events import ProposalSources
 from emery.evaluation.budget import BudgetConfig
 from emery.systems.formats import format_sentence
 from emery.systems.prompt_layout import StageLayout

@@ -9,6 +9,7 @@ from events_support import payloads
 from test_apo_support import GOOD, context, fenced, reflection_lm, run
 
 from emery.algorithms import build_algorithm, parse_settings
+from emery.algorithms.apo.events import ApoCritique, ApoEdit
 from emery.algorithms.apo.prompts import (
     DEFAULT_FILES,
     REQUIRED_FIELDS,
@@ -16,7 +17,6 @@ from emery.algorithms.apo.prompts import (
     load_prompts,
 )
 from emery.core.errors import ConfigError
-from emery.core.events import ApoCritique, ApoEdit
 from emery.systems.templates import placeholders
 
 

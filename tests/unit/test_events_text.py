@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from emery.algorithms.gepa.events import GepaValEvaluated
 from emery.cli.chart import ScoreChart, TrainingChart
 from emery.core.events import (
     BaselineEvaluated,
     BestUpdated,
     CandidateEvaluated,
     Event,
-    GepaValEvaluated,
     IterationCompleted,
     StateChanged,
     event,
@@ -76,7 +76,7 @@ def test_the_training_chart_plots_losses_and_rewards_over_steps() -> None:
     for step, loss in ((1, 2.0), (2, 1.5), (3, 1.0)):
         chart.feed(event("train_loss", step=step, loss=loss))
     chart.feed(event("val_loss", step=3, loss=1.25))
-    chart.feed(event("train_loss", step="x", loss=1.0))  # unreadable: ignored
+    chart.feed(Event(kind="train_loss", data={"step": "x", "loss": 1.0}))  # unreadable: ignored
     chart.feed(Event.of(IterationCompleted(iteration=1, metric_calls=12)))  # not a curve
     assert chart.series == {
         "train_loss": [(1, 2.0), (2, 1.5), (3, 1.0)],

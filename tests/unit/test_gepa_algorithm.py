@@ -20,9 +20,7 @@ from test_gepa_support import (
 )
 
 from emery.algorithms.gepa import GepaState
-from emery.core.errors import ConfigError
-from emery.core.events import (
-    BestUpdated,
+from emery.algorithms.gepa.events import (
     GepaMinibatchAccepted,
     GepaMinibatchRejected,
     GepaMinibatchSkipped,
@@ -31,6 +29,8 @@ from emery.core.events import (
     GepaReflectiveDataset,
     GepaValEvaluated,
 )
+from emery.core.errors import ConfigError
+from emery.core.events import BestUpdated
 from emery.core.models import Candidate
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import BudgetConfig

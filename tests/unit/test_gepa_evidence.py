@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from test_gepa_support import word_problem_context, word_problems
 
 from emery.algorithms.gepa import Gepa, GepaSettings
-from emery.core.events import GepaMinibatchAccepted, GepaMinibatchRejected
+from emery.algorithms.gepa.events import GepaMinibatchAccepted, GepaMinibatchRejected
 from emery.core.models import ChatMessage, Dataset
 from emery.evaluation.budget import BudgetConfig
 from emery.lm import FakeLM

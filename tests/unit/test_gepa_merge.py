@@ -9,6 +9,7 @@ from test_gepa_support import keyword_context, keyword_example, run_gepa
 
 from emery.algorithms.base import save_rng
 from emery.algorithms.gepa import Gepa, GepaSettings, GepaState, PoolEntry
+from emery.algorithms.gepa.events import GepaMergeAccepted, GepaMergeRejected
 from emery.algorithms.gepa.merge import (
     ancestors,
     find_merge,
@@ -16,7 +17,6 @@ from emery.algorithms.gepa.merge import (
     merged_components,
 )
 from emery.algorithms.gepa.pareto import per_example_front
-from emery.core.events import GepaMergeAccepted, GepaMergeRejected
 from emery.core.models import Candidate, Dataset, Lineage
 from emery.evaluation.budget import BudgetConfig
 

@@ -12,8 +12,9 @@ from fake_models import format_last_lm
 from test_gepa_support import run_gepa, word_problem_context, word_problems
 
 from emery.algorithms.gepa import GepaState, PoolEntry
+from emery.algorithms.gepa.events import GepaMinibatchAccepted
 from emery.algorithms.gepa.merge import merged_components, merged_demos
-from emery.core.events import GepaMinibatchAccepted, ProposalSources
+from emery.core.events import ProposalSources
 from emery.core.models import Candidate, Dataset, Demo, Lineage
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import BudgetConfig

@@ -11,8 +11,8 @@ from test_gepa_evidence import LUCKY, REFLECTION_ONLY, lucky_reflection_lm, luck
 from test_gepa_support import word_problem_context, word_problems
 
 from emery.algorithms.gepa import Gepa, GepaSettings
+from emery.algorithms.gepa.events import GepaValRejected
 from emery.algorithms.gepa.state import GepaState
-from emery.core.events import GepaValRejected
 from emery.core.models import ChatMessage, Dataset
 from emery.evaluation.budget import BudgetConfig
 from emery.lm import FakeLM

@@ -23,7 +23,7 @@ from emery.algorithms.context import build_search_context
 from emery.algorithms.labeled import labeled_demos, labeled_stage
 from emery.algorithms.mipro import MiproSettings, MiproState
 from emery.algorithms.mipro.demos import REASONING_SENTENCE, teacher_candidate
-from emery.core.events import MiproDemosBootstrapped
+from emery.algorithms.mipro.events import MiproDemosBootstrapped
 from emery.core.models import ChatMessage, Dataset, Demo, Example
 from emery.lm import FakeLM
 from emery.systems.formats import format_sentence

@@ -20,6 +20,7 @@ from test_mipro_support import (
 )
 
 from emery.algorithms.mipro import MiproSettings, MiproState
+from emery.algorithms.mipro.events import MiproInstructionsProposed
 from emery.algorithms.mipro.proposer import (
     TIPS,
     StageGrounding,
@@ -29,7 +30,6 @@ from emery.algorithms.mipro.proposer import (
 )
 from emery.algorithms.mipro.state import DemoSet, InstructionChoice
 from emery.algorithms.proposals import extract_proposal
-from emery.core.events import MiproInstructionsProposed
 from emery.core.models import ChatMessage, Demo
 from emery.lm import FakeLM
 

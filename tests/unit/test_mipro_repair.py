@@ -18,6 +18,7 @@ from test_mipro_support import (
 )
 
 from emery.algorithms.mipro import MiproSettings, MiproState
+from emery.algorithms.mipro.events import MiproInstructionsProposed
 from emery.algorithms.mipro.proposer import (
     RETRY_TEMPERATURE,
     StageGrounding,
@@ -27,7 +28,6 @@ from emery.algorithms.mipro.proposer import (
 )
 from emery.algorithms.mipro.state import InstructionChoice
 from emery.algorithms.proposals import name_fields, unwrap_proposal
-from emery.core.events import MiproInstructionsProposed
 from emery.core.models import ChatMessage
 from emery.lm import FakeLM
 from emery.reports.event_text import describe_event

@@ -25,15 +25,10 @@ from test_mipro_support import (
 from emery.algorithms.base import SearchContext
 from emery.algorithms.context import build_search_context
 from emery.algorithms.mipro import Mipro, MiproSettings, MiproState
+from emery.algorithms.mipro.events import MiproFullEvaluation, MiproPlanned, MiproRace, MiproTrial
 from emery.algorithms.search_loop import StepRecord, run_search
 from emery.core.errors import ConfigError
-from emery.core.events import (
-    BestUpdated,
-    MiproFullEvaluation,
-    MiproPlanned,
-    MiproRace,
-    MiproTrial,
-)
+from emery.core.events import BestUpdated
 from emery.core.models import Candidate, ChatMessage
 from emery.evaluation.budget import BudgetConfig
 from emery.evaluation.results import EvalResult

@@ -14,7 +14,7 @@ from test_mipro_support import (
 )
 
 from emery.algorithms.mipro import MiproSettings, MiproState
-from emery.core.events import MiproTrial
+from emery.algorithms.mipro.events import MiproTrial
 
 ONE = MiproSettings(num_trials=9, minibatch_size=8, full_eval_every=3)
 THREE = ONE.model_copy(update={"trials_per_step": 3})

@@ -31,6 +31,7 @@ from emery.systems.prompt_program import PromptProgram
 from emery.training import job as sft_job
 from emery.training import sampling
 from emery.training.data import Conversation, distinct, stored_conversations
+from emery.training.events import SftSamples, SftSamplesKept
 from emery.training.trainer import TrainingHooks, TrainingStats
 
 pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
@@ -170,8 +171,8 @@ def test_the_kept_chats_are_exactly_the_verified_samples(
     assert [c for c in chats if not _marked([c])] == stored
     rollouts = store.list_rollouts(RolloutFilter(job_id=job.id), limit=None).items
     assert len(rollouts) == 3 * n_train
-    assert heard.count(sampling.ROUND_EVENT) == 3
-    [kept] = store.list_events(job.id, kinds=[sampling.KEPT_EVENT])
+    assert heard.count(SftSamples.kind) == 3
+    [kept] = store.list_events(job.id, kinds=[SftSamplesKept.kind])
     right_questions = {
         c["content"] for chat in chats if _marked([chat]) for c in chat if c["role"] == "user"
     }
@@ -250,7 +251,7 @@ def _sampled(
     again = sft_job.sft_data(store, config, tmp_path, job.id, hooks)
     assert len(task.calls) == 3 * per_round
     assert again == first
-    assert len(store.list_events(job.id, kinds=[sampling.KEPT_EVENT])) == 1
+    assert len(store.list_events(job.id, kinds=[SftSamplesKept.kind])) == 1
     assert not isinstance(first, str)
     return first[0]
 
@@ -301,7 +302,7 @@ def test_a_round_whose_every_sample_failed_is_an_error_and_not_stored(
         f"every one of sampling round 1's {len(_data().train)} rollouts failed ({TASK})"
     )
     assert "\n" not in (done.error or "")
-    assert not store.list_events(job.id, kinds=[sampling.ROUND_EVENT])
+    assert not store.list_events(job.id, kinds=[SftSamples.kind])
 
 
 def test_a_job_paused_while_sampling_resumes_with_its_next_round(
@@ -332,5 +333,5 @@ def test_a_job_paused_while_sampling_resumes_with_its_next_round(
     assert len(task.calls) == 3 * per_round  # rounds 1 and 2 were not sampled again
     [chats] = trained.train_sets
     assert sorted(_marked(chats)) == sorted(set(task.right))
-    rounds = [e.data["round"] for e in store.list_events(job.id, kinds=[sampling.ROUND_EVENT])]
+    rounds = [e.data["round"] for e in store.list_events(job.id, kinds=[SftSamples.kind])]
     assert rounds == [1, 2, 3]

@@ -240,11 +240,12 @@ def test_the_sqlite_file_uses_wal_and_waits_for_locks(tmp_path: Path) -> None:
 WRITER = textwrap.dedent(
     """
     import sys
-    from emery.core.events import event
+    from emery.core.events import Event
     from emery.store import SQLiteStore
     store = SQLiteStore(sys.argv[1])
     for index in range(40):
-        store.append_events("job-1", [event("tick", writer=sys.argv[2], index=index)])
+        data = {"writer": sys.argv[2], "index": index}
+        store.append_events("job-1", [Event(kind="tick", data=data)])
     """
 )
 

@@ -20,15 +20,16 @@ from test_gepa_support import run_gepa, task_lm, word_problem_context, word_prob
 
 from emery.algorithms.apo.plan import ApoPlanInputs, make_apo_plan
 from emery.algorithms.apo.settings import ApoSettings
+from emery.algorithms.baseline import BaselinePlanned
 from emery.algorithms.gepa.plan import GepaPlanInputs, make_gepa_plan
 from emery.algorithms.gepa.settings import GepaSettings
+from emery.algorithms.mipro.events import MiproPlanned
 from emery.algorithms.mipro.presets import PlanInputs, make_plan
 from emery.algorithms.mipro.settings import MiproSettings
 from emery.algorithms.pace import Pace, pace_warning
 from emery.cli.app import main
 from emery.config import parse_config
-from emery.core.events import MiproPlanned, PaceWarning, PlanPayload, SearchNotRun
-from emery.core.plan_events import BaselinePlanned
+from emery.core.events import PaceWarning, PlanPayload, SearchNotRun
 from emery.evaluation.budget import BudgetConfig
 from emery.jobs import JobEngine, create_job, run_job, search_kind
 from emery.reports.event_text import describe_event

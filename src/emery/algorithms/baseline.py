@@ -8,8 +8,21 @@ from pydantic import Field
 
 from emery.algorithms.base import AlgorithmSettings, AlgorithmState, SearchContext
 from emery.algorithms.registry import AlgorithmSpec
-from emery.core.events import BaselineEvaluated, BaselinePlanned, BestUpdated
+from emery.core.events import BaselineEvaluated, BestUpdated, PlanPayload, register_payload
 from emery.core.models import Lineage
+
+
+@register_payload
+class BaselinePlanned(PlanPayload):
+    """A baseline run's plan: the seed on val, then each given candidate on val."""
+
+    kind: ClassVar[str] = "baseline.plan"
+    trial_unit: ClassVar[str] = "candidates"
+    val_size: int
+    candidates: int
+
+    def planned_trials(self) -> int | None:
+        return self.candidates
 
 
 class BaselineSettings(AlgorithmSettings):

@@ -9,6 +9,7 @@ point of the ``emery.algorithms`` group (``core/plugins.py``). Its settings are 
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,15 @@ ALGORITHMS = PluginRegistry(
     group="emery.algorithms",
     type=AlgorithmSpec,
 )
+
+
+def register_builtin_payloads() -> None:
+    """Import every built-in algorithm, each of which registers its event kinds when imported
+    (``gepa/events.py``, ...), so that this process parses any built-in algorithm's stored
+    events into their models; every reader of stored events calls it (``reports.event_text``
+    when imported). A plug-in's kinds are registered once its module is imported."""
+    for module in ALGORITHM_MODULES.values():
+        importlib.import_module(module.partition(":")[0])
 
 
 def algorithm_spec(name: str) -> AlgorithmSpec:

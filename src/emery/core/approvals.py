@@ -15,7 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
-from emery.core.payloads import Payload
+from emery.core.payloads import Payload, register_payload
 
 ApprovalKind = Literal["best", "publish"]
 ApprovalStatus = Literal["pending", "approved", "rejected", "edited"]
@@ -49,6 +49,7 @@ class Approval(BaseModel):
     decided_at: float | None = None
 
 
+@register_payload
 class ApprovalRequested(Payload):
     """A job holds ``candidate_id`` back from becoming its best until a person decides."""
 
@@ -60,6 +61,7 @@ class ApprovalRequested(Payload):
     current_score: float | None = None
 
 
+@register_payload
 class ApprovalApplied(Payload):
     """The job acted on a person's decision (``result``: an edit's child candidate)."""
 

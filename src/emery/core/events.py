@@ -1,11 +1,15 @@
 """Job events: a kind and its typed payload. The store gives each a per-job sequence number.
 
-Every kind has one payload model (``PAYLOADS``): the job's own kinds are defined in
-``payloads``, the algorithms' in ``search_events``, and all are importable from here. Most
-models name their kind in ``kind``, so ``Event.of(BestUpdated(...))`` needs no kind string.
-An event is stored as plain JSON (``Event.data``), and ``Event.payload()`` parses it back
-into its model. Payloads forbid unknown fields, so a misspelt field fails where the event
-is made.
+Every kind has one payload model, registered by the module that owns it
+(``payloads.register_payload``): the kinds every job shares are core's and importable from
+here; an algorithm's own kinds live next to it (``algorithms/gepa/events.py``), a training
+job's in ``training/events.py``, a plug-in's in its module. Most models name their kind in
+``kind``, so ``Event.of(BestUpdated(...))`` needs no kind string. An event is stored as
+plain JSON (``Event.data``), and ``Event.payload()`` parses it back into its model, which
+needs the owner's module imported: ``reports/event_text.py``, which every reader of stored
+events goes through, imports the built-in owners. Making or parsing an event of a kind no
+model is registered for is an ``EventKindError``; payloads forbid unknown fields, so a
+misspelt field fails where the event is made.
 """
 
 from __future__ import annotations
@@ -17,12 +21,15 @@ from pydantic import BaseModel, Field
 
 from emery.core.approvals import ApprovalApplied, ApprovalRequested
 from emery.core.payloads import (
+    PAYLOADS,
+    STATE_KINDS,
     BaselineEvaluated,
     BestUpdated,
     BudgetWarning,
     CandidateEvaluated,
     CandidateProposed,
     CheckpointSaved,
+    EventKindError,
     FrontierUpdated,
     IterationCompleted,
     Payload,
@@ -31,58 +38,13 @@ from emery.core.payloads import (
     SearchNotRun,
     StateChanged,
     WarmStartScored,
+    payload_model,
+    register_payload,
 )
-from emery.core.plan_events import (
-    ApoPlanned,
-    BaselinePlanned,
-    BudgetPlanned,
-    GepaPlanned,
-    PaceWarning,
-    SelectPlanned,
-)
-from emery.core.search_events import (
-    ApoBeamUpdated,
-    ApoCritique,
-    ApoEdit,
-    ApoExpansionSkipped,
-    ApoFullValScored,
-    ApoOperatorChild,
-    ApoRoundCut,
-    ApoRoundStarted,
-    BeamMember,
-    DemoSetSize,
-    GepaCandidateSelected,
-    GepaMergeAccepted,
-    GepaMergeAttempted,
-    GepaMergeRejected,
-    GepaMinibatchAccepted,
-    GepaMinibatchRejected,
-    GepaMinibatchSampled,
-    GepaMinibatchSkipped,
-    GepaProposal,
-    GepaProposalInvalid,
-    GepaReflectiveDataset,
-    GepaValEvaluated,
-    GepaValRejected,
-    GraphCandidateCost,
-    InstructionOption,
-    MiproDatasetSummary,
-    MiproDemosBootstrapped,
-    MiproFullEvaluation,
-    MiproInstructionsProposed,
-    MiproPlanned,
-    MiproProposalRejected,
-    MiproRace,
-    MiproTrial,
-    ProposalSources,
-    SourceCount,
-)
+from emery.core.plan_events import BudgetPlanned, PaceWarning, SelectPlanned
+from emery.core.search_events import ProposalSources, SourceCount
 
 P = TypeVar("P", bound=Payload)
-
-
-class EventKindError(ValueError):
-    """An event kind without a payload model, or a payload given for another kind."""
 
 
 class Event(BaseModel):
@@ -97,9 +59,7 @@ class Event(BaseModel):
     def of(cls, payload: Payload, kind: str | None = None) -> Event:
         """The event carrying ``payload`` (``kind`` only for models shared by several kinds)."""
         kind = kind or payload.kind
-        model = PAYLOADS.get(kind)
-        if model is None:
-            raise EventKindError(f"unknown event kind {kind!r}")
+        model = payload_model(kind)
         if type(payload) is not model:
             raise EventKindError(f"{kind!r} carries {model.__name__}, not {type(payload).__name__}")
         data = payload.model_dump(mode="json", warnings=False)
@@ -108,10 +68,7 @@ class Event(BaseModel):
 
     def payload(self) -> Payload:
         """``data`` parsed into its kind's model (EventKindError or ValidationError if not)."""
-        model = PAYLOADS.get(self.kind)
-        if model is None:
-            raise EventKindError(f"unknown event kind {self.kind!r}")
-        return model.model_validate(self.data)
+        return payload_model(self.kind).model_validate(self.data)
 
     def payload_as(self, model: type[P]) -> P:
         """``data`` as ``model``, which must be this event's kind's model."""
@@ -120,140 +77,30 @@ class Event(BaseModel):
         return model.model_validate(self.data)
 
 
-STATE_KINDS = (
-    "created",
-    "queued",
-    "started",
-    "paused",
-    "resumed",
-    "succeeded",
-    "failed",
-    "cancelled",
-)
-
-_SINGLE_KIND: tuple[type[Payload], ...] = (
-    BudgetPlanned,
-    SelectPlanned,
-    BaselineEvaluated,
-    WarmStartScored,
-    CandidateProposed,
-    CandidateEvaluated,
-    BestUpdated,
-    FrontierUpdated,
-    IterationCompleted,
-    CheckpointSaved,
-    BudgetWarning,
-    SearchNotRun,
-    PaceWarning,
-    RolloutsFailed,
-    GepaCandidateSelected,
-    GepaMinibatchSampled,
-    GepaMinibatchSkipped,
-    GepaMinibatchAccepted,
-    GepaMinibatchRejected,
-    GepaValEvaluated,
-    GepaValRejected,
-    GraphCandidateCost,
-    GepaReflectiveDataset,
-    GepaProposal,
-    GepaProposalInvalid,
-    GepaMergeAttempted,
-    GepaMergeAccepted,
-    GepaMergeRejected,
-    ApoRoundStarted,
-    ApoExpansionSkipped,
-    ApoRoundCut,
-    ApoBeamUpdated,
-    ApoFullValScored,
-    ApoCritique,
-    ApoEdit,
-    ApoOperatorChild,
-    ProposalSources,
-    GepaPlanned,
-    ApoPlanned,
-    BaselinePlanned,
-    MiproPlanned,
-    MiproDemosBootstrapped,
-    MiproDatasetSummary,
-    MiproProposalRejected,
-    MiproInstructionsProposed,
-    MiproTrial,
-    MiproFullEvaluation,
-    MiproRace,
-    ApprovalRequested,
-    ApprovalApplied,
-)
-
-PAYLOADS: dict[str, type[Payload]] = {
-    **dict.fromkeys(STATE_KINDS, StateChanged),
-    **{model.kind: model for model in _SINGLE_KIND},
-}
-
-
 def event(kind: str, payload: Payload | None = None, **data: Any) -> Event:
-    """An event of ``kind`` from a payload model or keyword fields.
-
-    A registered kind is validated against its model. Unregistered kinds carry free
-    ``data``: only the store's own tests make them; algorithms emit models (``Event.of``).
-    """
+    """An event of ``kind`` from a payload model or keyword fields, validated against the
+    kind's registered model (an unregistered kind is an ``EventKindError``)."""
     if payload is not None:
         data = {**payload.model_dump(mode="json"), **data}
-    model = PAYLOADS.get(kind)
-    if model is not None:
-        data = model.model_validate(data).model_dump(mode="json")
-    return Event(kind=kind, data=data)
+    return Event(kind=kind, data=payload_model(kind).model_validate(data).model_dump(mode="json"))
 
 
 __all__ = [
     "PAYLOADS",
     "STATE_KINDS",
-    "ApoBeamUpdated",
-    "ApoCritique",
-    "ApoEdit",
-    "ApoExpansionSkipped",
-    "ApoFullValScored",
-    "ApoOperatorChild",
-    "ApoPlanned",
-    "ApoRoundCut",
-    "ApoRoundStarted",
+    "ApprovalApplied",
+    "ApprovalRequested",
     "BaselineEvaluated",
-    "BaselinePlanned",
-    "BeamMember",
     "BestUpdated",
     "BudgetPlanned",
     "BudgetWarning",
     "CandidateEvaluated",
     "CandidateProposed",
     "CheckpointSaved",
-    "DemoSetSize",
     "Event",
     "EventKindError",
     "FrontierUpdated",
-    "GepaCandidateSelected",
-    "GepaMergeAccepted",
-    "GepaMergeAttempted",
-    "GepaMergeRejected",
-    "GepaMinibatchAccepted",
-    "GepaMinibatchRejected",
-    "GepaMinibatchSampled",
-    "GepaMinibatchSkipped",
-    "GepaPlanned",
-    "GepaProposal",
-    "GepaProposalInvalid",
-    "GepaReflectiveDataset",
-    "GepaValEvaluated",
-    "GepaValRejected",
-    "GraphCandidateCost",
-    "InstructionOption",
     "IterationCompleted",
-    "MiproDatasetSummary",
-    "MiproDemosBootstrapped",
-    "MiproFullEvaluation",
-    "MiproInstructionsProposed",
-    "MiproPlanned",
-    "MiproProposalRejected",
-    "MiproRace",
-    "MiproTrial",
     "PaceWarning",
     "Payload",
     "PlanPayload",
@@ -265,4 +112,6 @@ __all__ = [
     "StateChanged",
     "WarmStartScored",
     "event",
+    "payload_model",
+    "register_payload",
 ]

@@ -1,11 +1,19 @@
-"""Typed payloads of the job's own event kinds (state changes, evaluations, best, budget).
+"""The payload registry and the typed payloads of the job's own event kinds (state
+changes, evaluations, best, budget).
 
-The algorithms' own kinds are in ``search_events``; ``events`` maps every kind to its model.
+Every event kind has one payload model, registered by the module that owns the kind
+(``register_payload``, keyed by the model's ``kind``): the kinds every job shares here and in
+``plan_events``, ``search_events`` and ``approvals``; an algorithm's own kinds next to it
+(``algorithms/gepa/events.py``), a training job's in ``training/events.py``, a plug-in's in
+its own module. A kind is registered when its module is imported; a kind that no model
+claims is an error wherever an event of it is made or parsed (``events``).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,13 +25,76 @@ class Payload(BaseModel):
     kind: ClassVar[str] = ""
 
 
+class EventKindError(ValueError):
+    """An event kind without a payload model, a payload given for another kind, or a kind
+    claimed by two models."""
+
+
+M = TypeVar("M", bound=type[Payload])
+
+_REGISTERED: dict[str, type[Payload]] = {}
+
+PAYLOADS: Mapping[str, type[Payload]] = MappingProxyType(_REGISTERED)
+"""Every registered kind → its payload model (a live, read-only view)."""
+
+
+def register_payload(model: M, *kinds: str) -> M:
+    """Make ``model`` the payload of ``kinds`` (default: its own ``kind``); returns it, so
+    it can decorate the class. A kind another model already has is an ``EventKindError``
+    (the same class defined again, as a reloaded module does, replaces it)."""
+    for kind in kinds or (model.kind,):
+        if not kind:
+            raise EventKindError(f"{model.__name__} names no event kind")
+        held = _REGISTERED.get(kind)
+        if held is not None and _name(held) != _name(model):
+            raise EventKindError(
+                f"event kind {kind!r} is already {_name(held)}'s, not {_name(model)}'s"
+            )
+        _REGISTERED[kind] = model
+    return model
+
+
+def _name(model: type[Payload]) -> str:
+    return f"{model.__module__}.{model.__qualname__}"
+
+
+def payload_model(kind: str) -> type[Payload]:
+    """The model registered for ``kind``, or an ``EventKindError``."""
+    model = _REGISTERED.get(kind)
+    if model is None:
+        raise EventKindError(
+            f"unknown event kind {kind!r}: no payload model is registered for it (its"
+            " owner's module registers it when imported)"
+        )
+    return model
+
+
+STATE_KINDS = (
+    "created",
+    "queued",
+    "started",
+    "running",
+    "paused",
+    "resumed",
+    "succeeded",
+    "failed",
+    "cancelled",
+)
+"""The kinds of a job's state changes: its states, ``started`` and ``resumed`` (a move to
+``running`` that names neither is stored as ``running``)."""
+
+
 class StateChanged(Payload):
-    """created, queued, started, paused, resumed, succeeded, failed, cancelled."""
+    """A job's state changed (one of ``STATE_KINDS``) to ``state``."""
 
     state: str
     reason: str | None = None
 
 
+register_payload(StateChanged, *STATE_KINDS)
+
+
+@register_payload
 class BaselineEvaluated(Payload):
     kind: ClassVar[str] = "baseline_evaluated"
     candidate_id: str
@@ -32,6 +103,7 @@ class BaselineEvaluated(Payload):
     n: int
 
 
+@register_payload
 class WarmStartScored(Payload):
     """A candidate of an earlier job (``[job] warm_start``) rescored on this job's val:
     ``earlier_score`` is what it scored on the earlier job's val (None if unknown)."""
@@ -44,6 +116,7 @@ class WarmStartScored(Payload):
     n: int
 
 
+@register_payload
 class CandidateProposed(Payload):
     kind: ClassVar[str] = "candidate_proposed"
     candidate_id: str
@@ -52,6 +125,7 @@ class CandidateProposed(Payload):
     components: list[str] = Field(default_factory=list)
 
 
+@register_payload
 class CandidateEvaluated(Payload):
     kind: ClassVar[str] = "candidate_evaluated"
     candidate_id: str
@@ -68,6 +142,7 @@ class CandidateEvaluated(Payload):
     not failed)."""
 
 
+@register_payload
 class RolloutsFailed(Payload):
     """A warning: some of the seed's rollouts failed (so its baseline is understated)."""
 
@@ -81,6 +156,7 @@ class RolloutsFailed(Payload):
     error: str
 
 
+@register_payload
 class BestUpdated(Payload):
     """The best candidate by val changed (the seed becoming the first best included)."""
 
@@ -90,6 +166,7 @@ class BestUpdated(Payload):
     previous_score: float | None = None
 
 
+@register_payload
 class FrontierUpdated(Payload):
     kind: ClassVar[str] = "frontier_updated"
     size: int
@@ -97,6 +174,7 @@ class FrontierUpdated(Payload):
     best_score: float
 
 
+@register_payload
 class IterationCompleted(Payload):
     kind: ClassVar[str] = "iteration_completed"
     iteration: int
@@ -104,11 +182,13 @@ class IterationCompleted(Payload):
     best_score: float | None = None
 
 
+@register_payload
 class CheckpointSaved(Payload):
     kind: ClassVar[str] = "checkpoint_saved"
     iteration: int
 
 
+@register_payload
 class BudgetWarning(Payload):
     kind: ClassVar[str] = "budget_warning"
     resource: str
@@ -125,6 +205,7 @@ SPENDING_LIMITS = {
 """The budget limits the seed's evaluation spends, by the words a message names them in."""
 
 
+@register_payload
 class SearchNotRun(Payload):
     """A warning: the seed's evaluation spent a budget limit (``limit``, such as
     ``wall_time_s``), so the search stops before its first step with the seed as best; or,

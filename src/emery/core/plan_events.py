@@ -1,9 +1,9 @@
-"""The plans GEPA, APO and baseline record at their start (``gepa.plan``, ``apo.plan``,
-``baseline.plan``): what will run given the budget. They share ``PlanPayload``'s shape with
-MIPRO's ``mipro.plan``. ``PaceWarning``: the wall-time budget, at the pace measured on the
-seed's evaluation, cannot hold the planned trials. ``BudgetPlanned``: the job's limits,
-recorded before any algorithm's plan. ``SelectPlanned``: what val separates for a winner rule
-that reads a cost."""
+"""The planning kinds every search shares: ``BudgetPlanned``, the job's limits, recorded
+before any algorithm's plan (an algorithm's own ``*.plan`` kind, a ``PlanPayload``, is
+defined next to it: ``algorithms/gepa/events.py``); ``SelectPlanned``, what val separates
+for a winner rule that reads a cost; ``PaceWarning``, the wall-time budget, at the pace
+measured on the seed's evaluation, cannot hold the planned trials; ``Separation``, what a
+plan's budget can separate."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from emery.core.payloads import Payload, PlanPayload
+from emery.core.payloads import Payload, register_payload
 
 
 class Separation(BaseModel):
@@ -62,6 +62,7 @@ def _points(share: float) -> int:
     return math.ceil(100 * share - 1e-9)
 
 
+@register_payload
 class BudgetPlanned(Payload):
     """The job's budget, recorded before the search starts (``budget_planned``): each
     limit (None: none), the roles the LM token and cost limits cover together, and the
@@ -79,6 +80,7 @@ class BudgetPlanned(Payload):
     roles: list[str] = Field(default_factory=list)
 
 
+@register_payload
 class SelectPlanned(Payload):
     """What the job's ``select`` rule decides on, recorded after the budget's line when the
     rule reads a cost (``select_planned``): it chooses among the candidates scored on all of
@@ -102,96 +104,7 @@ class SelectPlanned(Payload):
         return text
 
 
-class GepaPlanned(PlanPayload):
-    """A GEPA (or ``graph_gepa``) run's plan.
-
-    An iteration scores the parent and its child on one train minibatch
-    (``iteration_cost`` metric calls); an accepted child is then scored on all of val
-    (``acceptance_cost``); while the paired evidence is undecided and the child ahead, both
-    are scored on more minibatches, up to ``evidence_examples`` (``evidence_cost`` metric
-    calls). ``iterations`` is how many the budget pays for when every child is decided on
-    its first minibatch and none is accepted, a step starting only while the calls left pay
-    for a child's minibatch and all of val (capped by ``max_iterations``; None: no limit
-    on either), split by what proposes the child: the reflection LM, an LM-free edit
-    operator (prompt programs, every ``operator_every``-th iteration) or, in
-    ``graph_gepa``, a structural mutation (every ``structure_every``-th). ``unspent``: the
-    metric calls those iterations leave (None: no metric-call limit, or an older plan).
-    """
-
-    kind: ClassVar[str] = "gepa.plan"
-    trial_unit: ClassVar[str] = "iterations"
-    algorithm: str
-    val_size: int
-    train_size: int
-    minibatch_size: int
-    components: int
-    component_selection: str
-    iteration_cost: int
-    acceptance_cost: int
-    iterations: int | None
-    unspent: int | None = None
-    max_iterations: int | None = None
-    reflection_iterations: int | None = None
-    operator_iterations: int | None = None
-    structure_iterations: int | None = None
-    operator_every: int = 0
-    structure_every: int | None = None
-    reflection_calls: int | None = None
-    merges: int = 0
-    merge_cost: int = 0
-    evidence_examples: int | None = None
-    """The most train examples an undecided child is judged on (None: an older plan)."""
-    evidence_cost: int | None = None
-    """Metric calls of an iteration whose child is judged on all of them."""
-    separation: Separation | None = None
-    """What the budget separates: children judged on ``evidence_examples`` and accepted."""
-
-    def planned_trials(self) -> int | None:
-        return self.iterations
-
-
-class ApoPlanned(PlanPayload):
-    """An APO run's plan: per round, ``beam_width`` parents each get ``branch_factor``
-    expansions (a critique on ``gradient_batch_size`` train examples and an edit) and
-    ``operator_children`` LM-free children; the beam and the children are ranked on a val
-    batch and the batch's best (up to ``beam_width`` contenders) on full val.
-    ``rounds_affordable``: the rounds the metric-call budget pays for in full (None: no
-    limit)."""
-
-    kind: ClassVar[str] = "apo.plan"
-    trial_unit: ClassVar[str] = "rounds"
-    rounds: int
-    rounds_affordable: int | None
-    beam_width: int
-    branch_factor: int
-    operator_children: int
-    gradient_batch_size: int
-    val_batch_size: int
-    val_size: int
-    train_size: int
-    expansions: int
-    children: int
-    lm_calls: dict[str, int] = Field(default_factory=dict)
-    separation: Separation | None = None
-    """What the budget separates: children (each with its critique's train batch) ranked
-    on the val batch, after the seed and the rest of val for the best (None: older plan)."""
-
-    def planned_trials(self) -> int | None:
-        return self.rounds if self.rounds_affordable is None else self.rounds_affordable
-
-
-class BaselinePlanned(PlanPayload):
-    """A baseline run's plan: the seed on val, then each given candidate on val."""
-
-    kind: ClassVar[str] = "baseline.plan"
-    trial_unit: ClassVar[str] = "candidates"
-    val_size: int
-    candidates: int
-
-    def planned_trials(self) -> int | None:
-        return self.candidates
-
-
+@register_payload
 class PaceWarning(Payload):
     """A warning after the seed's evaluation: at the pace it measured
     (``seconds_per_call`` = ``seed_s`` / ``seed_calls``), the wall-time budget left

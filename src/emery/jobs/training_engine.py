@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from emery.config.loading import job_config
 from emery.config.schema import JobConfig, LoRASection
 from emery.core.errors import EmeryError
-from emery.core.events import CheckpointSaved, Event, event
+from emery.core.events import CheckpointSaved, Event
 from emery.evaluation.executor import Executor
 from emery.jobs.control import LOST, ControlWatcher, StopRequest, fail_job, stop_job
 from emery.jobs.ownership import claim_job, owner_id, reserve_job
@@ -32,6 +32,7 @@ from emery.lm.catalog import adapter_file, installed_path
 from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
+from emery.training.events import AdapterSaved, ScoredOnTest, TrainLoss, TrainReward
 from emery.training.gguf_adapter import write_gguf_adapter
 from emery.training.scoring import Lift, compare
 from emery.training.trainer import TrainingHooks, TrainingStats
@@ -158,16 +159,15 @@ class TrainingEngine:
             executor=executor,
             on_events=self._emit,
             on_loss=lambda split, step, loss: self._add(
-                event(f"{split}_loss", step=step, loss=round(loss, 5))
+                Event.of(TrainLoss(step=step, loss=round(loss, 5)), kind=f"{split}_loss")
             ),
             on_checkpoint=lambda step: self._add(Event.of(CheckpointSaved(iteration=step))),
             requested=lambda: self._stop_request.action,
             on_reward=lambda step, reward, kl: self._add(
-                event(
-                    "train_reward",
-                    step=step,
-                    reward=round(reward, 5),
-                    kl=None if kl is None else round(kl, 6),
+                Event.of(
+                    TrainReward(
+                        step=step, reward=round(reward, 5), kl=None if kl is None else round(kl, 6)
+                    )
                 )
             ),
         )
@@ -179,19 +179,14 @@ class TrainingEngine:
         target = adapter_file(base, self.job_id)
         pairs = write_gguf_adapter(adapter, installed_path(base), target)
         tuned = f"local/{base}+{self.job_id}"
-        self._add(event("adapter_saved", model=tuned, path=str(target), tensors=pairs))
+        self._add(Event.of(AdapterSaved(model=tuned, path=str(target), tensors=pairs)))
         lift = None
         if self.trainer.settings(config).evaluate:
             lift = await compare(self.store, config, base_dir, tuned)
-            self._add(
-                event(
-                    "test_scored",
-                    base=lift.base.mean,
-                    tuned=lift.tuned.mean,
-                    n=lift.tuned.n,
-                    lift=round(lift.lift, 5),
-                )
+            scored = ScoredOnTest(
+                base=lift.base.mean, tuned=lift.tuned.mean, n=lift.tuned.n, lift=round(lift.lift, 5)
             )
+            self._add(Event.of(scored))
         stats = whole_job_stats(self.store, self.job_id, stats)
         result = self.trainer.trained(tuned, target, stats, lift)
         fields: dict[str, Any] = {"result": result.model_dump(mode="json")}
@@ -242,5 +237,7 @@ def whole_job_stats(store: Store, job_id: str, stats: TrainingStats) -> Training
     """``stats`` with the job's first loss and reward (a resumed run saw only its own)."""
     first: dict[str, float] = {}
     for item in store.list_events(job_id, kinds=list(_FIRST)):
-        first.setdefault(_FIRST[item.kind], float(item.data[item.kind.split("_")[1]]))
+        match item.payload():
+            case TrainLoss(loss=value) | TrainReward(reward=value):
+                first.setdefault(_FIRST[item.kind], value)
     return stats.model_copy(update=first)

@@ -1,10 +1,15 @@
 """Job events, and the progress of an evaluation batch, as one-line text for terminals
-and logs."""
+and logs.
+
+Every reader of stored events (``emery jobs events``, the progress display, the SDK) goes
+through this module, so importing it registers the event kinds of every built-in owner: the
+algorithms' (``register_builtin_payloads``) and the training jobs' (``training.events``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from emery.algorithms.registry import register_builtin_payloads
 from emery.core.approvals import ApprovalApplied, ApprovalRequested
 from emery.core.events import (
     STATE_KINDS,
@@ -28,6 +33,9 @@ from emery.core.events import (
 )
 from emery.evaluation.progress import BatchProgress
 from emery.evaluation.stats import failure_note, unreadable_note
+from emery.training import events  # noqa: F401 - registers the training kinds
+
+register_builtin_payloads()
 
 
 def _pct(value: float | None) -> str:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from emery.algorithms.lineage import component_diff
+from emery.algorithms.registry import register_builtin_payloads
 from emery.core.errors import EmeryError
-from emery.core.events import PAYLOADS
+from emery.core.events import PAYLOADS, PlanPayload
 from emery.core.models import Candidate
 from emery.core.spans import SpanRecord
 from emery.jobs.ownership import is_stale
@@ -17,7 +18,6 @@ from emery.store.states import NotFound
 
 SPLITS = ("train", "val", "test")
 DiffBase = Literal["parent", "seed"]
-PLAN_KINDS = tuple(sorted(kind for kind in PAYLOADS if kind.endswith(".plan")))
 
 
 def budget_limits(job: JobRecord) -> dict[str, Any]:
@@ -62,7 +62,9 @@ def plan_view(store: Store, job_id: str) -> dict[str, Any] | None:
     """What the job's algorithm planned at its start (its latest ``*.plan`` event, such
     as ``mipro.plan``): the one-line summary the CLI prints, the figures and the notes;
     None when it recorded no plan."""
-    events = store.list_events(job_id, kinds=list(PLAN_KINDS)) if PLAN_KINDS else []
+    register_builtin_payloads()
+    kinds = sorted(kind for kind, model in PAYLOADS.items() if issubclass(model, PlanPayload))
+    events = store.list_events(job_id, kinds=kinds)
     if not events:
         return None
     latest = events[-1]

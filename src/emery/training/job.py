@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError, EmeryError
-from emery.core.events import event
+from emery.core.events import Event
 from emery.lm.catalog import installed_path
 from emery.lm.config import build_base_lm, local_model_path
 from emery.store.protocol import Store
@@ -28,8 +28,9 @@ from emery.training.data import (
     load_chat_jsonl,
     stored_conversations,
 )
+from emery.training.events import SftSamplesKept
 from emery.training.paths import run_dir
-from emery.training.sampling import KEPT_EVENT, RejectionSampler, teacher_config
+from emery.training.sampling import RejectionSampler, teacher_config
 from emery.training.scoring import Lift
 from emery.training.trainer import TrainingHooks, TrainingStats, train
 
@@ -145,8 +146,8 @@ def sft_data(
             f" {sampled.rollouts} sampled replies scored >= {sft.min_score}: try"
             " a lower sft.min_score, a higher sft.samples_per_example or a stronger sft.teacher"
         )
-    if not store.list_events(job_id, kinds=[KEPT_EVENT]):
-        note = event(KEPT_EVENT, **sampled.model_dump(mode="json"))
+    if not store.list_events(job_id, kinds=[SftSamplesKept.kind]):
+        note = Event.of(SftSamplesKept.model_validate(sampled.model_dump()))
         stored_events = store.append_events(job_id, [note])
         if hooks.on_events is not None:
             hooks.on_events(stored_events)

@@ -28,7 +28,7 @@ from emery.config.evaluation_scope import example_hash
 from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError, EmeryError
-from emery.core.events import Event, event
+from emery.core.events import Event
 from emery.core.hashing import call_seed
 from emery.core.models import Candidate, ChatMessage
 from emery.core.rollouts import RolloutConfig
@@ -42,13 +42,10 @@ from emery.store.records import EvaluationFilter, EvaluationRecord, StepWrite
 from emery.tracing.export import chosen_candidates
 from emery.tracing.store_recorder import StoreRecorder
 from emery.training.data import Conversation, SampledData, distinct, record_conversations
+from emery.training.events import SftSamples
 from emery.training.source import source_prompt
 from emery.training.trainer import TrainingHooks
 
-ROUND_EVENT = "sft_samples"
-"""The event stored with each round's evaluations."""
-KEPT_EVENT = "sft_samples_kept"
-"""The event that says what the sampling kept, once all rounds are stored."""
 MARK = "@sample"
 
 
@@ -117,8 +114,8 @@ class RejectionSampler:
 
     def done(self) -> set[int]:
         """The rounds already stored."""
-        rounds = self.store.list_events(self.job_id, kinds=[ROUND_EVENT])
-        return {int(item.data["round"]) for item in rounds}
+        rounds = self.store.list_events(self.job_id, kinds=[SftSamples.kind])
+        return {item.payload_as(SftSamples).round for item in rounds}
 
     def run(self, hooks: TrainingHooks) -> str | None:
         """Run and store the rounds not stored yet; the stop request that cut them, if any."""
@@ -190,7 +187,7 @@ class RejectionSampler:
         """Round ``n``'s evaluations and its event, in one transaction."""
         kept = sum(1 for r in records if self._kept(r))
         tokens = sum(r.result.usage.total_tokens for r in records)
-        note = event(ROUND_EVENT, round=n, rollouts=len(records), kept=kept, tokens=tokens)
+        note = Event.of(SftSamples(round=n, rollouts=len(records), kept=kept, tokens=tokens))
         return self.store.commit_step(self.job_id, StepWrite(evaluations=records, events=[note]))
 
     def _kept(self, record: EvaluationRecord) -> bool:
@@ -213,7 +210,7 @@ class RejectionSampler:
                 chats += found
                 result = record.result
                 examples.add((result.split or "", sampled_example_id(result.example_id)))
-        rounds = self.store.list_events(self.job_id, kinds=[ROUND_EVENT])
+        rounds = self.store.list_events(self.job_id, kinds=[SftSamples.kind])
         summary = SampledData(
             model=self.teacher.model,
             samples_per_example=self.settings.samples_per_example,
@@ -222,6 +219,6 @@ class RejectionSampler:
             rollouts=len(records),
             kept=len(distinct(chats)),
             examples_kept=len(examples),
-            tokens=sum(int(e.data["tokens"]) for e in rounds),
+            tokens=sum(e.payload_as(SftSamples).tokens for e in rounds),
         )
         return distinct(chats), summary

@@ -40,6 +40,14 @@ from emery.algorithms.apo.beam import (
     select_top,
     unique,
 )
+from emery.algorithms.apo.events import (
+    ApoBeamUpdated,
+    ApoExpansionSkipped,
+    ApoFullValScored,
+    ApoRoundCut,
+    ApoRoundStarted,
+    BeamMember,
+)
 from emery.algorithms.apo.operate import add_operator_children, operator_children_due
 from emery.algorithms.apo.plan import record_apo_plan, val_batch_size
 from emery.algorithms.apo.prompts import load_prompts
@@ -59,16 +67,7 @@ from emery.algorithms.labeled import labeled_pool
 from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
 from emery.algorithms.warm_start import rescore
 from emery.core.errors import ConfigError
-from emery.core.events import (
-    ApoBeamUpdated,
-    ApoExpansionSkipped,
-    ApoFullValScored,
-    ApoRoundCut,
-    ApoRoundStarted,
-    BaselineEvaluated,
-    BeamMember,
-    BestUpdated,
-)
+from emery.core.events import BaselineEvaluated, BestUpdated
 from emery.core.models import Candidate, Example, Split
 from emery.evaluation.results import EvalResult
 

@@ -10,12 +10,12 @@ candidates to score.
 
 from __future__ import annotations
 
+from emery.algorithms.apo.events import ApoOperatorChild
 from emery.algorithms.apo.propose import Proposer
 from emery.algorithms.apo.state import ApoState
 from emery.algorithms.base import SearchContext
 from emery.algorithms.operators import Materials
 from emery.algorithms.sources import count, next_operator_child, staged_prompts
-from emery.core.events import ApoOperatorChild
 from emery.core.models import Candidate
 
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from emery.algorithms.apo.events import ApoPlanned
 from emery.algorithms.apo.settings import ApoSettings
 from emery.algorithms.base import SearchContext
 from emery.algorithms.separation import TYPICAL, examples_for, separation
 from emery.algorithms.sources import staged_prompts
 from emery.algorithms.warm_start import warm_note
-from emery.core.events import ApoPlanned
 
 log = logging.getLogger(__name__)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from emery.algorithms.apo.critique import Critique, Sampling, critique_prompt
 from emery.algorithms.apo.edit import Edit, edit_prompt
+from emery.algorithms.apo.events import ApoCritique, ApoEdit
 from emery.algorithms.apo.experiments import as_text, build_experiments
 from emery.algorithms.apo.prompts import MetaPrompt
 from emery.algorithms.apo.settings import ApoSettings
@@ -16,7 +17,6 @@ from emery.algorithms.apo.state import ApoState
 from emery.algorithms.base import SearchContext
 from emery.algorithms.code_proposals import CODE_MAX_TOKENS, CodeProposals, code_proposals
 from emery.algorithms.sources import count
-from emery.core.events import ApoCritique, ApoEdit
 from emery.core.models import Candidate, Example, Lineage
 from emery.evaluation.results import EvalResult
 

@@ -44,6 +44,14 @@ from emery.algorithms.concurrent_scoring import ScoreRequest, run_all, score_con
 from emery.algorithms.cost_acceptance import as_good_and_cheaper
 from emery.algorithms.evidence import Evidence
 from emery.algorithms.gepa.batches import next_minibatch
+from emery.algorithms.gepa.events import (
+    GepaCandidateSelected,
+    GepaMinibatchAccepted,
+    GepaMinibatchRejected,
+    GepaMinibatchSampled,
+    GepaMinibatchSkipped,
+    GepaValRejected,
+)
 from emery.algorithms.gepa.failure_batches import (
     remember_judged,
     scores_by_example,
@@ -72,15 +80,7 @@ from emery.algorithms.labeled import labeled_pool
 from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
 from emery.algorithms.warm_start import rescore
 from emery.core.errors import ConfigError
-from emery.core.events import (
-    BaselineEvaluated,
-    GepaCandidateSelected,
-    GepaMinibatchAccepted,
-    GepaMinibatchRejected,
-    GepaMinibatchSampled,
-    GepaMinibatchSkipped,
-    GepaValRejected,
-)
+from emery.core.events import BaselineEvaluated
 from emery.core.models import Candidate, Example
 from emery.evaluation.budget import BudgetExhausted
 from emery.evaluation.results import EvalResult

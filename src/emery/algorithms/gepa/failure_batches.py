@@ -21,10 +21,10 @@ from dataclasses import replace
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.concurrent_scoring import ScoreRequest, score_concurrently
+from emery.algorithms.gepa.events import GepaMinibatchSampled
 from emery.algorithms.gepa.mutation import Basis, Mutation
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.gepa.state import GepaState, SamplerState
-from emery.core.events import GepaMinibatchSampled
 from emery.evaluation.results import EvalResult
 
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from emery.algorithms.base import SearchContext
+from emery.algorithms.gepa.events import GepaMergeAccepted, GepaMergeAttempted, GepaMergeRejected
 from emery.algorithms.gepa.pareto import front_weights
 from emery.algorithms.gepa.pool import add_to_pool, lean
 from emery.algorithms.gepa.state import GepaState, PoolEntry
-from emery.core.events import GepaMergeAccepted, GepaMergeAttempted, GepaMergeRejected
 from emery.core.models import Candidate, Demo, Example, Lineage, candidate_id
 
 T = TypeVar("T")

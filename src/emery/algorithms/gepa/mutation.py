@@ -17,12 +17,16 @@ from emery.algorithms.base import SearchContext
 from emery.algorithms.code_proposals import code_proposals
 from emery.algorithms.evidence import Evidence
 from emery.algorithms.gepa.batches import next_minibatch
+from emery.algorithms.gepa.events import (
+    GepaMinibatchRejected,
+    GepaMinibatchSampled,
+    GepaProposalInvalid,
+)
 from emery.algorithms.gepa.proposal import Proposal
 from emery.algorithms.gepa.propose import Proposer
 from emery.algorithms.gepa.state import GepaState, PoolEntry
 from emery.algorithms.operators import Materials, operator_order
 from emery.algorithms.sources import count, next_operator_child, staged_prompts
-from emery.core.events import GepaMinibatchRejected, GepaMinibatchSampled, GepaProposalInvalid
 from emery.core.models import Candidate, Example, Lineage
 from emery.evaluation.objectives import named_costs
 from emery.evaluation.results import EvalResult

@@ -29,11 +29,11 @@ import math
 from dataclasses import dataclass
 
 from emery.algorithms.base import SearchContext
+from emery.algorithms.gepa.events import GepaPlanned
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.separation import TYPICAL, examples_for, separation
 from emery.algorithms.sources import staged_prompts
 from emery.algorithms.warm_start import warm_note
-from emery.core.events import GepaPlanned
 
 log = logging.getLogger(__name__)
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.evidence import paired
+from emery.algorithms.gepa.events import GepaValEvaluated
 from emery.algorithms.gepa.pareto import front_weights, per_example_front
 from emery.algorithms.gepa.state import GepaState, PoolEntry
-from emery.core.events import BestUpdated, FrontierUpdated, GepaValEvaluated
+from emery.core.events import BestUpdated, FrontierUpdated
 from emery.core.models import Candidate
 from emery.evaluation.results import EvalResult
 

@@ -11,6 +11,7 @@ from emery.algorithms.base import SearchContext
 from emery.algorithms.code_proposals import CodeProposals, ModuleReply, code_proposals
 from emery.algorithms.gepa.checks import parse_proposal, proposal_problem
 from emery.algorithms.gepa.compact import parse_compact
+from emery.algorithms.gepa.events import GepaProposal, GepaProposalInvalid, GepaReflectiveDataset
 from emery.algorithms.gepa.proposal import Proposal
 from emery.algorithms.gepa.reflection import (
     Style,
@@ -26,7 +27,6 @@ from emery.algorithms.gepa.reflective_dataset import (
 )
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.proposals import restore_placeholders
-from emery.core.events import GepaProposal, GepaProposalInvalid, GepaReflectiveDataset
 from emery.core.models import ChatMessage, Example
 from emery.core.results import ExampleResult
 from emery.lm.base import LM

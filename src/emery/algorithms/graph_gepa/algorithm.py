@@ -21,6 +21,7 @@ from emery.algorithms.base import SearchContext
 from emery.algorithms.gepa.algorithm import Gepa
 from emery.algorithms.gepa.mutation import Basis, Mutation
 from emery.algorithms.gepa.state import GepaState, PoolEntry
+from emery.algorithms.graph_gepa.events import GraphCandidateCost
 from emery.algorithms.graph_gepa.settings import GraphGepaSettings
 from emery.algorithms.graph_gepa.structure import (
     Limits,
@@ -29,7 +30,6 @@ from emery.algorithms.graph_gepa.structure import (
     structure_system,
 )
 from emery.core.errors import ConfigError
-from emery.core.events import GraphCandidateCost
 
 
 class GraphGepa(Gepa):

@@ -20,13 +20,13 @@ import re
 from dataclasses import dataclass
 
 from emery.algorithms.base import SearchContext
+from emery.algorithms.gepa.events import GepaProposalInvalid
 from emery.algorithms.gepa.mutation import Basis, Mutation
 from emery.algorithms.gepa.state import GepaState
 from emery.algorithms.graph_gepa.spec_proposal import MAX_TOKENS, parse_graph, spec_messages
 from emery.algorithms.labeled import input_fields
 from emery.algorithms.sources import count
 from emery.core.errors import ConfigError
-from emery.core.events import GepaProposalInvalid
 from emery.core.models import Candidate, Lineage
 from emery.lm.base import LMError
 from emery.systems.capabilities import MutatesStructure, StructureEdit

@@ -25,6 +25,14 @@ from emery.algorithms.labeled import (
 )
 from emery.algorithms.mipro import demos as demo_sets
 from emery.algorithms.mipro import warm
+from emery.algorithms.mipro.events import (
+    DemoSetSize,
+    MiproDatasetSummary,
+    MiproDemosBootstrapped,
+    MiproInstructionsProposed,
+    MiproPlanned,
+    MiproProposalRejected,
+)
 from emery.algorithms.mipro.grounding import (
     fallback_summary,
     program_description,
@@ -46,16 +54,7 @@ from emery.algorithms.mipro.state import (
 from emery.algorithms.mipro.trials import run_trial
 from emery.algorithms.warm_start import warm_note
 from emery.core.errors import ConfigError
-from emery.core.events import (
-    BaselineEvaluated,
-    BestUpdated,
-    DemoSetSize,
-    MiproDatasetSummary,
-    MiproDemosBootstrapped,
-    MiproInstructionsProposed,
-    MiproPlanned,
-    MiproProposalRejected,
-)
+from emery.core.events import BaselineEvaluated, BestUpdated
 from emery.core.models import Candidate, Demo, Example
 from emery.lm.base import LM
 from emery.systems.capabilities import StagedPrompts

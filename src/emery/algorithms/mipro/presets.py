@@ -20,9 +20,9 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from emery.algorithms.mipro.events import MiproPlanFields
 from emery.algorithms.mipro.settings import MiproSettings, Preset
 from emery.algorithms.separation import TYPICAL, examples_for, separation
-from emery.core.search_events import MiproPlanFields
 
 MIN_CHOICES = 2
 """The fewest choices per stage (the original and one more)."""

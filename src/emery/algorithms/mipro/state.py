@@ -7,8 +7,9 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from emery.algorithms.base import AlgorithmState
+from emery.algorithms.mipro.events import InstructionOption
 from emery.algorithms.mipro.presets import MiproPlan
-from emery.core.events import InstructionOption, SourceCount
+from emery.core.events import SourceCount
 from emery.core.models import Candidate, Demo
 from emery.core.search_events import Evidence
 from emery.evaluation.objectives import CandidateCost

@@ -18,6 +18,7 @@ import random
 from emery.algorithms.base import SearchContext
 from emery.algorithms.concurrent_scoring import ScoreRequest, score_concurrently
 from emery.algorithms.evidence import ContextScorer, Evidence, flipped, race
+from emery.algorithms.mipro.events import MiproFullEvaluation, MiproRace, MiproTrial
 from emery.algorithms.mipro.search import next_params, top_combos, trial_cost
 from emery.algorithms.mipro.state import (
     ComboRecord,
@@ -28,7 +29,7 @@ from emery.algorithms.mipro.state import (
 )
 from emery.algorithms.mipro.winner_variants import restate_best, trim_best
 from emery.algorithms.sources import count, report_if_changed, snapshot
-from emery.core.events import BestUpdated, MiproFullEvaluation, MiproRace, MiproTrial
+from emery.core.events import BestUpdated
 from emery.core.models import Candidate, Demo, Example, Lineage
 from emery.systems.prompt_layout import with_layout
 

@@ -24,10 +24,11 @@ from __future__ import annotations
 import logging
 
 from emery.algorithms.base import SearchContext
+from emery.algorithms.mipro.events import MiproFullEvaluation
 from emery.algorithms.mipro.state import MiproState
 from emery.algorithms.operators import apply_operator
 from emery.algorithms.sources import count
-from emery.core.events import BestUpdated, MiproFullEvaluation
+from emery.core.events import BestUpdated
 from emery.core.models import Candidate, Lineage
 from emery.systems.capabilities import StagedPrompts
 from emery.systems.prompt_layout import StageLayout, with_layout
