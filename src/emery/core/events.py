@@ -14,6 +14,7 @@ misspelt field fails where the event is made.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -77,6 +78,10 @@ class Event(BaseModel):
         return model.model_validate(self.data)
 
 
+EventSink = Callable[[Sequence[Event]], None]
+"""What hears a job's events as they are stored (a progress display, the SDK, a test)."""
+
+
 def event(kind: str, payload: Payload | None = None, **data: Any) -> Event:
     """An event of ``kind`` from a payload model or keyword fields, validated against the
     kind's registered model (an unregistered kind is an ``EventKindError``)."""
@@ -99,6 +104,7 @@ __all__ = [
     "CheckpointSaved",
     "Event",
     "EventKindError",
+    "EventSink",
     "FrontierUpdated",
     "IterationCompleted",
     "PaceWarning",

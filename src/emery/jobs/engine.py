@@ -57,7 +57,7 @@ from emery.algorithms.search_loop import SearchOutcome, StepCallback, StepRecord
 from emery.config.loading import job_config
 from emery.config.resolve import JobInputs
 from emery.core.errors import EmeryError, StoreError
-from emery.core.events import BestUpdated, CheckpointSaved, Event
+from emery.core.events import BestUpdated, CheckpointSaved, Event, EventSink
 from emery.core.rollouts import RolloutConfig
 from emery.evaluation.budget import BudgetExhausted, Clock
 from emery.evaluation.progress import ProgressSink
@@ -86,8 +86,6 @@ from emery.tracing.store_recorder import StoreRecorder
 from emery.workers.executors import ExecutorSetup, build_executor, check_executor
 
 log = logging.getLogger(__name__)
-
-EventSink = Callable[[Sequence[Event]], None]
 
 __all__ = ["AlgorithmContractError", "EventSink", "JobBusy", "JobEngine"]
 

@@ -11,14 +11,14 @@ which does not resolve it again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from emery.config.resolve import JobInputs
 from emery.config.schema import JobConfig
 from emery.core.errors import EmeryError
-from emery.core.events import Event
+from emery.core.events import EventSink
 from emery.evaluation.progress import ProgressSink
 from emery.jobs.runtime import ConfigObjects
 from emery.jobs.search_kind import EVAL, OPTIMIZE, search_kind_name
@@ -27,8 +27,6 @@ from emery.reports.results import JobResult
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 from emery.training.job import SFTResult
-
-EventSink = Callable[[Sequence[Event]], None]
 
 
 class JobRun(Protocol):

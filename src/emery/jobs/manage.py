@@ -20,8 +20,7 @@ from emery.config.resolve import JobInputs
 from emery.config.schema import JobConfig
 from emery.config.storable import check_storable
 from emery.core.errors import EmeryError
-from emery.core.events import Event
-from emery.jobs.engine import EventSink
+from emery.core.events import Event, EventSink
 from emery.jobs.kinds import JobRun, kind_for, kind_of
 from emery.jobs.ownership import is_stale, starting_elsewhere
 from emery.jobs.runtime import ConfigObjects

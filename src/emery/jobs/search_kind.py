@@ -18,10 +18,11 @@ from typing import Any
 from emery.algorithms.registry import algorithm_spec, checked_settings
 from emery.config.resolve import JobInputs
 from emery.config.schema import JobConfig
+from emery.core.events import EventSink
 from emery.core.hashing import content_hash
 from emery.evaluation.progress import ProgressSink
 from emery.integrations.tracking import check_tracking
-from emery.jobs.engine import EventSink, JobEngine
+from emery.jobs.engine import JobEngine
 from emery.jobs.runtime import ConfigObjects, resolve_objects
 from emery.jobs.warm_start import check_warm_start, pinned, system_kind
 from emery.reports.report import render_report

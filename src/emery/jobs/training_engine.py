@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from emery.config.loading import job_config
 from emery.config.schema import JobConfig, LoRASection
 from emery.core.errors import EmeryError
-from emery.core.events import CheckpointSaved, Event
+from emery.core.events import CheckpointSaved, Event, EventSink
 from emery.evaluation.executor import Executor
 from emery.jobs.control import LOST, ControlWatcher, StopRequest, fail_job, stop_job
 from emery.jobs.ownership import claim_job, owner_id, reserve_job
@@ -39,8 +39,6 @@ from emery.training.trainer import TrainingHooks, TrainingStats
 from emery.workers.executors import ExecutorSetup, build_executor, check_executor, executor_kind
 
 log = logging.getLogger(__name__)
-
-EventSink = Callable[[Sequence[Event]], None]
 
 _FIRST = {"train_loss": "first_loss", "val_loss": "first_val_loss", "train_reward": "first_reward"}
 """Event kind → the ``TrainingStats`` field its job's first value goes to."""

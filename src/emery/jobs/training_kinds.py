@@ -18,10 +18,11 @@ from pydantic import BaseModel
 from emery.config.resolve import JobInputs
 from emery.config.schema import JobConfig, LoRASection
 from emery.core.errors import EmeryError
+from emery.core.events import EventSink
 from emery.core.hashing import content_hash
 from emery.evaluation.progress import ProgressSink
 from emery.jobs.runtime import ConfigObjects
-from emery.jobs.training_engine import EventSink, TrainingEngine
+from emery.jobs.training_engine import TrainingEngine
 from emery.store.protocol import Store
 from emery.store.records import JobRecord, NewJob
 from emery.training.job import SFTResult, check_sft_job, train_sft_job
