@@ -20,7 +20,6 @@ from emery.core.errors import EmeryError
 from emery.core.models import Candidate, Example, Split
 from emery.core.rollouts import Rollout
 from emery.evaluation.executor import Done, RolloutHost
-from emery.evaluation.queue import QueueExecutor
 from emery.jobs.training_engine import TrainingEngine
 from emery.lm import FakeLM
 from emery.store import SQLiteStore
@@ -32,6 +31,7 @@ from emery.training import agent_policy, agent_rl, rl_job
 from emery.training.agent_episodes import AgentEpisodes
 from emery.training.agent_policy import parse_episode, policy_gguf
 from emery.training.trainer import TrainingHooks
+from emery.workers.queue_executor import QueueExecutor
 from emery.workers.runner import RolloutWorker, build_job_work
 
 

@@ -16,8 +16,6 @@ from emery.core.results import ExampleResult
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.executor import Done, LocalExecutor, RolloutHost
 from emery.evaluation.progress import BatchProgress
-from emery.evaluation.queue import QueueExecutor
-from emery.evaluation.ray_executor import RayExecutor
 from emery.evaluation.service import eval_key
 from emery.lm import FakeLM
 from emery.lm.usage import UsageMeter
@@ -25,6 +23,8 @@ from emery.store import MemoryStore
 from emery.systems import MessageTemplate, PromptProgram, PromptProgramConfig, StageConfig
 from emery.verifiers import ExactMatch
 from emery.workers.executors import EXECUTORS, ExecutorSetup, build_executor, executor_kind
+from emery.workers.queue_executor import QueueExecutor
+from emery.workers.ray_executor import RayExecutor
 
 
 def echo_program() -> PromptProgram:

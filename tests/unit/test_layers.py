@@ -215,3 +215,17 @@ def test_the_architecture_page_shows_the_layer_table() -> None:
     }
     expected = {name: rank for name, rank in LAYERS.items() if name != "__main__"}
     assert shown == expected, "docs/architecture.md's package table differs from LAYERS"
+
+
+def test_the_executors_live_in_workers_above_evaluation() -> None:
+    """``evaluation`` keeps scoring and the ``Executor`` protocol with its in-process
+    default; the executors that run rollouts elsewhere live in ``workers``."""
+    assert LAYERS["workers"] > LAYERS["evaluation"]
+    found: dict[str, list[str]] = {}
+    for path in (SRC / "evaluation").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Executor"):
+                found.setdefault(node.name, []).append(path.name)
+    assert found == {"Executor": ["executor.py"], "LocalExecutor": ["executor.py"]}
+    workers = {path.stem for path in (SRC / "workers").glob("*.py")}
+    assert {"queue_executor", "ray_executor", "ray_dispatch", "ray_worker"} <= workers

@@ -19,11 +19,11 @@ from emery.core.results import ExampleResult
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import Budget, BudgetConfig, BudgetExhausted
 from emery.evaluation.evaluator import Evaluator
-from emery.evaluation.queue import WITHDRAWN, QueueExecutor
 from emery.lm.usage import UsageMeter
 from emery.store import MemoryStore, RolloutFilter
 from emery.systems.prompt_program import PromptProgram
 from emery.verifiers.config import VerifierConfig, build_verifier
+from emery.workers.queue_executor import WITHDRAWN, QueueExecutor
 
 
 async def test_a_wall_cut_withdraws_the_queued_rollouts_no_runner_claimed() -> None:

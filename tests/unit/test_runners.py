@@ -157,7 +157,7 @@ def test_a_runners_job_without_a_runner_says_so_then_fails_after_runner_wait_s(
     config = rs.runners_config(tmp_path, iterations=1)
     config["runtime"]["runner_wait_s"] = 0.4
     job_id = rs.new_job(store, tmp_path, config)
-    with caplog.at_level(logging.WARNING, logger="emery.evaluation.queue"):
+    with caplog.at_level(logging.WARNING, logger="emery.workers.queue_executor"):
         job = run_job(store, job_id)
     command = f"emery runner --store {path}"
     waiting = [r.getMessage() for r in caplog.records if "waiting for a runner" in r.getMessage()]

@@ -6,7 +6,7 @@ error or a cancel). It splits a batch into chunks of ``chunk`` examples (``None`
 whole batch is one chunk) and runs at most ``lanes(concurrency)`` chunks at a time
 (``None``: all at once); an executor runs one chunk, telling ``done`` (the index in the
 chunk, the result) as each rollout finishes. ``LocalExecutor`` runs each rollout in this
-process; the queue (``queue.QueueExecutor``) and Ray (``ray_executor.RayExecutor``) run
+process; the queue (``workers.queue_executor.QueueExecutor``) and Ray (``workers.ray_executor``) run
 them elsewhere and charge the model usage they report to the job's meter.
 """
 

@@ -19,12 +19,12 @@ from emery.core.errors import ConfigError
 from emery.core.plugins import PluginRegistry
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.executor import Executor, LocalExecutor
-from emery.evaluation.queue import QueueExecutor
-from emery.evaluation.ray_executor import RayExecutor
-from emery.evaluation.ray_worker import import_ray
 from emery.lm.usage import UsageMeter
 from emery.store.backends import open_store
 from emery.store.protocol import Store
+from emery.workers.queue_executor import QueueExecutor
+from emery.workers.ray_executor import RayExecutor
+from emery.workers.ray_worker import import_ray
 from emery.workers.runner import build_job_work
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-from emery.evaluation.ray_worker import Build, RolloutActor, run_rollout
+from emery.workers.ray_worker import Build, RolloutActor, run_rollout
 
 
 class Dispatch(Protocol):

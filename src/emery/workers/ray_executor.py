@@ -19,12 +19,12 @@ from emery.core.models import Candidate, Example, Split
 from emery.core.results import ExampleResult
 from emery.core.rollouts import Rollout
 from emery.evaluation.executor import Done, RolloutHost
-from emery.evaluation.ray_dispatch import ActorPool, Dispatch, TaskDispatch
-from emery.evaluation.ray_worker import Build, import_ray, start_ray
 from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
 from emery.store.queue import FINAL_ROLLOUT, LIVE_ATTEMPT
 from emery.store.states import NotFound
+from emery.workers.ray_dispatch import ActorPool, Dispatch, TaskDispatch
+from emery.workers.ray_worker import Build, import_ray, start_ray
 
 
 class RayExecutor:
