@@ -18,18 +18,21 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from emery.algorithms import (
+from emery.plugin import (
     AlgorithmSettings,
     AlgorithmSpec,
     AlgorithmState,
+    BaselineEvaluated,
+    BestUpdated,
+    Candidate,
+    EvalResult,
+    Example,
+    Lineage,
     SearchContext,
     load_rng,
     save_rng,
+    text_components,
 )
-from emery.algorithms.sources import text_components
-from emery.core.events import BaselineEvaluated, BestUpdated
-from emery.core.models import Candidate, Example, Lineage
-from emery.evaluation.results import EvalResult
 
 REWRITE = """You improve one instruction of a program.
 

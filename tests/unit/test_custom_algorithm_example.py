@@ -92,3 +92,17 @@ def test_the_example_trains_pauses_resumes_and_reports_from_the_cli(tmp_path: Pa
     assert "carefully" in report["best_candidate"]["components"]["solve"]
     operations = {c["operation"] for c in report["top_candidates"]}
     assert "best_of_k" in operations
+
+
+def test_the_example_imports_only_emery_plugin() -> None:
+    """A plug-in needs nothing of emery's inner modules: ``emery.plugin`` is its surface."""
+    import ast
+
+    source = (js.REPO / "examples" / "custom_algorithm" / "best_of_k.py").read_text()
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module)
+        elif isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+    assert {name for name in imported if name.split(".")[0] == "emery"} == {"emery.plugin"}

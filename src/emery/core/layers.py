@@ -28,8 +28,10 @@ LAYERS: dict[str, int] = {
     "sdk": 8,
     "__init__": 9,
     "__main__": 9,
+    "plugin": 9,
 }
-"""Package (``__init__`` and ``__main__``: the modules of the ``emery`` package itself) → rank."""
+"""Package (``__init__``, ``__main__`` and ``plugin``: the modules of the ``emery`` package
+itself) → rank."""
 
 LONG_MODULE_LINES = 500
 """A module longer than this says in its docstring why it is long ("why this is long: …"):

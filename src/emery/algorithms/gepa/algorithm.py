@@ -95,11 +95,7 @@ class Gepa:
     def __init__(self, settings: GepaSettings | None = None) -> None:
         self.settings = settings or GepaSettings()
         self.proposer = Proposer(self.settings)
-        self.selector = parent_selector(
-            self.settings.candidate_selection,
-            epsilon=self.settings.epsilon,
-            top_k=self.settings.top_k,
-        )
+        self.selector = parent_selector(self.settings)
 
     # -- start -----------------------------------------------------------------------------
 

@@ -1,24 +1,31 @@
 """Choosing a parent from the pool and the components to change in it.
 
-Parent selection is a strategy: a ``ParentSelector`` per ``candidate_selection`` setting
-(``pareto``, ``top_k_pareto``, ``current_best``, ``epsilon_greedy``), built by
-``parent_selector``. Each returns the parent and, for Pareto selectors, the front weights
-it was drawn by.
+Parent selection is a strategy: ``candidate_selection`` names a ``SelectorKind`` in
+``PARENT_SELECTORS`` (``core/plugins.py``): a built-in (``pareto``, ``top_k_pareto``,
+``current_best``, ``epsilon_greedy``), a ``"module:attr"`` of your own, or an entry point
+of the ``emery.parent_selectors`` group. The kind builds a ``ParentSelector`` from GEPA's
+settings; each returns the parent and, for Pareto selectors, the front weights it was
+drawn by.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from emery.algorithms.gepa.pareto import front_weights, per_example_front
-from emery.algorithms.gepa.settings import CandidateSelection
 from emery.algorithms.gepa.state import GepaState, PoolEntry
+from emery.core.plugins import PluginRegistry
+
+if TYPE_CHECKING:
+    from emery.algorithms.gepa.settings import GepaSettings
 
 Selection = tuple[PoolEntry, dict[str, int]]
 
 
+@runtime_checkable
 class ParentSelector(Protocol):
     def select(self, state: GepaState, rng: random.Random) -> Selection:
         """The parent for this iteration and the front weights it was drawn by ({} if none)."""
@@ -82,27 +89,54 @@ class EpsilonGreedySelector:
         return best_candidate(state), {}
 
 
-def parent_selector(how: CandidateSelection, *, epsilon: float, top_k: int) -> ParentSelector:
-    """The selector a ``candidate_selection`` setting names."""
-    selectors: dict[CandidateSelection, ParentSelector] = {
-        "pareto": ParetoSelector(),
-        "top_k_pareto": TopKParetoSelector(top_k),
-        "current_best": CurrentBestSelector(),
-        "epsilon_greedy": EpsilonGreedySelector(epsilon),
-    }
-    return selectors[how]
+@dataclass(frozen=True)
+class SelectorKind:
+    """A parent selector GEPA can be told to use: ``build`` makes it from GEPA's settings
+    (``epsilon``, ``top_k``, or none of them)."""
+
+    name: str
+    build: Callable[[GepaSettings], ParentSelector]
+
+
+PARETO = SelectorKind("pareto", lambda _: ParetoSelector())
+TOP_K_PARETO = SelectorKind("top_k_pareto", lambda settings: TopKParetoSelector(settings.top_k))
+CURRENT_BEST = SelectorKind("current_best", lambda _: CurrentBestSelector())
+EPSILON_GREEDY = SelectorKind(
+    "epsilon_greedy", lambda settings: EpsilonGreedySelector(settings.epsilon)
+)
+
+PARENT_SELECTORS = PluginRegistry(
+    what="parent selector",
+    plural="parent selectors",
+    where="algorithm.gepa.candidate_selection",
+    builtins={
+        kind.name: f"{__name__}:{kind.name.upper()}"
+        for kind in (PARETO, TOP_K_PARETO, CURRENT_BEST, EPSILON_GREEDY)
+    },
+    attribute="SELECTOR",
+    group="emery.parent_selectors",
+    type=SelectorKind,
+)
+
+
+def parent_selector(settings: GepaSettings) -> ParentSelector:
+    """The selector ``settings.candidate_selection`` names."""
+    return PARENT_SELECTORS.get(settings.candidate_selection).build(settings)
 
 
 def select_parent(
     state: GepaState,
     rng: random.Random,
-    how: CandidateSelection,
+    how: str,
     *,
     epsilon: float = 0.1,
     top_k: int = 3,
 ) -> Selection:
     """The parent for this iteration chosen the way ``how`` names (see ``parent_selector``)."""
-    return parent_selector(how, epsilon=epsilon, top_k=top_k).select(state, rng)
+    from emery.algorithms.gepa.settings import GepaSettings
+
+    settings = GepaSettings(candidate_selection=how, epsilon=epsilon, top_k=top_k)
+    return parent_selector(settings).select(state, rng)
 
 
 def select_components(entry: PoolEntry, components: list[str], how: str) -> list[str]:

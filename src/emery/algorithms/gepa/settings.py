@@ -12,8 +12,6 @@ from emery.algorithms.gepa.reflection import load_prompt
 from emery.core.errors import ConfigError
 from emery.lm.usage import ROLES
 
-CandidateSelection = Literal["pareto", "current_best", "epsilon_greedy", "top_k_pareto"]
-
 
 class GepaSettings(AlgorithmSettings):
     """Settings of GEPA (reflective prompt evolution with a per-example Pareto front).
@@ -37,8 +35,12 @@ class GepaSettings(AlgorithmSettings):
             " (3 x minibatch calls an iteration); default: one uniform minibatch for both"
         ),
     )
-    candidate_selection: CandidateSelection = Field(
-        default="pareto", description="how a parent is chosen from the pool"
+    candidate_selection: str = Field(
+        default="pareto",
+        description=(
+            "how a parent is chosen from the pool: pareto, top_k_pareto, current_best,"
+            " epsilon_greedy, or a SelectorKind of your own as 'module:attr'"
+        ),
     )
     epsilon: float = Field(
         default=0.1, ge=0.0, le=1.0, description="epsilon_greedy: chance of a random parent"

@@ -1,0 +1,135 @@
+"""What a plug-in author imports: the contracts of algorithms, system kinds, verifier kinds,
+executors and GEPA's parent selectors, with the models and events they use.
+
+A plug-in is named in a config as a built-in name, as ``"module:attr"`` or by an entry
+point (``docs/plugins.md``). Import from here rather than from emery's inner modules: this
+module is the surface kept stable for plug-ins; the modules behind it may move.
+
+- an algorithm: ``AlgorithmSpec(name, settings, factory)``, named by ``[job] algorithm``;
+- a system kind: ``SystemKind(name, config, build)``, by ``[system] kind``;
+- a verifier kind: ``VerifierKind(name, config, build)``, by ``[verifier] kind``;
+- an executor: ``ExecutorKind(build, elsewhere, available)``, by ``[runtime] executor``;
+- a GEPA parent selector: ``SelectorKind(name, build)``, by ``[algorithm.gepa]
+  candidate_selection``;
+- an event of its own: a ``Payload`` with a ``kind``, passed to ``register_payload``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from emery.core.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from emery.algorithms.base import (
+        Algorithm,
+        AlgorithmSettings,
+        AlgorithmState,
+        SearchContext,
+        load_rng,
+        save_rng,
+    )
+    from emery.algorithms.gepa.selection import ParentSelector, SelectorKind
+    from emery.algorithms.gepa.settings import GepaSettings
+    from emery.algorithms.gepa.state import GepaState, PoolEntry
+    from emery.algorithms.registry import AlgorithmSpec
+    from emery.algorithms.sources import text_components
+    from emery.core.models import Candidate, ChatMessage, Demo, Example, Lineage
+    from emery.core.payloads import (
+        BaselineEvaluated,
+        BestUpdated,
+        CandidateEvaluated,
+        CandidateProposed,
+        Payload,
+        register_payload,
+    )
+    from emery.core.results import ExampleResult
+    from emery.evaluation.executor import Executor, LocalExecutor, RolloutHost
+    from emery.evaluation.results import EvalResult
+    from emery.lm.base import LM, Completion
+    from emery.systems.base import RunContext, System
+    from emery.systems.registry import SystemKind
+    from emery.verifiers.base import Verdict, Verifier
+    from emery.verifiers.config import VerifierConfig, VerifierKind
+    from emery.workers.executors import ExecutorKind, ExecutorSetup
+
+_HOMES = {
+    "emery.algorithms.base": (
+        "Algorithm",
+        "AlgorithmSettings",
+        "AlgorithmState",
+        "SearchContext",
+        "load_rng",
+        "save_rng",
+    ),
+    "emery.algorithms.gepa.selection": ("ParentSelector", "SelectorKind"),
+    "emery.algorithms.gepa.settings": ("GepaSettings",),
+    "emery.algorithms.gepa.state": ("GepaState", "PoolEntry"),
+    "emery.algorithms.registry": ("AlgorithmSpec",),
+    "emery.algorithms.sources": ("text_components",),
+    "emery.core.models": ("Candidate", "ChatMessage", "Demo", "Example", "Lineage"),
+    "emery.core.payloads": (
+        "BaselineEvaluated",
+        "BestUpdated",
+        "CandidateEvaluated",
+        "CandidateProposed",
+        "Payload",
+        "register_payload",
+    ),
+    "emery.core.results": ("ExampleResult",),
+    "emery.evaluation.executor": ("Executor", "LocalExecutor", "RolloutHost"),
+    "emery.evaluation.results": ("EvalResult",),
+    "emery.lm.base": ("LM", "Completion"),
+    "emery.systems.base": ("RunContext", "System"),
+    "emery.systems.registry": ("SystemKind",),
+    "emery.verifiers.base": ("Verdict", "Verifier"),
+    "emery.verifiers.config": ("VerifierConfig", "VerifierKind"),
+    "emery.workers.executors": ("ExecutorKind", "ExecutorSetup"),
+}
+
+__getattr__, __dir__ = lazy_exports(
+    __name__, {name: module for module, names in _HOMES.items() for name in names}
+)
+
+__all__ = [
+    "LM",
+    "Algorithm",
+    "AlgorithmSettings",
+    "AlgorithmSpec",
+    "AlgorithmState",
+    "BaselineEvaluated",
+    "BestUpdated",
+    "Candidate",
+    "CandidateEvaluated",
+    "CandidateProposed",
+    "ChatMessage",
+    "Completion",
+    "Demo",
+    "EvalResult",
+    "Example",
+    "ExampleResult",
+    "Executor",
+    "ExecutorKind",
+    "ExecutorSetup",
+    "GepaSettings",
+    "GepaState",
+    "Lineage",
+    "LocalExecutor",
+    "ParentSelector",
+    "Payload",
+    "PoolEntry",
+    "RolloutHost",
+    "RunContext",
+    "SearchContext",
+    "SelectorKind",
+    "System",
+    "SystemKind",
+    "Verdict",
+    "Verifier",
+    "VerifierConfig",
+    "VerifierKind",
+    "load_rng",
+    "register_payload",
+    "save_rng",
+    "text_components",
+]
