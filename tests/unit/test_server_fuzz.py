@@ -58,9 +58,9 @@ CHECKS = [
 # itself, a dataset build's template, regexes and time range, a decision that depends on
 # the request's kind and on whether it is still pending, an OTLP export whose resource
 # spans the schema leaves as any object: `{"resourceSpans": [{"schemaUrl": [false]}]}`
-# is schema-valid and rightly a 400; a runner's span batch with a number over 64 bits; a
-# published system run at a version and an alias at once): schema-valid ones may still be
-# refused.
+# is schema-valid and rightly a 400; a runner's span batch with a number over 64 bits, sent
+# alone or carried by a claim, heartbeat, finish or requeue; a published system run at a
+# version and an alias at once): schema-valid ones may still be refused.
 SEMANTIC_BODIES = (
     "POST /api/jobs",
     "/chat/completions",
@@ -68,6 +68,11 @@ SEMANTIC_BODIES = (
     "POST /api/approvals",
     "POST /v1/traces",
     "POST /api/queue/traces",
+    "POST /api/queue/claim",
+    "POST /api/queue/finish",
+    "POST /api/queue/requeue",
+    "POST /api/queue/attempts/heartbeat",
+    "POST /api/queue/workers/heartbeat",
     "POST /systems/{name}/run",
 )
 # No 2xx expected: random configs are never valid, no job here can be paused, and none

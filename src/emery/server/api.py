@@ -91,6 +91,7 @@ def create_server_app(
 
     base = (base_dir or Path.cwd()).resolve()
     for router in (
+        queue_router(store),  # first: the runners' requests are matched before any other
         jobs_router(store, app.state.launcher, base, allow_code=allow_code),
         candidates_router(store),
         rollouts_router(store),
@@ -100,7 +101,6 @@ def create_server_app(
         approvals_router(store),
         workers_router(store),
         metrics_router(store),
-        queue_router(store),
         systems_router(store),
     ):
         app.include_router(router, responses=API_ERRORS)

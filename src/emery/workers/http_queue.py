@@ -13,13 +13,28 @@ after 0.5 s, doubling to 8 s, for up to ``patience_s``; then (or on any other er
 raises an ``EmeryError`` of one line. A retried finish whose first answer was lost is
 answered "not kept" (the result was kept the first time); a retried claim whose first
 answer was lost leaves a lease nobody renews, which expires and goes back in the queue.
+
+Span batches (``add_traces``, what the runner's write-behind recorder hands over) are held
+and ride on this queue's next claim, heartbeat, finish or requeue, stored by the server
+before that request's own call (a batch it refuses is dropped with a warning and the call
+sent again without it): a finished attempt's spans are in the store when its
+result is, and a rollout costs one request fewer. A batch is sent alone once
+``OUTBOX_ITEMS`` rows wait, and on ``flush`` or ``close``; the runner's last request (its
+worker row's "stopped") carries what is left.
+
+A lease renewed (claimed or heartbeat) by this queue less than ``1 / RENEW_FRACTION`` of
+the lease ago is not renewed again: ``heartbeat_attempt`` answers true without a request.
+The runner beats at least four times per lease, so a lease is never left unrenewed for
+more than 3/8 of it; a rollout that ends soon after its claim costs no heartbeat.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -27,11 +42,18 @@ import httpx
 from emery.core.errors import EmeryError
 from emery.core.rollouts import Attempt, Rollout
 from emery.core.spans import SpanRecord
+from emery.store.queue import DEFAULT_LEASE_S, LEASE_KEY
 from emery.store.records import JobRecord, ResourceRecord, WorkerRecord
 
 RUNNER_KEY_ENV = "EMERY_RUNNER_KEY"
 API_KEY_ENV = "EMERY_API_KEY"
 RETRIED_STATUSES = frozenset({502, 503, 504})
+RENEW_FRACTION = 8
+"""A lease renewed less than this part of it ago is not renewed again (module doc)."""
+OUTBOX_ITEMS = 2048
+"""Rows of span batches held for the next request before they are sent alone."""
+
+log = logging.getLogger(__name__)
 
 
 class HttpQueue:
@@ -45,6 +67,7 @@ class HttpQueue:
         client: httpx.Client | None = None,
         timeout_s: float = 30.0,
         patience_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if client is None and not url.startswith(("http://", "https://")):
             raise EmeryError(f"--server must be an http:// or https:// URL, not {url!r}")
@@ -54,9 +77,23 @@ class HttpQueue:
         self._http = client or httpx.Client(base_url=self.url, timeout=timeout_s)
         self._http.headers.update(headers)
         self.patience_s = patience_s
+        self.clock = clock  # when leases were renewed
+        self._outbox: tuple[list[Rollout], list[Attempt], list[SpanRecord]] = ([], [], [])
+        self._outbox_lock = threading.Lock()
+        self._renewed: dict[str, tuple[float, float]] = {}  # attempt -> (renewed at, lease)
 
     def close(self) -> None:
-        self._http.close()
+        """Send the span batches held, then close the connections."""
+        try:
+            self.flush()
+        finally:
+            self._http.close()
+
+    def flush(self) -> None:
+        """Send the span batches held, alone."""
+        traces = self._take_outbox()
+        if traces is not None:
+            self._send("POST", "/api/queue/traces", json=traces)
 
     # -- the RolloutQueue protocol ---------------------------------------------------------
 
@@ -78,19 +115,29 @@ class HttpQueue:
         self, worker_id: str, *, status: str | None = None, job_id: str | None = None
     ) -> None:
         body = {"worker_id": worker_id, "status": status, "job_id": job_id}
-        self._send("POST", "/api/queue/workers/heartbeat", json=body)
+        self._carry("/api/queue/workers/heartbeat", body)
 
     def claim_rollout(self, worker_id: str, *, job_id: str | None = None) -> Rollout | None:
-        answer = self._send(
-            "POST", "/api/queue/claim", json={"worker_id": worker_id, "job_id": job_id}
-        )
-        rollout = answer.get("rollout")
-        return None if rollout is None else Rollout.model_validate(rollout)
+        sent = self.clock()  # the server's lease starts after this
+        answer = self._carry("/api/queue/claim", {"worker_id": worker_id, "job_id": job_id})
+        if answer.get("rollout") is None:
+            return None
+        rollout = Rollout.model_validate(answer["rollout"])
+        lease = float(rollout.metadata.get(LEASE_KEY) or DEFAULT_LEASE_S)
+        self._renewed[f"{rollout.id}:{rollout.attempt_count}"] = (sent, lease)
+        return rollout
 
     def heartbeat_attempt(self, attempt_id: str) -> bool:
-        answer = self._send(
-            "POST", "/api/queue/attempts/heartbeat", json={"attempt_id": attempt_id}
-        )
+        """Renew the lease, unless this queue renewed it very recently (module doc)."""
+        sent = self.clock()
+        renewed = self._renewed.get(attempt_id)
+        if renewed is not None and sent - renewed[0] < renewed[1] / RENEW_FRACTION:
+            return True
+        answer = self._carry("/api/queue/attempts/heartbeat", {"attempt_id": attempt_id})
+        if not answer["kept"]:
+            self._renewed.pop(attempt_id, None)
+        elif renewed is not None:
+            self._renewed[attempt_id] = (sent, renewed[1])
         return bool(answer["kept"])
 
     def finish_rollout(
@@ -115,7 +162,8 @@ class HttpQueue:
             "score": score,
             "result": result,
         }
-        return bool(self._send("POST", "/api/queue/finish", json=body)["kept"])
+        self._renewed.pop(attempt_id, None)
+        return bool(self._carry("/api/queue/finish", body)["kept"])
 
     def requeue_rollout(
         self, rollout_id: str, attempt_id: str, number: int, *, attempt_status: str, error: str
@@ -127,7 +175,8 @@ class HttpQueue:
             "attempt_status": attempt_status,
             "error": error,
         }
-        return bool(self._send("POST", "/api/queue/requeue", json=body)["kept"])
+        self._renewed.pop(attempt_id, None)
+        return bool(self._carry("/api/queue/requeue", body)["kept"])
 
     def expire_leases(self, *, job_id: str | None = None) -> int:
         """Nothing to send: the server expires leases before every claim (0 returned)."""
@@ -139,12 +188,43 @@ class HttpQueue:
         attempts: Sequence[Attempt],
         spans: Sequence[SpanRecord],
     ) -> None:
-        body = {
+        """Hold the batch for the next request to carry (module doc)."""
+        with self._outbox_lock:
+            held = self._outbox
+            held[0].extend(rollouts)
+            held[1].extend(attempts)
+            held[2].extend(spans)
+            full = sum(len(part) for part in held) >= OUTBOX_ITEMS
+        if full:
+            self.flush()
+
+    def _take_outbox(self) -> dict[str, Any] | None:
+        """The span batches held, as a request body, emptied (None: nothing held)."""
+        with self._outbox_lock:
+            rollouts, attempts, spans = self._outbox
+            if not (rollouts or attempts or spans):
+                return None
+            self._outbox = ([], [], [])
+        return {
             "rollouts": [r.model_dump(mode="json") for r in rollouts],
             "attempts": [a.model_dump(mode="json") for a in attempts],
             "spans": [s.model_dump(mode="json") for s in spans],
         }
-        self._send("POST", "/api/queue/traces", json=body)
+
+    def _carry(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST path`` with ``body`` and the span batches held (module doc); sent again
+        without them when the server refuses them (they are dropped: spans never fail a
+        runner's call)."""
+        traces = self._take_outbox()
+        if traces is None:
+            return self._send("POST", path, json=body)
+        try:
+            return self._send("POST", path, json={**body, "traces": traces})
+        except Refused as exc:
+            if exc.status != 400:
+                raise
+            log.warning("%d spans were not stored: %s", len(traces["spans"]), exc)
+        return self._send("POST", path, json=body)
 
     # -- one request -----------------------------------------------------------------------
 
@@ -167,6 +247,14 @@ class HttpQueue:
             pause = min(8.0, pause * 2)
 
 
+class Refused(EmeryError):
+    """The server answered a request with an error status (``status``)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 def _answer(response: httpx.Response, url: str) -> dict[str, Any]:
     """The body of a 2xx answer; an ``EmeryError`` with the server's message otherwise."""
     if response.is_success:
@@ -178,4 +266,4 @@ def _answer(response: httpx.Response, url: str) -> dict[str, Any]:
         detail = response.text[:200]
     if response.status_code == 401:
         detail = f"{detail} (set $EMERY_RUNNER_KEY to a runner key of this server)"
-    raise EmeryError(f"{url} answered {response.status_code}: {detail}")
+    raise Refused(f"{url} answered {response.status_code}: {detail}", response.status_code)
