@@ -5,9 +5,11 @@ Usage: python emery_http_side.py --store sqlite|postgresql://... --runners 8,32,
                                  --out result.json
 
 The runner's calls go over HTTP, as ``emery runner --server URL`` makes them:
-``claim_rollout``, ``heartbeat_attempt``, ``add_traces`` (the attempt's spans in one
-request, as the runner's write-behind recorder sends them) and ``finish_rollout``, each a
-``POST /api/queue/...`` that the server runs as one transaction of its store. Each runner
+``claim_rollout``, ``heartbeat_attempt``, ``add_traces`` (the attempt's spans) and
+``finish_rollout``. ``HttpQueue`` sends two requests for them, ``POST /api/queue/claim``
+and ``/finish`` carrying the spans (the heartbeat right after a claim renews a fresh lease
+and is not sent); the server stores the spans and the result in its store's transactions.
+Each runner
 thread has its own ``HttpQueue`` (its own httpx connection pool), as N runner processes
 would. The job side (``create_job``, ``add_rollouts``) writes the store directly, as a
 ``runners`` job writes its own queue.
