@@ -224,3 +224,30 @@ def test_a_waiting_store_passes_attributes_and_can_try_once() -> None:
     with pytest.raises(StoreUnavailable, match="away"):
         waiting.flaky()
     assert seen == [1]
+
+
+def test_a_training_jobs_writes_wait_out_a_store_away(caplog: pytest.LogCaptureFixture) -> None:
+    """The training engine's store (and so its trainer's) waits as the search engine's
+    does: an event written while the store is away is stored once, after the wait."""
+    from emery.core.events import event
+    from emery.jobs.training_engine import TrainingEngine
+    from emery.store.records import NewJob
+
+    store = MemoryStore()
+    store.create_job(NewJob(id="j-train0001", name="sft", kind="sft", algorithm="sft", config={}))
+    real, failures = store.append_events, [2]
+
+    def append_events(job_id: str, events: list[Event]) -> list[Event]:
+        if failures[0]:
+            failures[0] -= 1
+            raise StoreUnavailable("the store is away (a test)")
+        return real(job_id, events)
+
+    store.append_events = append_events  # type: ignore[method-assign]
+    engine = TrainingEngine(store, "j-train0001", trainer=None, store_wait=QUICK)  # type: ignore[arg-type]
+    with caplog.at_level("WARNING", logger="emery.jobs.training_engine"):
+        engine._add(event("train_loss", step=1, loss=0.5))
+    stored = store.list_events("j-train0001", kinds=["train_loss"])
+    assert [e.data["loss"] for e in stored] == [0.5]
+    assert failures == [0]
+    assert RETRYING in caplog.text

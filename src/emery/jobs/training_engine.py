@@ -8,7 +8,9 @@ pause and cancel requests on (the trainer reads them between steps and, on a pau
 a checkpoint first; an rl job whose ``[runtime] executor`` runs rollouts in other processes
 gets it in its hooks, for its agent episodes), stores losses, rewards and checkpoints as
 events, then writes the GGUF adapter (served as ``local/<model>+<job id>``), scores base
-vs tuned on test when the settings ask for it and succeeds with the kind's result.
+vs tuned on test when the settings ask for it and succeeds with the kind's result. Its
+store calls, and the trainer's, wait out a store that is away for a while
+(``store.waiting``), as the search engine's do; the watcher keeps the plain store.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from emery.lm.catalog import adapter_file, installed_path
 from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
+from emery.store.waiting import StoreWait, waiting_store
 from emery.training.events import AdapterSaved, ScoredOnTest, TrainLoss, TrainReward
 from emery.training.gguf_adapter import write_gguf_adapter
 from emery.training.scoring import Lift, compare
@@ -76,8 +79,10 @@ class TrainingEngine:
         on_event: EventSink | None = None,
         poll_s: float = 0.2,
         heartbeat_s: float = 2.0,
+        store_wait: StoreWait | None = None,
     ) -> None:
-        self.store = store
+        self._plain_store = store  # the watcher's: it tries again by itself
+        self.store = waiting_store(store, wait=store_wait, on_wait=self._store_waits)
         self.job_id = job_id
         self.trainer = trainer
         self.on_event = on_event
@@ -102,7 +107,7 @@ class TrainingEngine:
         base_dir = Path(job.base_dir or ".")
         claim_job(self.store, job, owner=self.owner, emit=self._emit)
         watcher = ControlWatcher(
-            self.store,
+            self._plain_store,
             self.job_id,
             self.owner,
             self._stop_request.ask_from_store,
@@ -218,6 +223,10 @@ class TrainingEngine:
         job, events = fail_job(self.store, self.job_id, self.owner, message)
         self._emit(events)
         return job
+
+    def _store_waits(self, line: str) -> None:
+        """A store call waits for the store (from any thread): say so in the log."""
+        log.warning("job %s: %s", self.job_id, line)
 
     def _add(self, item: Event) -> None:
         self._emit(self.store.append_events(self.job_id, [item]))
