@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from emery.config.loading import job_config, load_config
-from emery.config.resolve import JobInputs, resolve_system
-from emery.jobs.runtime import resolve_objects
+from emery.config.resolve import JobInputs, resolve_job, resolve_system
 from emery.store.records import JobRecord
 from emery.systems.function_agent import FunctionAgent
 from emery.systems.harness.system import CodeHarness
@@ -88,6 +87,6 @@ def test_a_job_resolves_its_harness_code_beside_the_config(elsewhere: Path) -> N
     shutil.copytree(EXAMPLES / "harness_agent", elsewhere)
     (elsewhere / "loop.py").write_text((elsewhere / "loop.py").read_text() + "\n# beside\n")
 
-    objects = resolve_objects(load_config(elsewhere / "job.toml"), elsewhere, JobInputs())
+    objects = resolve_job(load_config(elsewhere / "job.toml"), elsewhere, JobInputs()).checked()
 
     assert "# beside" in objects.system.seed_candidate().components["code:runtime"]

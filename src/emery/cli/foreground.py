@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from emery.cli.console import err
 from emery.cli.progress import RunDisplay, StreamFormat
 from emery.config.loading import job_config
+from emery.config.resolve import ResolvedJob
 from emery.jobs.kinds import kind_of
 from emery.jobs.manage import spawn_worker
-from emery.jobs.runtime import ConfigObjects
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 
@@ -41,7 +41,7 @@ def run_foreground(
     *,
     stream: StreamFormat = "cli",
     poll_timeout_s: float | None = None,
-    objects: ConfigObjects | None = None,
+    objects: ResolvedJob | None = None,
 ) -> ForegroundOutcome:
     """Run (or resume) ``job_id`` here until it stops; see the module docstring.
     ``objects``: what creating the job in this process resolved its config to."""

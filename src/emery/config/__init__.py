@@ -11,10 +11,12 @@ if TYPE_CHECKING:
     from emery.config.resolve import (
         JobInputs,
         Models,
+        ResolvedJob,
         build_models,
         check_system_inputs,
         open_cache,
         resolve_dataset,
+        resolve_job,
         resolve_system,
         resolve_verifier,
     )
@@ -27,6 +29,8 @@ __getattr__, __dir__ = lazy_exports(
         "parse_config": "emery.config.loading",
         "JobInputs": "emery.config.resolve",
         "Models": "emery.config.resolve",
+        "ResolvedJob": "emery.config.resolve",
+        "resolve_job": "emery.config.resolve",
         "build_models": "emery.config.resolve",
         "check_system_inputs": "emery.config.resolve",
         "open_cache": "emery.config.resolve",
@@ -46,6 +50,7 @@ __all__ = [
     "JobInputs",
     "LMSection",
     "Models",
+    "ResolvedJob",
     "RuntimeConfig",
     "build_models",
     "check_system_inputs",
@@ -53,6 +58,7 @@ __all__ = [
     "open_cache",
     "parse_config",
     "resolve_dataset",
+    "resolve_job",
     "resolve_system",
     "resolve_verifier",
 ]

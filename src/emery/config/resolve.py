@@ -1,18 +1,26 @@
-"""Build the dataset, system, verifier and models a validated config describes."""
+"""Build the dataset, system, verifier and models a validated config describes.
+
+``resolve_job`` is the one place a job's config becomes its dataset, system, verifier and
+references (``ResolvedJob``), checked against each other by ``checked``: every process that
+runs, scores, samples, serves or publishes a job goes through it, so the checks do not
+drift between them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
-from emery.core.models import Candidate, Dataset, Lineage
+from emery.core.models import Candidate, Dataset, Lineage, Split
 from emery.data.loaders import load_dataset
 from emery.data.tasks import builtin_task
+from emery.evaluation.health import check_gold
 from emery.lm.base import LM
 from emery.lm.cache import ResponseCache
 from emery.lm.config import build_lm
@@ -50,6 +58,55 @@ class JobInputs:
             and self.verifier is None
             and not (self.lms)
         )
+
+
+@dataclass
+class ResolvedJob:
+    """A job's config (read from ``base_dir``; ``inputs`` in place of what it names) as its
+    dataset, system, verifier and ``[references.NAME]`` candidates, each built on first
+    use: a process that needs only the system loads no data and builds no verifier."""
+
+    config: JobConfig
+    base_dir: Path | None = None
+    inputs: JobInputs = field(default_factory=lambda: JobInputs())
+
+    @cached_property
+    def dataset(self) -> Dataset:
+        given = self.inputs.dataset
+        return given if given is not None else resolve_dataset(self.config, self.base_dir)
+
+    @cached_property
+    def system(self) -> System:
+        if self.inputs.system is not None:
+            return self.inputs.system
+        from_data = self.config.system is None and self.config.dataset.task is None
+        return resolve_system(self.config, self.dataset if from_data else None, self.base_dir)
+
+    @cached_property
+    def verifier(self) -> Verifier:
+        given = self.inputs.verifier
+        return given if given is not None else resolve_verifier(self.config, self.dataset)
+
+    @cached_property
+    def references(self) -> dict[str, Candidate]:
+        return reference_candidates(self.config, self.system, self.dataset)
+
+    def checked(self, split: Split | None = None) -> ResolvedJob:
+        """Itself, once its parts fit together: a system that cannot read the data, a
+        verifier that needs gold outputs the data (``split``'s examples, when given) lacks,
+        or a bad reference is a one-line ``ConfigError``."""
+        check_system_inputs(self.system, self.dataset)
+        examples = self.dataset if split is None else self.dataset.split(split)
+        check_gold(self.system, self.verifier, examples)
+        _ = self.references
+        return self
+
+
+def resolve_job(
+    config: JobConfig, base_dir: Path | None = None, inputs: JobInputs | None = None
+) -> ResolvedJob:
+    """``config`` resolved (``ResolvedJob``; call ``checked()`` before running it)."""
+    return ResolvedJob(config, base_dir, inputs or JobInputs())
 
 
 VAL_SHARE_OF_BUDGET = 5

@@ -55,7 +55,7 @@ from emery.algorithms.base import AlgorithmState, SearchContext
 from emery.algorithms.context import build_search_context
 from emery.algorithms.search_loop import SearchOutcome, StepCallback, StepRecord, run_search
 from emery.config.loading import job_config
-from emery.config.resolve import JobInputs
+from emery.config.resolve import JobInputs, ResolvedJob
 from emery.core.errors import EmeryError, StoreError
 from emery.core.events import BestUpdated, CheckpointSaved, Event, EventSink
 from emery.core.rollouts import RolloutConfig
@@ -69,7 +69,7 @@ from emery.jobs.finishing import finish_job
 from emery.jobs.ownership import JobBusy, claim_job, owner_id, reserve_job
 from emery.jobs.prepaid import PREPAID, metadata_after, prepaid_keys, split_stored, stop_write
 from emery.jobs.rows import EvaluationRows, evaluation_rows
-from emery.jobs.runtime import ConfigObjects, Runtime, build_runtime
+from emery.jobs.runtime import Runtime, build_runtime
 from emery.jobs.search_end import end_write, ended_reason, restored_usage, stop_metadata
 from emery.jobs.warm_start import earlier_notes, load_warm_start
 from emery.lm.preflight import check_models
@@ -117,7 +117,7 @@ class JobEngine:
         poll_s: float = 0.2,
         heartbeat_s: float = 2.0,
         clock: Clock = time.perf_counter,
-        objects: ConfigObjects | None = None,
+        objects: ResolvedJob | None = None,
         store_retry_s: float = 2.0,
         store_wait: StoreWait | None = None,
     ) -> None:

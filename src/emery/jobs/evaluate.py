@@ -9,20 +9,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from emery.config.resolve import (
-    build_models,
-    check_system_inputs,
-    open_cache,
-    resolve_dataset,
-    resolve_system,
-    resolve_verifier,
-)
+from emery.config.resolve import build_models, open_cache, resolve_job
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate, Split
 from emery.core.results import ExampleResult
 from emery.evaluation.evaluator import Evaluator
-from emery.evaluation.health import check_gold
 from emery.evaluation.results import EvalResult
 from emery.evaluation.stats import ScoreSummary
 from emery.lm.usage import RoleUsage
@@ -56,14 +48,13 @@ async def evaluate_config(
     on_result: Callable[[ExampleResult], None] | None = None,
 ) -> EvaluationReport:
     """Score ``candidate`` (default: the system as configured) on ``split``."""
-    dataset = resolve_dataset(config, base_dir)
-    system = resolve_system(config, dataset, base_dir)
-    check_system_inputs(system, dataset)
-    verifier = resolve_verifier(config, dataset)
+    resolved = resolve_job(config, base_dir)
+    dataset = resolved.dataset
     examples = dataset.split(split)
     if not examples:
         raise ConfigError(f"the {split} split of dataset {dataset.name!r} is empty")
-    check_gold(system, verifier, examples)
+    resolved.checked(split)
+    system, verifier = resolved.system, resolved.verifier
     candidate = candidate or system.seed_candidate()
     cache = open_cache(config, base_dir)
     try:

@@ -15,12 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from emery.config.resolve import JobInputs
+from emery.config.resolve import JobInputs, ResolvedJob
 from emery.config.schema import JobConfig
 from emery.core.errors import EmeryError
 from emery.core.events import EventSink
 from emery.evaluation.progress import ProgressSink
-from emery.jobs.runtime import ConfigObjects
 from emery.jobs.search_kind import EVAL, OPTIMIZE, search_kind_name
 from emery.jobs.training_kinds import RL, SFT
 from emery.reports.results import JobResult
@@ -62,7 +61,7 @@ class JobKind(Protocol):
         config_path: Path | None = None,
         base_dir: Path | None = None,
         inputs: JobInputs | None = None,
-    ) -> ConfigObjects | None:
+    ) -> ResolvedJob | None:
         """Refuse, in one line, a config this kind cannot run; what it resolved the config
         to, for a run in this process (None: the run resolves it)."""
         ...
@@ -71,7 +70,7 @@ class JobKind(Protocol):
         self,
         store: Store,
         config: JobConfig,
-        objects: ConfigObjects | None,
+        objects: ResolvedJob | None,
         *,
         given: dict[str, Any] | None = None,
         config_path: Path | None = None,
@@ -93,7 +92,7 @@ class JobKind(Protocol):
         on_event: EventSink | None = None,
         on_note: Callable[[str], None] | None = None,
         on_progress: ProgressSink | None = None,
-        objects: ConfigObjects | None = None,
+        objects: ResolvedJob | None = None,
     ) -> JobRun:
         """The run of job ``job_id`` in this process (``objects``: from ``check``, in this
         process, for the job it created)."""

@@ -16,14 +16,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from emery.config.resolve import JobInputs
+from emery.config.resolve import JobInputs, ResolvedJob
 from emery.config.schema import JobConfig
 from emery.config.storable import check_storable
 from emery.core.errors import EmeryError
 from emery.core.events import Event, EventSink
 from emery.jobs.kinds import JobRun, kind_for, kind_of
 from emery.jobs.ownership import is_stale, starting_elsewhere
-from emery.jobs.runtime import ConfigObjects
 from emery.store.backends import STORE_ENV
 from emery.store.protocol import Store
 from emery.store.records import JobFilter, JobRecord
@@ -74,7 +73,7 @@ def create_job_with_objects(
     name: str | None = None,
     metadata: dict[str, Any] | None = None,
     inputs: JobInputs | None = None,
-) -> tuple[JobRecord, ConfigObjects | None]:
+) -> tuple[JobRecord, ResolvedJob | None]:
     """``create_job``, and what the config resolved to on the way, for a run of the job in
     this process (its kind's runner takes it as ``objects``)."""
     if name is not None:

@@ -13,18 +13,14 @@ from emery.config.evaluation_scope import evaluation_scope, example_hashes
 from emery.config.resolve import (
     JobInputs,
     Models,
+    ResolvedJob,
     build_models,
-    check_system_inputs,
     open_cache,
-    reference_candidates,
-    resolve_dataset,
-    resolve_system,
-    resolve_verifier,
+    resolve_job,
 )
 from emery.config.schema import JobConfig
 from emery.core.models import Candidate, Dataset, Example
 from emery.evaluation.budget import BudgetConfig
-from emery.evaluation.health import check_gold
 from emery.lm.cache import ResponseCache
 from emery.lm.config import build_lm
 from emery.lm.usage import ROLES, RoleUsage, UsageMeter
@@ -74,45 +70,19 @@ class Runtime:
             self.cache = None
 
 
-@dataclass
-class ConfigObjects:
-    """What a prompt job's config resolves to before it runs: its dataset, system, verifier
-    and reference candidates, checked against each other."""
-
-    dataset: Dataset
-    system: System
-    verifier: Verifier
-    references: dict[str, Candidate]
-
-
-def resolve_objects(config: JobConfig, base_dir: Path, inputs: JobInputs) -> ConfigObjects:
-    """Resolve ``config`` (``inputs`` in place of what it names) into its dataset, system,
-    verifier and references; a system that cannot read the data, a verifier that needs
-    gold outputs the data lacks, or a bad reference is a one-line error."""
-    dataset = inputs.dataset if inputs.dataset is not None else resolve_dataset(config, base_dir)
-    system = (
-        inputs.system if inputs.system is not None else resolve_system(config, dataset, base_dir)
-    )
-    check_system_inputs(system, dataset)
-    verifier = inputs.verifier if inputs.verifier is not None else resolve_verifier(config, dataset)
-    check_gold(system, verifier, dataset)
-    references = reference_candidates(config, system, dataset)
-    return ConfigObjects(dataset, system, verifier, references)
-
-
 def build_runtime(
     config: JobConfig,
     *,
     base_dir: Path,
     inputs: JobInputs | None = None,
     usage: Mapping[str, RoleUsage] | None = None,
-    objects: ConfigObjects | None = None,
+    objects: ResolvedJob | None = None,
 ) -> Runtime:
     """Resolve the config into live objects (its dataset, system, verifier and references
     from ``objects`` when this process resolved them already); LM usage continues from
     ``usage``."""
     inputs = inputs or JobInputs()
-    objects = objects or resolve_objects(config, base_dir, inputs)
+    objects = objects or resolve_job(config, base_dir, inputs).checked()
     dataset, system, references = objects.dataset, objects.system, objects.references
     verifier = objects.verifier
     chosen = config.job.algorithm

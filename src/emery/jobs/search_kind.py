@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from emery.algorithms.registry import algorithm_spec, checked_settings
-from emery.config.resolve import JobInputs
+from emery.config.resolve import JobInputs, ResolvedJob, resolve_job
 from emery.config.schema import JobConfig
 from emery.core.events import EventSink
 from emery.core.hashing import content_hash
 from emery.evaluation.progress import ProgressSink
 from emery.integrations.tracking import check_tracking
 from emery.jobs.engine import JobEngine
-from emery.jobs.runtime import ConfigObjects, resolve_objects
 from emery.jobs.warm_start import check_warm_start, pinned, system_kind
 from emery.reports.report import render_report
 from emery.reports.results import JobResult, build_result
@@ -57,7 +56,7 @@ class SearchKind:
         config_path: Path | None = None,
         base_dir: Path | None = None,
         inputs: JobInputs | None = None,
-    ) -> ConfigObjects:
+    ) -> ResolvedJob:
         """Refuse a config a search cannot run (its tracking, executor and algorithm
         settings, its system against its data, the gold outputs, the references, the
         earlier job a warm start names); the objects it resolved to (``inputs``: objects
@@ -66,7 +65,7 @@ class SearchKind:
         executor_kind(config.runtime.executor)
         settings = checked_settings(config.job.algorithm, config.algorithm)
         folder = job_base_dir(config_path, base_dir)
-        objects = resolve_objects(config, folder, inputs or JobInputs())
+        objects = resolve_job(config, folder, inputs).checked()
         if config.job.warm_start is not None:
             algorithm = algorithm_spec(config.job.algorithm).factory(settings)
             check_warm_start(store, config, objects.system, algorithm)
@@ -76,7 +75,7 @@ class SearchKind:
         self,
         store: Store,
         config: JobConfig,
-        objects: ConfigObjects | None,
+        objects: ResolvedJob | None,
         *,
         given: dict[str, Any] | None = None,
         config_path: Path | None = None,
@@ -134,7 +133,7 @@ class SearchKind:
         on_event: EventSink | None = None,
         on_note: Callable[[str], None] | None = None,
         on_progress: ProgressSink | None = None,
-        objects: ConfigObjects | None = None,
+        objects: ResolvedJob | None = None,
     ) -> JobEngine:
         """The run of job ``job_id`` in this process (``objects``: what ``check`` resolved
         its config to in this process, used instead of resolving it again)."""

@@ -15,13 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from emery.config.resolve import JobInputs
+from emery.config.resolve import JobInputs, ResolvedJob
 from emery.config.schema import JobConfig, LoRASection
 from emery.core.errors import EmeryError
 from emery.core.events import EventSink
 from emery.core.hashing import content_hash
 from emery.evaluation.progress import ProgressSink
-from emery.jobs.runtime import ConfigObjects
 from emery.jobs.training_engine import TrainingEngine
 from emery.store.protocol import Store
 from emery.store.records import JobRecord, NewJob
@@ -69,7 +68,7 @@ class TrainingKind:
         self,
         store: Store,
         config: JobConfig,
-        objects: ConfigObjects | None,
+        objects: ResolvedJob | None,
         *,
         given: dict[str, Any] | None = None,
         config_path: Path | None = None,
@@ -105,7 +104,7 @@ class TrainingKind:
         on_event: EventSink | None = None,
         on_note: Callable[[str], None] | None = None,
         on_progress: ProgressSink | None = None,
-        objects: ConfigObjects | None = None,
+        objects: ResolvedJob | None = None,
     ) -> TrainingEngine:
         """The run of job ``job_id`` in this process (a trainer reports no batches)."""
         return TrainingEngine(store, job_id, self, on_event=on_event)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from emery.config.loading import job_config
-from emery.config.resolve import JobInputs, build_models, open_cache, resolve_system
+from emery.config.resolve import JobInputs, build_models, open_cache, resolve_job
 from emery.core.errors import EmeryError
 from emery.core.models import Candidate, Example
 from emery.lm.config import build_lm
@@ -38,7 +38,7 @@ def job_system(store: Store, job_id: str, objects: JobInputs | None = None) -> S
             f"job {job_id} was given its system as a Python object: pass it again"
             " (emery.Job(store, job_id, inputs=JobInputs(system=...)))"
         )
-    return resolve_system(job_config(job), None, Path(job.base_dir or "."))
+    return resolve_job(job_config(job), Path(job.base_dir or ".")).system
 
 
 async def run_inference(

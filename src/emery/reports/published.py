@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from emery.algorithms.lineage import component_diff
 from emery.config.loading import job_config
-from emery.config.resolve import resolve_system
+from emery.config.resolve import resolve_job
 from emery.core.errors import ConfigError, EmeryError
 from emery.core.models import Candidate, ChatMessage, Demo
 from emery.data.trace_template import TraceTemplate
@@ -229,7 +229,7 @@ def stage_templates(record: JobRecord) -> dict[str, tuple[MessageTemplate, ...]]
         if config.system is not None and getattr(config.system, "kind", None) not in STAGED:
             return {}
         base_dir = Path(record.base_dir) if record.base_dir else None
-        system = resolve_system(config, base_dir=base_dir)
+        system = resolve_job(config, base_dir).system
     except EmeryError as exc:
         log.warning("job %s: no stage templates recorded with its prompt: %s", record.id, exc)
         return {}

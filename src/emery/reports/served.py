@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from emery.config.loading import job_config, stored_config
-from emery.config.resolve import resolve_system
+from emery.config.resolve import resolve_job
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError, EmeryError
 from emery.core.models import Candidate, ChatMessage, Example
@@ -70,7 +70,7 @@ class ServedSystem:
         job's task model; the config recorded with the version, else the job's (from
         ``store``). An ``EmeryError`` when neither is there or it cannot be built here."""
         config, base_dir = _config(prompt, store)
-        system = resolve_system(config, base_dir=base_dir)
+        system = resolve_job(config, base_dir).system
         candidate = Candidate(components=dict(prompt.components), demos=dict(prompt.demos))
         lm = build_lm(config.lm.task, role="task", meter=UsageMeter(), cache=None)
         return cls(prompt, system, candidate, lm)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
+from emery.config.resolve import resolve_job
 from emery.config.schema import JobConfig, RLSection
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate
@@ -78,15 +78,15 @@ def job_reward(config: JobConfig, base_dir: Path, store: Store | None = None) ->
     """The reward of ``config``: its system's stage and verifier on the ``[rl]`` splits,
     for the prompt of ``trained_candidate`` (``store`` holds the source job, if any)."""
     assert config.rl is not None
-    dataset = resolve_dataset(config, base_dir)
+    resolved = resolve_job(config, base_dir)
+    dataset = resolved.dataset
     examples = [e for split in config.rl.splits for e in dataset.split(split)]
     if not examples:
         raise ConfigError(
             f"dataset {dataset.name!r} has no examples on {'/'.join(config.rl.splits)}:"
             " nothing to train an rl job on"
         )
-    system = resolve_system(config, dataset, base_dir)
-    verifier = resolve_verifier(config, dataset)
+    system, verifier = resolved.system, resolved.verifier
     if getattr(verifier, "needs_expected", False) and any(e.expected is None for e in examples):
         raise ConfigError(
             "the verifier compares with each example's expected output; some rl examples have none"
@@ -141,8 +141,8 @@ def agent_episodes(
     program, trained by ``job_reward``'s prompt rows), credited and selected as its
     ``[rl]`` section says, run on ``executor`` (None: in this process)."""
     assert config.rl is not None
-    dataset = resolve_dataset(config, base_dir)
-    system = resolve_system(config, dataset, base_dir)
+    resolved = resolve_job(config, base_dir)
+    dataset, system = resolved.dataset, resolved.system
     if not trains_an_agent(system):
         keys = agent_keys(config.rl)
         if keys:
@@ -165,7 +165,7 @@ def agent_episodes(
     return AgentEpisodes(
         system=system,
         candidate=trained_candidate(store, config, system.seed_candidate()),
-        verifier=resolve_verifier(config, dataset),
+        verifier=resolved.verifier,
         examples=examples,
         lm=config.lm.task,
         settings=config.rl,

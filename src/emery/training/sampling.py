@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from emery.config.evaluation_scope import example_hash
-from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
+from emery.config.resolve import resolve_job
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError, EmeryError
 from emery.core.events import Event
@@ -97,9 +97,8 @@ class RejectionSampler:
         self.config = config
         self.settings = config.sft
         self.job_id = job_id
-        dataset = resolve_dataset(config, base_dir)
-        self.system = resolve_system(config, dataset, base_dir)
-        self.verifier = resolve_verifier(config, dataset)
+        resolved = resolve_job(config, base_dir)
+        dataset, self.system, self.verifier = resolved.dataset, resolved.system, resolved.verifier
         self.examples = {split: list(dataset.split(split)) for split in self.settings.splits}
         self.teacher = teacher_config(config)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
+from emery.config.resolve import resolve_job
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate
@@ -46,12 +46,12 @@ def scored_candidate(store: Store, config: JobConfig, system_seed: Candidate) ->
 
 async def compare(store: Store, config: JobConfig, base_dir: Path, tuned_model: str) -> Lift:
     """Score the chosen prompt on test with ``[lm.task]`` and with ``tuned_model``."""
-    dataset = resolve_dataset(config, base_dir)
+    resolved = resolve_job(config, base_dir)
+    dataset = resolved.dataset
     examples = dataset.split("test")
     if not examples:
         raise ConfigError(f"the test split of dataset {dataset.name!r} is empty: nothing to score")
-    system = resolve_system(config, dataset, base_dir)
-    verifier = resolve_verifier(config, dataset)
+    system, verifier = resolved.system, resolved.verifier
     candidate = scored_candidate(store, config, system.seed_candidate())
     summaries = []
     for model in (config.lm.task.model, tuned_model):

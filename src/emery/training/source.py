@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from emery.config.resolve import resolve_dataset, resolve_system
+from emery.config.resolve import resolve_job
 from emery.config.schema import JobConfig, RLSection, SFTSection
 from emery.core.errors import ConfigError, EmeryError
 from emery.core.models import Candidate
@@ -65,7 +65,7 @@ def check_source_job(store: Store, config: JobConfig, base_dir: Path) -> None:
     module doc), before the job is stored."""
     if source_job_id(store, config) is None:
         return
-    system = resolve_system(config, resolve_dataset(config, base_dir), base_dir)
+    system = resolve_job(config, base_dir).system
     source_prompt(store, config, system.seed_candidate())
 
 

@@ -36,13 +36,7 @@ from typing import cast
 
 from emery.config.evaluation_scope import evaluation_scope
 from emery.config.loading import job_config
-from emery.config.resolve import (
-    check_system_inputs,
-    open_cache,
-    resolve_dataset,
-    resolve_system,
-    resolve_verifier,
-)
+from emery.config.resolve import open_cache, resolve_job
 from emery.core.errors import EmeryError
 from emery.core.models import Candidate, Example, Split
 from emery.core.results import ExampleResult
@@ -145,10 +139,8 @@ def build_job_work(
         )
     config = job_config(job)
     base_dir = Path(job.base_dir or ".")
-    dataset = resolve_dataset(config, base_dir)
-    system = resolve_system(config, dataset, base_dir)
-    check_system_inputs(system, dataset)
-    verifier = resolve_verifier(config, dataset)
+    resolved = resolve_job(config, base_dir).checked()
+    dataset, system, verifier = resolved.dataset, resolved.system, resolved.verifier
     scope = evaluation_scope(config, system, verifier, dataset=dataset)
     if job.eval_scope is not None and scope != job.eval_scope:
         raise EmeryError(
