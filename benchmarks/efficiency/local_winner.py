@@ -48,9 +48,9 @@ from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.registry import settings_table
 from emery.core.models import Candidate
 from emery.evaluation.budget import BudgetConfig
+from emery.evaluation.eval_result import EvalResult
 from emery.evaluation.front import CostFront, choose
 from emery.evaluation.objectives import cost_per_example
-from emery.evaluation.results import EvalResult
 from emery.evaluation.selection import parse_select
 from emery.jobs.winner import val_pool
 from emery.lm.usage import UsageMeter

@@ -31,8 +31,8 @@ from emery.config.schema import JobConfig
 from emery.core.models import Candidate, Dataset, Demo, Lineage, Split
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import BudgetConfig
+from emery.evaluation.eval_result import EvalResult
 from emery.evaluation.evaluator import Evaluator
-from emery.evaluation.results import EvalResult
 from emery.evaluation.stats import ScoreSummary
 from emery.lm import LMConfig, ResponseCache, UsageMeter, build_lm
 from emery.lm.base import LM

@@ -52,10 +52,10 @@ from suite_table import (
 from emery.config.loading import load_config
 from emery.config.schema import DatasetConfig, JobConfig
 from emery.core.errors import EmeryError
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate
-from emery.core.results import ExampleResult
 from emery.data.tasks import builtin_task
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 
 HERE = Path(__file__).resolve().parent
 DEVELOPMENT_SETS = ("svamp", "clinc", "restaurant8k", "humaneval")

@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from emery.core.events import event
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate
-from emery.core.results import ExampleResult
 from emery.store import (
     AttemptRecord,
     CheckpointRecord,

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # What mypy and IDEs read; EXPORTS below is the same list (a 
     from emery.core.models import Candidate as Candidate
     from emery.core.models import Dataset as Dataset
     from emery.core.models import Example as Example
-    from emery.reports.results import JobResult as JobResult
+    from emery.reports.job_result import JobResult as JobResult
     from emery.sdk.approvals import Approvals as Approvals
     from emery.sdk.job import Job as Job
     from emery.sdk.job import optimize as optimize
@@ -54,8 +54,8 @@ EXPORTS: dict[str, str] = {
     "Candidate": "emery.core.models:Candidate",
     "Dataset": "emery.core.models:Dataset",
     "Example": "emery.core.models:Example",
-    "JobResult": "emery.reports.results:JobResult",
-    "Result": "emery.reports.results:JobResult",
+    "JobResult": "emery.reports.job_result:JobResult",
+    "Result": "emery.reports.job_result:JobResult",
     "Approvals": "emery.sdk.approvals:Approvals",
     "Job": "emery.sdk.job:Job",
     "optimize": "emery.sdk.job:optimize",

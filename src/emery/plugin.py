@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from emery.algorithms.gepa.state import GepaState, PoolEntry
     from emery.algorithms.registry import AlgorithmSpec
     from emery.algorithms.sources import text_components
+    from emery.core.example_result import ExampleResult
     from emery.core.models import Candidate, ChatMessage, Demo, Example, Lineage
     from emery.core.payloads import (
         BaselineEvaluated,
@@ -43,9 +44,8 @@ if TYPE_CHECKING:
         Payload,
         register_payload,
     )
-    from emery.core.results import ExampleResult
+    from emery.evaluation.eval_result import EvalResult
     from emery.evaluation.executor import Executor, LocalExecutor, RolloutHost
-    from emery.evaluation.results import EvalResult
     from emery.lm.base import LM, Completion
     from emery.systems.base import RunContext, System
     from emery.systems.registry import SystemKind
@@ -76,9 +76,9 @@ _HOMES = {
         "Payload",
         "register_payload",
     ),
-    "emery.core.results": ("ExampleResult",),
+    "emery.core.example_result": ("ExampleResult",),
     "emery.evaluation.executor": ("Executor", "LocalExecutor", "RolloutHost"),
-    "emery.evaluation.results": ("EvalResult",),
+    "emery.evaluation.eval_result": ("EvalResult",),
     "emery.lm.base": ("LM", "Completion"),
     "emery.systems.base": ("RunContext", "System"),
     "emery.systems.registry": ("SystemKind",),

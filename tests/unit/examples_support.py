@@ -22,7 +22,7 @@ import pytest
 from emery.config import parse_config
 from emery.core.spans import SpanRecord
 from emery.jobs import create_job, run_job
-from emery.reports.results import JobResult
+from emery.reports.job_result import JobResult
 from emery.store import MemoryStore
 from emery.store.records import EvaluationFilter, RolloutFilter, SpanFilter
 from emery.tracing import conventions as sc

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from emery.core.models import Candidate
-from emery.reports.results import JobResult
+from emery.reports.job_result import JobResult
 
 
 def assert_test_lift(result: JobResult, before: float, after: float) -> Candidate:

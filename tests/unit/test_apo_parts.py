@@ -10,8 +10,8 @@ from emery.algorithms.apo.batches import ShuffledBatches
 from emery.algorithms.apo.beam import contenders, round_parents, select_top, unique
 from emery.algorithms.apo.edit import appended, edit_problem, take_prompt
 from emery.algorithms.apo.experiments import build_experiments, clip
+from emery.core.example_result import ExampleResult
 from emery.core.models import Example
-from emery.core.results import ExampleResult
 from emery.systems.base import ComponentCall
 
 IDS = [f"e{i}" for i in range(7)]

@@ -17,8 +17,8 @@ import emery.algorithms.apo as apo_package
 from emery.algorithms import SearchContext, StepRecord, run_search
 from emery.algorithms.apo import Apo, ApoSettings
 from emery.algorithms.context import build_search_context
+from emery.core.example_result import ExampleResult
 from emery.core.models import ChatMessage, Dataset, Example
-from emery.core.results import ExampleResult
 from emery.evaluation.budget import BudgetConfig, BudgetUsage
 from emery.evaluation.service import EvalKey, eval_key
 from emery.lm import FakeLM

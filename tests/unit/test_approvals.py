@@ -26,8 +26,8 @@ from emery.algorithms.approval import EDIT, with_reviewer_notes
 from emery.config import parse_config
 from emery.core.approvals import ACTIONS, Approval
 from emery.core.errors import ConfigError, IllegalTransition
+from emery.core.example_result import ExampleResult
 from emery.core.models import ChatMessage
-from emery.core.results import ExampleResult
 from emery.evaluation.budget import BudgetConfig
 from emery.jobs import create_job
 from emery.jobs.engine import JobEngine

@@ -16,10 +16,10 @@ from emery.algorithms.cost_acceptance import as_good_and_cheaper
 from emery.algorithms.evidence import Evidence, paired
 from emery.config import parse_config
 from emery.core.errors import ConfigError
+from emery.core.example_result import ExampleResult, RoleUsage, TokenUsage
 from emery.core.hashing import content_hash
 from emery.core.models import ChatMessage, Dataset, Example, Lineage
 from emery.core.plan_events import SelectPlanned
-from emery.core.results import ExampleResult, RoleUsage, TokenUsage
 from emery.evaluation import EvalResult, Evaluator
 from emery.evaluation.budget import BudgetConfig
 from emery.evaluation.front import choose

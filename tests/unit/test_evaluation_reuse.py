@@ -11,14 +11,14 @@ from sqlalchemy import MetaData, Table, UniqueConstraint, create_engine
 
 from emery.config import parse_config
 from emery.config.evaluation_scope import verifier_identity
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate
-from emery.core.results import ExampleResult
 from emery.jobs import create_job, run_job
 from emery.reports import JobResult
 from emery.store import MemoryStore, SQLiteStore
 from emery.store import schema as t
 from emery.store.records import EvaluationRecord
-from emery.store.sql.results import evaluation_row
+from emery.store.sql.candidates import evaluation_row
 from emery.verifiers.function import FunctionMetric
 from emery.verifiers.numeric import NumericMatch
 

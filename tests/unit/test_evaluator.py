@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, ChatMessage, Example
-from emery.core.results import ExampleResult
 from emery.evaluation import EvalResult, Evaluator, TallyLM, summarize
 from emery.lm import CachedLM, Completion, FakeLM, ResponseCache
 from emery.systems import (

@@ -11,8 +11,8 @@ import pytest
 from emery.algorithms.context import build_search_context
 from emery.config.schema import RuntimeConfig
 from emery.core.errors import ConfigError
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Dataset, Example, Split
-from emery.core.results import ExampleResult
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.executor import Done, LocalExecutor, RolloutHost
 from emery.evaluation.progress import BatchProgress

@@ -13,7 +13,7 @@ from emery.algorithms.gepa.mutation import Basis, Mutation, draw_extension
 from emery.algorithms.operators import Materials, apply_operator
 from emery.algorithms.sources import staged_prompts
 from emery.evaluation.budget import BudgetConfig
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 
 
 async def _mutation(operator: str) -> tuple[object, GepaState, Mutation]:

@@ -10,7 +10,7 @@ from test_gepa_support import word_problem_context, word_problems
 from emery.algorithms.gepa import Gepa, GepaSettings
 from emery.algorithms.gepa.mutation import Basis, operate
 from emery.evaluation.budget import BudgetConfig
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 
 
 async def test_each_operator_makes_one_child_of_a_parent_across_minibatches() -> None:

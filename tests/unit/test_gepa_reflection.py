@@ -28,8 +28,8 @@ from emery.algorithms.gepa.reflective_dataset import (
 from emery.algorithms.proposals import repeats_itself
 from emery.algorithms.registry import parse_settings
 from emery.core.errors import ConfigError
+from emery.core.example_result import ExampleResult
 from emery.core.models import Example
-from emery.core.results import ExampleResult
 from emery.systems.base import ComponentCall
 
 QUESTION = "Jamal had 65 coins and gave away 19. How many coins does Jamal have left?"

@@ -16,8 +16,8 @@ from cases_graphcode import graph_with_code
 from pydantic import ValidationError
 
 from emery.config import parse_config
+from emery.core.example_result import ExampleResult
 from emery.core.models import Example
-from emery.core.results import ExampleResult
 from emery.core.rollouts import RolloutConfig
 from emery.core.work_clock import waiting_on_model
 from emery.evaluation import Evaluator

@@ -35,8 +35,8 @@ from emery.jobs.engine import JobEngine
 from emery.lm import FakeLM
 from emery.lm.base import LM
 from emery.lm.usage import MeteredLM, UsageMeter
+from emery.reports.job_result import JobResult
 from emery.reports.report import render_report
-from emery.reports.results import JobResult
 from emery.store import MemoryStore
 from emery.systems.graph.spec import GraphConfig
 from emery.systems.graph.system import SPEC_COMPONENT, GraphSystem

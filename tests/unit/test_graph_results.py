@@ -26,7 +26,7 @@ from emery.data.tasks import builtin_task
 from emery.lm import FakeLM
 from emery.reports.graph_results import job_graph
 from emery.reports.html_report import gather, render_html
-from emery.reports.results import build_result
+from emery.reports.job_result import build_result
 from emery.store import MemoryStore, open_store
 from emery.systems.base import RunContext
 from emery.systems.graph.export import candidate_graph, graph_json

@@ -18,7 +18,7 @@ from emery.algorithms.gepa.state import GepaState, PoolEntry
 from emery.algorithms.graph_gepa.structure import Limits, structural_child
 from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage, Dataset, Example
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 from emery.lm import FakeLM
 from emery.systems.base import RunContext
 from emery.systems.graph import mutations

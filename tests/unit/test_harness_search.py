@@ -16,8 +16,8 @@ import emery
 from emery.algorithms.code_proposals import CodeProposals, parse_code, render_episodes
 from emery.algorithms.lineage import component_diff
 from emery.cli.app import main
+from emery.core.example_result import ExampleResult
 from emery.core.models import ChatMessage
-from emery.core.results import ExampleResult
 from emery.lm import FakeLM
 from emery.store.backends import open_store
 from emery.systems.harness.code import CODE_COMPONENT, SEED_CODE, code_problem

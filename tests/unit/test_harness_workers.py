@@ -12,8 +12,8 @@ import pytest
 from harness_support import calculator_examples, calculator_lm
 
 from emery.core.errors import ConfigError
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate
-from emery.core.results import ExampleResult
 from emery.evaluation import Evaluator
 from emery.systems.harness.code import CODE_COMPONENT
 from emery.systems.harness.pool import WorkerPool

@@ -14,8 +14,8 @@ from emery.cli.app import main
 from emery.core.events import event
 from emery.evaluation.label_agreement import LabelAgreement
 from emery.reports.html_report import ReportData, render_html
+from emery.reports.job_result import JobResult
 from emery.reports.plots import score_points
-from emery.reports.results import JobResult
 from emery.store import SQLiteStore
 
 pytestmark = pytest.mark.usefixtures("random_search_algorithm")

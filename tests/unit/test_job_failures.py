@@ -14,8 +14,8 @@ import pytest
 from emery.config import parse_config
 from emery.config.resolve import JobInputs
 from emery.core.errors import DataError
+from emery.core.example_result import ExampleResult, FailureKind
 from emery.core.models import Candidate, ChatMessage, Lineage
-from emery.core.results import ExampleResult, FailureKind
 from emery.evaluation.health import ErrorPolicy, ErrorWatch, RolloutErrors
 from emery.jobs import JobEngine, create_job, run_job
 from emery.lm import Completion

@@ -186,10 +186,12 @@ def test_no_import_circle_inside_a_package() -> None:
 
 
 def test_the_circle_check_sees_from_imports_of_modules() -> None:
-    tree = ast.parse("from emery.jobs import engine\nfrom emery.reports.results import JobResult\n")
+    tree = ast.parse(
+        "from emery.jobs import engine\nfrom emery.reports.job_result import JobResult\n"
+    )
     assert [(m, n) for m, n, _ in imported_modules(tree)] == [
         ("emery.jobs", ["engine"]),
-        ("emery.reports.results", ["JobResult"]),
+        ("emery.reports.job_result", ["JobResult"]),
     ]
     assert "emery.jobs.kinds" in module_graph().get("emery.jobs.manage", set())
 

@@ -8,8 +8,8 @@ from emery.algorithms.mipro.normalise import (
     normalised_reply,
     reasoning_stages,
 )
+from emery.core.example_result import ExampleResult
 from emery.core.models import Example
-from emery.core.results import ExampleResult
 from emery.systems import (
     MessageTemplate,
     ParserConfig,

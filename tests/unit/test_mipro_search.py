@@ -31,7 +31,7 @@ from emery.core.errors import ConfigError
 from emery.core.events import BestUpdated
 from emery.core.models import Candidate, ChatMessage
 from emery.evaluation.budget import BudgetConfig
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 from emery.lm import FakeLM
 from emery.systems.base import RunContext, SystemRun
 from emery.systems.prompt_program import PromptProgram

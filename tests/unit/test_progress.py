@@ -12,8 +12,8 @@ from rich.console import Console
 import emery
 from emery.cli.progress import RunDisplay
 from emery.core.events import event
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Example
-from emery.core.results import ExampleResult
 from emery.evaluation.budget import Budget, BudgetConfig
 from emery.evaluation.progress import BatchProgress
 from emery.evaluation.service import EvaluationService, eval_key

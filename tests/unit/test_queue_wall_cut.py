@@ -15,7 +15,7 @@ from test_gepa_support import task_lm, word_problems
 from test_store_queue import running_job
 from walltime_support import FakeClock
 
-from emery.core.results import ExampleResult
+from emery.core.example_result import ExampleResult
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import Budget, BudgetConfig, BudgetExhausted
 from emery.evaluation.evaluator import Evaluator

@@ -34,8 +34,8 @@ from emery.lm.usage import MeteredLM, Price, RoleUsage, UsageMeter
 from emery.lm.wrapper import LMWrapper
 from emery.reports.event_text import describe_event
 from emery.reports.html_report import ReportData, render_html
+from emery.reports.job_result import JobResult
 from emery.reports.report import render_report
-from emery.reports.results import JobResult
 from emery.systems.base import System
 from emery.verifiers.base import Verdict, Verifier
 

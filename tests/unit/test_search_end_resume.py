@@ -24,7 +24,7 @@ from emery.core.models import ChatMessage
 from emery.jobs import JobEngine, create_job, run_job
 from emery.jobs.search_end import ENDED, WALL_TIME
 from emery.lm import Completion
-from emery.reports.results import JobResult
+from emery.reports.job_result import JobResult
 from emery.store import MemoryStore
 from emery.store.records import EvaluationFilter
 from emery.store.sql import SqlStore

@@ -17,8 +17,8 @@ from store_fixtures import BACKENDS, make_store
 
 from emery.core.errors import ConfigError
 from emery.core.events import Event, event
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Lineage
-from emery.core.results import ExampleResult
 from emery.store import (
     JOB_STATES,
     JOB_TRANSITIONS,

@@ -20,13 +20,13 @@ from emery.cli.app import app
 from emery.cli.batch_bar import BatchBar
 from emery.config import parse_config
 from emery.config.resolve import JobInputs
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, ChatMessage, Example
-from emery.core.results import ExampleResult
 from emery.core.rollouts import RolloutConfig
 from emery.evaluation import Evaluator
+from emery.evaluation.eval_result import EvalResult
 from emery.evaluation.health import ErrorPolicy, ErrorWatch
 from emery.evaluation.progress import BatchCounter, BatchProgress
-from emery.evaluation.results import EvalResult
 from emery.jobs import JobEngine, create_job, run_job
 from emery.lm import FakeLM
 from emery.reports import JobResult

@@ -18,8 +18,8 @@ from bad_input_support import job_config, run_cli, store_jobs
 from cases import PROGRAM
 from exiting_code import RELEASE, hangs
 
+from emery.core.example_result import ExampleResult
 from emery.core.models import Example
-from emery.core.results import ExampleResult
 from emery.core.rollouts import RolloutConfig
 from emery.core.user_code import UserCodeExited, call_user_function
 from emery.core.work_clock import waiting_on_model

@@ -24,11 +24,11 @@ import emery
 from emery.config import parse_config
 from emery.config.evaluation_scope import evaluation_scope
 from emery.config.resolve import resolve_dataset, resolve_system, resolve_verifier
+from emery.core.example_result import ExampleResult
 from emery.core.models import ChatMessage, Dataset, Example
-from emery.core.results import ExampleResult
 from emery.data.tasks import builtin_task
+from emery.evaluation.eval_result import EvalResult
 from emery.evaluation.rank import average_ranks, rank_agreement, rank_interval, spearman
-from emery.evaluation.results import EvalResult
 from emery.lm import FakeLM
 from emery.store import MemoryStore
 from emery.verifiers.agreement import Agreement, RankAgreement

@@ -44,8 +44,8 @@ from emery.lm.base import LM, Completion
 from emery.lm.usage import UsageMeter
 from emery.lm.wrapper import LMWrapper
 from emery.reports.event_text import describe_event
+from emery.reports.job_result import JobResult
 from emery.reports.report import render_report
-from emery.reports.results import JobResult
 from emery.store import MemoryStore
 
 pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")

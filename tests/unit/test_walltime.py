@@ -33,8 +33,8 @@ from emery.core.events import PaceWarning, PlanPayload, SearchNotRun
 from emery.evaluation.budget import BudgetConfig
 from emery.jobs import JobEngine, create_job, run_job, search_kind
 from emery.reports.event_text import describe_event
+from emery.reports.job_result import JobResult
 from emery.reports.report import render_report
-from emery.reports.results import JobResult
 from emery.store import MemoryStore
 from emery.store.records import JobRecord
 

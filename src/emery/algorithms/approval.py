@@ -21,7 +21,7 @@ from emery.algorithms.base import AlgorithmState, SearchContext
 from emery.core.approvals import Approval, ApprovalApplied, ApprovalRequested
 from emery.core.events import BestUpdated
 from emery.core.models import Candidate, ChatMessage, Lineage
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 
 EDIT = "edit"
 """The lineage operation of a candidate a person wrote by editing a held one."""

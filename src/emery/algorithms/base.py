@@ -20,7 +20,7 @@ from emery.core.events import CandidateProposed, Event, Payload
 from emery.core.models import Candidate, Dataset, Example, Split
 from emery.core.settings import Settings
 from emery.evaluation.budget import Budget
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 from emery.evaluation.selection import BEST_SCORE, SelectRule
 from emery.evaluation.service import EvaluationService
 from emery.lm.base import LM

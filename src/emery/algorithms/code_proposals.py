@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from emery.algorithms.base import SearchContext
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, ChatMessage, Example
-from emery.core.results import ExampleResult
 from emery.lm.base import LM
 from emery.systems.base import RunContext
 from emery.systems.capabilities import ProposesCode

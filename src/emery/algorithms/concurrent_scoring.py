@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from emery.algorithms.base import SearchContext
 from emery.core.models import Candidate, Example, Split
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 
 
 @dataclass(frozen=True)

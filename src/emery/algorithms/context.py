@@ -6,8 +6,8 @@ import time
 from collections.abc import Mapping
 
 from emery.algorithms.base import SearchContext, StepLog
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Dataset
-from emery.core.results import ExampleResult
 from emery.core.rollouts import RolloutConfig
 from emery.evaluation.budget import Budget, BudgetConfig, BudgetUsage, Clock
 from emery.evaluation.evaluator import Evaluator

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from emery.algorithms.evidence import Evidence
+from emery.evaluation.eval_result import EvalResult
 from emery.evaluation.objectives import cost_per_example, named_costs
-from emery.evaluation.results import EvalResult
 
 
 def as_good_and_cheaper(

@@ -40,9 +40,9 @@ from emery.algorithms.separation import separation
 from emery.algorithms.stopping import StopPolicy, StopRequest
 from emery.core.approvals import Approval
 from emery.core.events import BudgetWarning, Event, IterationCompleted
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate
 from emery.core.plan_events import SelectPlanned
-from emery.core.results import ExampleResult
 from emery.evaluation.budget import BudgetExhausted, BudgetUsage
 from emery.lm.usage import RoleUsage
 

@@ -24,7 +24,7 @@ from emery.algorithms.concurrent_scoring import ScoreRequest, score_concurrently
 from emery.core.events import WarmStartScored
 from emery.core.models import Candidate
 from emery.core.payloads import PlanPayload
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 
 P = TypeVar("P", bound=PlanPayload)
 

@@ -24,7 +24,7 @@ from emery.evaluation.stats import ScoreSummary
 from emery.jobs.manage import create_job, find_resumable
 from emery.lm.config import local_model_path
 from emery.reports.html_report import gather, write_html
-from emery.reports.results import JobResult, result_paths
+from emery.reports.job_result import JobResult, result_paths
 
 DEMO_CONFIG = "word_problems.toml"
 

@@ -22,7 +22,7 @@ from emery.config.loading import parse_config
 from emery.config.overrides import Overrides, load_overridden
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError, EmeryError
-from emery.core.results import ExampleResult
+from emery.core.example_result import ExampleResult
 from emery.jobs.evaluate import EvaluationReport, evaluate_config
 from emery.verifiers.base import as_text, clip
 

@@ -23,8 +23,8 @@ from emery.cli.console import err, out, print_json
 from emery.cli.progress import RunDisplay, StreamFormat
 from emery.core.events import Event
 from emery.core.hashing import content_hash
+from emery.reports.job_result import JobResult
 from emery.reports.report import render_report
-from emery.reports.results import JobResult
 from emery.sdk.remote_job import absolute_dataset_path
 from emery.sdk.server_client import ServerClient
 

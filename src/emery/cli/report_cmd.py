@@ -15,8 +15,8 @@ from emery.core.errors import EmeryError
 from emery.jobs.kinds import JobKind, kind_named, kind_of
 from emery.jobs.training_kinds import TrainingKind
 from emery.reports.html_report import gather, write_html
+from emery.reports.job_result import JobResult, result_paths
 from emery.reports.report import render_report
-from emery.reports.results import JobResult, result_paths
 from emery.sdk.server_client import ServerClient
 from emery.training.job import SFTResult
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from emery.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from emery.evaluation.eval_result import EvalResult
     from emery.evaluation.evaluator import Evaluator, TallyLM
-    from emery.evaluation.results import EvalResult
     from emery.evaluation.stats import ScoreSummary, summarize
 
 __getattr__, __dir__ = lazy_exports(
@@ -16,7 +16,7 @@ __getattr__, __dir__ = lazy_exports(
     {
         "Evaluator": "emery.evaluation.evaluator",
         "TallyLM": "emery.evaluation.evaluator",
-        "EvalResult": "emery.evaluation.results",
+        "EvalResult": "emery.evaluation.eval_result",
         "ScoreSummary": "emery.evaluation.stats",
         "summarize": "emery.evaluation.stats",
     },

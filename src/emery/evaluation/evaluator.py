@@ -10,12 +10,12 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, cast
 
+from emery.core.example_result import ExampleResult, FailureKind
 from emery.core.models import Candidate, ChatMessage, Example, Split
-from emery.core.results import ExampleResult, FailureKind
 from emery.core.rollouts import Rollout, RolloutConfig
 from emery.core.work_clock import WorkTimeExceeded, within_work_time
+from emery.evaluation.eval_result import EvalResult
 from emery.evaluation.executor import Done, Executor, LocalExecutor
-from emery.evaluation.results import EvalResult
 from emery.evaluation.rollouts import RolloutOutcome, RolloutRunner
 from emery.lm.base import LM, Completion, TokenUsage
 from emery.lm.provider_errors import provider_stop_in

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Example, Split
-from emery.core.results import ExampleResult
 from emery.evaluation.rollouts import RolloutRunner
 
 Done = Callable[[int, ExampleResult], None]

@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from emery.core.errors import DataError, EmeryError
+from emery.core.example_result import ExampleResult, FailureKind
 from emery.core.models import Candidate, Example
-from emery.core.results import ExampleResult, FailureKind
 from emery.systems.capabilities import ScoresItself
 
 SEED_ERRORS: frozenset[str] = frozenset({"model", "verifier", "timeout", "error"})

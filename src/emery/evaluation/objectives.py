@@ -15,8 +15,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from emery.core.results import ExampleResult
-from emery.evaluation.results import EvalResult
+from emery.core.example_result import ExampleResult
+from emery.evaluation.eval_result import EvalResult
 
 
 class CandidateCost(BaseModel):

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from emery.core.results import ExampleResult
+from emery.core.example_result import ExampleResult
 
 log = logging.getLogger(__name__)
 

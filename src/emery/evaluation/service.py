@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from emery.core.events import CandidateEvaluated, Event, RolloutsFailed
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Example, Split
-from emery.core.results import ExampleResult
 from emery.evaluation.budget import Budget
+from emery.evaluation.eval_result import EvalResult
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.health import ErrorPolicy, ErrorWatch, failure_counts, unreadable_count
 from emery.evaluation.progress import BatchCounter, ProgressSink
-from emery.evaluation.results import EvalResult
 
 EvalKey = tuple[str, str, str]  # (candidate id, example id, split)
 

@@ -35,7 +35,7 @@ from emery.integrations.mlflow_run import (
     check_mlflow,
     tracking_uri,
 )
-from emery.reports.results import JobResult
+from emery.reports.job_result import JobResult
 from emery.store.protocol import Store
 from emery.store.records import CheckpointRecord, JobRecord
 

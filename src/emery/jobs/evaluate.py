@@ -12,10 +12,10 @@ from pydantic import BaseModel
 from emery.config.resolve import build_models, open_cache, resolve_job
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Split
-from emery.core.results import ExampleResult
+from emery.evaluation.eval_result import EvalResult
 from emery.evaluation.evaluator import Evaluator
-from emery.evaluation.results import EvalResult
 from emery.evaluation.stats import ScoreSummary
 from emery.lm.usage import RoleUsage
 from emery.verifiers.judge import uses_judge, with_judge

@@ -26,14 +26,14 @@ from emery.evaluation.stats import ScoreSummary
 from emery.jobs.rows import evaluation_rows
 from emery.jobs.runtime import Runtime
 from emery.jobs.winner import cost_front
-from emery.reports.report import render_report
-from emery.reports.results import (
+from emery.reports.job_result import (
     JobResult,
     build_result,
     event_warnings,
     result_paths,
     write_result,
 )
+from emery.reports.report import render_report
 from emery.store.protocol import Store
 from emery.store.records import JobRecord, StepWrite
 

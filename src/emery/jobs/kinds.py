@@ -22,7 +22,7 @@ from emery.core.events import EventSink
 from emery.evaluation.progress import ProgressSink
 from emery.jobs.search_kind import EVAL, OPTIMIZE, search_kind_name
 from emery.jobs.training_kinds import RL, SFT
-from emery.reports.results import JobResult
+from emery.reports.job_result import JobResult
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 from emery.training.job import SFTResult

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from emery.core.results import ExampleResult
+from emery.core.example_result import ExampleResult
 from emery.evaluation.service import EvalKey, EvaluationService, eval_key
 from emery.jobs.rows import evaluation_rows
 from emery.jobs.runtime import Runtime

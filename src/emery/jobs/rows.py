@@ -7,8 +7,8 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from emery.core.example_result import ExampleResult
 from emery.core.hashing import content_hash
-from emery.core.results import ExampleResult
 from emery.core.rollouts import Attempt, Rollout, RolloutConfig
 from emery.jobs.runtime import Runtime
 from emery.store.records import EvaluationRecord

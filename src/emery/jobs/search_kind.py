@@ -24,8 +24,8 @@ from emery.evaluation.progress import ProgressSink
 from emery.integrations.tracking import check_tracking
 from emery.jobs.engine import JobEngine
 from emery.jobs.warm_start import check_warm_start, pinned, system_kind
+from emery.reports.job_result import JobResult, build_result
 from emery.reports.report import render_report
-from emery.reports.results import JobResult, build_result
 from emery.store.protocol import Store
 from emery.store.records import JobRecord, NewJob
 from emery.training.paths import job_base_dir

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from emery.algorithms.base import AlgorithmState, SearchContext
 from emery.config.schema import JobSection
-from emery.core.results import ExampleResult
+from emery.core.example_result import ExampleResult
 from emery.evaluation.front import CostFront, choose
 from emery.evaluation.objectives import Scored
 from emery.evaluation.service import eval_key

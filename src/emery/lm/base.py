@@ -8,8 +8,8 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from emery.core.aio import run_sync
+from emery.core.example_result import TokenUsage as TokenUsage
 from emery.core.models import ChatMessage
-from emery.core.results import TokenUsage as TokenUsage
 
 
 class TokenChoice(BaseModel):

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from emery.core.example_result import RoleUsage as RoleUsage
 from emery.core.models import ChatMessage
-from emery.core.results import RoleUsage as RoleUsage
 from emery.lm.base import LM, Completion
 from emery.lm.wrapper import LMWrapper
 

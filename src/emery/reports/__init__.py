@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING
 from emery.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from emery.reports.job_result import CandidateSummary, JobResult, build_result
     from emery.reports.report import render_report
-    from emery.reports.results import CandidateSummary, JobResult, build_result
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "render_report": "emery.reports.report",
-        "CandidateSummary": "emery.reports.results",
-        "JobResult": "emery.reports.results",
-        "build_result": "emery.reports.results",
+        "CandidateSummary": "emery.reports.job_result",
+        "JobResult": "emery.reports.job_result",
+        "build_result": "emery.reports.job_result",
     },
 )
 

@@ -22,8 +22,8 @@ from emery.algorithms.evidence import paired
 from emery.algorithms.lineage import component_diff
 from emery.core.approvals import ACTIONS, Approval, new_approval_id
 from emery.core.errors import ConfigError, IllegalTransition
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Demo
-from emery.core.results import ExampleResult
 from emery.core.search_events import Evidence
 from emery.evaluation.stats import ScoreSummary, summarize
 from emery.reports import published

@@ -16,8 +16,8 @@ from emery.reports.front_table import HEADER as FRONT_HEADER
 from emery.reports.front_table import front_rows, front_sentence
 from emery.reports.graph_diagram import graph_svg
 from emery.reports.graph_results import report_graph
+from emery.reports.job_result import JobResult
 from emery.reports.plots import lineage_plot, score_over_budget, score_points
-from emery.reports.results import JobResult
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 from emery.systems.graph.render import graph_text

@@ -28,7 +28,7 @@ from emery.config.resolve import resolve_job
 from emery.core.errors import ConfigError, EmeryError
 from emery.core.models import Candidate, ChatMessage, Demo
 from emery.data.trace_template import TraceTemplate
-from emery.reports.results import JobResult, build_result
+from emery.reports.job_result import JobResult, build_result
 from emery.store.protocol import Store
 from emery.store.records import JobRecord, ResourceRecord
 from emery.store.states import NotFound

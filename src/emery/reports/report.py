@@ -9,7 +9,7 @@ from emery.core.models import Candidate
 from emery.evaluation.stats import ScoreSummary, failed_cell
 from emery.reports.front_table import HEADER as FRONT_HEADER
 from emery.reports.front_table import front_rows, front_sentence
-from emery.reports.results import JobResult
+from emery.reports.job_result import JobResult
 
 
 def _pct(value: float | None) -> str:

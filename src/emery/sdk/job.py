@@ -27,7 +27,7 @@ from emery.jobs.ownership import is_stale
 from emery.lm.base import LM
 from emery.reports.graph_results import run_verifier
 from emery.reports.inference import run_inference
-from emery.reports.results import JobResult
+from emery.reports.job_result import JobResult
 from emery.sdk.arguments import (
     BudgetArg,
     DatasetArg,

@@ -13,7 +13,7 @@ from emery.config.loading import parse_config, read_config_data
 from emery.config.schema import JobConfig
 from emery.core.errors import EmeryError
 from emery.core.events import Event
-from emery.reports.results import JobResult
+from emery.reports.job_result import JobResult
 from emery.sdk.server_client import ServerClient
 
 FINISHED = ("succeeded", "failed", "cancelled", "paused")

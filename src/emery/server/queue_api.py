@@ -71,6 +71,13 @@ class AttemptBeat(Carrier):
     attempt_id: Id
 
 
+class NextClaim(BaseModel):
+    """Whom a finish claims the next rollout for (``finish_and_claim``)."""
+
+    worker_id: Id
+    job_id: Id | None = None
+
+
 class Finish(Carrier):
     rollout_id: Id
     attempt_id: Id
@@ -80,6 +87,9 @@ class Finish(Carrier):
     output: Any = None
     score: float | None = None
     result: dict[str, Any] = Field(default_factory=dict)
+    claim: NextClaim | None = None
+    """Claim the next rollout for this worker in the same transaction (the answer's
+    ``rollout``, null when none is queued)."""
 
 
 class Requeue(Carrier):
@@ -194,21 +204,29 @@ def queue_router(store: Store, expiry: Expiry | None = None) -> APIRouter:
 
     def finish_one(body: Finish) -> bytes:
         carried(body)  # the attempt's spans are stored before its result
-        kept = store.finish_rollout(
-            body.rollout_id,
-            body.attempt_id,
-            status=body.status,
-            attempt_status=body.attempt_status,
-            error=body.error,
-            output=body.output,
-            score=body.score,
-            result=body.result,
+        ended = {
+            "status": body.status,
+            "attempt_status": body.attempt_status,
+            "error": body.error,
+            "output": body.output,
+            "score": body.score,
+            "result": body.result,
+        }
+        if body.claim is None:
+            return kept_answer(store.finish_rollout(body.rollout_id, body.attempt_id, **ended))
+        nxt = body.claim
+        if expiry.due(nxt.job_id):
+            store.expire_leases(job_id=nxt.job_id)
+        kept, rollout = store.finish_and_claim(
+            body.rollout_id, body.attempt_id, **ended, worker_id=nxt.worker_id, job_id=nxt.job_id
         )
-        return kept_answer(kept)
+        claimed = b"null" if rollout is None else rollout.model_dump_json().encode()
+        return b'{"kept":' + (b"true" if kept else b"false") + b',"rollout":' + claimed + b"}"
 
     @router.post("/finish", response_model=dict[str, Any])
     async def finish(body: Finish) -> Response:
-        """End the attempt; keep its result unless the rollout already has one."""
+        """End the attempt; keep its result unless the rollout already has one. With
+        ``claim``, also claim the worker's next rollout, in the same transaction."""
         return json_answer(await run_in_threadpool(finish_one, body))
 
     def requeue_one(body: Requeue) -> bytes:

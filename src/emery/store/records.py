@@ -12,8 +12,8 @@ from pydantic import BaseModel, Field
 
 from emery.core.approvals import Approval
 from emery.core.events import Event
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Demo, Lineage
-from emery.core.results import ExampleResult
 from emery.core.rollouts import Attempt, Rollout
 
 T = TypeVar("T")

@@ -7,8 +7,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from emery.core.example_result import ComponentCall as ComponentCall
 from emery.core.models import Candidate, Example, Split
-from emery.core.results import ComponentCall as ComponentCall
 from emery.lm.base import LM
 
 RunFailure = Literal["unreadable", "output", "error"]

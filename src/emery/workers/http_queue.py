@@ -51,6 +51,8 @@ RETRIED_STATUSES = frozenset({502, 503, 504})
 RENEW_FRACTION = 8
 """A lease renewed less than this part of it ago is not renewed again (module doc)."""
 OUTBOX_ITEMS = 2048
+RESOURCES_KEPT = 256
+"""Resource versions a queue keeps (the oldest asked is dropped first)."""
 """Rows of span batches held for the next request before they are sent alone."""
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ class HttpQueue:
         self._outbox: tuple[list[Rollout], list[Attempt], list[SpanRecord]] = ([], [], [])
         self._outbox_lock = threading.Lock()
         self._renewed: dict[str, tuple[float, float]] = {}  # attempt -> (renewed at, lease)
+        self._resources: dict[tuple[str, int], ResourceRecord] = {}
 
     def close(self) -> None:
         """Send the span batches held, then close the connections."""
@@ -101,12 +104,21 @@ class HttpQueue:
         return JobRecord.model_validate(self._send("GET", f"/api/queue/jobs/{job_id}"))
 
     def get_resource(self, name: str, version: int | None = None) -> ResourceRecord:
+        """A stored resource; a version asked for by number is asked once (versions never
+        change), so a runner fetches each candidate once, not once a rollout."""
+        if version is not None and (name, version) in self._resources:
+            return self._resources[(name, version)]
         params: dict[str, Any] = {"name": name}
         if version is not None:
             params["version"] = version
-        return ResourceRecord.model_validate(
+        record = ResourceRecord.model_validate(
             self._send("GET", "/api/queue/resource", params=params)
         )
+        if version is not None:
+            if len(self._resources) >= RESOURCES_KEPT:
+                self._resources.pop(next(iter(self._resources)))
+            self._resources[(name, version)] = record
+        return record
 
     def register_worker(self, record: WorkerRecord) -> None:
         self._send("POST", "/api/queue/workers", json=record.model_dump(mode="json"))
@@ -120,6 +132,10 @@ class HttpQueue:
     def claim_rollout(self, worker_id: str, *, job_id: str | None = None) -> Rollout | None:
         sent = self.clock()  # the server's lease starts after this
         answer = self._carry("/api/queue/claim", {"worker_id": worker_id, "job_id": job_id})
+        return self._claimed(answer, sent)
+
+    def _claimed(self, answer: dict[str, Any], sent: float) -> Rollout | None:
+        """The rollout an answer claimed (None: none), its lease noted as renewed."""
         if answer.get("rollout") is None:
             return None
         rollout = Rollout.model_validate(answer["rollout"])
@@ -164,6 +180,37 @@ class HttpQueue:
         }
         self._renewed.pop(attempt_id, None)
         return bool(self._carry("/api/queue/finish", body)["kept"])
+
+    def finish_and_claim(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: str,
+        attempt_status: str,
+        error: str | None,
+        output: Any,
+        score: float | None,
+        result: dict[str, Any],
+        worker_id: str,
+        job_id: str | None = None,
+    ) -> tuple[bool, Rollout | None]:
+        """The finish and the next claim in one request (and one transaction)."""
+        body = {
+            "rollout_id": rollout_id,
+            "attempt_id": attempt_id,
+            "status": status,
+            "attempt_status": attempt_status,
+            "error": error,
+            "output": output,
+            "score": score,
+            "result": result,
+            "claim": {"worker_id": worker_id, "job_id": job_id},
+        }
+        self._renewed.pop(attempt_id, None)
+        sent = self.clock()
+        answer = self._carry("/api/queue/finish", body)
+        return bool(answer["kept"]), self._claimed(answer, sent)
 
     def requeue_rollout(
         self, rollout_id: str, attempt_id: str, number: int, *, attempt_status: str, error: str

@@ -15,8 +15,8 @@ import asyncio
 from collections.abc import Sequence
 
 from emery.core.errors import EmeryError
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Example, Split
-from emery.core.results import ExampleResult
 from emery.core.rollouts import Rollout
 from emery.evaluation.executor import Done, RolloutHost
 from emery.lm.usage import UsageMeter

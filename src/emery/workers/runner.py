@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from emery.config.evaluation_scope import evaluation_scope
 from emery.config.loading import job_config
@@ -324,18 +324,24 @@ class RolloutWorker:
         return self.idle_exit_s is not None and idle >= self.idle_exit_s
 
     async def _slot(self) -> None:
-        while not self._done():
-            self.store.expire_leases()
-            rollout = self.store.claim_rollout(self.worker_id, job_id=self.job_id)
+        """Claim, run, finish, until done; a finish claims the slot's next rollout in the
+        same call (``finish_and_claim``) unless this runner is done, and a rollout in hand
+        is run even once it is."""
+        rollout: Rollout | None = None
+        while rollout is not None or not self._done():
             if rollout is None:
-                await asyncio.sleep(self.poll_s)
-                continue
+                self.store.expire_leases()
+                rollout = self.store.claim_rollout(self.worker_id, job_id=self.job_id)
+                if rollout is None:
+                    await asyncio.sleep(self.poll_s)
+                    continue
             self.ran += 1
-            await self._execute(rollout)
+            rollout = await self._execute(rollout)
             self._last_work = time.monotonic()
 
-    async def _execute(self, rollout: Rollout) -> None:
-        """Run the claimed attempt of ``rollout`` and report how it ended."""
+    async def _execute(self, rollout: Rollout) -> Rollout | None:
+        """Run the claimed attempt of ``rollout`` and report how it ended; the next
+        rollout the report claimed, if it claimed one."""
         number = rollout.attempt_count
         attempt_id = f"{rollout.id}:{number}"
         self.beats.hold(attempt_id, lease_of(rollout), str(rollout.job_id))
@@ -346,7 +352,7 @@ class RolloutWorker:
         except Exception as exc:  # a rollout this runner cannot run: fail it, once
             self.beats.release(attempt_id)
             self._fail(rollout, attempt_id, f"{type(exc).__name__}: {exc}")
-            return
+            return None
         before = rollout.model_copy(update={"status": "queuing", "attempt_count": number - 1})
         try:
             result = await work.evaluator.run_one(
@@ -358,7 +364,7 @@ class RolloutWorker:
                 rollout.id, attempt_id, number, attempt_status="failed", error=str(exc)
             )
             await asyncio.sleep(PROVIDER_STOP_PAUSE_S)  # not a loop of refused calls
-            return
+            return None
         finally:
             self.beats.release(attempt_id)
         attempt = work.recorder.attempt(attempt_id)
@@ -369,25 +375,39 @@ class RolloutWorker:
             self.store.requeue_rollout(
                 rollout.id, attempt_id, number, attempt_status=status, error=error
             )
-            return
-        self._finish(rollout, attempt_id, status, result)
+            return None
+        return self._finish(rollout, attempt_id, status, result, claim_next=not self._done())
 
     def _finish(
-        self, rollout: Rollout, attempt_id: str, status: str, result: ExampleResult
-    ) -> None:
-        kept = self.store.finish_rollout(
-            rollout.id,
-            attempt_id,
-            status=result.rollout_status or ("succeeded" if result.error is None else "failed"),
-            attempt_status=status,
-            error=result.error,
-            output=result.output,
-            score=result.score,
-            result=result.model_dump(mode="json"),
-        )
+        self,
+        rollout: Rollout,
+        attempt_id: str,
+        status: str,
+        result: ExampleResult,
+        *,
+        claim_next: bool = False,
+    ) -> Rollout | None:
+        """Store the attempt's result (kept unless the rollout has one); with
+        ``claim_next``, claim the next rollout in the same call and return it."""
+        ended: dict[str, Any] = {
+            "status": result.rollout_status or ("succeeded" if result.error is None else "failed"),
+            "attempt_status": status,
+            "error": result.error,
+            "output": result.output,
+            "score": result.score,
+            "result": result.model_dump(mode="json"),
+        }
+        claimed = None
+        if claim_next:
+            kept, claimed = self.store.finish_and_claim(
+                rollout.id, attempt_id, **ended, worker_id=self.worker_id, job_id=self.job_id
+            )
+        else:
+            kept = self.store.finish_rollout(rollout.id, attempt_id, **ended)
         self.kept += int(kept)
         if not kept:
             log.info("rollout %s already had a result: this one was dropped", rollout.id)
+        return claimed
 
     def _fail(self, rollout: Rollout, attempt_id: str, error: str) -> None:
         log.warning("rollout %s cannot run here: %s", rollout.id, error)

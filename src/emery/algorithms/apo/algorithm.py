@@ -69,7 +69,7 @@ from emery.algorithms.warm_start import rescore
 from emery.core.errors import ConfigError
 from emery.core.events import BaselineEvaluated, BestUpdated
 from emery.core.models import Candidate, Example, Split
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from emery.core.example_result import ExampleResult
 from emery.core.models import Example
-from emery.core.results import ExampleResult
 from emery.systems.base import ComponentCall
 
 _LM_LINE = re.compile(r"^\d+\. LM call\b|^…$")

@@ -18,7 +18,7 @@ from emery.algorithms.base import SearchContext
 from emery.algorithms.code_proposals import CODE_MAX_TOKENS, CodeProposals, code_proposals
 from emery.algorithms.sources import count
 from emery.core.models import Candidate, Example, Lineage
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 
 OPERATION = "apo_edit"
 CODE_VARIANT = "code"

@@ -83,7 +83,7 @@ from emery.core.errors import ConfigError
 from emery.core.events import BaselineEvaluated
 from emery.core.models import Candidate, Example
 from emery.evaluation.budget import BudgetExhausted
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 
 
 class Gepa:

@@ -25,7 +25,7 @@ from emery.algorithms.gepa.events import GepaMinibatchSampled
 from emery.algorithms.gepa.mutation import Basis, Mutation
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.gepa.state import GepaState, SamplerState
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 
 
 async def show_failures(

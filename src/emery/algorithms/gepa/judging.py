@@ -23,7 +23,7 @@ from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.gepa.mutation import Mutation, draw_extension, extended
 from emery.algorithms.gepa.state import GepaState
 from emery.core.models import Example
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 
 
 @dataclass

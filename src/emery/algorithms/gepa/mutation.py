@@ -28,8 +28,8 @@ from emery.algorithms.gepa.state import GepaState, PoolEntry
 from emery.algorithms.operators import Materials, operator_order
 from emery.algorithms.sources import count, next_operator_child, staged_prompts
 from emery.core.models import Candidate, Example, Lineage
+from emery.evaluation.eval_result import EvalResult
 from emery.evaluation.objectives import named_costs
-from emery.evaluation.results import EvalResult
 from emery.lm.base import LMError
 from emery.systems.prompt_layout import StageLayout
 

@@ -9,7 +9,7 @@ from emery.algorithms.gepa.pareto import front_weights, per_example_front
 from emery.algorithms.gepa.state import GepaState, PoolEntry
 from emery.core.events import BestUpdated, FrontierUpdated
 from emery.core.models import Candidate
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 
 
 def lean(candidate: Candidate) -> Candidate:

@@ -27,8 +27,8 @@ from emery.algorithms.gepa.reflective_dataset import (
 )
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.proposals import restore_placeholders
+from emery.core.example_result import ExampleResult
 from emery.core.models import ChatMessage, Example
-from emery.core.results import ExampleResult
 from emery.lm.base import LM
 from emery.verifiers.base import as_text
 

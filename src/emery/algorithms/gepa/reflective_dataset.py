@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from emery.core.example_result import ExampleResult
 from emery.core.models import Example
-from emery.core.results import ExampleResult
 from emery.verifiers.base import as_text
 
 

@@ -19,7 +19,7 @@ from emery.algorithms.concurrent_scoring import ScoreRequest, score_concurrently
 from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.gepa.state import PoolEntry
 from emery.core.models import Candidate
-from emery.evaluation.results import EvalResult
+from emery.evaluation.eval_result import EvalResult
 
 VAL_CHUNK = 10
 """Val examples a child is scored on between two looks at its evidence."""

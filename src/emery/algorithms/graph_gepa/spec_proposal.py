@@ -14,8 +14,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from emery.core.example_result import ExampleResult
 from emery.core.models import ChatMessage, Example
-from emery.core.results import ExampleResult
 from emery.systems.capabilities import StructureEdit
 from emery.verifiers.base import as_text
 

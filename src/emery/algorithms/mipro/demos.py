@@ -19,8 +19,8 @@ from typing import Literal
 from emery.algorithms.base import SearchContext
 from emery.algorithms.mipro.normalise import normalise_run
 from emery.algorithms.mipro.state import DemoSet
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Demo, Example, Lineage
-from emery.core.results import ExampleResult
 from emery.systems.capabilities import StagedPrompts
 from emery.systems.demo_retrieval import NEAREST_SHOWN
 from emery.systems.formats import format_sentence

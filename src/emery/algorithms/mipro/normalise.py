@@ -17,8 +17,8 @@ import re
 import statistics
 from collections.abc import Mapping
 
+from emery.core.example_result import ExampleResult
 from emery.core.models import Example
-from emery.core.results import ExampleResult
 from emery.systems.base import ComponentCall
 from emery.systems.capabilities import StagedPrompts
 from emery.systems.formats import labeled_replies, parse_reply

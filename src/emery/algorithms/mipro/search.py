@@ -23,7 +23,7 @@ from optuna.study import StudyDirection
 from optuna.trial import create_trial
 
 from emery.algorithms.mipro.state import ComboRecord, MiproState, TrialRecord
-from emery.core.results import ExampleResult
+from emery.core.example_result import ExampleResult
 from emery.evaluation.objectives import CandidateCost, cost_per_example
 from emery.evaluation.selection import BEST_SCORE, SelectRule
 

@@ -11,10 +11,10 @@ from emery.store import schema as t
 from emery.store.records import StepWrite
 from emery.store.sql.approvals import ApprovalsMixin
 from emery.store.sql.base import now
+from emery.store.sql.candidates import CandidatesMixin
 from emery.store.sql.feedback import FeedbackMixin
 from emery.store.sql.jobs import JobsMixin, event_from_row
 from emery.store.sql.queue import QueueMixin
-from emery.store.sql.results import ResultsMixin
 from emery.store.sql.retention import RetentionMixin
 from emery.store.sql.tallies import TalliesMixin
 from emery.store.sql.trace_rows import attempt_row, rollout_row
@@ -24,7 +24,7 @@ from emery.store.states import TERMINAL_STATES, OwnershipLost, check_job_transit
 
 class SqlStore(
     JobsMixin,
-    ResultsMixin,
+    CandidatesMixin,
     TracesMixin,
     QueueMixin,
     FeedbackMixin,

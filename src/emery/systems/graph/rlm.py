@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from emery.core.errors import ConfigError
+from emery.core.example_result import ComponentCall
 from emery.core.models import Candidate, ChatMessage
-from emery.core.results import ComponentCall
 from emery.systems.base import RunContext
 from emery.systems.graph.rlm_options import RLMOptions, check_context, check_rlm
 from emery.systems.graph.spec import Components, GraphConfig

@@ -19,7 +19,7 @@ from typing import Any
 from opentelemetry.util.types import AttributeValue
 
 from emery.core.errors import EmeryError
-from emery.core.results import ComponentCall
+from emery.core.example_result import ComponentCall
 from emery.systems.base import RunFailure
 from emery.systems.graph.code import CodeFailure, CodeRunner
 from emery.systems.graph.spec import (

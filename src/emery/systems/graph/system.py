@@ -28,9 +28,9 @@ from typing import Any, cast
 from pydantic import ValidationError
 
 from emery.core.errors import ConfigError
+from emery.core.example_result import ComponentCall
 from emery.core.hashing import content_hash
 from emery.core.models import Candidate
-from emery.core.results import ComponentCall
 from emery.core.validation import describe
 from emery.systems.base import RunContext, SystemRun
 from emery.systems.capabilities import StructureEdit
