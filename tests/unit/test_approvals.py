@@ -295,7 +295,7 @@ def test_gepa_shows_the_reasons_when_it_asks_for_a_new_module() -> None:
 
     from emery.algorithms.code_proposals import CodeProposals
     from emery.algorithms.context import build_search_context
-    from emery.algorithms.gepa.propose import Proposer
+    from emery.algorithms.gepa.reflection_proposer import ReflectionProposer
     from emery.algorithms.gepa.settings import GepaSettings
     from emery.systems.harness.code import SEED_CODE
 
@@ -307,7 +307,7 @@ def test_gepa_shows_the_reasons_when_it_asks_for_a_new_module() -> None:
     examples = lookup_examples(1, "k")
     failed = [ExampleResult(candidate_id="c", example_id="k-0", score=0.0, feedback="busy")]
     asyncio.run(
-        Proposer(GepaSettings()).propose_module(
+        ReflectionProposer(GepaSettings()).propose_module(
             ctx,
             CodeProposals(system, "lookups"),
             iteration=1,

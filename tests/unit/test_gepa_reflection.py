@@ -25,7 +25,7 @@ from emery.algorithms.gepa.reflective_dataset import (
     render_compact,
     render_records,
 )
-from emery.algorithms.proposals import repeats_itself
+from emery.algorithms.proposal_checks import repeats_itself
 from emery.algorithms.registry import parse_settings
 from emery.core.errors import ConfigError
 from emery.core.example_result import ExampleResult
@@ -268,12 +268,12 @@ def test_the_compact_prompt_asks_for_labelled_lines() -> None:
 
 
 def test_a_compact_reply_that_drops_a_placeholder_gets_it_back() -> None:
-    from emery.algorithms.gepa.propose import Proposer
+    from emery.algorithms.gepa.reflection_proposer import ReflectionProposer
     from emery.algorithms.gepa.settings import GepaSettings
 
     current = "Classify the request into one of: {labels}. Reply with the label only."
     reply = "TASK: Pick the intent that fits the request.\nFORMAT: the label alone"
-    text, problem = Proposer(GepaSettings()).parse("compact", reply, current, [])
+    text, problem = ReflectionProposer(GepaSettings()).parse("compact", reply, current, [])
     assert problem is None
     assert text == (
         "Pick the intent that fits the request.\nReply format: the label alone"

@@ -29,7 +29,7 @@ from emery.algorithms.mipro.proposer import (
     propose_stage,
 )
 from emery.algorithms.mipro.state import DemoSet, InstructionChoice
-from emery.algorithms.proposals import extract_proposal
+from emery.algorithms.proposal_checks import extract_proposal
 from emery.core.models import ChatMessage, Demo
 from emery.lm import FakeLM
 

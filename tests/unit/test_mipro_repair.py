@@ -27,7 +27,7 @@ from emery.algorithms.mipro.proposer import (
     repaired_reply,
 )
 from emery.algorithms.mipro.state import InstructionChoice
-from emery.algorithms.proposals import name_fields, unwrap_proposal
+from emery.algorithms.proposal_checks import name_fields, unwrap_proposal
 from emery.core.models import ChatMessage
 from emery.lm import FakeLM
 from emery.reports.event_text import describe_event

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from emery.algorithms.apo.critique import Sampling, ask, template_fields
 from emery.algorithms.apo.prompts import MetaPrompt
-from emery.algorithms.proposals import (
+from emery.algorithms.proposal_checks import (
     extract_proposal,
     instruction_problem,
     placeholder_problem,

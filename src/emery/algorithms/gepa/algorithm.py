@@ -71,7 +71,7 @@ from emery.algorithms.gepa.mutation import (
 from emery.algorithms.gepa.plan import evidence_examples, plan_inputs, record_gepa_plan
 from emery.algorithms.gepa.pool import WINNER_CONFIDENCE, add_to_pool, lean, restore_candidates
 from emery.algorithms.gepa.pool import adopt as adopt_into_pool
-from emery.algorithms.gepa.propose import Proposer
+from emery.algorithms.gepa.reflection_proposer import ReflectionProposer
 from emery.algorithms.gepa.selection import parent_selector, select_components
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.gepa.state import GepaState, PoolEntry
@@ -94,7 +94,7 @@ class Gepa:
 
     def __init__(self, settings: GepaSettings | None = None) -> None:
         self.settings = settings or GepaSettings()
-        self.proposer = Proposer(self.settings)
+        self.proposer = ReflectionProposer(self.settings)
         self.selector = parent_selector(self.settings)
 
     # -- start -----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Is a reflection reply a usable new instruction? Checks beyond the shared ones.
 
-The shared checks (``emery.algorithms.proposals``) reject empty, tiny, unchanged, looping
+The shared checks (``emery.algorithms.proposal_checks``) reject empty, tiny, unchanged, looping
 and placeholder-breaking texts. Small reflection models fail in two more ways, caught here:
 they answer one of the examples ("Answer: 46", "\\boxed{46}"), and they copy an example's
 input into the "instruction".
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from emery.algorithms.proposals import (
+from emery.algorithms.proposal_checks import (
     extract_proposal,
     instruction_problem,
     restore_placeholders,

@@ -23,7 +23,7 @@ from emery.algorithms.gepa.events import (
     GepaProposalInvalid,
 )
 from emery.algorithms.gepa.proposal import Proposal
-from emery.algorithms.gepa.propose import Proposer
+from emery.algorithms.gepa.reflection_proposer import ReflectionProposer
 from emery.algorithms.gepa.state import GepaState, PoolEntry
 from emery.algorithms.operators import Materials, operator_order
 from emery.algorithms.sources import count, next_operator_child, staged_prompts
@@ -142,7 +142,7 @@ class Mutation:
 
 
 async def reflect(
-    proposer: Proposer,
+    proposer: ReflectionProposer,
     ctx: SearchContext,
     state: GepaState,
     basis: Basis,
@@ -156,7 +156,7 @@ async def reflect(
 
 
 async def reflection_texts(
-    proposer: Proposer,
+    proposer: ReflectionProposer,
     ctx: SearchContext,
     state: GepaState,
     basis: Basis,
@@ -203,7 +203,12 @@ def reflected_child(
 
 
 async def _texts(
-    proposer: Proposer, ctx: SearchContext, basis: Basis, rng: random.Random, *, fallback: bool
+    proposer: ReflectionProposer,
+    ctx: SearchContext,
+    basis: Basis,
+    rng: random.Random,
+    *,
+    fallback: bool,
 ) -> list[Proposal]:
     """One proposal per component. A failed reflection call is an invalid proposal when
     an operator can stand in for it (``fallback`` on a prompt program), an error otherwise."""

@@ -23,7 +23,7 @@ from typing import Any
 from emery.algorithms.approval import reviewer_section
 from emery.algorithms.mipro.presets import retry_calls
 from emery.algorithms.mipro.state import DemoSet, InstructionChoice, RejectedProposal
-from emery.algorithms.proposals import (
+from emery.algorithms.proposal_checks import (
     extract_proposal,
     instruction_problem,
     name_fields,

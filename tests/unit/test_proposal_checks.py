@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from emery.algorithms.proposals import (
+from emery.algorithms.proposal_checks import (
     instruction_problem,
     placeholder_problem,
     repeats_itself,

@@ -26,14 +26,14 @@ from emery.algorithms.gepa.reflective_dataset import (
     render_records,
 )
 from emery.algorithms.gepa.settings import GepaSettings
-from emery.algorithms.proposals import restore_placeholders
+from emery.algorithms.proposal_checks import restore_placeholders
 from emery.core.example_result import ExampleResult
 from emery.core.models import ChatMessage, Example
 from emery.lm.base import LM
 from emery.verifiers.base import as_text
 
 
-class Proposer:
+class ReflectionProposer:
     """Builds reflection prompts in the configured style and turns replies into texts."""
 
     def __init__(self, settings: GepaSettings) -> None:
