@@ -92,7 +92,7 @@ async def batched(lm: LocalLM, prompts: list[list[ChatMessage]], max_tokens: int
 async def run_model(
     model: str, requests: int, levels: list[int], max_tokens: int, warmup: int
 ) -> None:
-    """Per level: the single path, then the batched engine, on the same requests."""
+    """Per level: the single path, then the batcher, on the same requests."""
     path = str(local_model_path(model.removeprefix("local/")))
     prompts, warm = job_prompts(requests), job_prompts(warmup, skip=requests)
     alone_lm = LocalLM(path, n_ctx=4096, n_parallel=1)
@@ -104,10 +104,10 @@ async def run_model(
         lm = LocalLM(path, n_ctx=4096, n_parallel=level)
         await batched(lm, warm, max_tokens)  # warm up
         reference, tokens, alone = await single(alone_lm, prompts, max_tokens)
-        before = replace(lm.engine.stats)
+        before = replace(lm.batcher.stats)
         texts, batch_tokens, together = await batched(lm, prompts, max_tokens)
-        stats = lm.engine.stats
-        lm.engine.close()
+        stats = lm.batcher.stats
+        lm.batcher.close()
         mean = (stats.step_tokens - before.step_tokens) / max(stats.steps - before.steps, 1)
         same = sum(a == b for a, b in zip(texts, reference, strict=True))
         print(
@@ -116,7 +116,7 @@ async def run_model(
             f"| mean batch {mean:.2f}; load {os.getloadavg()[0]:.1f} |",
             flush=True,
         )
-    alone_lm.engine.close()
+    alone_lm.batcher.close()
 
 
 def main() -> None:

@@ -11,8 +11,8 @@ import pytest
 from emery.core.models import ChatMessage
 from emery.data.tasks import builtin_task
 from emery.lm.config import local_model_path
+from emery.lm.llama_batcher import common_prefix
 from emery.lm.llama_decoder import LlamaDecoder
-from emery.lm.llama_engine import common_prefix
 from emery.lm.llama_prompt import capture
 from emery.lm.local import LocalLM
 
@@ -113,8 +113,8 @@ async def test_batched_greedy_replies_equal_the_single_sequence_path() -> None:
 
     lm = LocalLM(_path(), n_ctx=N_CTX, n_parallel=4)
     batched = await asyncio.gather(*(lm.complete(p, max_tokens=48) for p in prompts))
-    stats = lm.engine.stats
-    lm.engine.close()
+    stats = lm.batcher.stats
+    lm.batcher.close()
 
     for reference, completion in zip(single, batched, strict=True):
         assert completion.text == reference["choices"][0]["message"]["content"]
@@ -141,13 +141,13 @@ async def test_short_and_long_requests_finish_apart_and_a_cancelled_one_frees_it
     after = await asyncio.wait_for(lm.complete(_prompts(2)[1], max_tokens=4), timeout=120)
     assert after.usage.completion_tokens == 4
     assert long.cancelled()
-    assert lm.engine.stats.cancelled == 1
-    assert lm.engine.running() == 0
-    lm.engine.close()
+    assert lm.batcher.stats.cancelled == 1
+    assert lm.batcher.running() == 0
+    lm.batcher.close()
 
 
 async def test_a_repeated_prompt_and_a_follow_up_get_their_lone_replies_in_a_batch() -> None:
-    """Prompts the batch engine reads partly from cache (the same prompt again, one that
+    """Prompts the batcher reads partly from cache (the same prompt again, one that
     goes on after an earlier reply) get the reply a lone sequence gives reading them whole."""
     first = _prompts(4)
     chats = [*first, first[0]]
@@ -159,14 +159,14 @@ async def test_a_repeated_prompt_and_a_follow_up_get_their_lone_replies_in_a_bat
         {"role": "user", "content": "Why?"},
     ]
     reference.append((await alone.complete(follow_up, max_tokens=24)).text)
-    alone.engine.close()
+    alone.batcher.close()
 
     lm = LocalLM(_path(), n_ctx=N_CTX * 4, n_parallel=4)
     first_batch = await asyncio.gather(*(lm.complete(c, max_tokens=24) for c in chats[:4]))
     again = await asyncio.gather(
         lm.complete(chats[4], max_tokens=24), lm.complete(follow_up, max_tokens=24)
     )
-    stats = lm.engine.stats
-    lm.engine.close()
+    stats = lm.batcher.stats
+    lm.batcher.close()
     assert [c.text for c in (*first_batch, *again)] == reference
     assert stats.reused_tokens > 0  # the repeat and the follow-up were read partly from cache

@@ -1,4 +1,4 @@
-"""LocalLM, the facade over the batch engine: parameters in, completions out, cancellation."""
+"""LocalLM, the facade over the batcher: parameters in, completions out, cancellation."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from local_engine_support import FakeDecoder
 from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage
 from emery.lm import LMError, LocalLM
-from emery.lm.llama_engine import BatchEngine
+from emery.lm.llama_batcher import Batcher
 
 
 def _local_lm(tmp_path: Path, decoder: FakeDecoder, **kw: Any) -> LocalLM:
     path = tmp_path / "dummy.gguf"
     path.write_bytes(b"GGUF")
     lm = LocalLM(path, **kw)
-    lm.engine = BatchEngine(lambda: decoder, model=lm.model, prefix_reuse=lm.prefix_reuse)
+    lm.batcher = Batcher(lambda: decoder, model=lm.model, prefix_reuse=lm.prefix_reuse)
     return lm
 
 
@@ -68,7 +68,7 @@ async def test_a_cancelled_call_frees_its_slot(tmp_path: Path) -> None:
     after = await asyncio.wait_for(lm.complete(_chat("after")), timeout=10)
     assert after.text == "re: after"
     assert doomed.cancelled()
-    assert lm.engine.stats.cancelled == 1
+    assert lm.batcher.stats.cancelled == 1
 
 
 async def test_a_failing_prompt_raises_lm_error_and_the_model_keeps_serving(

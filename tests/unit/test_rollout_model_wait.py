@@ -17,7 +17,7 @@ from emery.core.models import ChatMessage, Example
 from emery.core.work_clock import waiting_on_model
 from emery.evaluation import Evaluator
 from emery.lm import Completion, FakeLM
-from emery.lm.llama_engine import BatchEngine
+from emery.lm.llama_batcher import Batcher
 from emery.lm.local import LocalLM
 from emery.systems.function_agent import FunctionAgent, agent
 from emery.systems.harness.system import CodeHarness, CodeHarnessConfig
@@ -34,7 +34,7 @@ def _slow_local_model(tmp_path: Path) -> LocalLM:
     path.write_bytes(b"")
     lm = LocalLM(path, model="local/fake")
     decoder = FakeDecoder(slots=1, delay=0.005)
-    lm.engine = BatchEngine(lambda: decoder, model=lm.model)
+    lm.batcher = Batcher(lambda: decoder, model=lm.model)
     return lm
 
 

@@ -313,7 +313,7 @@ def test_a_job_paused_while_sampling_resumes_with_its_next_round(
     store = MemoryStore()
     config = _config(_source(store, tmp_path), samples_per_example=3)
     job = create_job(store, config, base_dir=tmp_path)
-    engine = kind_of(store.get_job(job.id)).runner(store, job.id)
+    engine = kind_of(store.get_job(job.id)).engine(store, job.id)
     task = models.models[TASK]
     per_round = len(_data().train)
     pause_at = per_round + 1  # asked during round 2: taken after it

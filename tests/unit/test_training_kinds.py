@@ -164,13 +164,13 @@ def test_a_job_whose_run_died_is_taken_over_from_its_checkpoint(
 ) -> None:
     path = Path(config_file(tmp_path, kind))
     job = manage.create_job(store(), load_config(path), config_path=path)
-    engine = kind_of(job).runner(store(), job.id)
+    engine = kind_of(job).engine(store(), job.id)
 
     def die_after_step_3(events: Sequence[Event]) -> None:
         if any(e.kind == "train_loss" and e.data["step"] == 3 for e in events):
             engine.request(LOST)  # the run ends with no state change and no save, as a kill
 
-    engine = kind_of(job).runner(store(), job.id, on_event=die_after_step_3)
+    engine = kind_of(job).engine(store(), job.id, on_event=die_after_step_3)
     assert asyncio.run(engine.run()).state == "running"
     store().update_job(job.id, owner="gone-host:1", heartbeat_at=None)
     args = ["jobs", "resume", job.id, "--json", "--stream-format", "none"]
@@ -205,7 +205,7 @@ def test_every_kind_is_run_by_its_own_runtime(trainer: ts.ScriptedTrainer, tmp_p
         assert memory.get_job(job.id).state == "created"
     prompt = memory.create_job(NewJob(id="j-p", name="p", algorithm="gepa", config={}))
     with pytest.raises(EmeryError, match="j-p is of kind optimize, which this runtime"):
-        asyncio.run(KINDS["sft"].runner(memory, prompt.id).run())
+        asyncio.run(KINDS["sft"].engine(memory, prompt.id).run())
     with pytest.raises(EmeryError, match="unknown job kind 'graph'"):
         kind_of(prompt.model_copy(update={"kind": "graph"}))
 

@@ -95,9 +95,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def _stop_local_models() -> None:
     """Stop the local models' decoder threads (none ran unless their module was loaded)."""
-    engines = sys.modules.get("emery.lm.llama_engine")
-    if engines is not None:
-        engines.stop_engines()
+    batchers = sys.modules.get("emery.lm.llama_batcher")
+    if batchers is not None:
+        batchers.stop_batchers()
 
 
 def _main(argv: list[str] | None) -> None:

@@ -49,7 +49,7 @@ def run_foreground(
     limit = job_config(job).job.budget.metric_calls
     display = RunDisplay(stream, err, job_id=job_id, limit=limit)
     display.replay(store.list_events(job_id))
-    engine = kind_of(job).runner(
+    engine = kind_of(job).engine(
         store,
         job_id,
         on_event=display.feed,

@@ -1,7 +1,7 @@
 """Job kinds: what a job is (prompt search, evaluation, SFT, RL), looked up by its kind.
 
-A ``JobKind`` checks a config (``check``) and stores its job (``create``), makes the run
-of a stored job in this process (``runner``: a ``JobRun``) and says what a job reports
+A ``JobKind`` checks a config (``check``) and stores its job (``create``), makes the engine
+that runs a stored job in this process (``engine``: a ``JobRun``) and says what a job reports
 (``result``, ``report``). Every run has the same lifecycle (``ownership``: claim or take
 over, heartbeat; ``control``: pause / resume / cancel; checkpoints; the end state), so the
 CLI, the SDK and the server create, run, steer and show a job of any kind the same way.
@@ -29,7 +29,9 @@ from emery.training.job import SFTResult
 
 
 class JobRun(Protocol):
-    """One process's run of a stored job, until it succeeds, fails, pauses or stops."""
+    """What every engine is: one process's run of a stored job, until it succeeds, fails,
+    pauses or stops (``JobEngine`` for a prompt search or evaluation, ``TrainingEngine``
+    for SFT and RL)."""
 
     async def run(self) -> JobRecord:
         """Claim the job, run it from its last checkpoint and store how it ended."""
@@ -83,7 +85,7 @@ class JobKind(Protocol):
         ``objects``."""
         ...
 
-    def runner(
+    def engine(
         self,
         store: Store,
         job_id: str,
@@ -94,8 +96,8 @@ class JobKind(Protocol):
         on_progress: ProgressSink | None = None,
         objects: ResolvedJob | None = None,
     ) -> JobRun:
-        """The run of job ``job_id`` in this process (``objects``: from ``check``, in this
-        process, for the job it created)."""
+        """The engine that runs job ``job_id`` in this process (``objects``: from ``check``,
+        in this process, for the job it created)."""
         ...
 
     def report(self, store: Store, job: JobRecord) -> str | None:

@@ -75,7 +75,7 @@ def create_job_with_objects(
     inputs: JobInputs | None = None,
 ) -> tuple[JobRecord, ResolvedJob | None]:
     """``create_job``, and what the config resolved to on the way, for a run of the job in
-    this process (its kind's runner takes it as ``objects``)."""
+    this process (its kind's engine takes it as ``objects``)."""
     if name is not None:
         check_storable(name, "the job name")
     kind = kind_for(config)
@@ -105,7 +105,7 @@ def run_job(
     """Run or resume a job of any kind in this process until it stops (blocking)."""
     if engine is None:
         kind = kind_of(store.get_job(job_id))
-        engine = kind.runner(store, job_id, inputs=inputs, on_event=on_event)
+        engine = kind.engine(store, job_id, inputs=inputs, on_event=on_event)
     return asyncio.run(engine.run())
 
 

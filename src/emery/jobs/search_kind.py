@@ -124,7 +124,7 @@ class SearchKind:
             )
         )
 
-    def runner(
+    def engine(
         self,
         store: Store,
         job_id: str,
@@ -135,8 +135,8 @@ class SearchKind:
         on_progress: ProgressSink | None = None,
         objects: ResolvedJob | None = None,
     ) -> JobEngine:
-        """The run of job ``job_id`` in this process (``objects``: what ``check`` resolved
-        its config to in this process, used instead of resolving it again)."""
+        """The engine that runs job ``job_id`` in this process (``objects``: what ``check``
+        resolved its config to in this process, used instead of resolving it again)."""
         return JobEngine(
             store,
             job_id,

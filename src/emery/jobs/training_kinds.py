@@ -95,7 +95,7 @@ class TrainingKind:
             )
         )
 
-    def runner(
+    def engine(
         self,
         store: Store,
         job_id: str,
@@ -106,7 +106,7 @@ class TrainingKind:
         on_progress: ProgressSink | None = None,
         objects: ResolvedJob | None = None,
     ) -> TrainingEngine:
-        """The run of job ``job_id`` in this process (a trainer reports no batches)."""
+        """The engine that runs job ``job_id`` in this process (a trainer reports no batches)."""
         return TrainingEngine(store, job_id, self, on_event=on_event)
 
     def result(self, store: Store, job: JobRecord) -> SFTResult | None:

@@ -1,4 +1,4 @@
-"""llama.cpp's low-level calls behind the batch engine: one context, one KV stream per slot.
+"""llama.cpp's low-level calls behind the batcher: one context, one KV stream per slot.
 
 ``llama_cpp.Llama`` (vocabulary only) supplies the tokenizer and chat template. The weights
 are loaded once, without llama.cpp's CPU weight repacking: repacked Q4_K/Q6_K/Q4_0 tensors
@@ -31,7 +31,7 @@ MIN_CHUNK = 8
 llama.cpp computes a call of fewer tokens with other kernels (on the CPU, 1 token for
 SmolLM2 and up to 7 for Qwen2.5 gave other logits than the same positions read among
 more), so a prompt read in pieces of at least this many gets the logits it gets read
-whole, and a reply does not depend on how its prompt was split (``llama_engine``)."""
+whole, and a reply does not depend on how its prompt was split (``llama_batcher``)."""
 
 
 def prefill_chunks(n: int, n_batch: int) -> list[int]:

@@ -1,6 +1,6 @@
 """A GGUF model run in-process by llama-cpp-python, concurrent requests decoded as one batch.
 
-Requests go to a ``BatchEngine`` (``llama_engine``) over a ``LlamaDecoder``
+Requests go to a ``Batcher`` (``llama_batcher``) over a ``LlamaDecoder``
 (``llama_decoder``): up to ``n_parallel`` requests advance together, one token each per
 llama.cpp call, each in its own KV-cache sequence of ``n_ctx`` tokens; prompts that share a
 prefix share its cache. A request decoded in a batch gets the logits it gets alone, so a
@@ -28,7 +28,7 @@ from emery.core.errors import ConfigError, EmeryError
 from emery.core.models import ChatMessage
 from emery.core.work_clock import waiting_on_model
 from emery.lm.base import Completion
-from emery.lm.llama_engine import BatchEngine, Decoder
+from emery.lm.llama_batcher import Batcher, Decoder
 
 
 class LocalLM:
@@ -56,7 +56,7 @@ class LocalLM:
         self.n_threads = n_threads or os.cpu_count() or 1
         self.prefix_reuse = prefix_reuse
         self.seed = seed
-        self.engine = BatchEngine(self._decoder, model=self.model, prefix_reuse=prefix_reuse)
+        self.batcher = Batcher(self._decoder, model=self.model, prefix_reuse=prefix_reuse)
 
     async def complete(
         self,
@@ -77,13 +77,13 @@ class LocalLM:
         }
         request_params = {k: v for k, v in request_params.items() if v is not None}
         with waiting_on_model():
-            future = self.engine.submit(messages, request_params, tokens=tokens, top=top)
+            future = self.batcher.submit(messages, request_params, tokens=tokens, top=top)
             return await asyncio.wrap_future(future)
 
     def close(self) -> None:
         """Stop the decoder thread (requests in flight fail) and free the model; a later
         call loads it again."""
-        self.engine.stop()
+        self.batcher.stop()
 
     def __enter__(self) -> Self:
         return self

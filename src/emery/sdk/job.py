@@ -181,7 +181,7 @@ class Job:
             raise EmeryError(f"job {self.id} is already running in this process")
         self._error = None
         kind = kind_of(self.record())
-        self._engine = kind.runner(self.store, self.id, inputs=self.inputs, on_progress=on_progress)
+        self._engine = kind.engine(self.store, self.id, inputs=self.inputs, on_progress=on_progress)
         engine = self._engine
 
         def work() -> None:

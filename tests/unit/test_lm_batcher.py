@@ -1,4 +1,4 @@
-"""The batch engine's scheduling, over a fake decoder whose replies come from its cache."""
+"""The batcher's scheduling, over a fake decoder whose replies come from its cache."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from local_engine_support import END, FakeDecoder, render
 
 from emery.core.models import ChatMessage
 from emery.lm import Completion, LMError
+from emery.lm.llama_batcher import Batcher, common_prefix
 from emery.lm.llama_decoder import MIN_CHUNK, prefill_chunks
-from emery.lm.llama_engine import BatchEngine, common_prefix
 
 SYSTEM = "You are terse. " * 8  # a long shared prefix (120 characters)
 
@@ -20,8 +20,8 @@ def _chat(user: str, system: str = SYSTEM) -> list[ChatMessage]:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def _engine(decoder: FakeDecoder, **kw: bool) -> BatchEngine:
-    return BatchEngine(lambda: decoder, model="local/fake", **kw)
+def _batcher(decoder: FakeDecoder, **kw: bool) -> Batcher:
+    return Batcher(lambda: decoder, model="local/fake", **kw)
 
 
 def _results(futures: list[Future[Completion]]) -> list[str]:
@@ -31,11 +31,11 @@ def _results(futures: list[Future[Completion]]) -> list[str]:
 
 
 def _submit_held(
-    engine: BatchEngine, decoder: FakeDecoder, users: list[str]
+    batcher: Batcher, decoder: FakeDecoder, users: list[str]
 ) -> list[Future[Completion]]:
     """Submit every request while the decoder is held, so all wait together."""
     decoder.release.clear()
-    futures = [engine.submit(_chat(user), {"temperature": 0.0}) for user in users]
+    futures = [batcher.submit(_chat(user), {"temperature": 0.0}) for user in users]
     time.sleep(0.05)
     decoder.release.set()
     return futures
@@ -44,9 +44,9 @@ def _submit_held(
 def test_batched_replies_equal_one_at_a_time_replies() -> None:
     users = [f"question {i}" for i in range(6)] + ["#30", "#3"]
     one = FakeDecoder(slots=1)
-    alone = [_results([_engine(one).submit(_chat(u), {})])[0] for u in users]
+    alone = [_results([_batcher(one).submit(_chat(u), {})])[0] for u in users]
     many = FakeDecoder(slots=4)
-    together = _results(_submit_held(_engine(many), many, users))
+    together = _results(_submit_held(_batcher(many), many, users))
 
     assert together == alone
     assert alone[0] == "re: question 0"
@@ -57,14 +57,14 @@ def test_batched_replies_equal_one_at_a_time_replies() -> None:
 
 def test_a_shared_prefix_is_read_once_and_counted() -> None:
     decoder = FakeDecoder(slots=4)
-    engine = _engine(decoder)
+    batcher = _batcher(decoder)
     users = ["alpha", "beta", "gamma", "delta"]
-    texts = _results(_submit_held(engine, decoder, users))
+    texts = _results(_submit_held(batcher, decoder, users))
 
     assert texts == [f"re: {u}" for u in users]
     prompts = [len(f"<system>{SYSTEM}<user>{u}<a>") for u in users]
     shared = len(f"<system>{SYSTEM}<user>")
-    stats = engine.stats
+    stats = batcher.stats
     reused = sum(min(shared, n - MIN_CHUNK) for n in prompts[1:])  # a tail of 8 is read anew
     assert stats.prompt_tokens == sum(prompts)
     assert stats.reused_tokens == reused
@@ -75,25 +75,25 @@ def test_a_shared_prefix_is_read_once_and_counted() -> None:
 
 def test_a_freed_slot_keeps_its_cache_for_the_next_request() -> None:
     decoder = FakeDecoder(slots=2)
-    engine = _engine(decoder)
-    _results([engine.submit(_chat("first"), {})])
-    _results([engine.submit(_chat("second"), {})])
-    assert engine.stats.reused_tokens == len(f"<system>{SYSTEM}<user>")
-    assert engine.stats.copies == 0
-    _results([engine.submit(_chat("second"), {})])  # same prompt: its last 8 are read again
-    assert decoder.prefilled == engine.stats.prefilled_tokens
+    batcher = _batcher(decoder)
+    _results([batcher.submit(_chat("first"), {})])
+    _results([batcher.submit(_chat("second"), {})])
+    assert batcher.stats.reused_tokens == len(f"<system>{SYSTEM}<user>")
+    assert batcher.stats.copies == 0
+    _results([batcher.submit(_chat("second"), {})])  # same prompt: its last 8 are read again
+    assert decoder.prefilled == batcher.stats.prefilled_tokens
     prefix = len(f"<system>{SYSTEM}<user>")
-    assert engine.stats.reused_tokens == prefix * 2 + len("second<a>") - MIN_CHUNK
+    assert batcher.stats.reused_tokens == prefix * 2 + len("second<a>") - MIN_CHUNK
 
 
 def test_a_long_and_a_short_request_finish_independently() -> None:
     decoder = FakeDecoder(slots=2, delay=0.002)
-    engine = _engine(decoder)
-    long = engine.submit(_chat("#400"), {})
-    short = engine.submit(_chat("hi"), {})
+    batcher = _batcher(decoder)
+    long = batcher.submit(_chat("#400"), {})
+    short = batcher.submit(_chat("hi"), {})
     assert short.result(timeout=10).text == "re: hi"
     assert not long.done()
-    third = engine.submit(_chat("next"), {})  # takes the short one's slot
+    third = batcher.submit(_chat("next"), {})  # takes the short one's slot
     assert third.result(timeout=10).text == "re: next"
     assert not long.done()
     assert long.result(timeout=10).text == "x" * 400
@@ -102,27 +102,27 @@ def test_a_long_and_a_short_request_finish_independently() -> None:
 
 def test_a_cancelled_request_frees_its_slot_mid_batch() -> None:
     decoder = FakeDecoder(slots=1, delay=0.002)
-    engine = _engine(decoder)
-    doomed = engine.submit(_chat("#5000"), {})
-    waiting = engine.submit(_chat("after"), {})
+    batcher = _batcher(decoder)
+    doomed = batcher.submit(_chat("#5000"), {})
+    waiting = batcher.submit(_chat("after"), {})
     for _ in range(1000):
         if len(decoder.step_sizes) > 5:
             break
         time.sleep(0.002)
     assert doomed.cancel()
     assert waiting.result(timeout=10).text == "re: after"
-    assert engine.stats.cancelled == 1
+    assert batcher.stats.cancelled == 1
     assert len(decoder.step_sizes) < 1000
-    assert engine.running() == 0
+    assert batcher.running() == 0
     assert decoder.active_samplers == set()
 
 
 def test_waiting_requests_are_served_longest_shared_prefix_first() -> None:
     decoder = FakeDecoder(slots=1)
-    engine = _engine(decoder)
+    batcher = _batcher(decoder)
     decoder.release.clear()
     chats = [_chat(f"q{i}", "Alpha. " if i % 2 == 0 else "Beta.. ") for i in range(8)]
-    futures = [engine.submit(chat, {}) for chat in chats]
+    futures = [batcher.submit(chat, {}) for chat in chats]
     time.sleep(0.05)
     decoder.release.set()
     _results(futures)
@@ -131,23 +131,23 @@ def test_waiting_requests_are_served_longest_shared_prefix_first() -> None:
 
 def test_without_prefix_reuse_requests_are_served_in_order_from_nothing() -> None:
     decoder = FakeDecoder(slots=1)
-    engine = _engine(decoder, prefix_reuse=False)
+    batcher = _batcher(decoder, prefix_reuse=False)
     decoder.release.clear()
     futures = [
-        engine.submit(_chat(f"q{i}", "Alpha. " if i % 2 else "Beta.. "), {}) for i in range(4)
+        batcher.submit(_chat(f"q{i}", "Alpha. " if i % 2 else "Beta.. "), {}) for i in range(4)
     ]
     time.sleep(0.05)
     decoder.release.set()
     _results(futures)
     assert decoder.served == ["q0", "q1", "q2", "q3"]
-    assert engine.stats.reused_tokens == 0
-    assert engine.stats.prefilled_tokens == engine.stats.prompt_tokens
+    assert batcher.stats.reused_tokens == 0
+    assert batcher.stats.prefilled_tokens == batcher.stats.prompt_tokens
 
 
 def test_stop_strings_and_max_tokens_end_a_reply() -> None:
-    engine = _engine(FakeDecoder(slots=2))
-    stopped = engine.submit(_chat("one two three"), {"stop": [" tw"]})
-    cut = engine.submit(_chat("#50"), {"max_tokens": 7})
+    batcher = _batcher(FakeDecoder(slots=2))
+    stopped = batcher.submit(_chat("one two three"), {"stop": [" tw"]})
+    cut = batcher.submit(_chat("#50"), {"max_tokens": 7})
     assert stopped.result(timeout=10).text == "re: one"
     assert stopped.result().finish_reason == "stop"
     assert cut.result(timeout=10).text == "x" * 7
@@ -158,20 +158,20 @@ def test_stop_strings_and_max_tokens_end_a_reply() -> None:
 def test_a_bad_prompt_fails_alone_and_the_engine_keeps_serving() -> None:
     decoder = FakeDecoder(slots=2)
     decoder.fail_prepare_on = "bad"
-    engine = _engine(decoder)
-    bad = engine.submit(_chat("bad"), {})
+    batcher = _batcher(decoder)
+    bad = batcher.submit(_chat("bad"), {})
     with pytest.raises(LMError, match="prompt too long"):
         bad.result(timeout=10)
-    assert _results([engine.submit(_chat("good"), {})]) == ["re: good"]
+    assert _results([batcher.submit(_chat("good"), {})]) == ["re: good"]
 
 
 def test_a_model_that_does_not_load_fails_each_request_with_the_reason() -> None:
     def broken() -> FakeDecoder:
         raise RuntimeError("no such file")
 
-    engine = BatchEngine(broken, model="local/broken")
+    batcher = Batcher(broken, model="local/broken")
     with pytest.raises(LMError, match="local/broken: no such file"):
-        engine.submit(_chat("x"), {}).result(timeout=10)
+        batcher.submit(_chat("x"), {}).result(timeout=10)
 
 
 def test_close_frees_the_model_and_a_later_request_loads_it_again() -> None:
@@ -181,12 +181,12 @@ def test_close_frees_the_model_and_a_later_request_loads_it_again() -> None:
         loaded.append(FakeDecoder())
         return loaded[-1]
 
-    engine = BatchEngine(load, model="local/fake")
-    engine.close()  # nothing started: nothing to do
-    assert _results([engine.submit(_chat("one"), {})]) == ["re: one"]
-    engine.close()
+    batcher = Batcher(load, model="local/fake")
+    batcher.close()  # nothing started: nothing to do
+    assert _results([batcher.submit(_chat("one"), {})]) == ["re: one"]
+    batcher.close()
     assert loaded[0].closed
-    assert _results([engine.submit(_chat("two"), {})]) == ["re: two"]
+    assert _results([batcher.submit(_chat("two"), {})]) == ["re: two"]
     assert len(loaded) == 2
 
 
@@ -198,9 +198,9 @@ def test_common_prefix() -> None:
 
 def test_a_request_for_tokens_gets_its_ids_and_a_logprob_per_reply_token() -> None:
     decoder = FakeDecoder(slots=2)
-    engine = _engine(decoder)
-    plain = engine.submit(_chat("alpha"), {"temperature": 0.0})
-    recorded = engine.submit(_chat("beta"), {"temperature": 0.0}, tokens=True)
+    batcher = _batcher(decoder)
+    plain = batcher.submit(_chat("alpha"), {"temperature": 0.0})
+    recorded = batcher.submit(_chat("beta"), {"temperature": 0.0}, tokens=True)
     wait([plain, recorded], timeout=10)
 
     assert plain.result().tokens is None
@@ -228,10 +228,10 @@ def test_a_replys_decoded_positions_are_never_reused_for_a_prompt() -> None:
     """A prompt that goes on where a reply went (its text holds the reply) reads the reply
     anew: decoded positions were computed a token a step, not as a prompt is read."""
     decoder = FakeDecoder(slots=1)
-    engine = _engine(decoder)
+    batcher = _batcher(decoder)
     first = _chat("alpha")
-    reply = _results([engine.submit(first, {})])[0]
+    reply = _results([batcher.submit(first, {})])[0]
     follow_up = _chat(f"alpha{END}{reply} and more")
     assert render(follow_up).startswith(render(first) + reply), "its prompt holds the reply"
-    _results([engine.submit(follow_up, {})])
-    assert engine.stats.reused_tokens == len(render(first))  # its prompt, not its reply
+    _results([batcher.submit(follow_up, {})])
+    assert batcher.stats.reused_tokens == len(render(first))  # its prompt, not its reply

@@ -1,6 +1,6 @@
 """Continuous batching of chat requests over a decoder with a fixed number of slots.
 
-One worker thread owns the decoder. Each request gets a slot (a KV-cache sequence): its
+One decoding thread owns the decoder. Each request gets a slot (a KV-cache sequence): its
 prompt is read in decode calls of its own (so its numbers are those of a lone request),
 then every running request advances one token per step, all in one batch. A request joins
 at the next step once its prompt is read, and leaves when it stops, freeing its slot; a
@@ -15,9 +15,9 @@ computed one token at a time, with other kernels than a prompt's), and at least
 read whole by a lone request, whatever was cached or decoded beside it. Waiting requests
 are served longest shared prefix first, then in arrival order.
 
-The worker thread never outlives the interpreter: ``stop()`` fails what is waiting or
-running, frees the model and joins the thread, and ``stop_engines()`` does so for every
-engine with a live worker (the CLI calls it on every exit; an ``atexit`` hook does too, so
+The decoding thread never outlives the interpreter: ``stop()`` fails what is waiting or
+running, frees the model and joins the thread, and ``stop_batchers()`` does so for every
+batcher with a live thread (the CLI calls it on every exit; an ``atexit`` hook does too, so
 llama.cpp is never torn down under a thread that is still decoding).
 """
 
@@ -44,7 +44,7 @@ MIN_COPY = 8  # shorter shared prefixes are read again rather than copied betwee
 
 
 class Decoder(Protocol):
-    """What the engine needs from a model (``LlamaDecoder`` for llama.cpp)."""
+    """What the batcher needs from a model (``LlamaDecoder`` for llama.cpp)."""
 
     slots: int
     bos: int
@@ -63,8 +63,8 @@ class Decoder(Protocol):
 
 
 @dataclass
-class EngineStats:
-    """Counts since the engine started (tokens are prompt tokens unless named otherwise)."""
+class BatcherStats:
+    """Counts since the batcher started (tokens are prompt tokens unless named otherwise)."""
 
     requests: int = 0
     prompt_tokens: int = 0
@@ -110,7 +110,7 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-class BatchEngine:
+class Batcher:
     """Serves chat requests from one decoder, batching every running request per step."""
 
     def __init__(
@@ -118,7 +118,7 @@ class BatchEngine:
     ) -> None:
         self.model = model
         self.prefix_reuse = prefix_reuse
-        self.stats = EngineStats()
+        self.stats = BatcherStats()
         self._load = load
         self._decoder: Decoder | None = None
         self._slots: list[_Slot] = []
@@ -127,7 +127,7 @@ class BatchEngine:
         self._cond = threading.Condition()
         self._order = itertools.count()
         self._stamp = itertools.count(1)
-        self._worker: threading.Thread | None = None
+        self._thread: threading.Thread | None = None
         self._closing = False
         self._stopping = False
 
@@ -152,35 +152,35 @@ class BatchEngine:
         )
         with self._cond:
             self._incoming.append(request)
-            if self._worker is None or not self._worker.is_alive():
-                self._worker = threading.Thread(target=self._serve, name="emery-llama", daemon=True)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name="emery-llama", daemon=True)
                 with _live_lock:
                     _live.add(self)
-                self._worker.start()
+                self._thread.start()
             self._cond.notify()
         return request.future
 
     def close(self) -> None:
         """Finish what was submitted, then free the model (a later request loads it again)."""
         with self._cond:
-            worker = self._worker
-            if worker is None:
+            thread = self._thread
+            if thread is None:
                 return
             self._closing = True
             self._cond.notify()
-        worker.join()
+        thread.join()
 
     def stop(self) -> None:
         """Stop at the next step: waiting and running requests fail, the model is freed, and
-        the worker has ended when this returns (a later request loads the model again)."""
+        the thread has ended when this returns (a later request loads the model again)."""
         with self._cond:
-            worker = self._worker
-            if worker is None:
+            thread = self._thread
+            if thread is None:
                 return
             self._stopping = True
             self._cond.notify()
-        if worker is not threading.current_thread():
-            worker.join()
+        if thread is not threading.current_thread():
+            thread.join()
 
     def running(self) -> int:
         """Requests holding a slot now."""
@@ -245,7 +245,7 @@ class BatchEngine:
         if self._decoder is not None:
             self._decoder.close()
         self._decoder, self._slots, self._closing, self._stopping = None, [], False, False
-        self._worker = None
+        self._thread = None
         with _live_lock:
             _live.discard(self)
 
@@ -420,16 +420,16 @@ def _fail(request: _Request, error: Exception) -> None:
         request.future.set_exception(error)
 
 
-_live: weakref.WeakSet[BatchEngine] = weakref.WeakSet()  # engines with a worker thread
+_live: weakref.WeakSet[Batcher] = weakref.WeakSet()  # batchers with a decoding thread
 _live_lock = threading.Lock()
 
 
-def stop_engines() -> None:
-    """Stop every engine that has a worker thread, and wait for those threads to end."""
+def stop_batchers() -> None:
+    """Stop every batcher that has a decoding thread, and wait for those threads to end."""
     with _live_lock:
-        engines = list(_live)
-    for engine in engines:
-        engine.stop()
+        batchers = list(_live)
+    for batcher in batchers:
+        batcher.stop()
 
 
-atexit.register(stop_engines)  # before interpreter teardown and llama.cpp's destructors
+atexit.register(stop_batchers)  # before interpreter teardown and llama.cpp's destructors

@@ -1,5 +1,5 @@
-"""Stopping the batch engine: requests in flight fail, the model is freed and the decoder
-thread has ended, by ``stop()``, by ``stop_engines()`` and at interpreter exit."""
+"""Stopping the batcher: requests in flight fail, the model is freed and the decoder
+thread has ended, by ``stop()``, by ``stop_batchers()`` and at interpreter exit."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from local_engine_support import FakeDecoder
 
 from emery.core.models import ChatMessage
 from emery.lm import LMError
-from emery.lm.llama_engine import BatchEngine, stop_engines
+from emery.lm.llama_batcher import Batcher, stop_batchers
 
 
 def _chat(user: str) -> list[ChatMessage]:
@@ -27,41 +27,41 @@ def _decoding(decoder: FakeDecoder) -> None:
         if len(decoder.step_sizes) > 3:
             return
         time.sleep(0.001)
-    raise AssertionError("the engine never stepped")
+    raise AssertionError("the batcher never stepped")
 
 
 def test_stop_fails_what_is_in_flight_frees_the_model_and_ends_the_thread() -> None:
     decoder = FakeDecoder(slots=1, delay=0.001)
-    engine = BatchEngine(lambda: decoder, model="local/fake")
-    running = engine.submit(_chat("#100000"), {})
-    waiting = engine.submit(_chat("next"), {})
+    batcher = Batcher(lambda: decoder, model="local/fake")
+    running = batcher.submit(_chat("#100000"), {})
+    waiting = batcher.submit(_chat("next"), {})
     _decoding(decoder)
-    worker = engine._worker
-    assert worker is not None
+    thread = batcher._thread
+    assert thread is not None
 
-    engine.stop()
+    batcher.stop()
 
-    assert not worker.is_alive()
+    assert not thread.is_alive()
     assert decoder.closed
     for future in (running, waiting):
         with pytest.raises(LMError, match="local/fake: the model was stopped"):
             future.result(timeout=0)
-    assert engine.running() == 0
-    engine.stop()  # stopped: nothing to do
-    assert engine.submit(_chat("again"), {}).result(timeout=10).text == "re: again"
-    engine.stop()
+    assert batcher.running() == 0
+    batcher.stop()  # stopped: nothing to do
+    assert batcher.submit(_chat("again"), {}).result(timeout=10).text == "re: again"
+    batcher.stop()
 
 
-def test_stop_engines_stops_every_engine_with_a_worker() -> None:
+def test_stop_batchers_stops_every_engine_with_a_worker() -> None:
     decoders = [FakeDecoder(slots=1, delay=0.001) for _ in range(2)]
-    engines = [BatchEngine(lambda d=d: d, model="local/fake") for d in decoders]
-    futures = [engine.submit(_chat("#100000"), {}) for engine in engines]
+    batchers = [Batcher(lambda d=d: d, model="local/fake") for d in decoders]
+    futures = [batcher.submit(_chat("#100000"), {}) for batcher in batchers]
     for decoder in decoders:
         _decoding(decoder)
 
-    stop_engines()
+    stop_batchers()
 
-    assert all(engine._worker is None for engine in engines)
+    assert all(batcher._thread is None for batcher in batchers)
     assert all(decoder.closed for decoder in decoders)
     assert all(isinstance(future.exception(timeout=0), LMError) for future in futures)
 
@@ -73,14 +73,14 @@ def test_the_decoder_thread_is_stopped_before_the_interpreter_exits() -> None:
         """
         import time
         from local_engine_support import FakeDecoder
-        from emery.lm.llama_engine import BatchEngine
+        from emery.lm.llama_batcher import Batcher
 
         class Decoder(FakeDecoder):
             def close(self):
                 print("closed after", len(self.step_sizes) > 3, flush=True)
 
         decoder = Decoder(slots=1, delay=0.001)
-        BatchEngine(lambda: decoder, model="local/fake").submit(
+        Batcher(lambda: decoder, model="local/fake").submit(
             [{"role": "user", "content": "#100000"}], {}
         )
         while len(decoder.step_sizes) <= 3:
