@@ -135,7 +135,7 @@ class WorkerExecutor:
     ) -> None:
         self.received.append([example.id for example in examples])
         for index, example in enumerate(examples):
-            rollout: Rollout = host.runner.new_rollout(candidate, example, split)
+            rollout: Rollout = host.rollout_maker.new_rollout(candidate, example, split)
             result = await self.work.evaluator.run_one(candidate, example, split, rollout=rollout)
             done(index, result)
 

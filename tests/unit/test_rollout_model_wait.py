@@ -83,7 +83,7 @@ async def test_an_agent_stuck_in_its_own_code_still_times_out(tmp_path: Path) ->
     lm = _slow_local_model(tmp_path)
     recorder = MemoryRecorder()
     ev = _evaluator(stuck, lm, recorder)
-    ev.runner.grace_s = 0.05
+    ev.rollout_maker.grace_s = 0.05
     start = time.monotonic()
     results = (await ev.evaluate(ev.system.seed_candidate(), _examples(2), "val")).results
     lm.close()

@@ -165,7 +165,7 @@ async def test_a_hung_sync_agent_is_abandoned_and_its_late_spans_dropped() -> No
 
     recorder = MemoryRecorder()
     ev = evaluator(stuck, recorder, timeout_seconds=0.2)
-    ev.runner.grace_s = 0.05
+    ev.rollout_maker.grace_s = 0.05
     start = time.monotonic()
     result = (await run(ev)).results[0]
     assert time.monotonic() - start < 3.0

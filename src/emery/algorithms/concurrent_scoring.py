@@ -3,8 +3,8 @@
 A step that proposes several children scores their batches together
 (``score_concurrently``): one ``ctx.evaluate`` per distinct candidate and split, on the
 union of its batches, all running at once (an ``asyncio.TaskGroup``, so an error or a
-budget stop cancels the others, the first error is raised as itself, and the runner
-rolls the step back whole: ``run_all``, which the proposers' LM calls use too). The charges
+budget stop cancels the others, the first error is raised as itself, and the search
+loop rolls the step back whole: ``run_all``, which the proposers' LM calls use too). The charges
 happen in the order of the requests, before anything runs, so they do not depend on which
 batch finishes first; no rollout runs twice when two requests share a candidate and an
 example. A single request is exactly one ``ctx.evaluate``.
@@ -86,7 +86,7 @@ T = TypeVar("T")
 async def run_all(work: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
     """Every coroutine run at once, their results in order. They start in order (so what
     each does before its first wait happens in order); the first error cancels the others
-    and is raised as itself (the runner tells a ``BudgetExhausted`` by its type)."""
+    and is raised as itself (the search loop tells a ``BudgetExhausted`` by its type)."""
     try:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(item) for item in work]

@@ -16,7 +16,7 @@ from emery.core.rollouts import Rollout, RolloutConfig
 from emery.core.work_clock import WorkTimeExceeded, within_work_time
 from emery.evaluation.eval_result import EvalResult
 from emery.evaluation.executor import Done, Executor, LocalExecutor
-from emery.evaluation.rollouts import RolloutOutcome, RolloutRunner
+from emery.evaluation.rollouts import RolloutMaker, RolloutOutcome
 from emery.lm.base import LM, Completion, TokenUsage
 from emery.lm.provider_errors import provider_stop_in
 from emery.lm.usage import usage_scope
@@ -128,10 +128,16 @@ class Evaluator:
         self.lm = lm
         self.concurrency = concurrency
         self.tracing = RolloutTracing(recorder or NullRecorder())
-        self.runner = RolloutRunner(self.tracing, rollouts, job_id=job_id, proxy=proxy)
+        self.rollout_maker = RolloutMaker(self.tracing, rollouts, job_id=job_id, proxy=proxy)
         self.executor: Executor = executor or LocalExecutor()
         self._seed_components: dict[str, str] | None = None
         self._proxied: tuple[System, bool] | None = None
+
+    @property
+    def runner(self) -> RolloutMaker:
+        """Deprecated name of ``rollout_maker`` (``RolloutHost.runner``); it goes in the next
+        release."""
+        return self.rollout_maker
 
     @property
     def recorder(self) -> RolloutRecorder:
@@ -152,10 +158,10 @@ class Evaluator:
         if not self._calls_through_proxy():
             return None
         system = cast(CallsThroughProxy, self.system)
-        if self.runner.proxy is None and system.needs_proxy:
+        if self.rollout_maker.proxy is None and system.needs_proxy:
             from emery.proxy.embedded import shared_proxy  # starts a server: only when needed
 
-            self.runner.proxy = shared_proxy()
+            self.rollout_maker.proxy = shared_proxy()
         if not system.rewrite_prompts:
             return None
         if self._seed_components is None:
@@ -196,7 +202,7 @@ class Evaluator:
 
         start = time.perf_counter()
         with usage_scope() as used:
-            outcome = await self.runner.run(
+            outcome = await self.rollout_maker.run(
                 candidate,
                 example,
                 split,
@@ -281,7 +287,7 @@ class Evaluator:
         """The verifier's verdict, within the rollout's time limit (its own time: waits on
         an in-process model not counted); past it, a ``VerifierTimeout``."""
         verdict = self.verifier.verify(example, run.output, run)
-        limit = self.runner.config.timeout_seconds
+        limit = self.rollout_maker.config.timeout_seconds
         if limit is None:
             return await verdict
         try:

@@ -17,16 +17,22 @@ from typing import Protocol
 
 from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Example, Split
-from emery.evaluation.rollouts import RolloutRunner
+from emery.evaluation.rollouts import RolloutMaker
 
 Done = Callable[[int, ExampleResult], None]
 
 
 class RolloutHost(Protocol):
-    """What an executor may use of the evaluator it runs for: its rollout runner (the
+    """What an executor may use of the evaluator it runs for: its rollout maker (the
     rollout config, new rollout records) and one rollout run in this process."""
 
-    runner: RolloutRunner
+    rollout_maker: RolloutMaker
+
+    @property
+    def runner(self) -> RolloutMaker:
+        """Deprecated name of ``rollout_maker``, kept for executors written against it; it
+        goes in the next release."""
+        ...
 
     async def run_here(
         self, candidate: Candidate, example: Example, split: Split | None

@@ -65,8 +65,9 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-class RolloutRunner:
-    """Runs ``body`` as one rollout, attempt by attempt, recording every status change."""
+class RolloutMaker:
+    """Makes rollouts in this process: a new rollout record (``new_rollout``), then ``body``
+    run as that rollout, attempt by attempt, recording every status change (``run``)."""
 
     def __init__(
         self,

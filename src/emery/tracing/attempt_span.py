@@ -1,11 +1,12 @@
 """An attempt's root span recorded straight as a finished ``SpanRecord``.
 
 The root span of an attempt (``emery.rollout``) runs no code of its own: its attributes,
-status and exception are all set by the rollout runner. So it needs no live OpenTelemetry
-SDK span, only a span context that children can hang under: a non-recording span with a
-fresh trace and span id is made current, and the stored record (same name, kind,
-attributes, sequence, status and exception event an SDK span would have had) is built
-when it ends, for a fraction of the SDK's cost per span (about 40 microseconds a rollout).
+status and exception are all set by the rollout maker (``evaluation/rollouts.py``). So it
+needs no live OpenTelemetry SDK span, only a span context that children can hang under: a
+non-recording span with a fresh trace and span id is made current, and the stored record
+(same name, kind, attributes, sequence, status and exception event an SDK span would have
+had) is built when it ends, for a fraction of the SDK's cost per span (about 40
+microseconds a rollout).
 Spans started inside it (the ``openai`` instrumentation, the LM proxy, a function agent's
 own spans) are SDK spans as before, children of this one.
 """

@@ -100,7 +100,7 @@ class RayExecutor:
     ) -> ExampleResult:
         """One rollout, its next attempt on another worker each time a worker is lost."""
         ray = import_ray()
-        rollout = host.runner.new_rollout(candidate, example, split)
+        rollout = host.rollout_maker.new_rollout(candidate, example, split)
         payload = candidate.model_dump(mode="json"), example.model_dump(mode="json"), split
         tries = 0
         while True:

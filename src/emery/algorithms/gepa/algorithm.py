@@ -21,7 +21,7 @@ parent draws and minibatches (in order, from the search's RNG), the parents scor
 once, the reflections asked at once (each with its own RNG drawn in order), the children
 scored and judged at once (``judging.py``: in lock step), each accepted on its own
 evidence and recorded in order, the accepted ones scored on val at once. A step is kept or
-repeated whole (``algorithms.runner``), so a resumed search makes the same candidates. The
+repeated whole (``algorithms.search_loop``), so a resumed search makes the same candidates. The
 step's evaluations share k x ``[runtime] concurrency`` lanes (``concurrent_scoring``): when
 fewer than k run at once (a lone accepted child on val, one child's evidence round) each
 runs wider; only the timing changes.
@@ -197,7 +197,7 @@ class Gepa:
             state.done, state.done_reason = True, reason
 
     def _done_reason(self, ctx: SearchContext, state: GepaState) -> str | None:
-        """Why GEPA has nothing left to try (the runner's ``StopPolicy`` reads it)."""
+        """Why GEPA has nothing left to try (the search loop's ``StopPolicy`` reads it)."""
         settings = self.settings
         best = state.entry(state.best_candidate_id)
         per_epoch = math.ceil(len(ctx.train) / min(settings.minibatch_size, len(ctx.train)))
