@@ -2,7 +2,7 @@
 the searched loop (GEPA or APO on ``code:runtime``) on test (n, 95% interval), the test
 episodes of each by stop reason (read back from the stored spans), proposals compiled /
 invalid / rejected by the smoke run / accepted; and the per-episode overhead of the
-worker-process isolation against calling the same module in-process. See README.md.
+episode-process isolation against calling the same module in-process. See README.md.
 
     .venv/bin/python benchmarks/harness/run.py --overhead-only
     .venv/bin/python benchmarks/harness/run.py                      # calculator, ~10 min
@@ -26,9 +26,9 @@ from emery.store import MemoryStore
 from emery.store.protocol import Store
 from emery.store.records import EvaluationFilter, SpanFilter
 from emery.systems.harness.code import CODE_COMPONENT
-from emery.systems.harness.episode import Episode, Limits, run_in_worker
+from emery.systems.harness.episode import Episode, Limits, run_in_process
 from emery.systems.harness.kit import Kit
-from emery.systems.harness.pool import WorkerPool
+from emery.systems.harness.pool import CodeProcessPool
 from emery.tracing.conventions import ANNOTATION_JSON, ANNOTATION_SPAN
 
 ENVIRONMENTS = ("calculator", "kv_store", "files")
@@ -40,14 +40,14 @@ TRIVIAL = "def run(kit):\n    return kit.instruction\n"
 
 
 async def _overhead(episodes: int) -> dict[str, float]:
-    pool = WorkerPool(keep=1)
+    pool = CodeProcessPool(keep=1)
     limits = Limits(max_llm_calls=1, max_env_actions=1, timeout_s=30.0)
     episode = Episode(env=None, lm=None, limits=limits, tools=[])  # type: ignore[arg-type]
     setup = {"instruction": "x", "system_prompt": "", "tools": [], "skills": {}}
-    await run_in_worker(pool, TRIVIAL, setup, episode)  # start the worker once
+    await run_in_process(pool, TRIVIAL, setup, episode)  # start the process once
     start = time.perf_counter()
     for _ in range(episodes):
-        await run_in_worker(pool, TRIVIAL, setup, episode)
+        await run_in_process(pool, TRIVIAL, setup, episode)
     isolated = (time.perf_counter() - start) / episodes
     pool.close()
     start = time.perf_counter()

@@ -1,5 +1,5 @@
 """The ``code_tests`` verifier and the ``code`` parser: a reply's Python code run against
-the row's tests in a worker process under a time and a memory limit."""
+the row's tests in a test process under a time and a memory limit."""
 
 from __future__ import annotations
 

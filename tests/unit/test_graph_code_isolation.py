@@ -1,4 +1,4 @@
-"""Graph code nodes run in worker processes: config checks execute nothing, and whatever a
+"""Graph code nodes run in node processes: config checks execute nothing, and whatever a
 node's code does (exit, hang, raise, return a value that is not JSON) is that rollout's
 error, never the job's, and an error of the run rather than a scored answer."""
 
@@ -26,24 +26,24 @@ from emery.jobs import create_job
 from emery.lm import FakeLM
 from emery.store import MemoryStore
 from emery.systems.base import RunContext, SystemRun
-from emery.systems.graph.code import NODE_WORKER, RUNNER, CodeFailure, CodeRunner
+from emery.systems.graph.code import CALLER, NODE_PROCESS, CodeFailure, NodeCaller
 from emery.systems.graph.spec import CodeNode, GraphConfig
 from emery.systems.graph.system import GraphSystem
-from emery.systems.harness.pool import WorkerPool, WorkerProcess
+from emery.systems.harness.pool import CodeProcess, CodeProcessPool
 from emery.verifiers import ExactMatch
 
 
-class RecordingPool(WorkerPool):
-    """A node-worker pool that keeps each worker it hands out, to check it was killed."""
+class RecordingPool(CodeProcessPool):
+    """A node-process pool that keeps each process it hands out, to check it was killed."""
 
     def __init__(self) -> None:
-        super().__init__(keep=2, module=NODE_WORKER)
-        self.handed: list[WorkerProcess] = []
+        super().__init__(keep=2, module=NODE_PROCESS)
+        self.handed: list[CodeProcess] = []
 
-    async def acquire(self) -> WorkerProcess:
-        worker = await super().acquire()
-        self.handed.append(worker)
-        return worker
+    async def acquire(self) -> CodeProcess:
+        process = await super().acquire()
+        self.handed.append(process)
+        return process
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def pool() -> Any:
     owned.close()
 
 
-def graph_of(source: str, runner: CodeRunner = RUNNER) -> GraphSystem:
+def graph_of(source: str, caller: NodeCaller = CALLER) -> GraphSystem:
     """``q`` → an llm node → the code node ``f`` (``source``) → output."""
     spec = {
         "nodes": [
@@ -62,7 +62,7 @@ def graph_of(source: str, runner: CodeRunner = RUNNER) -> GraphSystem:
             {"kind": "output", "value": "f"},
         ]
     }
-    return GraphSystem(GraphConfig.model_validate(spec), runner)
+    return GraphSystem(GraphConfig.model_validate(spec), caller)
 
 
 async def run(graph: GraphSystem) -> SystemRun:
@@ -112,7 +112,7 @@ def test_a_module_that_does_not_compile_is_a_config_error() -> None:
 @pytest.mark.parametrize(
     ("top", "error"),
     [
-        ("import os\nos._exit(0)", "the code ended its worker process (exit status 0)"),
+        ("import os\nos._exit(0)", "the code ended its node process (exit status 0)"),
         ("raise SystemExit(4)", "the source failed to load: the code called sys.exit(4)"),
         ("import sys\nsys.exit()", "the source failed to load: the code called sys.exit(None)"),
     ],
@@ -129,7 +129,7 @@ async def test_a_module_that_exits_when_loaded_fails_its_rollout(top: str, error
 @pytest.mark.parametrize(
     ("body", "error"),
     [
-        ("import os\n    os._exit(0)", "the code ended its worker process (exit status 0)"),
+        ("import os\n    os._exit(0)", "the code ended its node process (exit status 0)"),
         ("import sys\n    sys.exit(3)", "the code called sys.exit(3)"),
         ("raise ValueError('bad ' + ask)", "ValueError: bad hi"),
         ("return f(ask)", "RecursionError: maximum recursion depth exceeded"),
@@ -182,15 +182,15 @@ async def test_a_busy_call_is_stopped_at_its_time_limit(pool: RecordingPool) -> 
     assert isinstance(node, CodeNode)
     start = time.monotonic()
     with pytest.raises(CodeFailure, match=r"^no value within 0.3 s; the call was stopped$"):
-        await CodeRunner(pool, timeout_s=0.3).call(node, {"ask": "x"})
+        await NodeCaller(pool, timeout_s=0.3).call(node, {"ask": "x"})
     assert time.monotonic() - start < 2.0
     assert not pool.handed[-1].alive
 
 
 async def test_a_busy_node_is_stopped_at_the_rollouts_time_limit(pool: RecordingPool) -> None:
-    pool.release(await pool.acquire(), healthy=True)  # a started worker: 0.5 s is short
+    pool.release(await pool.acquire(), healthy=True)  # a started process: 0.5 s is short
     start = time.monotonic()
-    [result] = await evaluate(graph_of(BUSY, CodeRunner(pool)), n=1, timeout_s=0.5)
+    [result] = await evaluate(graph_of(BUSY, NodeCaller(pool)), n=1, timeout_s=0.5)
     assert time.monotonic() - start < 3.0
     # the node's limit (0.45 s, "no value within ...") comes first unless the machine is busy
     # enough to let the rollout's (0.5 s) pass while the node's error is on its way
@@ -216,8 +216,8 @@ class SlowModel(FakeLM):
 async def test_time_waiting_on_the_model_does_not_shorten_a_nodes_limit(
     pool: RecordingPool,
 ) -> None:
-    pool.release(await pool.acquire(), healthy=True)  # a started worker
-    graph = graph_of("def f(ask):\n    return ask", CodeRunner(pool))
+    pool.release(await pool.acquire(), healthy=True)  # a started process
+    graph = graph_of("def f(ask):\n    return ask", NodeCaller(pool))
     evaluator = Evaluator(
         graph, ExactMatch(), SlowModel(wait_s=0.6), rollouts=RolloutConfig(timeout_seconds=0.5)
     )
@@ -227,8 +227,8 @@ async def test_time_waiting_on_the_model_does_not_shorten_a_nodes_limit(
     assert result.scores == [1.0]
 
 
-async def test_cancelling_a_run_kills_its_busy_worker(pool: RecordingPool) -> None:
-    graph = graph_of(BUSY, CodeRunner(pool))
+async def test_cancelling_a_run_kills_its_busy_process(pool: RecordingPool) -> None:
+    graph = graph_of(BUSY, NodeCaller(pool))
     before = len(pool.handed)
     task = asyncio.ensure_future(run(graph))
     while len(pool.handed) == before:
@@ -247,8 +247,8 @@ async def test_a_seed_whose_node_raises_on_every_example_fails_the_job() -> None
         ErrorWatch(ErrorPolicy()).check(graph.seed_candidate(), "val", results, results)
 
 
-async def test_one_pool_of_workers_serves_a_whole_evaluation(pool: RecordingPool) -> None:
-    graph = graph_of("def f(ask):\n    return ask + '!'", CodeRunner(pool, max_workers=2))
+async def test_one_pool_of_node_processes_serves_a_whole_evaluation(pool: RecordingPool) -> None:
+    graph = graph_of("def f(ask):\n    return ask + '!'", NodeCaller(pool, max_processes=2))
     started = pool.started
     results = await evaluate(graph, n=6)
     assert [r.output for r in results] == ["hi!"] * 6
@@ -261,7 +261,7 @@ async def test_one_pool_of_workers_serves_a_whole_evaluation(pool: RecordingPool
 @pytest.mark.parametrize(
     ("top", "reason"),
     [
-        ("import os\nos._exit(0)", "the code ended its worker process (exit status 0)"),
+        ("import os\nos._exit(0)", "the code ended its node process (exit status 0)"),
         ("raise SystemExit", "the source failed to load: the code called sys.exit(None)"),
         ("while True:\n    pass", "within"),  # the node's limit or the rollout's
     ],

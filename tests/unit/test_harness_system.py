@@ -1,5 +1,5 @@
 """The code-harness system: compile check, caps, crash kinds, kit-recorded transcripts,
-tool policy and skills, with scripted models and worker processes."""
+tool policy and skills, with scripted models and episode processes."""
 
 from __future__ import annotations
 

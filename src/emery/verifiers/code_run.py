@@ -1,5 +1,5 @@
 """Running a reply's Python code against test code: the reader of the code in a reply and
-the worker process that runs it under a time and a memory limit (see ``code_tests`` for the
+the test process that runs it under a time and a memory limit (see ``code_tests`` for the
 verifier and what the limits do and do not guard against).
 
 Standard library only and no emery imports, so a peer script in a venv without emery loads
@@ -23,7 +23,7 @@ from typing import Any
 FENCE = re.compile(r"```[ \t]*([\w+.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 PYTHON_TAGS = frozenset({"", "python", "py", "python3"})
 RESULT = "@@emery-code-tests"
-"""The prefix of the worker's one result line on stdout (the code may print too), followed
+"""The prefix of the test process's one result line on stdout (the code may print too), followed
 by a nonce of the run the code is not given (not on its command line, not in its globals),
 so a reply that prints a result line of its own is not read as passing."""
 
@@ -65,7 +65,7 @@ def program(code: str, entry_point: str | None, prompt: str | None) -> str:
     return prompt.rstrip("\n") + "\n" + code
 
 
-# The worker: caps its own resources (argv: memory in MB, CPU seconds), reads {"code",
+# The test process: caps its own resources (argv: memory in MB, CPU seconds), reads {"code",
 # "tests", "prefix"} as JSON on stdin, runs the code, then the tests, in one namespace, and
 # prints one line: the prefix and {"passed": bool, "feedback": str}.
 WORKER = r"""
@@ -158,7 +158,7 @@ main()
 async def run_tests(
     code: str, tests: str, *, timeout_s: float = 10.0, memory_mb: int = 512
 ) -> tuple[bool, str]:
-    """Run ``code`` then ``tests`` in a worker process: (passed, feedback)."""
+    """Run ``code`` then ``tests`` in a test process: (passed, feedback)."""
     with tempfile.TemporaryDirectory(prefix="emery-code-") as folder:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-I", "-c", WORKER, str(memory_mb), str(int(timeout_s) + 1),
@@ -191,7 +191,7 @@ async def run_tests(
 
 
 def _kill(process: asyncio.subprocess.Process) -> None:
-    """Kill the worker's whole session (anything it started too)."""
+    """Kill the test process's whole session (anything it started too)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
 

@@ -1,9 +1,9 @@
 """Code that must pass its tests: the reply's Python code, run with the example's test code
-in a worker process under a time and a memory limit. Pass (1) when every assert holds;
+in a test process under a time and a memory limit. Pass (1) when every assert holds;
 the feedback of a fail names the first failing assert and what its left side was, or the
 exception the code raised, never the rest of the tests.
 
-The worker is a fresh ``python -I`` process in an empty temporary folder, in a session of
+The test process is a fresh ``python -I`` process in an empty temporary folder, in a session of
 its own (killed whole at the time limit), that caps its own address space, CPU time and
 file size (``resource.setrlimit``) before it runs anything. That bounds a runaway reply;
 it is not a sandbox: the code runs as the job's user, can read what that user can and

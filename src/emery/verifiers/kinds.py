@@ -165,7 +165,7 @@ class FeedbackConfig(VerifierConfig):
 
 class CodeTestsConfig(VerifierConfig):
     """``code_tests``: the reply's Python code passes the example's test code (``expected``)
-    in a worker process within ``timeout_s`` and ``memory_mb`` (``verifiers.code_tests``);
+    in a test process within ``timeout_s`` and ``memory_mb`` (``verifiers.code_tests``);
     a reply that does not define the input's ``entry_point_field`` function is run after
     its ``prompt_field`` (a signature and docstring it completes)."""
 

@@ -76,7 +76,7 @@ def code_parameters(node: str, source: str, function: str | None) -> list[str]:
 def check_code(node: str, source: str, function: str | None) -> None:
     """Raise ValueError unless ``source`` compiles and defines the node's function.
 
-    The module is compiled, never executed: its top-level code runs only in a worker
+    The module is compiled, never executed: its top-level code runs only in a process
     process when the node is first called (``emery.systems.graph.code``)."""
     code_function(node, source, function)
     try:

@@ -1,11 +1,11 @@
-"""Code nodes on the job side: each call of a node's function runs in a pooled worker
-process (``node_worker``) under a time limit, never in the job's or the server's process.
+"""Code nodes on the job side: each call of a node's function runs in a pooled node process
+process (``node_process``) under a time limit, never in the job's or the server's process.
 
 Whatever the code does (raise, call ``sys.exit`` or ``os._exit``, loop forever, return a
-value that is not JSON) ends that one call with a ``CodeFailure``; a worker that crashed,
+value that is not JSON) ends that one call with a ``CodeFailure``; a process that crashed,
 ran out of time or was cancelled with its rollout (a timed-out or cancelled job) is
 killed. A call may take ``DEFAULT_TIMEOUT_S``, within 0.9 x the rollout's ``timeout_s``.
-At most ``MAX_WORKERS`` calls run at once per event loop, so a map over a long list does
+At most ``MAX_PROCESSES`` calls run at once per event loop, so a map over a long list does
 not start a process per item.
 """
 
@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from emery.systems.graph.spec import CodeNode
-from emery.systems.harness.pool import WorkerGone, WorkerPool
+from emery.systems.harness.pool import CodeProcessPool, ProcessGone
 from emery.tracing.scope import current_scope
 
-NODE_WORKER = "emery.systems.graph.node_worker"
-MAX_WORKERS = min(8, os.cpu_count() or 2)
+NODE_PROCESS = "emery.systems.graph.node_process"
+MAX_PROCESSES = min(8, os.cpu_count() or 2)
 DEFAULT_TIMEOUT_S = 120.0
 TIMEOUT_SHARE = 0.9
 
@@ -64,18 +64,18 @@ def time_limit(own_s: float) -> TimeLimit:
     return min(own, rollout, key=lambda limit: limit.deadline)
 
 
-class CodeRunner:
-    """Calls code nodes' functions in the worker processes of ``pool``, each call within
+class NodeCaller:
+    """Calls code nodes' functions in the node processes of ``pool``, each call within
     ``timeout_s`` (and the rollout's time limit, ``time_limit``)."""
 
     def __init__(
         self,
-        pool: WorkerPool,
-        max_workers: int = MAX_WORKERS,
+        pool: CodeProcessPool,
+        max_processes: int = MAX_PROCESSES,
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         self.pool = pool
-        self.max_workers = max_workers
+        self.max_processes = max_processes
         self.timeout_s = timeout_s
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]
         self._slots = weakref.WeakKeyDictionary()
@@ -84,7 +84,7 @@ class CodeRunner:
         loop = asyncio.get_running_loop()
         slot = self._slots.get(loop)
         if slot is None:
-            slot = self._slots[loop] = asyncio.Semaphore(self.max_workers)
+            slot = self._slots[loop] = asyncio.Semaphore(self.max_processes)
         return slot
 
     async def call(self, node: CodeNode, arguments: Mapping[str, Any]) -> Any:
@@ -97,27 +97,27 @@ class CodeRunner:
             "arguments": dict(arguments),
         }
         async with self._slot():
-            worker = await self.pool.acquire()
+            process = await self.pool.acquire()
             limit = time_limit(self.timeout_s)
-            healthy = limit.left() <= 0  # out of time before it starts: the worker is idle
+            healthy = limit.left() <= 0  # out of time before it starts: the process is idle
             try:
                 if healthy:
                     raise TimeoutError
-                worker.send(message)
-                reply = await worker.receive(limit.left())
+                process.send(message)
+                reply = await process.receive(limit.left())
                 healthy = True
             except TimeoutError:
                 raise CodeFailure(f"no value within {limit.text}; the call was stopped") from None
-            except WorkerGone:
-                ended = worker.exit_text()
-                raise CodeFailure(f"the code ended its worker process ({ended})") from None
+            except ProcessGone:
+                ended = process.exit_text()
+                raise CodeFailure(f"the code ended its node process ({ended})") from None
             finally:
-                self.pool.release(worker, healthy)
+                self.pool.release(process, healthy)
         if reply.get("type") != "value":
             raise CodeFailure(str(reply.get("message", reply)))
         return reply.get("value")
 
 
-POOL = WorkerPool(keep=MAX_WORKERS, module=NODE_WORKER)
+POOL = CodeProcessPool(keep=MAX_PROCESSES, module=NODE_PROCESS)
 atexit.register(POOL.close)
-RUNNER = CodeRunner(POOL)
+CALLER = NodeCaller(POOL)

@@ -21,7 +21,7 @@ from opentelemetry.util.types import AttributeValue
 from emery.core.errors import EmeryError
 from emery.core.example_result import ComponentCall
 from emery.systems.base import RunFailure
-from emery.systems.graph.code import CodeFailure, CodeRunner
+from emery.systems.graph.code import CodeFailure, NodeCaller
 from emery.systems.graph.spec import (
     CodeNode,
     Components,
@@ -61,7 +61,7 @@ class GraphRuntime:
 
     components: Components
     llm: LLMCall
-    code_runner: CodeRunner
+    node_caller: NodeCaller
 
     async def run(
         self, nodes: list[Node], values: Mapping[str, Any], calls: list[ComponentCall]
@@ -116,7 +116,7 @@ class GraphRuntime:
         call = ComponentCall(component=node.name, inputs=arguments)
         calls.append(call)
         try:
-            call.output = await self.code_runner.call(node, arguments)
+            call.output = await self.node_caller.call(node, arguments)
         except CodeFailure as exc:
             call.error = str(exc)
             raise NodeError(node.name, call.error) from None

@@ -10,7 +10,7 @@ dataset input field, another node's value, or (inside a map's sub-graph) the cur
   (the stage layout its candidate starts from: placement, reminder, answer, ...);
 - ``code``: ``source`` defines a Python function (``function`` names it when the source
   defines several); its parameters are its inputs, its return value (JSON) the node's
-  value. The source is only compiled here; it runs in worker processes
+  value. The source is only compiled here; it runs in node processes
   (``emery.systems.graph.code``);
 - ``map``: runs its sub-graph ``nodes`` (which need their own output node) once per element
   of the list-valued source ``over``, the element named ``item``; its value is the list of

@@ -35,7 +35,7 @@ from emery.core.validation import describe
 from emery.systems.base import RunContext, SystemRun
 from emery.systems.capabilities import StructureEdit
 from emery.systems.graph.bindings import check_bindings
-from emery.systems.graph.code import RUNNER, CodeRunner
+from emery.systems.graph.code import CALLER, NodeCaller
 from emery.systems.graph.mutations import structure_edits
 from emery.systems.graph.rlm import (
     check_rlm_candidate,
@@ -136,11 +136,11 @@ def majority(values: list[Any]) -> Any:
 class GraphSystem(PromptProgram):
     """Runs a graph spec; components are its llm nodes' instructions (and layout choices)."""
 
-    def __init__(self, graph: GraphConfig, code_runner: CodeRunner = RUNNER) -> None:
+    def __init__(self, graph: GraphConfig, node_caller: NodeCaller = CALLER) -> None:
         super().__init__(stage_view(graph))
         self.graph = graph
         self.spec = spec_text(graph)
-        self.code_runner = code_runner
+        self.node_caller = node_caller
         self._views: dict[str, GraphSystem] = {}
 
     def version(self) -> str:
@@ -164,7 +164,7 @@ class GraphSystem(PromptProgram):
         if text is None or text == self.spec:
             return self
         if text not in self._views:
-            self._views[text] = GraphSystem(read_spec(text), self.code_runner)
+            self._views[text] = GraphSystem(read_spec(text), self.node_caller)
         return self._views[text]
 
     # MutatesStructure
@@ -218,7 +218,7 @@ class GraphSystem(PromptProgram):
         runtime = GraphRuntime(
             components=candidate.components,
             llm=partial(self._llm_node, candidate, ctx),
-            code_runner=self.code_runner,
+            node_caller=self.node_caller,
         )
         try:
             output = await runtime.run(self.graph.nodes, dict(ctx.example.input), calls)

@@ -1,7 +1,7 @@
-"""One episode on the job side: serve the worker's kit requests against the task model
+"""One episode on the job side: serve the episode process's kit requests against the task model
 and the environment, enforce the caps and the time limit, and record the transcript.
 
-Every environment action is a tool span written here (the worker never writes spans), so
+Every environment action is a tool span written here (the episode process never writes spans), so
 harness code cannot fake or reorder its transcript.
 """
 
@@ -17,9 +17,9 @@ from emery.core.models import ChatMessage
 from emery.core.work_clock import current_clock
 from emery.lm.base import LM
 from emery.systems.harness.environment import Environment, as_observation, maybe_await
+from emery.systems.harness.episode_process import KIT_REQUESTS
 from emery.systems.harness.observation import Observation
-from emery.systems.harness.pool import WorkerGone, WorkerPool
-from emery.systems.harness.worker import KIT_REQUESTS
+from emery.systems.harness.pool import CodeProcessPool, ProcessGone
 from emery.tracing.emitters import emit_annotation, emit_message, tool_call
 
 
@@ -104,11 +104,11 @@ class Episode:
         return {"ok": True, "value": observation.to_dict()}
 
 
-async def run_in_worker(
-    pool: WorkerPool, code: str, setup: dict[str, Any], episode: Episode
+async def run_in_process(
+    pool: CodeProcessPool, code: str, setup: dict[str, Any], episode: Episode
 ) -> EpisodeResult:
-    """Run ``code`` in a pooled worker until it answers, stops, crashes or runs out of time
-    (its own time: waiting on an in-process model does not count, ``work_clock``)."""
+    """Run ``code`` in a pooled episode process until it answers, stops, crashes or runs out
+    of time (its own time: waiting on an in-process model does not count, ``work_clock``)."""
     clock = current_clock()
     end = clock.elapsed() + episode.limits.timeout_s
 
@@ -117,11 +117,11 @@ async def run_in_worker(
 
     result = EpisodeResult("crash")
     healthy = False
-    worker = await pool.acquire()
+    process = await pool.acquire()
     try:
-        worker.send({"type": "episode", "code": code, "setup": setup})
+        process.send({"type": "episode", "code": code, "setup": setup})
         while True:
-            message = await worker.receive(left())
+            message = await process.receive(left())
             kind = message.get("type") if isinstance(message, dict) else None
             if kind == "done":
                 healthy = True
@@ -132,18 +132,20 @@ async def run_in_worker(
                 reason, text = message.get("reason"), message.get("message")
                 result = EpisodeResult(str(reason), message=str(text))
                 break
-            if kind not in KIT_REQUESTS:  # not the protocol: the worker is replaced
-                result = EpisodeResult("protocol", message=f"the worker sent {message!r:.120}")
+            if kind not in KIT_REQUESTS:  # not the protocol: the episode process is replaced
+                result = EpisodeResult(
+                    "protocol", message=f"the episode process sent {message!r:.120}"
+                )
                 break
             reply = await _bounded(episode.handle(message), left)
-            worker.send(reply)
+            process.send(reply)
     except TimeoutError:
         limit = episode.limits.timeout_s
         result = EpisodeResult("timeout", message=f"no answer within {limit:g} s")
-    except WorkerGone as exc:
+    except ProcessGone as exc:
         result = EpisodeResult("crash", message=str(exc))
     finally:
-        pool.release(worker, healthy)
+        pool.release(process, healthy)
     if episode.over_budget is not None:
         result = EpisodeResult("budget", message=episode.over_budget)
     result.llm_calls, result.env_actions = episode.llm_calls, episode.env_actions

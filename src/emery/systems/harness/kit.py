@@ -1,8 +1,8 @@
 """The kit harness code gets: two budgeted primitives that go to the job process, and
 side-effect-free helpers.
 
-This is the worker-process side: ``complete`` and ``execute`` are requests over the
-worker's channel; the job process runs them, enforces the caps and records the
+This is the episode-process side: ``complete`` and ``execute`` are requests over the
+process's channel; the job process runs them, enforces the caps and records the
 transcript, so the code cannot fake or reorder it. Standard library only.
 """
 

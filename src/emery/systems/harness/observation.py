@@ -1,6 +1,6 @@
 """What an environment action returns, and the exception a capped episode raises.
 
-Standard library only: the worker process imports this module.
+Standard library only: the episode process imports this module.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 STOP_REASONS = ("answer", "budget", "timeout", "exception", "exit", "crash", "invalid")
 """How an episode ends: ``run`` returned an answer, a cap was exceeded, the time limit
-passed, the code raised, called ``sys.exit``, killed its worker process, or its module
+passed, the code raised, called ``sys.exit``, killed its episode process, or its module
 defines no callable ``run``."""
 
 

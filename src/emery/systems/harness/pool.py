@@ -1,10 +1,12 @@
-"""Worker processes for harness code: started on demand, reused between episodes, killed
+"""Code processes, the child processes that run user code: a harness's episode processes
+and graph code nodes' node processes. Started on demand, reused between episodes, killed
 after a timeout, a crash or a cancelled episode.
 
-Each worker is ``python -m emery.systems.harness.worker`` speaking JSON lines over its
-stdin and stdout. Reads are non-blocking through the running event loop, so a pool
-serves any loop; a worker exits by itself when the job process goes away (EOF). Each
-worker leads a process group of its own, killed whole with it.
+Each process is ``python -m MODULE`` (``emery.systems.harness.episode_process`` unless the
+pool names another) speaking JSON lines over its stdin and stdout. Reads are non-blocking
+through the running event loop, so a pool serves any loop; a process exits by itself when
+the job process goes away (EOF). Each process leads a process group of its own, killed
+whole with it.
 """
 
 from __future__ import annotations
@@ -25,17 +27,17 @@ from typing import Any
 START_TIMEOUT_S = 60.0
 KEEP_IDLE = 8
 TERM_GRACE_S = 1.0
-HARNESS_WORKER = "emery.systems.harness.worker"
+EPISODE_PROCESS = "emery.systems.harness.episode_process"
 
 
-class WorkerGone(Exception):
-    """The worker process ended or closed its channel."""
+class ProcessGone(Exception):
+    """The code process ended or closed its channel."""
 
 
-class WorkerProcess:
-    """One worker process and its end of the JSON-lines channel."""
+class CodeProcess:
+    """One code process and its end of the JSON-lines channel."""
 
-    def __init__(self, module: str = HARNESS_WORKER) -> None:
+    def __init__(self, module: str = EPISODE_PROCESS) -> None:
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[3])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
@@ -59,16 +61,16 @@ class WorkerProcess:
         return self.proc.poll() is None
 
     def send(self, message: dict[str, Any]) -> None:
-        """Write one message; a dead worker raises ``WorkerGone``."""
+        """Write one message; a dead process raises ``ProcessGone``."""
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(json.dumps(message, default=str).encode() + b"\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError) as exc:
-            raise WorkerGone(f"the worker process ended ({self.exit_text()})") from exc
+            raise ProcessGone(f"the code process ended ({self.exit_text()})") from exc
 
     async def receive(self, timeout: float) -> dict[str, Any]:
-        """The next message; ``TimeoutError`` after ``timeout`` s, ``WorkerGone`` at EOF."""
+        """The next message; ``TimeoutError`` after ``timeout`` s, ``ProcessGone`` at EOF."""
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
@@ -80,13 +82,13 @@ class WorkerProcess:
             except BlockingIOError:
                 continue
             if not chunk:
-                raise WorkerGone(f"the worker process ended ({self.exit_text()})")
+                raise ProcessGone(f"the code process ended ({self.exit_text()})")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
             value: dict[str, Any] = json.loads(line)
         except ValueError:
-            raise WorkerGone(f"the worker sent a line that is not JSON: {line[:80]!r}") from None
+            raise ProcessGone(f"the process sent a line that is not JSON: {line[:80]!r}") from None
         return value
 
     async def _readable(self, timeout: float) -> None:
@@ -111,7 +113,7 @@ class WorkerProcess:
         return f"exit status {code}"
 
     def kill(self) -> None:
-        """SIGTERM (a worker may kill what it runs, then exit), then SIGKILL to its whole
+        """SIGTERM (a process may kill what it runs, then exit), then SIGKILL to its whole
         process group: nothing it started outlives it unless it left the group."""
         if self.alive:
             self.proc.terminate()
@@ -127,51 +129,51 @@ class WorkerProcess:
                     stream.close()
 
 
-class WorkerPool:
-    """Idle workers kept for the next episode (at most ``keep``); each runs ``module``."""
+class CodeProcessPool:
+    """Idle processes kept for the next episode (at most ``keep``); each runs ``module``."""
 
-    def __init__(self, keep: int = KEEP_IDLE, module: str = HARNESS_WORKER) -> None:
+    def __init__(self, keep: int = KEEP_IDLE, module: str = EPISODE_PROCESS) -> None:
         self.keep = keep
         self.module = module
-        self._idle: list[WorkerProcess] = []
+        self._idle: list[CodeProcess] = []
         self._lock = threading.Lock()
         self.started = 0
 
-    async def acquire(self) -> WorkerProcess:
-        """An idle live worker, or a new one once it says it is ready."""
+    async def acquire(self) -> CodeProcess:
+        """An idle live process, or a new one once it says it is ready."""
         with self._lock:
             while self._idle:
-                worker = self._idle.pop()
-                if worker.alive:
-                    return worker
-                worker.kill()
-        worker = WorkerProcess(self.module)
+                process = self._idle.pop()
+                if process.alive:
+                    return process
+                process.kill()
+        process = CodeProcess(self.module)
         self.started += 1
         try:
-            hello = await worker.receive(START_TIMEOUT_S)
+            hello = await process.receive(START_TIMEOUT_S)
         except BaseException:
-            worker.kill()
+            process.kill()
             raise
         if hello.get("type") != "ready":
-            worker.kill()
-            raise WorkerGone(f"the worker process did not start: {hello}")
-        return worker
+            process.kill()
+            raise ProcessGone(f"the code process did not start: {hello}")
+        return process
 
-    def release(self, worker: WorkerProcess, healthy: bool) -> None:
-        """Keep a healthy worker for later; kill any other."""
+    def release(self, process: CodeProcess, healthy: bool) -> None:
+        """Keep a healthy process for later; kill any other."""
         with self._lock:
-            if healthy and worker.alive and len(self._idle) < self.keep:
-                self._idle.append(worker)
+            if healthy and process.alive and len(self._idle) < self.keep:
+                self._idle.append(process)
                 return
-        worker.kill()
+        process.kill()
 
     def close(self) -> None:
-        """Kill every idle worker."""
+        """Kill every idle process."""
         with self._lock:
             idle, self._idle = self._idle, []
-        for worker in idle:
-            worker.kill()
+        for process in idle:
+            process.kill()
 
 
-POOL = WorkerPool()
+POOL = CodeProcessPool()
 atexit.register(POOL.close)

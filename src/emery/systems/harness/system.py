@@ -4,9 +4,9 @@ Components: ``code:runtime`` (a Python module defining ``run(kit) -> str``; the 
 loop when none is given), ``prompt:system`` (the system prompt; ``{tools}`` and
 ``{skills}`` are filled in) and one ``skill:<name>`` per skill (a markdown body).
 Each example is one episode: a fresh environment is reset with the example's input, the
-code runs in a process forked for it by a pooled worker (``worker``), and the answer is
-checked by the environment (when it has ``check``) or by the job's verifier against the
-gold output.
+code runs in a process forked for it by a pooled episode process (``episode_process``),
+and the answer is checked by the environment (when it has ``check``) or by the job's
+verifier against the gold output.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from emery.systems.harness.environment import (
     maybe_await,
     tool_names,
 )
-from emery.systems.harness.episode import Episode, EpisodeResult, Limits, run_in_worker
-from emery.systems.harness.pool import POOL, WorkerPool
+from emery.systems.harness.episode import Episode, EpisodeResult, Limits, run_in_process
+from emery.systems.harness.pool import POOL, CodeProcessPool
 from emery.systems.harness.skills import READ_SKILL_TOOL, render_system_prompt
 from emery.systems.harness.toolcalls import SUBMIT_TOOL
 from emery.systems.registry import SystemKind
@@ -69,7 +69,7 @@ class CodeHarnessConfig(Settings):
 
 
 class CodeHarness:
-    """An agent loop written as code, run in worker processes (isolation, not a sandbox).
+    """An agent loop written as code, run in episode processes (isolation, not a sandbox).
 
     It offers ``ProposesCode`` (``systems.capabilities``): its ``code:*`` component is a
     whole module an algorithm may rewrite, checked by ``code_problem`` and ``smoke_test``.
@@ -77,7 +77,7 @@ class CodeHarness:
 
     code_brief = CODE_BRIEF
 
-    def __init__(self, config: CodeHarnessConfig, pool: WorkerPool | None = None) -> None:
+    def __init__(self, config: CodeHarnessConfig, pool: CodeProcessPool | None = None) -> None:
         self.config = config
         self.name = config.name
         self.factory: EnvironmentFactory = load_environment(config.environment)
@@ -138,7 +138,7 @@ class CodeHarness:
             instruction = str(await maybe_await(env.reset(dict(ctx.example.input))))
             setup = self._setup(instruction, components)
             episode = Episode(env, ctx.lm, self._limits(), self.tool_names)
-            result = await run_in_worker(self.pool, code, setup, episode)
+            result = await run_in_process(self.pool, code, setup, episode)
             return await self._outcome(env, instruction, result)
         finally:
             _close(env)

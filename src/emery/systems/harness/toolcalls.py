@@ -1,7 +1,7 @@
 """Side-effect-free helpers for harness code: reading a JSON tool call out of a model
 reply and rendering tool specs and skills into prompt text.
 
-Standard library only: the worker process imports this module.
+Standard library only: the episode process imports this module.
 """
 
 from __future__ import annotations

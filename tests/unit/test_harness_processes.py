@@ -1,4 +1,4 @@
-"""Harness worker processes against hostile code: a forged ending, an unknown message, a
+"""Harness episode processes against hostile code: a forged ending, an unknown message, a
 process left running after a timeout, and an environment that is not one."""
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate
 from emery.evaluation import Evaluator
 from emery.systems.harness.code import CODE_COMPONENT
-from emery.systems.harness.pool import WorkerPool
+from emery.systems.harness.pool import CodeProcessPool
 from emery.systems.harness.system import CodeHarness, CodeHarnessConfig
 from emery.verifiers import ExactMatch
 
 
 @pytest.fixture
-def pool() -> Iterator[WorkerPool]:
-    """One reusable worker, as the job's pool would keep it."""
-    pool = WorkerPool(keep=1)
+def pool() -> Iterator[CodeProcessPool]:
+    """One reusable process, as the job's pool would keep it."""
+    pool = CodeProcessPool(keep=1)
     yield pool
     pool.close()
 
@@ -67,19 +67,19 @@ def forging(pid_file: Path) -> str:
 
 
 def test_a_forged_done_ends_the_episode_and_the_code_with_it(
-    pool: WorkerPool, tmp_path: Path
+    pool: CodeProcessPool, tmp_path: Path
 ) -> None:
     system = CodeHarness(CodeHarnessConfig(environment="calculator", timeout_s=10), pool=pool)
     pid_file = tmp_path / "pid"
     first = episode(system, forging(pid_file))
     assert first.output == "forged"
     assert gone(int(pid_file.read_text()), within_s=0.2)  # the code did not go on
-    second = episode(system)  # the same worker, its channel not fed by the first episode
+    second = episode(system)  # the same process, its channel not fed by the first episode
     assert second.score == 1.0
     assert pool.started == 1
 
 
-def test_an_unknown_message_stops_the_episode_with_protocol(pool: WorkerPool) -> None:
+def test_an_unknown_message_stops_the_episode_with_protocol(pool: CodeProcessPool) -> None:
     system = CodeHarness(CodeHarnessConfig(environment="calculator", timeout_s=10), pool=pool)
     code = "def run(kit):\n    kit._request({'type': 'hello'})\n    return 'x'\n"
     result = episode(system, code)
@@ -89,9 +89,11 @@ def test_an_unknown_message_stops_the_episode_with_protocol(pool: WorkerPool) ->
     assert episode(system).score == 1.0
 
 
-def test_a_timed_out_episode_leaves_no_process_behind(pool: WorkerPool, tmp_path: Path) -> None:
+def test_a_timed_out_episode_leaves_no_process_behind(
+    pool: CodeProcessPool, tmp_path: Path
+) -> None:
     system = CodeHarness(CodeHarnessConfig(environment="calculator", timeout_s=0.6), pool=pool)
-    assert episode(system).score == 1.0  # a started worker: the time limit is the code's
+    assert episode(system).score == 1.0  # a started process: the time limit is the code's
     pid_file = tmp_path / "pid"
     code = (
         "import subprocess, time\n\n"

@@ -1,12 +1,12 @@
-"""The worker process of graph code nodes: calls a node's function for the job process.
+"""The node process of graph code nodes: calls a node's function for the job process.
 
-Protocol (JSON lines over private copies of stdin and stdout, as the harness worker's):
-the job sends ``{"type": "call", "node", "source", "function", "arguments"}``; the worker
+Protocol (JSON lines over private copies of stdin and stdout, as the harness's episode process):
+the job sends ``{"type": "call", "node", "source", "function", "arguments"}``; the process
 answers ``{"type": "value", "value"}`` or ``{"type": "failed", "message"}`` (one line
 saying why: the module failed to load, the function raised or called ``sys.exit``, or
 its value is not JSON). The code's prints go to stderr, its stdin is empty. A node's
-module is loaded once per worker and kept (at most ``KEEP_MODULES``); a crash or a hang
-costs one worker, which the job kills. Isolation, not a security sandbox.
+module is loaded once per process and kept (at most ``KEEP_MODULES``); a crash or a hang
+costs one process, which the job kills. Isolation, not a security sandbox.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from emery.systems.harness.worker import Channel, private_stdio
+from emery.systems.harness.episode_process import Channel, private_stdio
 
 KEEP_MODULES = 64
 JSON_TYPES = "str, int, float, bool, None, a list or a dict of them"
@@ -38,7 +38,7 @@ def _failure(exc: BaseException) -> str:
 
 
 def load(node: str, source: str, function: str) -> Callable[..., Any]:
-    """``function`` of ``source`` loaded as a fresh module (once per worker)."""
+    """``function`` of ``source`` loaded as a fresh module (once per process)."""
     key = (node, source)
     namespace = _modules.get(key)
     if namespace is None:

@@ -1,13 +1,13 @@
-"""The worker process: runs episodes of harness code for the job process, one at a time,
+"""The episode process: runs episodes of harness code for the job process, one at a time,
 each in a child process forked for it.
 
 Protocol with the job process: one JSON object per line on private copies of stdin and
-stdout. The job sends ``{"type": "episode", "code", "setup"}``; the worker relays the
+stdout. The job sends ``{"type": "episode", "code", "setup"}``; the process relays the
 episode's kit requests and their replies, and ends it with ``{"type": "done", "answer"}``
 or ``{"type": "stopped", "reason", "message"}``.
 
 The code runs in the forked child, in a process group of its own, and talks only to this
-worker over a socket pair: it never holds the job's channel, so nothing it writes (a
+process over a socket pair: it never holds the job's channel, so nothing it writes (a
 forged ``done`` included) reaches the job process. Its first ending message ends the
 episode, an unknown message stops it (``protocol``), and then the child's whole process
 group is killed, so neither the code nor a process it started outlives its episode.
@@ -43,7 +43,7 @@ EXIT_POLLS, EXIT_POLL_S = 50, 0.01
 
 
 class Channel:
-    """One end of a JSON-lines channel (the episode's to the worker, in the child)."""
+    """One end of a JSON-lines channel (the episode's to the process, in the child)."""
 
     def __init__(self, reader: IO[bytes], writer: IO[bytes]) -> None:
         self.reader, self.writer = reader, writer
@@ -60,7 +60,7 @@ class Channel:
         self.send(message)
         reply = self.receive()
         if reply is None:
-            raise SystemExit(0)  # the worker is gone
+            raise SystemExit(0)  # the process is gone
         return reply
 
 
@@ -120,7 +120,7 @@ async def _awaited(value: Any) -> Any:
     return await value
 
 
-class Worker:
+class EpisodeProcess:
     """The job's end of the protocol, and the episode children it forks."""
 
     def __init__(self, job_in: int, job_out: IO[bytes]) -> None:
@@ -190,7 +190,7 @@ class Worker:
                 sock.sendall(json.dumps(reply).encode() + b"\n")
 
     def _child_line(self, child: Lines) -> bytes | None:
-        """The child's next line; the job closing the channel meanwhile ends the worker."""
+        """The child's next line; the job closing the channel meanwhile ends the process."""
         with selectors.DefaultSelector() as selector:
             selector.register(child.fd, selectors.EVENT_READ, child)
             selector.register(self.job.fd, selectors.EVENT_READ, self.job)
@@ -215,7 +215,7 @@ class Worker:
 
 
 def _ending(message: dict[str, Any]) -> dict[str, Any]:
-    """The episode's ending as the worker sends it (only the protocol's fields, as text)."""
+    """The episode's ending as the process sends it (only the protocol's fields, as text)."""
     if message["type"] == "done":
         return {"type": "done", "answer": str(message.get("answer", ""))}
     return _stopped(str(message.get("reason", "exception")), str(message.get("message", "")))
@@ -268,10 +268,10 @@ def private_stdio() -> tuple[int, IO[bytes]]:
 
 def main() -> None:
     """Take the protocol's private copies of stdin and stdout and serve episodes."""
-    worker = Worker(*private_stdio())
-    signal.signal(signal.SIGTERM, worker._exit)
-    worker.serve()
-    worker.kill_episode()
+    process = EpisodeProcess(*private_stdio())
+    signal.signal(signal.SIGTERM, process._exit)
+    process.serve()
+    process.kill_episode()
 
 
 if __name__ == "__main__":
