@@ -1,4 +1,4 @@
-"""Pause, resume and cancel from another process, against a job running in a worker."""
+"""Pause, resume and cancel from another process, against a job running in a job process."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Who runs a job when several starts, pauses and resumes come at once: a worker reserves
-the job before any work (``ownership.reserve_job``), so a second worker exits before it
-does any; a pause while a worker starts stops that worker, and a resume before its claim
+"""Who runs a job when several starts, pauses and resumes come at once: a job process reserves
+the job before any work (``ownership.reserve_job``), so a second job process exits before it
+does any; a pause while a job process starts stops that job process, and a resume before its claim
 hands the job back to it instead of starting another (issue 50, item 1)."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def new_job(store: SqlStore, folder: Path, iterations: int = 3) -> str:
 
 
 def engine(store: SqlStore, job_id: str, owner: str) -> JobEngine:
-    """The run of ``job_id`` as the worker process ``owner`` would make it."""
+    """The run of ``job_id`` as the job process ``owner`` would make it."""
     run = JobEngine(store, job_id, poll_s=0.02)
     run.owner = owner
     return run
@@ -50,7 +50,7 @@ def engine(store: SqlStore, job_id: str, owner: str) -> JobEngine:
 
 @dataclass
 class Builds:
-    """Who built a run (the work a worker does first); ``hold`` keeps the first builder
+    """Who built a run (the work a job process does first); ``hold`` keeps the first builder
     inside until ``go`` is set. ``active``: the workers between their build and their end."""
 
     hold: bool = True
@@ -73,7 +73,7 @@ class Builds:
             if self.hold and first:
                 self.inside.set()
                 assert self.go.wait(30)
-            time.sleep(self.delay_s)  # a worker process starting up takes a while
+            time.sleep(self.delay_s)  # a job process starting up takes a while
             return build(*args, **kwargs)
 
         return building
@@ -89,7 +89,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Builds]:
     monkeypatch.setattr(engine_module, "build_runtime", seen.wrap(engine_module.build_runtime))
     stop = engine_module.stop_job
 
-    def stopped(*args: Any, **kwargs: Any) -> Any:  # the job is out of this worker's hands
+    def stopped(*args: Any, **kwargs: Any) -> Any:  # the job is out of this job process's hands
         try:
             return stop(*args, **kwargs)
         finally:
@@ -116,7 +116,7 @@ def start(run: JobEngine, name: str, results: dict[str, Any]) -> threading.Threa
 def test_a_second_worker_exits_before_any_work(kind: str, tmp_path: Path, builds: Builds) -> None:
     store = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "emery.db")
     job_id = new_job(store, tmp_path)
-    store.transition(job_id, "queued")  # as a resume leaves it for the worker it starts
+    store.transition(job_id, "queued")  # as a resume leaves it for the job process it starts
     results: dict[str, Any] = {}
     first = start(engine(store, job_id, FIRST), "first", results)
     assert builds.inside.wait(30)
@@ -180,7 +180,7 @@ def test_a_pause_while_a_worker_starts_keeps_the_job_paused(tmp_path: Path, buil
 
 
 class Workers:
-    """Starts each run in a thread of its own, as a worker process of its own would run
+    """Starts each run in a thread of its own, as a job process of its own would run
     it (an owner of its own); remembers how each ended."""
 
     def __init__(self, builds: Builds) -> None:

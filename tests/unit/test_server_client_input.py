@@ -15,7 +15,7 @@ from test_server_otlp import a_rollout, export, span, stored, to_otlp_json
 
 from emery.jobs import manage
 from emery.server.api import create_server_app
-from emery.server.launcher import WorkerLauncher
+from emery.server.launcher import ProcessLauncher
 from emery.store import SQLiteStore
 from emery.store.records import NewJob
 
@@ -145,7 +145,7 @@ def test_of_six_concurrent_resumes_one_launches_a_run(
     )
     store.transition("j-paused0001", "queued")
     store.transition("j-paused0001", "paused")
-    app = create_server_app(store, launcher=WorkerLauncher(), base_dir=tmp_path)
+    app = create_server_app(store, launcher=ProcessLauncher(), base_dir=tmp_path)
     start = threading.Barrier(6)
     statuses: list[int] = []
 

@@ -2,7 +2,7 @@
 seen, paused, resumed, followed and cancelled through the other.
 
 Runs when ``EMERY_TEST_POSTGRES_URL`` is set (``.ci/run`` starts a PostgreSQL server).
-Jobs run in the servers' worker processes with the scripted models of ``jobs_support``.
+Jobs run in the servers' job processes with the scripted models of ``jobs_support``.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def test_poll_timeout_pauses_at_a_checkpoint_and_hands_the_job_to_a_worker(
         handed.append(manage.queued_for_run(store, job_id).id)
         return 4242
 
-    monkeypatch.setattr(foreground, "spawn_worker", worker)
+    monkeypatch.setattr(foreground, "spawn_job_process", worker)
     # step 3 waits for the pause the timeout asks for (on a loaded machine it may come
     # sooner: the trainer stops at whichever step it is on)
     args = ["train", config_file(tmp_path, kind), "--poll-timeout", "0.1", "--json"]
@@ -146,7 +146,7 @@ def test_no_poll_prints_the_job_and_leaves_it_to_a_worker(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(train_cmd, "spawn_worker", lambda s, job_id: 4242)
+    monkeypatch.setattr(train_cmd, "spawn_job_process", lambda s, job_id: 4242)
     assert run_cli(["train", config_file(tmp_path, kind), "--no-poll", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     job = only_job()

@@ -18,7 +18,7 @@ from emery.cli.progress import RunDisplay, StreamFormat
 from emery.config.loading import job_config
 from emery.config.resolve import ResolvedJob
 from emery.jobs.kinds import kind_of
-from emery.jobs.manage import spawn_worker
+from emery.jobs.manage import spawn_job_process
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 
@@ -32,7 +32,7 @@ class ForegroundOutcome:
 
     job: JobRecord
     interrupted: bool = False
-    worker_pid: int | None = None
+    job_pid: int | None = None
 
 
 def run_foreground(
@@ -87,7 +87,7 @@ def run_foreground(
     outcome = ForegroundOutcome(job=job)
     if job.state == "paused" and engine.requested == "pause":
         if job.stop_reason == POLL_TIMEOUT:
-            outcome.worker_pid = spawn_worker(store, job_id)
+            outcome.job_pid = spawn_job_process(store, job_id)
             outcome.job = store.get_job(job_id)
         elif job.stop_reason == INTERRUPTED:
             outcome.interrupted = True

@@ -31,7 +31,7 @@ from emery.jobs.manage import (
     follow_events,
     pause_job,
     run_job,
-    spawn_worker,
+    spawn_job_process,
 )
 from emery.jobs.ownership import is_stale, owner_alive, queued_runs_only
 from emery.reports.event_text import event_line
@@ -307,7 +307,7 @@ def resume(
     if record.terminal:
         raise IllegalTransition(f"job {job_id} has already {record.state}: nothing to resume")
     if no_poll:
-        pid = spawn_worker(store, job_id)  # None: the process starting it runs it
+        pid = spawn_job_process(store, job_id)  # None: the process starting it runs it
         if as_json:
             print_json({"job_id": job_id, "pid": pid})
         else:
@@ -327,7 +327,7 @@ def run(
     job: Annotated[str, typer.Argument(help="Job id.")],
     store_location: StoreOption = None,
 ) -> None:
-    """Run a job in this process without a display (the background worker)."""
+    """Run a job in this process without a display (the background job process)."""
     store = open_cli_store(store_location)
     job_id = resolve(store, job)
 

@@ -105,7 +105,7 @@ def server(
       $EMERY_RUNNER_KEY  /api/queue only (emery runner --server)
       $EMERY_APP_KEY     /systems/NAME/run, prompts, LM proxy, feedback, traces
 
-    Jobs created or resumed here run in worker processes (threads for a
+    Jobs created or resumed here run in job processes (threads for a
     memory:// store). A posted config that would run code
     on this host is refused unless --allow-code.
     """

@@ -34,7 +34,7 @@ from emery.core.errors import ConfigError
 from emery.core.events import SearchNotRun
 from emery.core.hashing import content_hash
 from emery.jobs.kinds import kind_of
-from emery.jobs.manage import create_job_with_objects, find_resumable, spawn_worker
+from emery.jobs.manage import create_job_with_objects, find_resumable, spawn_job_process
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
 
@@ -182,7 +182,7 @@ def train(
         if not quiet:
             err.print(f"created job [bold]{job.id}[/bold] ({escape(job.name)}, {job.algorithm})")
     if no_poll:
-        pid = spawn_worker(store, job.id)
+        pid = spawn_job_process(store, job.id)
         if as_json:
             print_json({"job_id": job.id, "state": store.get_job(job.id).state, "pid": pid})
         else:
@@ -203,8 +203,8 @@ def finish(store: Store, outcome: ForegroundOutcome, *, as_json: bool) -> None:
     if as_json:
         payload: dict[str, Any] = {"job_id": job.id, "state": job.state}
         payload |= {"stop_reason": job.stop_reason, "error": job.error}
-        if outcome.worker_pid is not None:
-            payload["pid"] = outcome.worker_pid
+        if outcome.job_pid is not None:
+            payload["pid"] = outcome.job_pid
         result = kind.result(store, job)
         payload["result"] = None if result is None else result.model_dump(mode="json")
         print_json(payload)
@@ -215,10 +215,10 @@ def finish(store: Store, outcome: ForegroundOutcome, *, as_json: bool) -> None:
             err.print(
                 f"[yellow]job {job.id} succeeded, but {escape(never_ran)}[/yellow]", soft_wrap=True
             )
-    if outcome.worker_pid is not None:
+    if outcome.job_pid is not None:
         if not as_json:
             err.print(
-                f"job {job.id} continues in the background (pid {outcome.worker_pid});"
+                f"job {job.id} continues in the background (pid {outcome.job_pid});"
                 f" follow it: emery jobs events {job.id} --follow"
             )
         return

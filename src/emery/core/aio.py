@@ -12,7 +12,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion and return its result.
 
     Inside a running loop (a notebook, an async web handler) the coroutine runs on a
-    fresh loop in a worker thread, so the caller's loop is never re-entered.
+    fresh loop in a thread of its own, so the caller's loop is never re-entered.
     """
     try:
         asyncio.get_running_loop()

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
         follow_events,
         pause_job,
         run_job,
-        spawn_worker,
+        spawn_job_process,
         wait_for,
     )
     from emery.jobs.ownership import JobBusy
@@ -32,7 +32,7 @@ __getattr__, __dir__ = lazy_exports(
         "follow_events": "emery.jobs.manage",
         "pause_job": "emery.jobs.manage",
         "run_job": "emery.jobs.manage",
-        "spawn_worker": "emery.jobs.manage",
+        "spawn_job_process": "emery.jobs.manage",
         "wait_for": "emery.jobs.manage",
     },
 )
@@ -47,6 +47,6 @@ __all__ = [
     "follow_events",
     "pause_job",
     "run_job",
-    "spawn_worker",
+    "spawn_job_process",
     "wait_for",
 ]

@@ -386,7 +386,7 @@ class JobEngine:
             *record.events,
             Event.of(CheckpointSaved(iteration=record.budget.iterations)),
         ]
-        rows = evaluation_rows(runtime, record.results, job_id=self.job_id, worker=self.owner)
+        rows = evaluation_rows(runtime, record.results, job_id=self.job_id, owner=self.owner)
         write = step_write(record, events, rows, job_id=self.job_id, owner=self.owner)
         if PREPAID in self._metadata and self._ctx is not None:  # some were taken now
             self._metadata = metadata_after(self._metadata, self._ctx.evaluations)

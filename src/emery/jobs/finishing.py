@@ -60,7 +60,7 @@ async def finish_job(
     labels = await label_agreement(runtime.verifier, list(runtime.dataset))
     events, candidates = ctx.log.drain()
     evaluations, rollouts, attempts = evaluation_rows(
-        runtime, ctx.evaluations.drain(), job_id=job_id, worker=owner
+        runtime, ctx.evaluations.drain(), job_id=job_id, owner=owner
     )
     job = store.get_job(job_id)
     result = build_result(

@@ -109,7 +109,7 @@ def run_job(
     return asyncio.run(engine.run())
 
 
-def spawn_worker(store: Store, job_id: str, *, log_dir: Path | None = None) -> int | None:
+def spawn_job_process(store: Store, job_id: str, *, log_dir: Path | None = None) -> int | None:
     """Run a job in a detached ``python -m emery jobs run`` process; returns its pid, or
     None when no process was started because the one starting the job already (it
     reserved the job, see ``ownership.reserve_job``) will run it."""

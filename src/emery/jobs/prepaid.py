@@ -64,7 +64,7 @@ def stop_write(
     if not service.prepaid and PREPAID not in metadata:
         return None
     evaluations, rollouts, attempts = evaluation_rows(
-        runtime, list(service.prepaid.values()), job_id=job_id, worker=owner
+        runtime, list(service.prepaid.values()), job_id=job_id, owner=owner
     )
     return StepWrite(
         evaluations=evaluations,

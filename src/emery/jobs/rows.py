@@ -22,10 +22,11 @@ EvaluationRows = tuple[list[EvaluationRecord], list[Rollout], list[Attempt]]
 
 
 def evaluation_rows(
-    runtime: Runtime, results: Sequence[ExampleResult], *, job_id: str, worker: str
+    runtime: Runtime, results: Sequence[ExampleResult], *, job_id: str, owner: str
 ) -> EvaluationRows:
     """Evaluation rows, each with a rollout and attempt row (stored only where a tracer
-    has not recorded that rollout already)."""
+    has not recorded that rollout already; ``owner``, the job's owner, ran them in its
+    process and is each attempt's ``worker_id``)."""
     evaluations, rollouts, attempts = [], [], []
     finished = time.time()
     for result in results:
@@ -35,7 +36,7 @@ def evaluation_rows(
             [runtime.scope, result.candidate_id, result.example_id, split, example_hash], 20
         )
         rollouts.append(_rollout_row(runtime, result, rollout_id, job_id, finished))
-        attempts.append(_attempt_row(result, rollout_id, worker, finished))
+        attempts.append(_attempt_row(result, rollout_id, owner, finished))
         evaluations.append(
             EvaluationRecord(
                 scope=runtime.scope,
@@ -77,7 +78,7 @@ def _rollout_row(
     )
 
 
-def _attempt_row(result: ExampleResult, rollout_id: str, worker: str, finished: float) -> Attempt:
+def _attempt_row(result: ExampleResult, rollout_id: str, owner: str, finished: float) -> Attempt:
     """The row of the last attempt of one result's rollout."""
     tries = max(1, result.attempts)
     return Attempt(
@@ -85,7 +86,7 @@ def _attempt_row(result: ExampleResult, rollout_id: str, worker: str, finished: 
         rollout_id=rollout_id,
         number=tries,
         status="failed" if result.error else "succeeded",
-        worker_id=worker,
+        worker_id=owner,
         error=result.error,
         started_at=_at(finished - result.latency_s),
         heartbeat_at=_at(finished),

@@ -81,7 +81,7 @@ def end_write(
     runs of a cut step are dropped: the search never repeats it."""
     events, candidates = ctx.log.drain()
     evaluations, rollouts, attempts = evaluation_rows(
-        runtime, ctx.evaluations.drain(), job_id=job_id, worker=owner
+        runtime, ctx.evaluations.drain(), job_id=job_id, owner=owner
     )
     ctx.evaluations.prepaid.clear()
     kept = {key: value for key, value in metadata.items() if key not in (PREPAID, WALL_TIME)}

@@ -2,7 +2,7 @@
 control, around a trainer instead of a search.
 
 ``TrainingEngine(store, job_id, kind).run()`` claims the job (``started``, or ``resumed``,
-also from a dead owner; see ``ownership``), runs the kind's trainer in a worker thread
+also from a dead owner; see ``ownership``), runs the kind's trainer in a thread of its own
 from its last checkpoint while a ``ControlWatcher`` keeps the heartbeat fresh and passes
 pause and cancel requests on (the trainer reads them between steps and, on a pause, saves
 a checkpoint first; an rl job whose ``[runtime] executor`` runs rollouts in other processes

@@ -1,7 +1,7 @@
 """The Python SDK: ``emery.Job`` and ``emery.optimize``.
 
-Blocking calls never touch the caller's event loop: a job runs on its own loop in a worker
-thread, so the SDK works the same in scripts, notebooks and async applications.
+Blocking calls never touch the caller's event loop: a job runs on its own loop in a thread
+of its own, so the SDK works the same in scripts, notebooks and async applications.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ class Job:
     # --- running ----------------------------------------------------------------------
 
     def start(self, *, wait: bool = False, on_progress: ProgressSink | None = None) -> Job:
-        """Run the job in a worker thread of this process (``wait``: block until it stops);
+        """Run the job in a thread of its own in this process (``wait``: block until it stops);
         ``on_progress`` hears each rollout of an evaluation batch as it finishes."""
         if self._thread is not None and self._thread.is_alive():
             raise EmeryError(f"job {self.id} is already running in this process")

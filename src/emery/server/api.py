@@ -55,7 +55,7 @@ def create_server_app(
     allow_code: bool = False,
 ) -> FastAPI:
     """The server over ``store``. Jobs created or resumed through it run with
-    ``launcher`` (default: worker processes; threads for an in-memory store); relative
+    ``launcher`` (default: job processes; threads for an in-memory store); relative
     paths in created configs are under ``base_dir`` (default: the working folder). A
     config that runs code on this host (``config.code_settings``) is refused unless
     ``allow_code``. Beside an ``api_key`` (every route), ``read_key`` reads (``GET`` and

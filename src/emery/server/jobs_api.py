@@ -3,7 +3,7 @@
 Jobs are named by id, unique id prefix or name, as on the command line. Pause and cancel
 ask the running engine (it acts within a fraction of a second) and answer at once unless
 ``wait`` gives seconds to wait for it; resume and create start the run the server's
-``JobLauncher`` way (a worker process, as ``emery train --no-poll`` does).
+``JobLauncher`` way (a job process, as ``emery train --no-poll`` does).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How the server starts and resumes jobs: in a detached worker process, as ``emery train
+"""How the server starts and resumes jobs: in a detached job process, as ``emery train
 --no-poll`` and ``emery jobs resume --no-poll`` do, or in a thread of the server itself
 (an in-memory store, which no other process can see)."""
 
@@ -8,7 +8,14 @@ import logging
 import threading
 from typing import Protocol
 
-from emery.jobs.manage import QUEUEABLE, already, queue_job, queued_for_run, run_job, spawn_worker
+from emery.jobs.manage import (
+    QUEUEABLE,
+    already,
+    queue_job,
+    queued_for_run,
+    run_job,
+    spawn_job_process,
+)
 from emery.jobs.ownership import owner_alive, queued_runs_only, starting_elsewhere
 from emery.store.protocol import Store
 from emery.store.records import JobRecord
@@ -23,11 +30,11 @@ class JobLauncher(Protocol):
     def launch(self, store: Store, job_id: str) -> None: ...
 
 
-class WorkerLauncher:
+class ProcessLauncher:
     """Each job in its own ``python -m emery jobs run`` process (survives the server)."""
 
     def launch(self, store: Store, job_id: str) -> None:
-        spawn_worker(store, job_id)
+        spawn_job_process(store, job_id)
 
 
 class ThreadLauncher:
@@ -59,8 +66,8 @@ class ThreadLauncher:
 
 
 def launcher_for(store: Store) -> JobLauncher:
-    """Worker processes, or threads when the store lives in this process's memory."""
-    return ThreadLauncher() if store.url.startswith("memory") else WorkerLauncher()
+    """Job processes, or threads when the store lives in this process's memory."""
+    return ThreadLauncher() if store.url.startswith("memory") else ProcessLauncher()
 
 
 def resume(store: Store, launcher: JobLauncher, job_id: str) -> JobRecord:
