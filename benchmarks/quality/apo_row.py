@@ -1,7 +1,7 @@
 """emery APO as a row of the quality table: the task, model, splits and budget of the GEPA
 and MIPRO comparisons (``gepa_vs_library.py``, ``mipro_vs_dspy.py``).
 
-Runs APO through the shared harness (``common.run_emery``): behind an ``emery serve``
+Runs APO through the shared harness (``common.run_emery``): behind an ``emery proxy``
 endpoint like the GEPA comparison (default) or with the in-process model
 (``--in-process``); scores the seed and the winner on the same test split with emery's
 evaluator; prints the row, side by side with the rows other scripts wrote with

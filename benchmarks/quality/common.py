@@ -541,7 +541,7 @@ def run(coro: Any) -> Any:
 
 
 class Server:
-    """``emery serve`` in a subprocess: one OpenAI-compatible endpoint for every row."""
+    """``emery proxy`` in a subprocess: one OpenAI-compatible endpoint for every row."""
 
     def __init__(self, model: str, port: int, log: Path, threads: int | None = None) -> None:
         self.model = model
@@ -561,20 +561,20 @@ class Server:
         handle = self.log.open("wb")
         threads = ["--threads", str(self.threads)] if self.threads else []
         self.process = subprocess.Popen(
-            [str(emery), "serve", "--model", self.model, "--port", str(self.port), *threads],
+            [str(emery), "proxy", "--model", self.model, "--port", str(self.port), *threads],
             stdout=handle,
             stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"emery serve exited; see {self.log}")
+                raise RuntimeError(f"emery proxy exited; see {self.log}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2):
                     return self
             except OSError:
                 time.sleep(0.5)
-        raise RuntimeError(f"emery serve did not answer within 120 s; see {self.log}")
+        raise RuntimeError(f"emery proxy did not answer within 120 s; see {self.log}")
 
     def __exit__(self, *exc: object) -> None:
         if self.process is not None and self.process.poll() is None:

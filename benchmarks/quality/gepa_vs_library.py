@@ -1,6 +1,6 @@
 """emery GEPA against the ``gepa`` library: same task, model, endpoint, splits and budget.
 
-Starts ``emery serve`` with the model (an OpenAI-compatible endpoint both sides call),
+Starts ``emery proxy`` with the model (an OpenAI-compatible endpoint both sides call),
 installs ``gepa==0.1.4`` into ``.bench-venvs/gepa`` if needed, runs emery's GEPA and the
 library's ``gepa.optimize`` one after the other with the same metric-call budget, scores
 both winners (and the seed) on the same test split with emery's evaluator through the same

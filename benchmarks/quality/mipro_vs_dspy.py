@@ -1,6 +1,6 @@
 """emery MIPRO against DSPy's MIPROv2: same task, model, endpoint, splits and settings.
 
-Starts ``emery serve`` with the model (one OpenAI-compatible endpoint both sides call as
+Starts ``emery proxy`` with the model (one OpenAI-compatible endpoint both sides call as
 task and proposer model), installs ``dspy==3.4.1`` and ``optuna`` into
 ``.bench-venvs/dspy`` if needed, runs emery's MIPRO and DSPy's ``MIPROv2`` one after the
 other with the same numbers of candidates, trials, minibatch size, full-evaluation

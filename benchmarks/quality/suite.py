@@ -13,7 +13,7 @@ A set is ``svamp``, ``clinc``, ``restaurant8k``, ``humaneval`` (``real/<name>.to
 built-in task (``word_problems``) or a job config's path. Every row is appended to ``--out``
 (one JSON object a line) as it finishes. ``--peers`` adds gepa 0.1.4 and DSPy MIPROv2 at 200
 calls (``--peers dspy`` one of them; ``gepa_vs_library.py``/``mipro_vs_dspy.py``'s
-machinery, behind one ``emery serve``); on ``humaneval`` they read and run the replies' code
+machinery, behind one ``emery proxy``); on ``humaneval`` they read and run the replies' code
 with emery's own ``verifiers/code_run.py`` (``peers/scoring.py``).
 """
 
@@ -147,7 +147,7 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--threads", type=int, default=None, help="llama.cpp threads (default: every core)"
     )
-    parser.add_argument("--port", type=int, default=8433, help="emery serve for --peers")
+    parser.add_argument("--port", type=int, default=8433, help="emery proxy for --peers")
     parser.add_argument("--out", type=Path, default=Path("suite-results.jsonl"))
     parser.add_argument("--resume", action="store_true", help="skip rows already in --out")
     parser.add_argument("--table", action="store_true", help="print --out's table, run nothing")
@@ -304,7 +304,7 @@ class Suite:
         return suite_row(key, task, emery_run.report, emery_run.tests, self.model.model)
 
     def peer_model(self) -> ModelSpec:
-        """The endpoint the peers call: ``--base-url``, else one ``emery serve`` of the model."""
+        """The endpoint the peers call: ``--base-url``, else one ``emery proxy`` of the model."""
         if self._peer_model is None:
             base_url = self.args.base_url
             if base_url is None:

@@ -83,3 +83,15 @@ def test_every_command_is_listed_with_a_one_line_summary() -> None:
 def test_unwrap_joins_lines_but_keeps_marked_paragraphs() -> None:
     text = "First line\ncontinues.\n\n\b\n/a   one\n/b   two\n\nLast\n  part."
     assert unwrap(text) == "First line continues.\n\n\b\n/a   one\n/b   two\n\nLast part."
+
+
+def test_an_old_command_name_still_works_hidden_from_the_help() -> None:
+    from emery.cli.app import HIDDEN_ALIASES
+
+    listed = [row.split()[0] for row in panel_rows(help_of([]), "Commands")]
+    for old, new in HIDDEN_ALIASES.items():
+        assert old not in listed
+        assert new in listed
+        result = CliRunner().invoke(app, [old, "--help"], env=WIDE)
+        assert result.exit_code == 0, result.output
+        assert f"emery {new}" in result.output

@@ -1,4 +1,4 @@
-"""``emery serve`` and the task app refuse a client's mistakes with a 4xx and a JSON error
+"""``emery proxy`` and the task app refuse a client's mistakes with a 4xx and a JSON error
 before any model call, limit bodies, check the key before reading the body on every route
 but /health, and refuse to listen off loopback without a key (issue 19, #6 and #7)."""
 
@@ -154,8 +154,8 @@ def test_task_app_answers_4xx_to_malformed_rollouts() -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ["serve", "--host", "0.0.0.0", "--port", "1"],
-        ["serve", "--host", "192.0.2.1", "--model", "local/nope"],
+        ["proxy", "--host", "0.0.0.0", "--port", "1"],
+        ["proxy", "--host", "192.0.2.1", "--model", "local/nope"],
         ["taskapp", "serve", "test_http_guards:echo_agent", "--host", "0.0.0.0"],
     ],
 )
@@ -215,14 +215,14 @@ def test_serve_threads_need_a_model_named_on_the_command_line(
 ) -> None:
     config = tmp_path / "job.toml"
     config.write_text("")
-    assert run_cli(["serve", "--config", str(config), "--threads", "1"]) == 2
+    assert run_cli(["proxy", "--config", str(config), "--threads", "1"]) == 2
     assert "--threads applies to --model" in one_error_line(capsys.readouterr().err)
 
 
 def test_serve_threads_reach_the_local_model_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    from emery.cli import serve_cmd
+    from emery.cli import proxy_cmd
 
     seen: list[LMConfig] = []
-    monkeypatch.setattr(serve_cmd, "build_lm", lambda config, **_: seen.append(config))
-    serve_cmd.task_model("local/smollm2-135m", None, None, None, threads=1)
+    monkeypatch.setattr(proxy_cmd, "build_lm", lambda config, **_: seen.append(config))
+    proxy_cmd.task_model("local/smollm2-135m", None, None, None, threads=1)
     assert [config.n_threads for config in seen] == [1]

@@ -250,7 +250,7 @@ def test_emery_serve_runs_the_proxy_in_its_own_process(
 ) -> None:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "emery", "serve", "--port", str(port),
+        [sys.executable, "-m", "emery", "proxy", "--port", str(port),
          "--model", "python/fake_models:make_echo_lm"],
         env=fake_models_env,
         cwd=tmp_path,
@@ -268,7 +268,7 @@ def test_emery_serve_runs_the_proxy_in_its_own_process(
             except httpx.TransportError:
                 pass
             assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "emery serve did not start"
+            assert time.monotonic() < deadline, "emery proxy did not start"
             time.sleep(0.1)
         client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0)
         reply = client.chat.completions.create(

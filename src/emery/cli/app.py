@@ -28,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "candidates": ("emery.cli.candidates_cmd", "candidates"),
     "report": ("emery.cli.report_cmd", "report"),
     "models": ("emery.cli.models_cmd", "app"),
-    "serve": ("emery.cli.serve_cmd", "serve"),
+    "proxy": ("emery.cli.proxy_cmd", "proxy"),
     "server": ("emery.cli.server_cmd", "server"),
     "runner": ("emery.cli.runner_cmd", "runner"),
     "workers": ("emery.cli.runner_cmd", "workers"),
@@ -41,6 +41,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "store": ("emery.cli.store_cmd", "app"),
 }
 
+# Old command names that still work, hidden from the help, for one release: old -> new.
+HIDDEN_ALIASES: dict[str, str] = {"serve": "proxy"}
+
 
 class LazyCommands(typer.core.TyperGroup):
     """A command group that imports a subcommand's module when it is looked up."""
@@ -49,6 +52,14 @@ class LazyCommands(typer.core.TyperGroup):
         return list(COMMANDS)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in HIDDEN_ALIASES:
+            new = HIDDEN_ALIASES[cmd_name]
+            err.print(
+                f"`emery {cmd_name}` is now `emery {new}`; the old name goes in the next release."
+            )
+            alias = self.get_command(ctx, new)
+            alias.hidden = True
+            return alias
         if cmd_name not in COMMANDS:
             return None
         module, attribute = COMMANDS[cmd_name]

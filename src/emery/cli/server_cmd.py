@@ -10,7 +10,7 @@ import uvicorn
 
 from emery.cli.common import StoreOption, open_cli_store
 from emery.cli.console import err
-from emery.cli.serve_cmd import API_KEY_ENV, task_model
+from emery.cli.proxy_cmd import API_KEY_ENV, task_model
 from emery.proxy.guards import MAX_BODY_BYTES, refuse_open_binding
 from emery.server.api import create_server_app
 from emery.server.keys import APP_KEY_ENV, READ_KEY_ENV, SUBMIT_KEY_ENV
@@ -91,7 +91,7 @@ def server(
     /api/queue/...        the rollout queue of `emery runner --server`
     /systems/NAME/run     a published system run whole on posted inputs
     /v1/traces            OTLP/HTTP trace ingest (protobuf or JSON)
-    /v1/chat/completions  the LM proxy of `emery serve`
+    /v1/chat/completions  the LM proxy (as `emery proxy` serves it alone)
     /docs, /openapi.json  the API's schema
 
     Off loopback an API key ($EMERY_API_KEY) is required: send it as

@@ -1,4 +1,4 @@
-"""The LM proxy's own app (``emery serve``, and the embedded proxy jobs use): health and
+"""The LM proxy's own app (``emery proxy``, and the embedded proxy jobs use): health and
 the OpenAI-compatible routes, behind the shared body-limit and API-key guards."""
 
 from __future__ import annotations

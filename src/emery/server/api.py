@@ -1,5 +1,5 @@
 """The ``emery server`` application: the REST API over a store, the SSE event streams,
-OTLP trace ingest, the LM proxy routes of ``emery serve`` and the dashboard, in one app.
+OTLP trace ingest, the LM proxy routes of ``emery proxy`` and the dashboard, in one app.
 Here the proxy records the calls of applications (``/v1``, ``/prompts/NAME/v1``) in the
 store as application traces.
 

@@ -1,4 +1,6 @@
-"""``emery serve``: the HTTP server (health and the OpenAI-compatible LM proxy)."""
+"""``emery proxy``: the LM proxy alone (health and the OpenAI-compatible ``/v1``), no store;
+``emery server`` mounts the same routes beside the API over a store. ``emery serve`` is
+this command's old name, a hidden alias until the next release."""
 
 from __future__ import annotations
 
@@ -59,7 +61,7 @@ def task_model(
     return models["task"]
 
 
-def serve(
+def proxy(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8400,
     model: Annotated[
@@ -82,7 +84,7 @@ def serve(
     ] = API_KEY_ENV,
     store_location: StoreOption = None,
 ) -> None:
-    """Serve the OpenAI-compatible LM proxy (/v1/chat/completions, /v1/models) and /health.
+    """Run the OpenAI-compatible LM proxy alone (/v1/chat/completions, /v1/models, /health).
 
     Calls under /rollouts/{rollout}/attempts/{attempt}/v1 are recorded as spans of that
     attempt while it runs in this server; other rollout ids are refused with 404.
@@ -95,5 +97,5 @@ def serve(
     where = f"http://{host}:{port}"
     behind = f"model {lm.model}" if lm is not None else "no default model"
     behind += ", API key required" if key else ""
-    err.print(f"emery serving on {where} (LM proxy at {where}/v1, {behind})")
+    err.print(f"emery proxy on {where} (LM proxy at {where}/v1, {behind})")
     uvicorn.run(create_app(default_lm=lm, api_key=key), host=host, port=port, log_level="warning")
