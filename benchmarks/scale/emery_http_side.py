@@ -125,6 +125,13 @@ class HttpSide(EmerySide):
     def finish(self, handle: Rollout) -> None:
         self.queue().finish_rollout(**finish_args(handle))
 
+    def finish_and_claim(self, handle: Rollout, worker: str) -> Rollout | None:
+        """The finish and the worker's next claim in one request, as ``emery runner``
+        sends them."""
+        return self.queue().finish_and_claim(
+            **finish_args(handle), worker_id=worker, job_id=self.job_id
+        )[1]
+
     def close(self) -> None:
         for queue in self.queues:
             queue.close()

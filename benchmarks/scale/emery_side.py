@@ -85,16 +85,27 @@ class EmerySide:
         )
 
     def finish(self, handle: Rollout) -> None:
-        self.store.finish_rollout(
-            handle.id,
-            f"{handle.id}:{handle.attempt_count}",
-            status="succeeded",
-            attempt_status="succeeded",
-            error=None,
-            output="ok",
-            score=1.0,
-            result={"score": 1.0, "output": "ok"},
-        )
+        self.store.finish_rollout(**self._ended(handle))
+
+    def finish_and_claim(self, handle: Rollout, worker: str) -> Rollout | None:
+        """The finish and the worker's next claim in one transaction, as ``emery runner``
+        sends them."""
+        return self.store.finish_and_claim(
+            **self._ended(handle), worker_id=worker, job_id=self.job_id
+        )[1]
+
+    @staticmethod
+    def _ended(handle: Rollout) -> dict[str, Any]:
+        return {
+            "rollout_id": handle.id,
+            "attempt_id": f"{handle.id}:{handle.attempt_count}",
+            "status": "succeeded",
+            "attempt_status": "succeeded",
+            "error": None,
+            "output": "ok",
+            "score": 1.0,
+            "result": {"score": 1.0, "output": "ok"},
+        }
 
 
 def open_side_store(kind: str, folder: Path) -> SqlStore:

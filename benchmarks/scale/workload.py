@@ -4,7 +4,9 @@ A side is a store-as-queue backend driven through one protocol: ``enqueue`` a ba
 rollouts, ``claim`` one (dequeue, its attempt started), ``update`` the attempt (a
 heartbeat), ``add_spans`` (``SPANS`` spans of one attempt) and ``finish`` it with a
 result. ``run_runners`` drives ``n`` runner threads through claim, update, spans, an
-agent (no-op, or a sleep) and finish until the queue is empty.
+agent (no-op, or a sleep) and finish until the queue is empty; a side with
+``finish_and_claim(handle, worker)`` (emery's: what ``emery runner`` sends) finishes and
+claims the next rollout in one call, timed as the claim.
 
 Only the standard library here: the peer's virtual environment imports this file too.
 """
@@ -92,11 +94,15 @@ def run_runners(side: Side, runners: int, rollouts: int, agent_s: float = 0.0) -
     timings = Timings()
     finished = [0] * runners
 
+    fused = getattr(side, "finish_and_claim", None)  # a side that claims with its finish
+
     def runner(index: int) -> None:
         worker = f"runner-{index}"
         idle = 0
+        handle = None
         while idle < 3:  # the queue looks empty three times in a row: done
-            handle = timings.timed("claim", side.claim, worker)
+            if handle is None:
+                handle = timings.timed("claim", side.claim, worker)
             if handle is None:
                 idle += 1
                 time.sleep(0.01)
@@ -106,7 +112,11 @@ def run_runners(side: Side, runners: int, rollouts: int, agent_s: float = 0.0) -
             if agent_s:
                 time.sleep(agent_s)
             timings.timed("spans", side.add_spans, handle, SPANS)
-            side.finish(handle)
+            if fused is not None:
+                handle = timings.timed("claim", fused, handle, worker)
+            else:
+                side.finish(handle)
+                handle = None
             finished[index] += 1
 
     threads = [threading.Thread(target=runner, args=(i,)) for i in range(runners)]

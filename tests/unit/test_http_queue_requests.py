@@ -189,3 +189,36 @@ def test_leases_are_expired_at_most_every_period_per_job() -> None:
     assert not expiry.due("a")
     clock[0] += 0.01
     assert expiry.due("a")
+
+
+def test_a_finish_claims_the_next_rollout_in_one_request(store: MemoryStore) -> None:
+    counted = Counted(store)
+    rollout = counted.queue.claim_rollout("w1", job_id=JOB)
+    assert rollout is not None
+    kept, nxt = counted.queue.finish_and_claim(
+        rollout.id,
+        f"{rollout.id}:1",
+        status="succeeded",
+        attempt_status="succeeded",
+        error=None,
+        output="ok",
+        score=1.0,
+        result={"score": 1.0},
+        worker_id="w1",
+        job_id=JOB,
+    )
+    assert kept
+    assert nxt is not None
+    assert nxt.id != rollout.id
+    assert counted.paths == ["/claim", "/finish"]
+    assert counted.queue.heartbeat_attempt(f"{nxt.id}:1")  # its lease is fresh: no request
+    assert counted.paths == ["/claim", "/finish"]
+    assert store.get_rollout(rollout.id).status == "succeeded"
+
+
+def test_a_resource_version_is_fetched_once(store: MemoryStore) -> None:
+    store.put_resource("candidate:c1", {"components": {}}, kind="candidate")
+    counted = Counted(store)
+    for _ in range(3):
+        assert counted.queue.get_resource("candidate:c1", 1).version == 1
+    assert counted.paths == ["/resource"]

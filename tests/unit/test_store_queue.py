@@ -203,3 +203,27 @@ def test_the_workers_list_counts_each_runner_s_finished_attempts(store: SqlStore
     assert (listed["w2"].status, listed["w2"].job_id) == ("busy", job)
     assert listed["w1"].metadata == {"concurrency": 2}
     assert third.id in ids
+
+
+def test_a_finish_claims_the_next_rollout_in_the_same_call(store: SqlStore) -> None:
+    job = running_job(store)
+    first, second = enqueue(store, job, n=2)
+    claimed = store.claim_rollout("w")
+    assert claimed is not None
+    assert claimed.id == first
+    ended = {
+        "status": "succeeded",
+        "attempt_status": "succeeded",
+        "error": None,
+        "output": "1",
+        "score": 1.0,
+        "result": {"score": 1.0},
+    }
+    kept, nxt = store.finish_and_claim(first, f"{first}:1", **ended, worker_id="w", job_id=job)
+    assert kept
+    assert nxt is not None
+    assert nxt.id == second
+    assert store.get_rollout(first).status == "succeeded"
+    assert [a.worker_id for a in store.list_attempts(second)] == ["w"]  # leased to w
+    again, last = store.finish_and_claim(first, f"{first}:1", **ended, worker_id="w")
+    assert (again, last) == (False, None)  # kept once; nothing left to claim

@@ -72,6 +72,20 @@ class RolloutQueue(TraceWriter, Protocol):
         score: float | None,
         result: dict[str, Any],
     ) -> bool: ...
+    def finish_and_claim(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: str,
+        attempt_status: str,
+        error: str | None,
+        output: Any,
+        score: float | None,
+        result: dict[str, Any],
+        worker_id: str,
+        job_id: str | None = None,
+    ) -> tuple[bool, Rollout | None]: ...
     def requeue_rollout(
         self, rollout_id: str, attempt_id: str, number: int, *, attempt_status: str, error: str
     ) -> bool: ...

@@ -140,12 +140,15 @@ class QueueMixin(SqlBase):
     def claim_rollout(self, worker_id: str, *, job_id: str | None = None) -> Rollout | None:
         """Take the oldest queued rollout of a running job (of ``job_id`` if given): its next
         attempt starts, held by ``worker_id``, with a heartbeat now. None: nothing queued."""
-        window = claim_window(job_id is not None)
         with self._tx(write=True) as conn:
-            for row in conn.execute(window, {"p_job": job_id} if job_id is not None else {}).all():
-                claimed = self._claim(conn, row.id, int(row.attempt_count), worker_id)
-                if claimed is not None:
-                    return claimed
+            return self._claim_next(conn, worker_id, job_id)
+
+    def _claim_next(self, conn: Connection, worker_id: str, job_id: str | None) -> Rollout | None:
+        window = claim_window(job_id is not None)
+        for row in conn.execute(window, {"p_job": job_id} if job_id is not None else {}).all():
+            claimed = self._claim(conn, row.id, int(row.attempt_count), worker_id)
+            if claimed is not None:
+                return claimed
         return None
 
     def _claim(
@@ -196,22 +199,59 @@ class QueueMixin(SqlBase):
         """End an attempt and, unless the rollout already has one, store its result
         (``metadata["result"]``) and final ``status``. True when this result was kept."""
         with self._tx(write=True) as conn:
-            at = self.store_time(conn)
-            self._end_attempt(conn, attempt_id, attempt_status, error, at)
-            row = conn.execute(metadata_statement(), {"p_id": rollout_id}).first()
-            if row is None:
-                return False
-            values = {
-                "p_id": rollout_id,
-                "p_status": status,
-                "p_output": jsonable(output),
-                "p_score": score,
-                "p_error": error,
-                "p_metadata": {**(row[0] or {}), RESULT_KEY: jsonable(result)},
-                "p_at": at,
-            }
-            kept = conn.execute(finish_statement(), values)
-        return bool(kept.rowcount == 1)
+            return self._finish(
+                conn, rollout_id, attempt_id, status, attempt_status, error, output, score, result
+            )
+
+    def finish_and_claim(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: str,
+        attempt_status: str,
+        error: str | None,
+        output: Any,
+        score: float | None,
+        result: dict[str, Any],
+        worker_id: str,
+        job_id: str | None = None,
+    ) -> tuple[bool, Rollout | None]:
+        """``finish_rollout``, then ``claim_rollout`` for ``worker_id``, in one transaction:
+        whether the result was kept, and the next rollout (None: nothing queued)."""
+        with self._tx(write=True) as conn:
+            kept = self._finish(
+                conn, rollout_id, attempt_id, status, attempt_status, error, output, score, result
+            )
+            return kept, self._claim_next(conn, worker_id, job_id)
+
+    def _finish(
+        self,
+        conn: Connection,
+        rollout_id: str,
+        attempt_id: str,
+        status: str,
+        attempt_status: str,
+        error: str | None,
+        output: Any,
+        score: float | None,
+        result: dict[str, Any],
+    ) -> bool:
+        at = self.store_time(conn)
+        self._end_attempt(conn, attempt_id, attempt_status, error, at)
+        row = conn.execute(metadata_statement(), {"p_id": rollout_id}).first()
+        if row is None:
+            return False
+        values = {
+            "p_id": rollout_id,
+            "p_status": status,
+            "p_output": jsonable(output),
+            "p_score": score,
+            "p_error": error,
+            "p_metadata": {**(row[0] or {}), RESULT_KEY: jsonable(result)},
+            "p_at": at,
+        }
+        return bool(conn.execute(finish_statement(), values).rowcount == 1)
 
     def requeue_rollout(
         self, rollout_id: str, attempt_id: str, number: int, *, attempt_status: str, error: str
