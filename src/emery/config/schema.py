@@ -95,7 +95,7 @@ class RuntimeConfig(Section):
     ``runner_wait_s``) or ``ray`` (on the cluster at ``ray_address``, or on a local Ray of
     ``ray_cpus`` CPUs started by the job). On Ray each rollout is a task (for stateless
     systems) unless ``ray_actors`` is set: then the job keeps that many actors, each
-    building the system once (a loaded local model, a code-harness worker), and runs
+    building the system once (a loaded local model, a code harness's episode process), and runs
     rollouts on them in turn. A rollout whose Ray worker is lost is retried as
     ``max_attempts`` allow. Any other executor is an ``ExecutorKind`` named as
     ``"module:attr"`` or by an ``emery.executors`` entry point (``workers/executors.py``)."""

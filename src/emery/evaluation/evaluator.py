@@ -310,10 +310,10 @@ class Evaluator:
         starts and stops the batch by raising; ``concurrency`` replaces the evaluator's for
         this batch.
 
-        The executor's chunks go to at most ``lanes`` workers that take them in order, so
+        The executor's chunks go to at most ``lanes`` lane tasks that take them in order, so
         only as many rollouts exist at a time as run (not one waiting task per example:
         fewer objects for the garbage collector to walk on a large batch). An error or a
-        cancel stops every worker, and with it the executor's work in flight.
+        cancel stops every lane, and with it the executor's work in flight.
         """
         results: list[ExampleResult | None] = [None] * len(examples)
 
@@ -326,7 +326,7 @@ class Evaluator:
         offsets = range(0, len(examples), size)
         todo = ((offset, examples[offset : offset + size]) for offset in offsets)
 
-        async def worker() -> None:
+        async def lane() -> None:
             for offset, chunk in todo:
                 if gate is not None:
                     gate()
@@ -335,11 +335,11 @@ class Evaluator:
 
         lanes = self.executor.lanes(concurrency or self.concurrency)
         width = len(offsets) if lanes is None else min(lanes, len(offsets))
-        workers = [asyncio.ensure_future(worker()) for _ in range(width)]
+        running = [asyncio.ensure_future(lane()) for _ in range(width)]
         try:
-            await asyncio.gather(*workers)
+            await asyncio.gather(*running)
         finally:
-            for task in workers:  # on an error or a cancel, stop the other workers too
+            for task in running:  # on an error or a cancel, stop the other lanes too
                 task.cancel()
             self.tracing.flush()
         finished = [result for result in results if result is not None]

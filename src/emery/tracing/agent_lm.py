@@ -26,7 +26,7 @@ class AgentLM(LMWrapper):
     """Wraps the rollout's traced LM for agent code.
 
     ``await lm.complete(messages)`` (the LM protocol) and ``await lm.acall(prompt)`` in async
-    agents; ``lm(prompt)`` in sync agents, which run in worker threads: the call is handed
+    agents; ``lm(prompt)`` in sync agents, which run in threads of their own: the call is handed
     to the rollout's event loop and the thread waits for the reply text.
     """
 

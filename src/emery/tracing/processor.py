@@ -63,7 +63,7 @@ class RecordingSpanProcessor(SpanProcessor):
     """Stamps spans started inside an attempt and writes them to ``recorder`` in batches.
 
     A span started outside any attempt, or inside an attempt that already ended (a hung
-    worker thread waking up late), is not recorded. A batch is written when it holds
+    thread waking up late), is not recorded. A batch is written when it holds
     ``max_batch`` spans, when the oldest buffered span is ``max_delay_s`` old, and on
     ``force_flush``.
     """

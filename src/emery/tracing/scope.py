@@ -1,7 +1,7 @@
 """The attempt being run: a context variable that emitters, traced LMs and the proxy read.
 
 ``activate(scope)`` makes a scope current for the code it wraps (and, through contextvars,
-for tasks and ``asyncio.to_thread`` workers started inside). The scope numbers its spans,
+for tasks and ``asyncio.to_thread`` threads started inside). The scope numbers its spans,
 keeps the rewards and LM calls of the attempt, and tracks activity so a silent attempt
 can be declared unresponsive.
 """
