@@ -72,7 +72,8 @@ class JobRecord(BaseModel):
     heartbeat_at: datetime | None = None
     heartbeat_age_s: float | None = None
     """Seconds since the owner's last heartbeat when the row was read, both by the store's
-    clock (``store_time``): what tells a dead owner, whatever the reader's clock says."""
+    clock (``store_time``): what tells a dead owner, whatever the reader's clock says (None
+    for a job no process owns)."""
     last_seq: int = 0
     created_at: datetime
     updated_at: datetime

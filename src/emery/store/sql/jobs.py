@@ -41,8 +41,8 @@ def job_from_row(row: Row[Any], read_at: float | None = None) -> JobRecord:
     """The job of ``row``, read at ``read_at`` by the store's clock (its heartbeat's age)."""
     data = dict(row._mapping)
     beat = data["heartbeat_at"]
-    if read_at is not None and beat is not None:
-        data["heartbeat_age_s"] = max(0.0, read_at - float(beat))
+    if read_at is not None and beat is not None and data["owner"] is not None:
+        data["heartbeat_age_s"] = max(0.0, read_at - float(beat))  # an owner's liveness
     for name in _TIME_FIELDS:
         data[name] = to_datetime(data[name])
     return JobRecord.model_validate(data)
