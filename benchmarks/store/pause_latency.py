@@ -1,6 +1,6 @@
 """Time from a pause request in another process to the engine reporting the job paused.
 
-A worker process runs a job whose steps are long (a scripted model that takes
+A job process runs a job whose steps are long (a scripted model that takes
 ``--lm-delay`` seconds per call); once it has stored a checkpoint, another process asks for
 a pause, and the clock stops when the job row says ``paused``. Two ways of asking, side by
 side:

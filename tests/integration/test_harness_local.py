@@ -1,5 +1,5 @@
 """The code harness on the real local model (SmolLM2, the fastest): the baseline loop runs
-calculator episodes in worker processes, every model call and tool action recorded under
+calculator episodes in episode processes, every model call and tool action recorded under
 the rollout."""
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def queued_keys(store: SqlStore, job_id: str) -> Counter[tuple[str, str, str]]:
 
 
 def start_job(job_id: str, store: Path | str) -> subprocess.Popen[bytes]:
-    """The job run by a worker process of its own (``jobs_support.worker_command``)."""
+    """The job run by a job process of its own (``jobs_support.worker_command``)."""
     return subprocess.Popen(
         js.worker_command(job_id, str(store)),
         env=js.worker_env(),
