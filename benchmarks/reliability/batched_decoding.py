@@ -4,7 +4,7 @@ Varied prompts (three instructions, none to two demos, questions from the built-
 problems, intents and extraction tasks, some repeated and some that go on after an earlier
 reply) are answered twice by the embedded model: one at a time by a lone sequence that
 reads each prompt whole (``n_parallel = 1``, no prefix reuse: the reference), and all at
-once by the batch engine (``n_parallel = 4``, prefix reuse on, requests joining and leaving
+once by the batcher (``n_parallel = 4``, prefix reuse on, requests joining and leaving
 mid-batch). Every reply must be the same text; the script prints how many differ.
 
     .venv/bin/python benchmarks/reliability/batched_decoding.py --prompts 300 --max-tokens 48
@@ -87,17 +87,17 @@ def main() -> None:
     started = time.perf_counter()
     alone = LocalLM(path, n_ctx=4096, n_parallel=1, prefix_reuse=False)
     reference = asyncio.run(answer_one_by_one(alone, chats, args.max_tokens))
-    alone.engine.close()
+    alone.batcher.close()
     follow_ups = follow_up_chats(chats, reference)
     alone = LocalLM(path, n_ctx=4096, n_parallel=1, prefix_reuse=False)
     reference += asyncio.run(answer_one_by_one(alone, follow_ups, args.max_tokens))
-    alone.engine.close()
+    alone.batcher.close()
     single_s = time.perf_counter() - started
     started = time.perf_counter()
     batched_lm = LocalLM(path, n_ctx=4096 * args.parallel, n_parallel=args.parallel)
     batched = asyncio.run(answer_all(batched_lm, chats + follow_ups, args.max_tokens))
-    stats: Any = batched_lm.engine.stats
-    batched_lm.engine.close()
+    stats: Any = batched_lm.batcher.stats
+    batched_lm.batcher.close()
     batched_s = time.perf_counter() - started
     differ = [i for i, (a, b) in enumerate(zip(reference, batched, strict=True)) if a != b]
     print(

@@ -117,12 +117,12 @@ def flag_cases() -> list[Case]:
         Case("train no config here", ["train"], "no config"),
         Case("models pull unknown", ["models", "pull", "gpt-9"], "gpt-9"),
         Case(
-            "serve on 0.0.0.0 without a key", ["serve", "--host", "0.0.0.0"], "without an api key"
+            "serve on 0.0.0.0 without a key", ["proxy", "--host", "0.0.0.0"], "without an api key"
         ),
         Case(
             "taskapp on 0.0.0.0 without a key",
             ["taskapp", "serve", "scripted_lm:answer_lm", "--host", "0.0.0.0"],
             "without an api key",
         ),
-        Case("serve bad port", ["serve", "--port", "70000"], "port"),
+        Case("serve bad port", ["proxy", "--port", "70000"], "port"),
     ]

@@ -1,4 +1,4 @@
-"""Twelve pause and resume requests at once to a job that ``emery server`` runs in worker
+"""Twelve pause and resume requests at once to a job that ``emery server`` runs in job
 processes (issue 50, item 1): at most one worker works on the job at any moment (a worker
 that lost the job exits before it builds the job's run), every answer is a 200 or a 409
 that says who has the job, and the job still succeeds.
@@ -210,7 +210,7 @@ def round_problems(number: int, root: Path, verbose: bool) -> list[str]:
             windows = work_windows(work_log)
             problems += [f"two workers at work at once: {pair}" for pair in overlaps(windows)]
             print(
-                f"round {number}: {len(processes.seen)} worker processes, {len(windows)} did"
+                f"round {number}: {len(processes.seen)} job processes, {len(windows)} did"
                 f" work, at most {processes.most_alive} alive at once; answers:"
                 f" {_tally(answers)}; job {end}"
             )

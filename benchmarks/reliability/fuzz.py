@@ -1,4 +1,4 @@
-"""A bounded fuzz of emery's two HTTP servers, ``emery serve`` (the LM proxy, over a
+"""A bounded fuzz of emery's two HTTP servers, ``emery proxy`` (the LM proxy, over a
 scripted model) and the task app (hosting a small agent), each served by uvicorn on
 127.0.0.1 at a free port:
 

@@ -1,4 +1,4 @@
-"""Hand-made malformed requests for ``emery serve`` and the task app: each is
+"""Hand-made malformed requests for ``emery proxy`` and the task app: each is
 (label, method, path, headers, body); every one must get an answer below 500."""
 
 from __future__ import annotations

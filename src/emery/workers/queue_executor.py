@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from typing import cast
 
 from emery.core.errors import EmeryError, StoreError
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Example, Split
-from emery.core.results import ExampleResult
 from emery.core.rollouts import Rollout, RolloutConfig
 from emery.evaluation.executor import Done, RolloutHost
 from emery.lm.usage import UsageMeter
@@ -164,7 +164,7 @@ class QueueExecutor:
     ) -> None:
         """Queue ``examples`` (or take their rollouts already queued) and wait for every
         result; ``done`` hears each as it is picked up."""
-        waiting = self._enqueue(candidate, examples, split, host.runner.config)
+        waiting = self._enqueue(candidate, examples, split, host.rollout_maker.config)
         try:
             await self._collect(candidate, split, waiting, done)
         except asyncio.CancelledError:

@@ -38,8 +38,8 @@ from emery.config.evaluation_scope import evaluation_scope
 from emery.config.loading import job_config
 from emery.config.resolve import open_cache, resolve_job
 from emery.core.errors import EmeryError
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Example, Split
-from emery.core.results import ExampleResult
 from emery.core.rollouts import Attempt, Rollout, RolloutConfig
 from emery.core.spans import SpanRecord
 from emery.evaluation.evaluator import Evaluator
