@@ -11,7 +11,7 @@ in their own transaction before the request's own call; a batch the store refuse
 the request (400) before that call is made, and ``HttpQueue`` sends it again without.
 
 The runners' routes are ``async``: the body is validated on the event loop, the store's
-work runs in one worker thread, and the answer is written by pydantic-core, not through a
+work runs in one thread, and the answer is written by pydantic-core, not through a
 response model (a request costs the server about half the CPU it did through FastAPI's
 defaults). A server started with a runner key (``$EMERY_RUNNER_KEY``) lets that key reach
 these routes and nothing else.

@@ -12,7 +12,7 @@ asks first reads; the others take what it read), and the feed keeps the newest
 chunk. A stream behind what the feed keeps (a new follower's history)
 reads those events from the store itself. Before, each stream polled the store on its
 own: 200 followers made 800 reads a second, and the API's calls waited behind them for
-the worker threads (about 10 s at the median on 2 cores, ``benchmarks/reliability/
+the threads (about 10 s at the median on 2 cores, ``benchmarks/reliability/
 load.py``).
 """
 
