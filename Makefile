@@ -10,7 +10,7 @@ LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 WHEELS := .wheels
 
-.PHONY: demo test check lint unit integration bench clean reliability reliability-kills reliability-faults reliability-fuzz reliability-all
+.PHONY: demo test check lint unit integration bench clean reliability reliability-kills reliability-faults reliability-fuzz reliability-table reliability-all
 
 demo: $(VENV)/.installed
 	$(EMERY) models pull qwen2.5-coder-0.5b
@@ -62,7 +62,12 @@ reliability-faults: $(VENV)/.installed
 reliability-fuzz: $(VENV)/.installed
 	$(PY) benchmarks/reliability/fuzz.py
 
-reliability-all: reliability reliability-kills reliability-faults reliability-fuzz
+# Storage and fleet faults with scripted models, one table read from the store (fault,
+# where injected, outcome, steps lost, rollouts scored twice); PostgreSQL rows need its binaries.
+reliability-table: $(VENV)/.installed
+	$(PY) benchmarks/reliability/fault_table.py
+
+reliability-all: reliability reliability-kills reliability-faults reliability-fuzz reliability-table
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks examples docs/hooks
