@@ -5,7 +5,7 @@ job's SSE stream, and OTLP ingest at a stated rate of spans per second.
 
 ``emery server --allow-code`` over a SQLite store runs a GEPA job on the word problems
 with the scripted models of ``scripted_lm.py`` (``--lm-delay`` seconds a call, so the job
-lasts a minute or two) in its worker process, as ``POST /api/jobs`` makes it. From the
+lasts a minute or two) in a job process, as ``POST /api/jobs`` makes it. From the
 moment the job is posted, each client does what the dashboard's job page does
 (``static/app.js``): loads the page (``GET /api/jobs/ID``, its ``candidates`` and
 ``events?limit=5000`` at once), follows ``GET /api/jobs/ID/events/stream`` until its
