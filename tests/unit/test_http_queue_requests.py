@@ -222,3 +222,20 @@ def test_a_resource_version_is_fetched_once(store: MemoryStore) -> None:
     for _ in range(3):
         assert counted.queue.get_resource("candidate:c1", 1).version == 1
     assert counted.paths == ["/resource"]
+
+
+def test_an_attempt_whose_id_is_not_its_rollout_and_number_is_refused(
+    store: MemoryStore,
+) -> None:
+    """(rollout, number) names one attempt: a batch that gives it another id is a 422, never
+    a stored conflict answered 500 (what the schema fuzz found)."""
+    from emery.core.rollouts import Attempt
+
+    with pytest.raises(ValueError, match="must be 'r1:1'"):
+        Attempt(id="r1:2", rollout_id="r1", number=1)
+    client = TestClient(create_server_app(store))
+    rollout = store.list_rollouts().items[0]
+    body = {"attempts": [{"id": "other", "rollout_id": rollout.id, "number": 1}]}
+    answer = client.post("/api/queue/traces", json=body)
+    assert answer.status_code == 422, answer.text
+    assert store.list_attempts(rollout.id) == []

@@ -116,8 +116,13 @@ class Attempt(BaseModel):
 
     @model_validator(mode="after")
     def _default_id(self) -> Attempt:
+        expected = f"{self.rollout_id}:{self.number}"
         if not self.id:
-            self.id = f"{self.rollout_id}:{self.number}"
+            self.id = expected
+        elif self.id != expected:  # (rollout_id, number) is unique: one id for it
+            raise ValueError(
+                f"attempt {self.id!r} of rollout {self.rollout_id!r} must be {expected!r}"
+            )
         return self
 
     def move(self, status: AttemptStatus, error: str | None = None) -> None:
