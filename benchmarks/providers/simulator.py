@@ -346,11 +346,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # dropped without an answer
             return None
         stopping.wait(decision.latency_s)
-        if decision.kind == "500":
-            self._send(500, SERVER_ERROR, decision.headers)
-            return provider.answered(decision.model, 500)
-        self._send(200, completion(body), decision.headers)
-        return provider.answered(decision.model, 200)
+        status = 500 if decision.kind == "500" else 200
+        provider.answered(decision.model, status)  # counted before it goes out: a client
+        # that reads the summary right after its reply finds it counted
+        return self._send(
+            status, SERVER_ERROR if status == 500 else completion(body), decision.headers
+        )
 
     def _rate_limited(self, decision: Decision) -> None:
         provider = self.server.provider
