@@ -178,39 +178,28 @@ class HttpQueue:
             "score": score,
             "result": result,
         }
-        self._renewed.pop(attempt_id, None)
-        return bool(self._carry("/api/queue/finish", body)["kept"])
+        return bool(self._finish(body)["kept"])
 
     def finish_and_claim(
         self,
         rollout_id: str,
         attempt_id: str,
         *,
-        status: str,
-        attempt_status: str,
-        error: str | None,
-        output: Any,
-        score: float | None,
-        result: dict[str, Any],
         worker_id: str,
         job_id: str | None = None,
+        **ended: Any,
     ) -> tuple[bool, Rollout | None]:
-        """The finish and the next claim in one request (and one transaction)."""
-        body = {
-            "rollout_id": rollout_id,
-            "attempt_id": attempt_id,
-            "status": status,
-            "attempt_status": attempt_status,
-            "error": error,
-            "output": output,
-            "score": score,
-            "result": result,
-            "claim": {"worker_id": worker_id, "job_id": job_id},
-        }
-        self._renewed.pop(attempt_id, None)
+        """The finish (``ended``: ``finish_rollout``'s fields) and the next claim in one
+        request (and one transaction)."""
         sent = self.clock()
-        answer = self._carry("/api/queue/finish", body)
+        claim = {"worker_id": worker_id, "job_id": job_id}
+        body = {"rollout_id": rollout_id, "attempt_id": attempt_id, **ended, "claim": claim}
+        answer = self._finish(body)
         return bool(answer["kept"]), self._claimed(answer, sent)
+
+    def _finish(self, body: dict[str, Any]) -> dict[str, Any]:
+        self._renewed.pop(str(body["attempt_id"]), None)
+        return self._carry("/api/queue/finish", body)
 
     def requeue_rollout(
         self, rollout_id: str, attempt_id: str, number: int, *, attempt_status: str, error: str
