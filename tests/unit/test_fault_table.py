@@ -41,7 +41,8 @@ def test_a_full_disk_row_and_what_it_would_show_of_a_lost_step_or_a_late_result(
         rollout = conn.execute("SELECT id FROM rollouts WHERE score IS NOT NULL").fetchone()[0]
         conn.execute(  # a second attempt of one rollout that also ended with a result
             "INSERT INTO attempts (id, rollout_id, number, status, worker_id, error, started_at,"
-            " heartbeat_at, finished_at) SELECT id || '-late', rollout_id, number + 1, status,"
+            " heartbeat_at, finished_at) SELECT rollout_id || ':' || (number + 1), rollout_id,"
+            " number + 1, status,"
             " worker_id, error, started_at, heartbeat_at, finished_at FROM attempts"
             " WHERE rollout_id = ?",
             (rollout,),
