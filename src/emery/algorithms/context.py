@@ -13,6 +13,7 @@ from emery.evaluation.budget import Budget, BudgetConfig, BudgetUsage, Clock
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.executor import Executor
 from emery.evaluation.health import ErrorPolicy
+from emery.evaluation.known_results import KnownResults
 from emery.evaluation.progress import ProgressSink
 from emery.evaluation.service import EvalKey, EvaluationService
 from emery.lm.base import LM
@@ -33,7 +34,7 @@ def build_search_context(
     seed: int = 0,
     concurrency: int = 8,
     seed_candidate: Candidate | None = None,
-    known: dict[EvalKey, ExampleResult] | None = None,
+    known: dict[EvalKey, ExampleResult] | KnownResults | None = None,
     prepaid: dict[EvalKey, ExampleResult] | None = None,
     budget_usage: BudgetUsage | None = None,
     rollouts: RolloutConfig | None = None,

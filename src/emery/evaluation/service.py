@@ -11,9 +11,9 @@ from emery.evaluation.budget import Budget
 from emery.evaluation.eval_result import EvalResult
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.health import ErrorPolicy, ErrorWatch, failure_counts, unreadable_count
+from emery.evaluation.known_results import EvalKey as EvalKey
+from emery.evaluation.known_results import KnownResults
 from emery.evaluation.progress import BatchCounter, ProgressSink
-
-EvalKey = tuple[str, str, str]  # (candidate id, example id, split)
 
 
 def eval_key(candidate_id: str, example_id: str, split: str | None) -> EvalKey:
@@ -24,8 +24,9 @@ class EvaluationService:
     """Scores candidates, reusing any result already known and charging only for new rollouts.
 
     ``known`` holds the results stored for this job's evaluation scope (same system
-    version, task model and verifier); ``new_results`` collects what this service ran since
-    the engine last drained it, so the engine can store them with the step's other writes.
+    version, task model and verifier; the newest in memory, ``known_results``);
+    ``new_results`` collects what this service ran since the engine last drained it, so the
+    engine can store them with the step's other writes.
     ``on_progress`` (when set) hears of each new rollout as it finishes (``progress``).
     ``prepaid`` holds finished results of an abandoned step (a pause; given again to the
     service of a resumed job): its repeat takes them instead of running them again, and
@@ -38,7 +39,7 @@ class EvaluationService:
         evaluator: Evaluator,
         budget: Budget,
         *,
-        known: dict[EvalKey, ExampleResult] | None = None,
+        known: dict[EvalKey, ExampleResult] | KnownResults | None = None,
         prepaid: dict[EvalKey, ExampleResult] | None = None,
         emit: Callable[[Event], None] | None = None,
         errors: ErrorPolicy | None = None,
@@ -46,7 +47,7 @@ class EvaluationService:
     ) -> None:
         self.evaluator = evaluator
         self.budget = budget
-        self.known: dict[EvalKey, ExampleResult] = dict(known or {})
+        self.known = known if isinstance(known, KnownResults) else KnownResults(known)
         self.prepaid: dict[EvalKey, ExampleResult] = dict(prepaid or {})
         self.new_results: list[ExampleResult] = []
         self.emit = emit
@@ -119,7 +120,8 @@ class EvaluationService:
             )
 
     def _keep(self, result: ExampleResult) -> None:
-        self.known[eval_key(result.candidate_id, result.example_id, result.split)] = result
+        key = eval_key(result.candidate_id, result.example_id, result.split)
+        self.known.pin(key, result)  # not stored until the engine drains it
         self.new_results.append(result)
 
     def _report(self, candidate: Candidate, outcome: EvalResult, new: int) -> None:
@@ -170,6 +172,8 @@ class EvaluationService:
         self.new_results = []
 
     def drain(self) -> list[ExampleResult]:
-        """The results run since the last drain (for the engine to store)."""
+        """The results run since the last drain (for the engine to store): stored from then
+        on, they may leave memory (``KnownResults``)."""
         drained, self.new_results = self.new_results, []
+        self.known.unpin(eval_key(r.candidate_id, r.example_id, r.split) for r in drained)
         return drained

@@ -59,6 +59,7 @@ from emery.config.resolve import JobInputs, ResolvedJob
 from emery.core.errors import EmeryError, StoreError
 from emery.core.events import BestUpdated, CheckpointSaved, Event, EventSink
 from emery.core.rollouts import RolloutConfig
+from emery.evaluation import known_results
 from emery.evaluation.budget import BudgetExhausted, Clock
 from emery.evaluation.progress import ProgressSink
 from emery.integrations.tracking import JobTracker, start_tracking
@@ -67,7 +68,14 @@ from emery.jobs.collector import quiet_collector
 from emery.jobs.control import LOST, ControlWatcher, StopRequest, fail_job, stop_job
 from emery.jobs.finishing import finish_job
 from emery.jobs.ownership import JobBusy, claim_job, owner_id, reserve_job
-from emery.jobs.prepaid import PREPAID, metadata_after, prepaid_keys, split_stored, stop_write
+from emery.jobs.prepaid import (
+    PREPAID,
+    metadata_after,
+    prepaid_keys,
+    split_stored,
+    stop_write,
+    stored_result,
+)
 from emery.jobs.rows import EvaluationRows, evaluation_rows
 from emery.jobs.runtime import Runtime, build_runtime
 from emery.jobs.search_end import end_write, ended_reason, restored_usage, stop_metadata
@@ -344,9 +352,11 @@ class JobEngine:
         return outcome
 
     def _context(self, runtime: Runtime, checkpoint: CheckpointRecord | None) -> SearchContext:
-        known, prepaid = split_stored(
+        stored, prepaid = split_stored(
             self.store.load_evaluations(runtime.scope), runtime, prepaid_keys(self._metadata)
         )
+        load = stored_result(self.store, runtime)
+        known = known_results.KnownResults(stored, load=load, keep=known_results.KEEP)
         config = runtime.config
         self._recorder = StoreRecorder(self.store, self.job_id, worker_id=self.owner)
         ctx = build_search_context(

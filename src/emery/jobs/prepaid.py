@@ -10,14 +10,15 @@ list shrinks as steps commit (``metadata_after``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from emery.core.example_result import ExampleResult
 from emery.evaluation.service import EvalKey, EvaluationService, eval_key
 from emery.jobs.rows import evaluation_rows
 from emery.jobs.runtime import Runtime
-from emery.store.records import EvaluationRecord, StepWrite
+from emery.store.protocol import Store
+from emery.store.records import EvaluationFilter, EvaluationRecord, StepWrite
 
 PREPAID = "prepaid"
 
@@ -42,6 +43,27 @@ def split_stored(
         key = eval_key(result.candidate_id, result.example_id, result.split)
         (set_aside if key in prepaid else known)[key] = result
     return known, set_aside
+
+
+def stored_result(store: Store, runtime: Runtime) -> Callable[[EvalKey], ExampleResult | None]:
+    """How a result that left memory (``KnownResults``) is read back: the job's scope's
+    stored evaluation of that candidate on that example, if its content is the same."""
+
+    def load(key: EvalKey) -> ExampleResult | None:
+        candidate_id, example_id, split = key
+        found = EvaluationFilter(
+            scope=runtime.scope,
+            candidate_id=candidate_id,
+            example_id=example_id,
+            split=split or None,
+        )
+        for record in store.list_evaluations(found, limit=None).items:
+            same_split = (record.result.split or "") == split
+            if same_split and runtime.hashes.get((split, example_id)) == record.example_hash:
+                return record.result
+        return None
+
+    return load
 
 
 def metadata_after(metadata: dict[str, Any], service: EvaluationService) -> dict[str, Any]:
