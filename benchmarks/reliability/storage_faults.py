@@ -5,47 +5,24 @@ line, exit non-zero, print no traceback and leave the file as it was.
 (The full disk at a step's commit and the server's 503 while the store is away are run
 by ``tests/unit/test_store_full.py`` and ``tests/unit/test_server_store_away.py``.)
 
+The store and the damage are the unit test's (``tests/unit/test_store_damaged.py``); this
+adds a store whose header was zeroed and runs each case as a user would, in a process.
+
 Usage: python benchmarks/reliability/storage_faults.py
 
 Exits 1 when any case misses its expectation."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import sqlite3
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "unit"))
 
-def _store(folder: Path) -> Path:
-    path = folder / "emery.db"
-    done = subprocess.run(
-        [sys.executable, "-m", "emery", "jobs", "list", "--store", str(path)],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE filler (x TEXT)")
-    conn.executemany("INSERT INTO filler VALUES (?)", [("x" * 1000,)] * 2000)
-    conn.commit()
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
-    return path
-
-
-def _truncate(path: Path) -> None:
-    os.truncate(path, path.stat().st_size // 2)
-
-
-def _garbage(path: Path) -> None:
-    with open(path, "r+b") as file:
-        file.seek(path.stat().st_size // 3)
-        file.write(bytes(range(256)) * 64)
+from test_store_damaged import digest, garbage, store_file, truncate
 
 
 def _header(path: Path) -> None:
@@ -54,23 +31,23 @@ def _header(path: Path) -> None:
 
 
 CASES: dict[str, Callable[[Path], None]] = {
-    "truncated": _truncate,
-    "garbage": _garbage,
+    "truncated": truncate,
+    "garbage": garbage,
     "header": _header,
 }
 
 
 def run_case(name: str, damage: Callable[[Path], None]) -> list[str]:
     with tempfile.TemporaryDirectory() as folder:
-        path = _store(Path(folder))
+        path = store_file(Path(folder))
         damage(path)
-        before = hashlib.sha256(path.read_bytes()).hexdigest()
+        before = digest(path)
         done = subprocess.run(
             [sys.executable, "-m", "emery", "jobs", "list", "--store", str(path)],
             capture_output=True,
             text=True,
         )
-        after = hashlib.sha256(path.read_bytes()).hexdigest()
+        after = digest(path)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     problems = []
     if done.returncode == 0:

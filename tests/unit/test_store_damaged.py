@@ -16,7 +16,7 @@ from emery.core.errors import StoreError
 from emery.store import SQLiteStore, backends
 
 
-def _store_file(folder: Path) -> Path:
+def store_file(folder: Path) -> Path:
     """An emery store with enough pages that damage in its middle hits real data."""
     path = folder / "emery.db"
     SQLiteStore(path).close()
@@ -30,17 +30,17 @@ def _store_file(folder: Path) -> Path:
     return path
 
 
-def _truncate(path: Path) -> None:
+def truncate(path: Path) -> None:
     os.truncate(path, path.stat().st_size // 2)
 
 
-def _garbage(path: Path) -> None:
+def garbage(path: Path) -> None:
     with open(path, "r+b") as file:
         file.seek(path.stat().st_size // 3)
         file.write(bytes(range(256)) * 64)
 
 
-def _digest(path: Path) -> str:
+def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -49,13 +49,13 @@ def _fresh_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(backends, "_CHECKED", set())
 
 
-@pytest.mark.parametrize("damage", [_truncate, _garbage], ids=["truncated", "garbage"])
+@pytest.mark.parametrize("damage", [truncate, garbage], ids=["truncated", "garbage"])
 def test_jobs_list_on_a_damaged_store_prints_one_line_and_writes_nothing(
     tmp_path: Path, damage: Callable[[Path], None], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _store_file(tmp_path)
+    path = store_file(tmp_path)
     damage(path)
-    before = _digest(path)
+    before = digest(path)
     with pytest.raises(SystemExit) as exit_info:
         main(["jobs", "list", "--store", str(path)])
     assert exit_info.value.code not in (0, None)
@@ -65,12 +65,12 @@ def test_jobs_list_on_a_damaged_store_prints_one_line_and_writes_nothing(
     assert f"the store {path} is damaged" in lines[0]
     assert "restore it from a backup" in lines[0]
     assert "Traceback" not in captured.err + captured.out
-    assert _digest(path) == before
+    assert digest(path) == before
 
 
 def test_a_damaged_store_is_refused_when_opened_from_python(tmp_path: Path) -> None:
-    path = _store_file(tmp_path)
-    _garbage(path)
+    path = store_file(tmp_path)
+    garbage(path)
     with pytest.raises(StoreError, match="is damaged"):
         SQLiteStore(path)
 
@@ -78,7 +78,7 @@ def test_a_damaged_store_is_refused_when_opened_from_python(tmp_path: Path) -> N
 def test_a_sound_store_is_checked_once_per_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = _store_file(tmp_path)
+    path = store_file(tmp_path)
     checks: list[Path] = []
     real = backends._quick_check
 
