@@ -39,18 +39,15 @@ import tempfile
 import threading
 import time
 import urllib.request
-import uuid
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from emery_side import EmerySide, open_side_store
+from emery_side import EmerySide, finish_args, open_side_store, spans
 from workload import SPANS, op_rates, run_runners
 
 from emery.core.rollouts import Rollout, RolloutConfig
-from emery.core.spans import SpanRecord
 from emery.store.queue import RESULT_KEY, queue_metadata
 from emery.store.records import RolloutFilter
 from emery.store.sql import SqlStore
@@ -136,41 +133,6 @@ class HttpSide(EmerySide):
         for queue in self.queues:
             queue.close()
         self.store.close()
-
-
-def spans(job_id: str, handle: Rollout, n: int) -> list[SpanRecord]:
-    """An attempt's ``n`` spans, as ``EmerySide.add_spans`` writes them."""
-    at = datetime.now(UTC)
-    trace = uuid.uuid4().hex
-    return [
-        SpanRecord(
-            trace_id=trace,
-            span_id=uuid.uuid4().hex[:16],
-            name="emery.lm" if i else "emery.rollout",
-            start_time=at,
-            end_time=at,
-            attributes={"gen_ai.usage.input_tokens": 12, "i": i},
-            job_id=job_id,
-            rollout_id=handle.id,
-            attempt_id=f"{handle.id}:{handle.attempt_count}",
-            sequence=i,
-        )
-        for i in range(n)
-    ]
-
-
-def finish_args(handle: Rollout) -> dict[str, Any]:
-    attempt = f"{handle.id}:{handle.attempt_count}"
-    return {
-        "rollout_id": handle.id,
-        "attempt_id": attempt,
-        "status": "succeeded",
-        "attempt_status": "succeeded",
-        "error": None,
-        "output": "ok",
-        "score": 1.0,
-        "result": {"score": 1.0, "output": "ok", "attempt": attempt},
-    }
 
 
 def location(kind: str, store: SqlStore) -> str:

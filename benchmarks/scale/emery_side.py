@@ -64,48 +64,52 @@ class EmerySide:
         self.store.heartbeat_attempt(f"{handle.id}:{handle.attempt_count}")
 
     def add_spans(self, handle: Rollout, n: int) -> None:
-        at = datetime.now(UTC)
-        trace = uuid.uuid4().hex
-        self.store.add_spans(
-            [
-                SpanRecord(
-                    trace_id=trace,
-                    span_id=uuid.uuid4().hex[:16],
-                    name="emery.lm" if i else "emery.rollout",
-                    start_time=at,
-                    end_time=at,
-                    attributes={"gen_ai.usage.input_tokens": 12, "i": i},
-                    job_id=self.job_id,
-                    rollout_id=handle.id,
-                    attempt_id=f"{handle.id}:{handle.attempt_count}",
-                    sequence=i,  # numbered by the attempt's scope, as a runner's spans are
-                )
-                for i in range(n)
-            ]
-        )
+        self.store.add_spans(spans(self.job_id, handle, n))
 
     def finish(self, handle: Rollout) -> None:
-        self.store.finish_rollout(**self._ended(handle))
+        self.store.finish_rollout(**finish_args(handle))
 
     def finish_and_claim(self, handle: Rollout, worker: str) -> Rollout | None:
         """The finish and the worker's next claim in one transaction, as ``emery runner``
         sends them."""
         return self.store.finish_and_claim(
-            **self._ended(handle), worker_id=worker, job_id=self.job_id
+            **finish_args(handle), worker_id=worker, job_id=self.job_id
         )[1]
 
-    @staticmethod
-    def _ended(handle: Rollout) -> dict[str, Any]:
-        return {
-            "rollout_id": handle.id,
-            "attempt_id": f"{handle.id}:{handle.attempt_count}",
-            "status": "succeeded",
-            "attempt_status": "succeeded",
-            "error": None,
-            "output": "ok",
-            "score": 1.0,
-            "result": {"score": 1.0, "output": "ok"},
-        }
+
+def spans(job_id: str, handle: Rollout, n: int) -> list[SpanRecord]:
+    """An attempt's ``n`` spans, as a runner's write-behind recorder writes them (both sides)."""
+    at = datetime.now(UTC)
+    trace = uuid.uuid4().hex
+    return [
+        SpanRecord(
+            trace_id=trace,
+            span_id=uuid.uuid4().hex[:16],
+            name="emery.lm" if i else "emery.rollout",
+            start_time=at,
+            end_time=at,
+            attributes={"gen_ai.usage.input_tokens": 12, "i": i},
+            job_id=job_id,
+            rollout_id=handle.id,
+            attempt_id=f"{handle.id}:{handle.attempt_count}",
+            sequence=i,  # numbered by the attempt's scope, as a runner's spans are
+        )
+        for i in range(n)
+    ]
+
+
+def finish_args(handle: Rollout) -> dict[str, Any]:
+    attempt = f"{handle.id}:{handle.attempt_count}"
+    return {
+        "rollout_id": handle.id,
+        "attempt_id": attempt,
+        "status": "succeeded",
+        "attempt_status": "succeeded",
+        "error": None,
+        "output": "ok",
+        "score": 1.0,
+        "result": {"score": 1.0, "output": "ok", "attempt": attempt},
+    }
 
 
 def open_side_store(kind: str, folder: Path) -> SqlStore:
