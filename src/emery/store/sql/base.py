@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, Table, func, nulls_last, select
+from sqlalchemy import Connection, Engine, Select, Table, func, literal, nulls_last, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -51,8 +51,16 @@ class SqlBase:
         if self.clock is not None:
             return self.clock()
         if self.dialect == "postgresql":
-            return float(conn.execute(select(func.extract("epoch", func.now()))).scalar_one())
+            return float(conn.execute(select(self.store_now())).scalar_one())
         return now()
+
+    def store_now(self) -> ColumnElement[Any]:
+        """``store_time`` as a column of a query, read with its rows (no query of its own)."""
+        if self.clock is not None:
+            return literal(self.clock())
+        if self.dialect == "postgresql":
+            return func.extract("epoch", func.now())
+        return literal(now())
 
     @contextmanager
     def _tx(self, *, write: bool = False) -> Iterator[Connection]:

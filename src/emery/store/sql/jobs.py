@@ -33,13 +33,20 @@ JOB_SORTS = {
 _TIME_FIELDS = ("heartbeat_at", "created_at", "updated_at", "started_at", "finished_at")
 
 
+READ_AT = "read_at"
+"""The column a job row is read with: the store's clock at the read."""
+
+
 def _owner_is(owner: str | None) -> ColumnElement[bool]:
     return t.jobs.c.owner.is_(None) if owner is None else t.jobs.c.owner == owner
 
 
-def job_from_row(row: Row[Any], read_at: float | None = None) -> JobRecord:
-    """The job of ``row``, read at ``read_at`` by the store's clock (its heartbeat's age)."""
+def job_from_row(row: Row[Any]) -> JobRecord:
+    """The job of ``row``; with a ``read_at`` column (``SqlBase.store_now``), its owner's
+    heartbeat's age by the store's clock."""
     data = dict(row._mapping)
+    read_at = data.pop(READ_AT, None)
+    read_at = None if read_at is None else float(read_at)
     beat = data["heartbeat_at"]
     if read_at is not None and beat is not None and data["owner"] is not None:
         data["heartbeat_age_s"] = max(0.0, read_at - float(beat))  # an owner's liveness
@@ -111,7 +118,7 @@ class JobsMixin(SqlBase):
     ) -> Page[JobRecord]:
         """Jobs matching ``filter``, newest first unless ``sort`` says otherwise."""
         f = filter or JobFilter()
-        stmt = select(t.jobs)
+        stmt = select(t.jobs, self.store_now().label(READ_AT))
         if f.state:
             stmt = stmt.where(t.jobs.c.state.in_(f.state))
         for name in ("algorithm", "kind", "system_name", "config_hash", "name"):
@@ -121,8 +128,7 @@ class JobsMixin(SqlBase):
         stmt = order_by(stmt, JOB_SORTS, sort, "-created_at")
         with self._tx() as conn:
             rows, total = paged(conn, stmt, limit, offset)
-            at = self.store_time(conn)
-        jobs = [job_from_row(r, at) for r in rows]
+        jobs = [job_from_row(r) for r in rows]
         return Page(items=jobs, total=total, offset=offset, limit=limit)
 
     def update_job(self, job_id: str, **fields: Any) -> JobRecord:
@@ -329,15 +335,15 @@ class JobsMixin(SqlBase):
     # --- helpers shared with the step commit ------------------------------------------
 
     def _load_job(self, conn: Connection, job_id: str) -> JobRecord:
-        return job_from_row(self._require_row(conn, job_id, lock=False), self.store_time(conn))
+        return job_from_row(self._require_row(conn, job_id, lock=False))
 
     def _require(self, conn: Connection, job_id: str) -> JobRecord:
         """The job row, locked until the transaction ends (PostgreSQL: FOR UPDATE; SQLite
         write transactions already hold the database lock)."""
-        return job_from_row(self._require_row(conn, job_id, lock=True), self.store_time(conn))
+        return job_from_row(self._require_row(conn, job_id, lock=True))
 
     def _require_row(self, conn: Connection, job_id: str, *, lock: bool) -> Row[Any]:
-        stmt = select(t.jobs).where(t.jobs.c.id == job_id)
+        stmt = select(t.jobs, self.store_now().label(READ_AT)).where(t.jobs.c.id == job_id)
         if lock and self.dialect == "postgresql":
             stmt = stmt.with_for_update()
         row = conn.execute(stmt).first()
