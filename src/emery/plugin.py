@@ -1,5 +1,5 @@
 """What a plug-in author imports: the contracts of algorithms, system kinds, verifier kinds,
-executors and GEPA's parent selectors, with the models and events they use.
+executors and GEPA's strategies, with the models and events they use.
 
 A plug-in is named in a config as a built-in name, as ``"module:attr"`` or by an entry
 point (``docs/plugins.md``). Import from here rather than from emery's inner modules: this
@@ -11,6 +11,8 @@ module is the surface kept stable for plug-ins; the modules behind it may move.
 - an executor: ``ExecutorKind(build, elsewhere, available)``, by ``[runtime] executor``;
 - a GEPA parent selector: ``SelectorKind(name, build)``, by ``[algorithm.gepa]
   candidate_selection``;
+- a GEPA minibatch sampler: ``SamplerKind(name, build)``, by ``[algorithm.gepa]
+  minibatch_sampler``;
 - an event of its own: a ``Payload`` with a ``kind``, passed to ``register_payload``.
 """
 
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
         load_rng,
         save_rng,
     )
+    from emery.algorithms.gepa.batches import MinibatchSampler, SamplerKind
     from emery.algorithms.gepa.selection import ParentSelector, SelectorKind
     from emery.algorithms.gepa.settings import GepaSettings
     from emery.algorithms.gepa.state import GepaState, PoolEntry
@@ -47,6 +50,7 @@ if TYPE_CHECKING:
     from emery.evaluation.eval_result import EvalResult
     from emery.evaluation.executor import Executor, LocalExecutor, RolloutHost
     from emery.lm.base import LM, Completion
+    from emery.lm.config import LMConfig, ProviderKind
     from emery.systems.base import RunContext, System
     from emery.systems.registry import SystemKind
     from emery.verifiers.base import Verdict, Verifier
@@ -62,6 +66,7 @@ _HOMES = {
         "load_rng",
         "save_rng",
     ),
+    "emery.algorithms.gepa.batches": ("MinibatchSampler", "SamplerKind"),
     "emery.algorithms.gepa.selection": ("ParentSelector", "SelectorKind"),
     "emery.algorithms.gepa.settings": ("GepaSettings",),
     "emery.algorithms.gepa.state": ("GepaState", "PoolEntry"),
@@ -80,6 +85,7 @@ _HOMES = {
     "emery.evaluation.executor": ("Executor", "LocalExecutor", "RolloutHost"),
     "emery.evaluation.eval_result": ("EvalResult",),
     "emery.lm.base": ("LM", "Completion"),
+    "emery.lm.config": ("LMConfig", "ProviderKind"),
     "emery.systems.base": ("RunContext", "System"),
     "emery.systems.registry": ("SystemKind",),
     "emery.verifiers.base": ("Verdict", "Verifier"),
@@ -113,13 +119,17 @@ __all__ = [
     "ExecutorSetup",
     "GepaSettings",
     "GepaState",
+    "LMConfig",
     "Lineage",
     "LocalExecutor",
+    "MinibatchSampler",
     "ParentSelector",
     "Payload",
     "PoolEntry",
+    "ProviderKind",
     "RolloutHost",
     "RunContext",
+    "SamplerKind",
     "SearchContext",
     "SelectorKind",
     "System",

@@ -43,7 +43,7 @@ from emery.algorithms.base import WARM_START, SearchContext, load_rng, save_rng
 from emery.algorithms.concurrent_scoring import ScoreRequest, run_all, score_concurrently
 from emery.algorithms.cost_acceptance import as_good_and_cheaper
 from emery.algorithms.evidence import Evidence
-from emery.algorithms.gepa.batches import next_minibatch
+from emery.algorithms.gepa.batches import minibatch_sampler
 from emery.algorithms.gepa.events import (
     GepaCandidateSelected,
     GepaMinibatchAccepted,
@@ -96,6 +96,7 @@ class Gepa:
         self.settings = settings or GepaSettings()
         self.proposer = ReflectionProposer(self.settings)
         self.selector = parent_selector(self.settings)
+        self.sampler = minibatch_sampler(self.settings)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -304,6 +305,7 @@ class Gepa:
                 confidence=self.settings.confidence,
                 extend_ties=self.settings.extend_ties and not self._two_stage,
                 slots=slots,
+                sampler=self.sampler,
             )
         )
         verdicts: list[tuple[Mutation, EvalResult, Evidence | None]] = []
@@ -430,7 +432,7 @@ class Gepa:
     ) -> list[Example]:
         """The next train minibatch."""
         train = {example.id: example for example in ctx.train}
-        ids = next_minibatch(state.sampler, list(train), self.settings.minibatch_size, rng)
+        ids = self.sampler.draw(state, list(train), self.settings.minibatch_size, rng)
         ctx.emit(GepaMinibatchSampled(iteration=number, example_ids=ids, epoch=state.sampler.epoch))
         return [train[example_id] for example_id in ids]
 

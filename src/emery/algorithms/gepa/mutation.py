@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from emery.algorithms.base import SearchContext
 from emery.algorithms.code_proposals import code_proposals
 from emery.algorithms.evidence import Evidence
-from emery.algorithms.gepa.batches import next_minibatch
+from emery.algorithms.gepa.batches import EpochShuffled, MinibatchSampler
 from emery.algorithms.gepa.events import (
     GepaMinibatchRejected,
     GepaMinibatchSampled,
@@ -279,10 +279,11 @@ async def extend_batch(
     *,
     size: int | None = None,
     room: int | None = None,
+    sampler: MinibatchSampler | None = None,
 ) -> tuple[Mutation, EvalResult]:
     """Parent and child scored on the next minibatch too (``draw_extension``), both results
     joined to the first ones; unchanged when no example is left or the budget is short."""
-    extra = draw_extension(ctx, state, mutation, rng, size=size, room=room)
+    extra = draw_extension(ctx, state, mutation, rng, size=size, room=room, sampler=sampler)
     if not extra:
         return mutation, after
     before_more = await ctx.evaluate(mutation.parent.candidate, extra, "train")
@@ -299,8 +300,10 @@ def draw_extension(
     size: int | None = None,
     room: int | None = None,
     reserved: int = 0,
+    sampler: MinibatchSampler | None = None,
 ) -> list[Example]:
-    """The examples of the next minibatch (of ``size``, default the batch's) to judge
+    """The examples of the next minibatch ``sampler`` draws (of ``size``, default the
+    batch's; default sampler: ``epoch_shuffled``) to judge
     ``mutation`` on as well: at most ``room`` of them, none already judged or shown to
     either as a demo (``shown_demo_ids``); none when no such example is left or the budget
     cannot pay for both on them (besides ``reserved`` calls other children of the step will
@@ -308,7 +311,8 @@ def draw_extension(
     train = {example.id: example for example in ctx.train}
     shown = shown_demo_ids(mutation.child) | shown_demo_ids(mutation.parent.candidate)
     used = {example.id for example in mutation.batch} | shown
-    ids = next_minibatch(state.sampler, list(train), size or len(mutation.batch), rng)
+    draw = (sampler or EpochShuffled()).draw
+    ids = draw(state, list(train), size or len(mutation.batch), rng)
     extra = [train[i] for i in dict.fromkeys(ids) if i not in used][:room]
     if not extra or not ctx.budget.can_afford(reserved + 2 * len(extra) + len(ctx.val)):
         return []

@@ -25,6 +25,13 @@ class GepaSettings(AlgorithmSettings):
     """
 
     minibatch_size: int = Field(default=3, ge=1, description="train examples per reflection")
+    minibatch_sampler: str = Field(
+        default="epoch_shuffled",
+        description=(
+            "how a child's train minibatch (and any further one it is judged on) is drawn:"
+            " epoch_shuffled, or a SamplerKind of your own as 'module:attr'"
+        ),
+    )
     failure_share: float | None = Field(
         default=None,
         ge=0.0,
