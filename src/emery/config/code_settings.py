@@ -1,5 +1,6 @@
 """Which settings of a job config make emery run code on the host that runs the job: the
-user's own (``module:attr`` names, ``python/`` models, function agents, python verifiers)
+user's own (``module:attr`` names, ``python/`` models and model providers, function agents,
+python verifiers and judge scorings)
 or code a model writes (harness loops, graph code nodes, replies run by ``code_tests``).
 
 ``emery server`` refuses a config posted over HTTP that has any, unless started with
@@ -33,6 +34,8 @@ def code_settings(config: JobConfig) -> list[str]:
         lm = getattr(config.lm, role)
         if lm is not None and lm.model.startswith("python/"):
             found.append(f'lm.{role}.model = "{lm.model}" (a Python object of yours)')
+        elif lm is not None and ":" in lm.model.partition("/")[0]:
+            found.append(f'lm.{role}.model = "{lm.model}" (a model provider of yours)')
     if ":" in config.job.algorithm:
         found.append(f'job.algorithm = "{config.job.algorithm}" (a module of yours)')
     if ":" in config.runtime.executor:
@@ -42,6 +45,9 @@ def code_settings(config: JobConfig) -> list[str]:
         if kind in CODE_VERIFIERS or ":" in kind:
             what = CODE_VERIFIERS.get(kind, "a module of yours")
             found.append(f'verifier.kind = "{kind}" ({what})')
+        scoring = str(getattr(config.verifier, "scoring", ""))
+        if ":" in scoring:
+            found.append(f'verifier.scoring = "{scoring}" (a judge scoring of yours)')
     if config.system is not None:
         found.extend(_system_code(config.system, config.job.algorithm))
     return found
