@@ -20,14 +20,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from emery.config.resolve import resolve_lm
 from emery.config.schema import JobConfig, RLSection
 from emery.core.errors import EmeryError
 from emery.core.models import ChatMessage, Example
 from emery.lm.base import LM, Completion
 from emery.lm.catalog import installed_path
-from emery.lm.config import LMConfig, build_lm
+from emery.lm.config import LMConfig
 from emery.lm.local import LocalLM
-from emery.lm.usage import UsageMeter
 from emery.lm.wrapper import LMWrapper
 from emery.tracing.scope import current_scope
 from emery.training.paths import run_dir
@@ -185,4 +185,4 @@ def episode_lm(
     sampled = SamplingLM(
         policy, temperature=settings.temperature, max_tokens=settings.max_completion_length
     )
-    return build_lm(lm, role="task", meter=UsageMeter(), cache=None, base=sampled)
+    return resolve_lm(lm, base=sampled)

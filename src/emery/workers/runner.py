@@ -36,7 +36,7 @@ from typing import Any, cast
 
 from emery.config.evaluation_scope import evaluation_scope
 from emery.config.loading import job_config
-from emery.config.resolve import open_cache, resolve_job
+from emery.config.resolve import open_cache, resolve_job, resolve_lm
 from emery.core.errors import EmeryError
 from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Example, Split
@@ -44,9 +44,7 @@ from emery.core.rollouts import Attempt, Rollout, RolloutConfig
 from emery.core.spans import SpanRecord
 from emery.evaluation.evaluator import Evaluator
 from emery.lm.cache import ResponseCache
-from emery.lm.config import build_lm
 from emery.lm.provider_errors import ProviderStop
-from emery.lm.usage import UsageMeter
 from emery.store.protocol import RolloutQueue
 from emery.store.queue import DEFAULT_LEASE_S, LEASE_KEY, RESOURCE_KEY, VERSION_KEY
 from emery.store.records import WorkerRecord
@@ -152,10 +150,10 @@ def build_job_work(
     lm = (
         episode_lm(config, base_dir, job_id)  # sampled from the policy of each episode's step
         if episodes
-        else build_lm(config.lm.task, role="task", meter=UsageMeter(), cache=cache)
+        else resolve_lm(config.lm.task, cache=cache)
     )
     if uses_judge(verifier):
-        judge = build_lm(config.lm.for_role("judge"), role="judge", meter=UsageMeter(), cache=cache)
+        judge = resolve_lm(config.lm.for_role("judge"), role="judge", cache=cache)
         verifier = with_judge(verifier, judge)
     # queued: rollout and attempt rows belong to the queue; else recorded as a local job does
     recorder = QueueRecorder(StoreRecorder(store, job_id, worker_id=worker_id), rows=not queued)
