@@ -13,6 +13,7 @@ module is the surface kept stable for plug-ins; the modules behind it may move.
   candidate_selection``;
 - a GEPA minibatch sampler: ``SamplerKind(name, build)``, by ``[algorithm.gepa]
   minibatch_sampler``;
+- a GEPA merge policy: ``MergeKind(name, build)``, by ``[algorithm.gepa] merge_policy``;
 - an event of its own: a ``Payload`` with a ``kind``, passed to ``register_payload``.
 """
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         save_rng,
     )
     from emery.algorithms.gepa.batches import MinibatchSampler, SamplerKind
+    from emery.algorithms.gepa.merge import MergeKind, MergePlan, MergePolicy, find_merge
     from emery.algorithms.gepa.selection import ParentSelector, SelectorKind
     from emery.algorithms.gepa.settings import GepaSettings
     from emery.algorithms.gepa.state import GepaState, PoolEntry
@@ -67,6 +69,7 @@ _HOMES = {
         "save_rng",
     ),
     "emery.algorithms.gepa.batches": ("MinibatchSampler", "SamplerKind"),
+    "emery.algorithms.gepa.merge": ("MergeKind", "MergePlan", "MergePolicy", "find_merge"),
     "emery.algorithms.gepa.selection": ("ParentSelector", "SelectorKind"),
     "emery.algorithms.gepa.settings": ("GepaSettings",),
     "emery.algorithms.gepa.state": ("GepaState", "PoolEntry"),
@@ -122,6 +125,9 @@ __all__ = [
     "LMConfig",
     "Lineage",
     "LocalExecutor",
+    "MergeKind",
+    "MergePlan",
+    "MergePolicy",
     "MinibatchSampler",
     "ParentSelector",
     "Payload",
@@ -138,6 +144,7 @@ __all__ = [
     "Verifier",
     "VerifierConfig",
     "VerifierKind",
+    "find_merge",
     "load_rng",
     "register_payload",
     "save_rng",

@@ -11,14 +11,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_gepa_support import reflection_lm, task_lm, word_problems
+from test_gepa_merge import RUN_DATASET
+from test_gepa_support import keyword_context, reflection_lm, task_lm, word_problems
+from test_gepa_support import run_gepa as run_keyword_gepa
 
 import emery
 from emery.algorithms.gepa import Gepa
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.core.errors import ConfigError
 from emery.data.tasks import builtin_task
-from emery.plugin import GepaState, MinibatchSampler, SamplerKind
+from emery.evaluation.budget import BudgetConfig
+from emery.plugin import (
+    GepaState,
+    MergeKind,
+    MergePlan,
+    MergePolicy,
+    MinibatchSampler,
+    SamplerKind,
+    find_merge,
+)
 from emery.store import MemoryStore
 from emery.systems.prompt_program import PromptProgram
 
@@ -38,6 +49,29 @@ class FirstFew:
 
 
 FIRST_FEW = SamplerKind("first_few", lambda settings: FirstFew())
+
+PLANNED: list[MergePlan] = []
+JOINED: list[int] = []
+
+
+class Eager:
+    """A merge tried every step once the pool has three members, whether or not the last
+    step accepted a child (GEPA's own waits for an acceptance)."""
+
+    def due(self, state: GepaState) -> bool:
+        return len(state.pool) >= 3
+
+    def plan(self, state: GepaState, rng: random.Random) -> MergePlan | None:
+        plan = find_merge(state, rng)
+        if plan is not None:
+            PLANNED.append(plan)
+        return plan
+
+    def accepted(self, state: GepaState) -> None:
+        JOINED.append(len(state.pool))
+
+
+EAGER = MergeKind("eager", lambda settings: Eager())
 
 
 def run_gepa(tmp_path: Path, store: MemoryStore, **settings: Any) -> emery.JobResult:
@@ -74,10 +108,28 @@ def test_a_gepa_run_draws_its_minibatches_with_a_sampler_of_ones_own(tmp_path: P
     assert len(DRAWN) >= len(sampled)
 
 
+def test_eager_is_a_merge_policy() -> None:
+    assert isinstance(Eager(), MergePolicy)
+
+
+async def test_a_gepa_run_merges_when_a_policy_of_ones_own_says() -> None:
+    PLANNED.clear()
+    JOINED.clear()
+    ctx = keyword_context(RUN_DATASET, budget=BudgetConfig(metric_calls=120), seed=1)
+    outcome, records = await run_keyword_gepa(ctx, {"merge_policy": f"{__name__}:EAGER"})
+    attempted = [e for r in records for e in r.events if e.kind == "gepa.merge_attempted"]
+    assert attempted
+    assert [e.data["parents"] for e in attempted] == [[p.first, p.second] for p in PLANNED]
+    assert JOINED  # told of each child that joined the pool
+    assert isinstance(outcome.state, GepaState)
+    assert outcome.state.merges_due == 0  # this policy schedules none
+
+
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
         ("minibatch_sampler", "algorithm.gepa.minibatch_sampler: unknown minibatch sampler"),
+        ("merge_policy", "algorithm.gepa.merge_policy: unknown merge policy"),
     ],
 )
 def test_an_unknown_strategy_is_one_line(setting: str, message: str) -> None:

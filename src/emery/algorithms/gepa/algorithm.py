@@ -58,7 +58,7 @@ from emery.algorithms.gepa.failure_batches import (
     show_failures,
 )
 from emery.algorithms.gepa.judging import judge_all
-from emery.algorithms.gepa.merge import find_merge, run_merge
+from emery.algorithms.gepa.merge import merge_policy, run_merge
 from emery.algorithms.gepa.mutation import (
     Basis,
     Mutation,
@@ -97,6 +97,7 @@ class Gepa:
         self.proposer = ReflectionProposer(self.settings)
         self.selector = parent_selector(self.settings)
         self.sampler = minibatch_sampler(self.settings)
+        self.merger = merge_policy(self.settings)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -169,9 +170,9 @@ class Gepa:
         number = state.iteration + 1
         sources = snapshot(state.sources)
         paid_before = ctx.budget.usage.metric_calls
-        merge_due = self.settings.use_merge and state.merges_due > 0 and state.last_accepted
+        merge_due = self.settings.use_merge and self.merger.due(state)
         state.last_accepted = False
-        plan = find_merge(state, rng) if merge_due else None
+        plan = self.merger.plan(state, rng) if merge_due else None
         if plan is not None:
             await run_merge(ctx, state, plan, number, rng, self.settings.merge_subsample)
             state.iteration = number
@@ -229,7 +230,7 @@ class Gepa:
         is new, so nothing of it is stored) and, for a child, its minibatch; a merge due
         next needs only val. With fewer left, no step can change the pool or the best."""
         settings = self.settings
-        merge_due = settings.use_merge and state.merges_due > 0 and state.last_accepted
+        merge_due = settings.use_merge and self.merger.due(state)
         minibatch = 0 if merge_due else min(settings.minibatch_size, len(ctx.train))
         return minibatch + len(ctx.val)
 
@@ -579,6 +580,5 @@ class Gepa:
             )
             add_to_pool(ctx, state, entry, item.results)
             state.last_accepted = True
-            merges = state.counters.merges_attempted + state.merges_due
-            if settings.use_merge and merges < settings.max_merges:
-                state.merges_due += 1
+            if settings.use_merge:
+                self.merger.accepted(state)

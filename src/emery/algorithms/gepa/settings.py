@@ -124,8 +124,18 @@ class GepaSettings(AlgorithmSettings):
             " (an iteration is one child; a step is all of them or none)"
         ),
     )
-    use_merge: bool = Field(default=True, description="try merges after accepted proposals")
-    max_merges: int = Field(default=5, ge=0, description="most merge attempts in a job")
+    use_merge: bool = Field(default=True, description="try merges (when merge_policy says)")
+    merge_policy: str = Field(
+        default="after_acceptance",
+        description=(
+            "when to merge and what: after_acceptance (a merge of two front candidates that"
+            " share an ancestor is due after each accepted child, up to max_merges), or a"
+            " MergeKind of your own as 'module:attr'"
+        ),
+    )
+    max_merges: int = Field(
+        default=5, ge=0, description="after_acceptance: most merge attempts in a job"
+    )
     merge_subsample: int = Field(
         default=5, ge=1, description="val examples a merged candidate is first scored on"
     )
