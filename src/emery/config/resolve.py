@@ -43,8 +43,9 @@ from emery.verifiers.rubric import RubricJudge
 class JobInputs:
     """Objects that replace what the config describes, for jobs started from Python.
 
-    ``lms`` maps roles to base models (``"task"`` stands in for roles not given); they are
-    still wrapped in the response cache and the usage meter.
+    ``lms`` maps roles to base models (``"task"`` stands in for roles neither given nor
+    configured: ``build_models``); they are still wrapped in the response cache and the
+    usage meter.
     """
 
     system: System | None = None
@@ -298,15 +299,13 @@ def build_models(
 
     ``base`` (``JobInputs.lms``) maps roles to given models: a role given one runs it, a
     role configured by name (``[lm.ROLE]``) without one is built from its section, and a
-    role neither given nor configured runs the given task model (left out when there is
-    none)."""
+    role neither given nor configured is the task's: the given task model, else the one
+    ``[lm.task]`` names."""
     models = Models(meter=meter or UsageMeter())
     for role in roles:
         given = base.get(role) if base else None
         if base and given is None and not _configured(config, role):
-            given = base.get("task")  # a role not configured is the task's
-            if given is None:
-                continue
+            given = base.get("task")
         models.by_role[role] = resolve_lm(
             config.lm.for_role(role), role=role, meter=models.meter, cache=cache, base=given
         )
