@@ -14,6 +14,8 @@ module is the surface kept stable for plug-ins; the modules behind it may move.
 - a GEPA minibatch sampler: ``SamplerKind(name, build)``, by ``[algorithm.gepa]
   minibatch_sampler``;
 - a GEPA merge policy: ``MergeKind(name, build)``, by ``[algorithm.gepa] merge_policy``;
+- an edit operator: ``OperatorKind(name, edit, cuts_cost)``, by ``[algorithm.gepa]
+  operators``;
 - an event of its own: a ``Payload`` with a ``kind``, passed to ``register_payload``.
 """
 
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from emery.algorithms.gepa.selection import ParentSelector, SelectorKind
     from emery.algorithms.gepa.settings import GepaSettings
     from emery.algorithms.gepa.state import GepaState, PoolEntry
+    from emery.algorithms.operators import Edit, Materials, OperatorKind
     from emery.algorithms.registry import AlgorithmSpec
     from emery.algorithms.sources import text_components
     from emery.core.example_result import ExampleResult
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
     from emery.lm.config import LMConfig, ProviderKind
     from emery.systems.base import RunContext, System
     from emery.systems.registry import SystemKind
+    from emery.systems.stages import StageConfig
     from emery.verifiers.base import Verdict, Verifier
     from emery.verifiers.config import VerifierConfig, VerifierKind
     from emery.workers.executors import ExecutorKind, ExecutorSetup
@@ -73,6 +77,7 @@ _HOMES = {
     "emery.algorithms.gepa.selection": ("ParentSelector", "SelectorKind"),
     "emery.algorithms.gepa.settings": ("GepaSettings",),
     "emery.algorithms.gepa.state": ("GepaState", "PoolEntry"),
+    "emery.algorithms.operators": ("Edit", "Materials", "OperatorKind"),
     "emery.algorithms.registry": ("AlgorithmSpec",),
     "emery.algorithms.sources": ("text_components",),
     "emery.core.models": ("Candidate", "ChatMessage", "Demo", "Example", "Lineage"),
@@ -91,6 +96,7 @@ _HOMES = {
     "emery.lm.config": ("LMConfig", "ProviderKind"),
     "emery.systems.base": ("RunContext", "System"),
     "emery.systems.registry": ("SystemKind",),
+    "emery.systems.stages": ("StageConfig",),
     "emery.verifiers.base": ("Verdict", "Verifier"),
     "emery.verifiers.config": ("VerifierConfig", "VerifierKind"),
     "emery.workers.executors": ("ExecutorKind", "ExecutorSetup"),
@@ -114,6 +120,7 @@ __all__ = [
     "ChatMessage",
     "Completion",
     "Demo",
+    "Edit",
     "EvalResult",
     "Example",
     "ExampleResult",
@@ -125,10 +132,12 @@ __all__ = [
     "LMConfig",
     "Lineage",
     "LocalExecutor",
+    "Materials",
     "MergeKind",
     "MergePlan",
     "MergePolicy",
     "MinibatchSampler",
+    "OperatorKind",
     "ParentSelector",
     "Payload",
     "PoolEntry",
@@ -138,6 +147,7 @@ __all__ = [
     "SamplerKind",
     "SearchContext",
     "SelectorKind",
+    "StageConfig",
     "System",
     "SystemKind",
     "Verdict",

@@ -22,12 +22,16 @@ from emery.core.errors import ConfigError
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import BudgetConfig
 from emery.plugin import (
+    Edit,
     GepaState,
+    Materials,
     MergeKind,
     MergePlan,
     MergePolicy,
     MinibatchSampler,
+    OperatorKind,
     SamplerKind,
+    StageConfig,
     find_merge,
 )
 from emery.store import MemoryStore
@@ -72,6 +76,18 @@ class Eager:
 
 
 EAGER = MergeKind("eager", lambda settings: Eager())
+
+CHECK = "Check your work before you answer."
+
+
+def check_work(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None:
+    """The stage's instruction with a reminder to check the work (once)."""
+    if CHECK in edit.instruction:
+        return None
+    return Edit(f"{edit.instruction} {CHECK}", edit.layout, edit.demos)
+
+
+CHECK_WORK = OperatorKind("check_work", check_work)
 
 
 def run_gepa(tmp_path: Path, store: MemoryStore, **settings: Any) -> emery.JobResult:
@@ -125,16 +141,33 @@ async def test_a_gepa_run_merges_when_a_policy_of_ones_own_says() -> None:
     assert outcome.state.merges_due == 0  # this policy schedules none
 
 
+def test_a_gepa_run_offers_an_edit_operator_of_ones_own(tmp_path: Path) -> None:
+    store = MemoryStore()
+    operators = [f"{__name__}:CHECK_WORK", "answer_stage"]
+    result = run_gepa(tmp_path, store, operators=operators, operator_every=1)
+    made = {c.lineage.operation for c in store.job_candidates(result.job_id)}
+    assert "operator.check_work" in made
+    assert {op for op in made if op.startswith("operator.")} <= {
+        "operator.check_work",
+        "operator.answer_stage",
+    }
+    checked = [
+        c for c in store.job_candidates(result.job_id) if c.lineage.operation.endswith("check_work")
+    ]
+    assert all(CHECK in c.components["solve"] for c in checked)
+
+
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
         ("minibatch_sampler", "algorithm.gepa.minibatch_sampler: unknown minibatch sampler"),
         ("merge_policy", "algorithm.gepa.merge_policy: unknown merge policy"),
+        ("operators", "algorithm.gepa.operators: unknown edit operator"),
     ],
 )
 def test_an_unknown_strategy_is_one_line(setting: str, message: str) -> None:
     with pytest.raises(ConfigError) as info:
-        Gepa(GepaSettings(**{setting: "nope"}))
+        Gepa(GepaSettings(**{setting: ["nope"] if setting == "operators" else "nope"}))
     assert str(info.value).startswith(f"{message} 'nope'; known ")
     assert "(or name one as 'module:attr')" in str(info.value)
     assert "\n" not in str(info.value)

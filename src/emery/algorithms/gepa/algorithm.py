@@ -77,6 +77,7 @@ from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.gepa.state import GepaState, PoolEntry
 from emery.algorithms.gepa.val_gate import OnVal, score_on_val
 from emery.algorithms.labeled import labeled_pool
+from emery.algorithms.operators import edit_operators
 from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
 from emery.algorithms.warm_start import rescore
 from emery.core.errors import ConfigError
@@ -98,6 +99,7 @@ class Gepa:
         self.selector = parent_selector(self.settings)
         self.sampler = minibatch_sampler(self.settings)
         self.merger = merge_policy(self.settings)
+        self.operators = edit_operators(self.settings.operators)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -357,7 +359,9 @@ class Gepa:
             return [await self._child(ctx, state, bases[0], rng)]
         fallback = self.settings.operator_fallback
         made: list[Mutation | None] = [
-            operate(ctx, state, basis) if self._operator_turn(basis.number) else None
+            operate(ctx, state, basis, self.operators)
+            if self._operator_turn(basis.number)
+            else None
             for basis in bases
         ]
         rngs = [random.Random(rng.getrandbits(64)) for _ in bases]
@@ -372,7 +376,7 @@ class Gepa:
         for i, proposals in zip(pending, texts, strict=True):
             mutation = reflected_child(ctx, state, bases[i], proposals, frozenset(siblings))
             if mutation is None and fallback:
-                mutation = operate(ctx, state, bases[i])
+                mutation = operate(ctx, state, bases[i], self.operators)
             if mutation is not None and mutation.child.id in siblings:
                 mutation = None  # an operator child another child of the step already is
             if mutation is not None:
@@ -388,12 +392,12 @@ class Gepa:
         settings = self.settings
         mutation = None
         if self._operator_turn(basis.number):
-            mutation = operate(ctx, state, basis)
+            mutation = operate(ctx, state, basis, self.operators)
         if mutation is None:
             fallback = settings.operator_fallback
             mutation = await reflect(self.proposer, ctx, state, basis, rng, fallback=fallback)
         if mutation is None and settings.operator_fallback:
-            mutation = operate(ctx, state, basis)
+            mutation = operate(ctx, state, basis, self.operators)
         return mutation
 
     def _operator_turn(self, number: int) -> bool:

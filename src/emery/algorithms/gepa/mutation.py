@@ -11,6 +11,7 @@ is judged on (``judging.py`` decides when), ``extended`` joins them to the mutat
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from emery.algorithms.base import SearchContext
@@ -25,7 +26,7 @@ from emery.algorithms.gepa.events import (
 from emery.algorithms.gepa.proposal import Proposal
 from emery.algorithms.gepa.reflection_proposer import ReflectionProposer
 from emery.algorithms.gepa.state import GepaState, PoolEntry
-from emery.algorithms.operators import Materials, operator_order
+from emery.algorithms.operators import OPERATOR_KINDS, Materials, OperatorKind, ordered_operators
 from emery.algorithms.sources import count, next_operator_child, staged_prompts
 from emery.core.models import Candidate, Example, Lineage
 from emery.evaluation.eval_result import EvalResult
@@ -240,9 +241,15 @@ async def _texts(
         return []
 
 
-def operate(ctx: SearchContext, state: GepaState, basis: Basis) -> Mutation | None:
-    """The parent's next untried edit-operator child in the components' stages (a prompt
-    program only, with the stages the parent runs), or None when every one was tried.
+def operate(
+    ctx: SearchContext,
+    state: GepaState,
+    basis: Basis,
+    operators: Sequence[OperatorKind] = OPERATOR_KINDS,
+) -> Mutation | None:
+    """The parent's next untried child of ``operators`` (in their order) in the components'
+    stages (a prompt program only, with the stages the parent runs), or None when every
+    one was tried.
     Labeled demos never show an example of the minibatch the child is judged on (nor of
     the one the reflection is shown). The ids offered are kept per parent in the state, so
     a resumed search offers the same children next. With a cost among the job's objectives
@@ -263,7 +270,7 @@ def operate(ctx: SearchContext, state: GepaState, basis: Basis) -> Mutation | No
         known=state.has,
         iteration=basis.number,
         materials=materials,
-        order=operator_order(cost_first=bool(named_costs(ctx.objectives))),
+        order=ordered_operators(operators, cost_first=bool(named_costs(ctx.objectives))),
     )
     if tried:
         state.operators_tried[parent.id] = tried

@@ -155,6 +155,14 @@ class GepaSettings(AlgorithmSettings):
             " (reflection when none is left); 0: operators only as the fallback"
         ),
     )
+    operators: list[str] | None = Field(
+        default=None,
+        description=(
+            "the edit operators offered, in order of preference: built-in names"
+            " (answer_stage, format_reminder, ...; see algorithms/operators.py) or an"
+            " OperatorKind of your own as 'module:attr'; default: every built-in one"
+        ),
+    )
     # -- the reflection call ---------------------------------------------------------------
     reflection_role: str = Field(default="reflection", description="LM role that reflects")
     reflection_style: Literal["auto", "standard", "compact"] = Field(
