@@ -48,6 +48,14 @@ GRAPH_WITH_CODE = {
         ({"verifier": {"kind": "code_tests"}}, 'verifier.kind = "code_tests"'),
         ({"job": {"algorithm": "mine:SPEC"}}, 'job.algorithm = "mine:SPEC"'),
         (
+            {"algorithm": {"gepa": {"candidate_selection": "mine:NEWEST"}}},
+            'algorithm.gepa.candidate_selection = "mine:NEWEST"',
+        ),
+        (
+            {"algorithm": {"gepa": {"operators": ["answer_stage", "mine:OPERATOR"]}}},
+            'algorithm.gepa.operators = "mine:OPERATOR"',
+        ),
+        (
             {"system": {"kind": "function_agent", "agent": "a:b"}},
             'system.kind = "function_agent"',
         ),

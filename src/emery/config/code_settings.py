@@ -24,6 +24,8 @@ CODE_VERIFIERS = {
     "python": "a Python function of yours",
     "code_tests": "the model's replies as code",
 }
+STRATEGY_SETTINGS = ("candidate_selection", "minibatch_sampler", "merge_policy", "operators")
+"""Algorithm settings that name plug-ins (GEPA's strategies): a ``module:attr`` is code."""
 
 
 def code_settings(config: JobConfig) -> list[str]:
@@ -50,6 +52,19 @@ def code_settings(config: JobConfig) -> list[str]:
             found.append(f'verifier.scoring = "{scoring}" (a judge scoring of yours)')
     if config.system is not None:
         found.extend(_system_code(config.system, config.job.algorithm))
+    found.extend(_strategy_code(config.algorithm))
+    return found
+
+
+def _strategy_code(tables: dict[str, dict[str, Any]]) -> list[str]:
+    """The ``module:attr`` names among the algorithm tables' strategy settings."""
+    found = []
+    for table, settings in sorted(tables.items()):
+        for key in STRATEGY_SETTINGS:
+            value = settings.get(key)
+            for name in value if isinstance(value, list) else [value]:
+                if isinstance(name, str) and ":" in name:
+                    found.append(f'algorithm.{table}.{key} = "{name}" (a module of yours)')
     return found
 
 
