@@ -139,6 +139,9 @@ async def test_a_gepa_run_merges_when_a_policy_of_ones_own_says() -> None:
     assert JOINED  # told of each child that joined the pool
     assert isinstance(outcome.state, GepaState)
     assert outcome.state.merges_due == 0  # this policy schedules none
+    (planned,) = [e for r in records for e in r.events if e.kind == "gepa.plan"]
+    assert planned.data["merges"] == 0  # the plan cannot count a plug-in's merges
+    assert any("merge_policy" in note for note in planned.data["notes"])
 
 
 def test_a_gepa_run_offers_an_edit_operator_of_ones_own(tmp_path: Path) -> None:
