@@ -1,5 +1,6 @@
 """What a plug-in author imports: the contracts of algorithms, system kinds, verifier kinds,
-executors and GEPA's strategies, with the models and events they use.
+executors, model providers, judge scorings, harness environments and GEPA's strategies,
+with the models and events they use.
 
 A plug-in is named in a config as a built-in name, as ``"module:attr"`` or by an entry
 point (``docs/plugins.md``). Import from here rather than from emery's inner modules: this
@@ -9,6 +10,12 @@ module is the surface kept stable for plug-ins; the modules behind it may move.
 - a system kind: ``SystemKind(name, config, build)``, by ``[system] kind``;
 - a verifier kind: ``VerifierKind(name, config, build)``, by ``[verifier] kind``;
 - an executor: ``ExecutorKind(build, elsewhere, available)``, by ``[runtime] executor``;
+- a model provider: ``ProviderKind(name, build, priced)``, by the ``<provider>/`` prefix of
+  ``[lm.<role>] model`` (``"<module>:<attr>/<name>"``);
+- a judge scoring: a ``JudgeScoring`` (``name``, ``params``, ``messages``, ``verdict``), by
+  ``[verifier] scoring``;
+- a code-harness environment: a class or function making an ``Environment``, by
+  ``[system] environment``;
 - a GEPA parent selector: ``SelectorKind(name, build)``, by ``[algorithm.gepa]
   candidate_selection``;
 - a GEPA minibatch sampler: ``SamplerKind(name, build)``, by ``[algorithm.gepa]
@@ -57,10 +64,13 @@ if TYPE_CHECKING:
     from emery.lm.base import LM, Completion
     from emery.lm.config import LMConfig, ProviderKind
     from emery.systems.base import RunContext, System
+    from emery.systems.harness.environment import Environment
+    from emery.systems.harness.observation import Observation
     from emery.systems.registry import SystemKind
     from emery.systems.stages import StageConfig
     from emery.verifiers.base import Verdict, Verifier
     from emery.verifiers.config import VerifierConfig, VerifierKind
+    from emery.verifiers.judge import JudgeReplyError, JudgeScoring, JudgeVerifier
     from emery.workers.executors import ExecutorKind, ExecutorSetup
 
 _HOMES = {
@@ -95,10 +105,13 @@ _HOMES = {
     "emery.lm.base": ("LM", "Completion"),
     "emery.lm.config": ("LMConfig", "ProviderKind"),
     "emery.systems.base": ("RunContext", "System"),
+    "emery.systems.harness.environment": ("Environment",),
+    "emery.systems.harness.observation": ("Observation",),
     "emery.systems.registry": ("SystemKind",),
     "emery.systems.stages": ("StageConfig",),
     "emery.verifiers.base": ("Verdict", "Verifier"),
     "emery.verifiers.config": ("VerifierConfig", "VerifierKind"),
+    "emery.verifiers.judge": ("JudgeReplyError", "JudgeScoring", "JudgeVerifier"),
     "emery.workers.executors": ("ExecutorKind", "ExecutorSetup"),
 }
 
@@ -121,6 +134,7 @@ __all__ = [
     "Completion",
     "Demo",
     "Edit",
+    "Environment",
     "EvalResult",
     "Example",
     "ExampleResult",
@@ -129,6 +143,9 @@ __all__ = [
     "ExecutorSetup",
     "GepaSettings",
     "GepaState",
+    "JudgeReplyError",
+    "JudgeScoring",
+    "JudgeVerifier",
     "LMConfig",
     "Lineage",
     "LocalExecutor",
@@ -137,6 +154,7 @@ __all__ = [
     "MergePlan",
     "MergePolicy",
     "MinibatchSampler",
+    "Observation",
     "OperatorKind",
     "ParentSelector",
     "Payload",

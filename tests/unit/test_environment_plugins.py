@@ -88,3 +88,12 @@ def test_a_bad_environment_is_one_line(environment: str, expected: str) -> None:
         load_environment(environment)
     assert str(info.value).startswith(expected)
     assert "\n" not in str(info.value)
+
+
+def test_the_plug_in_surface_exports_the_environment_contract() -> None:
+    from emery import plugin
+    from emery.systems.harness.environment import Environment
+    from emery.systems.harness.observation import Observation
+
+    assert (plugin.Environment, plugin.Observation) == (Environment, Observation)
+    assert isinstance(ParrotEnv(), plugin.Environment)

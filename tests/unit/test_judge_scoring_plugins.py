@@ -124,3 +124,13 @@ def test_a_bad_scoring_is_one_line_when_the_config_is_read(scoring: str, expecte
         VerifierConfig.model_validate({**RUBRIC, "scoring": scoring})
     assert str(info.value).startswith(expected)
     assert "\n" not in str(info.value)
+
+
+def test_the_plug_in_surface_exports_the_scoring_contract() -> None:
+    from emery import plugin
+
+    assert (plugin.JudgeScoring, plugin.JudgeVerifier, plugin.JudgeReplyError) == (
+        JudgeScoring,
+        JudgeVerifier,
+        JudgeReplyError,
+    )

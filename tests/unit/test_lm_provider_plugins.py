@@ -157,3 +157,9 @@ def test_an_unknown_provider_without_litellm_lists_the_known_ones(
 )
 def test_a_bad_plug_in_provider_is_one_line(model: str, expected: str) -> None:
     assert expected in _one_line(model)
+
+
+def test_the_plug_in_surface_exports_the_provider_kind() -> None:
+    from emery import plugin
+
+    assert (plugin.ProviderKind, plugin.LMConfig) == (ProviderKind, LMConfig)
