@@ -69,13 +69,19 @@ from emery.algorithms.gepa.mutation import (
     smoke_rejects,
 )
 from emery.algorithms.gepa.plan import evidence_examples, plan_inputs, record_gepa_plan
-from emery.algorithms.gepa.pool import WINNER_CONFIDENCE, add_to_pool, lean, restore_candidates
+from emery.algorithms.gepa.pool import (
+    WINNER_CONFIDENCE,
+    add_to_pool,
+    lean,
+    restore_candidates,
+    tops_best,
+)
 from emery.algorithms.gepa.pool import adopt as adopt_into_pool
 from emery.algorithms.gepa.reflection_proposer import ReflectionProposer
 from emery.algorithms.gepa.selection import parent_selector, select_components
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.gepa.state import GepaState, PoolEntry
-from emery.algorithms.gepa.val_gate import OnVal, score_on_val
+from emery.algorithms.gepa.val_gate import OnVal, confirm_winner, score_on_val
 from emery.algorithms.labeled import labeled_pool
 from emery.algorithms.operators import edit_operators
 from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
@@ -583,6 +589,14 @@ class Gepa:
                 train_scores={} if settings.failure_share is None else scores_by_example(after),
             )
             add_to_pool(ctx, state, entry, item.results)
+            if self._two_stage and tops_best(state, entry):
+                await confirm_winner(
+                    ctx,
+                    state,
+                    entry,
+                    examples=settings.winner_examples,
+                    iteration=mutation.basis.number,
+                )
             state.last_accepted = True
             if settings.use_merge:
                 self.merger.accepted(state)

@@ -141,6 +141,21 @@ class GepaValRejected(GepaValEvaluated):
 
 
 @register_payload
+class GepaWinnerChecked(Payload):
+    """A new pool member whose mean val tops the best's, not shown better than the seed on
+    val (GEPA's ``two_stage`` acceptance), compared with the seed on ``train_examples``
+    further train examples as well: the paired ``evidence`` on val and those together, and
+    whether it showed the member better (it then became the best)."""
+
+    kind: ClassVar[str] = "gepa.winner_checked"
+    iteration: int
+    candidate_id: str
+    train_examples: int
+    evidence: Evidence
+    shown_better: bool
+
+
+@register_payload
 class GepaReflectiveDataset(Payload):
     kind: ClassVar[str] = "gepa.reflective_dataset"
     iteration: int

@@ -46,38 +46,47 @@ def add_to_pool(
         )
     )
     refresh_front(ctx, state)
-    previous = state.best_val_score
-    if previous is None or (entry.val_score > previous and may_win(state, entry)):
-        state.best_candidate_id, state.best_val_score = entry.id, entry.val_score
-        ctx.emit(
-            BestUpdated(candidate_id=entry.id, score=entry.val_score, previous_score=previous),
-        )
+    if tops_best(state, entry) and may_win(state, entry):
+        make_best(ctx, state, entry)
     return entry
 
 
+def tops_best(state: GepaState, entry: PoolEntry) -> bool:
+    """Whether ``entry``'s mean val is above the best's (or there is no best yet)."""
+    return state.best_val_score is None or entry.val_score > state.best_val_score
+
+
+def make_best(ctx: SearchContext, state: GepaState, entry: PoolEntry) -> None:
+    """Make ``entry`` the search's best and report it."""
+    previous = state.best_val_score
+    state.best_candidate_id, state.best_val_score = entry.id, entry.val_score
+    ctx.emit(BestUpdated(candidate_id=entry.id, score=entry.val_score, previous_score=previous))
+
+
 WINNER_CONFIDENCE = 0.6
-"""Two-sided confidence at which ``two_stage`` shows a winner better than the seed on val
-(one-sided 80%): at the search's 0.8 the guard returned the seed in 6-9 of 10 runs on the
-mock tasks at 250 calls where a helpful candidate was in the pool
-(``benchmarks/efficiency/README.md``, "Two-stage acceptance")."""
+"""Two-sided confidence at which ``two_stage`` shows a winner better than the seed (one-sided
+80%), on val and at each look of the confirmation on train (``val_gate.confirm_winner``): at
+the search's 0.8 the guard returned the seed in 6-9 of 10 runs on the mock tasks at 250
+calls where a helpful candidate was in the pool (``benchmarks/efficiency/README.md``,
+"Two-stage acceptance")."""
 
 
 def may_win(state: GepaState, entry: PoolEntry) -> bool:
     """Whether ``entry`` may be returned as the winner: always, unless the search guards
     its winner (``state.winner_confidence``, GEPA's ``two_stage`` acceptance); then only
-    when the paired evidence on val shows it better than the seed."""
+    when the paired evidence on val shows it better than the seed (where it does not, the
+    confirmation on train may still, ``val_gate.confirm_winner``)."""
     if state.winner_confidence is None or entry.id == state.seed_candidate_id:
         return True
+    mine, seeds = against_seed(state, entry)
+    return bool(mine) and paired(mine, seeds, state.winner_confidence).verdict == "better"
+
+
+def against_seed(state: GepaState, entry: PoolEntry) -> tuple[list[float], list[float]]:
+    """``entry``'s val scores and the seed's, on the val examples both are scored on."""
     seed = state.entry(state.seed_candidate_id)
     shared = [key for key in entry.val_scores if key in seed.val_scores]
-    if not shared:
-        return False
-    evidence = paired(
-        [entry.val_scores[key] for key in shared],
-        [seed.val_scores[key] for key in shared],
-        state.winner_confidence,
-    )
-    return evidence.verdict == "better"
+    return [entry.val_scores[key] for key in shared], [seed.val_scores[key] for key in shared]
 
 
 def adopt(ctx: SearchContext, state: GepaState, candidate: Candidate, result: EvalResult) -> None:

@@ -73,7 +73,18 @@ class GepaSettings(AlgorithmSettings):
             " better than its parent (more minibatches while undecided); two_stage: a child"
             " better on its minibatch is scored on val, joins unless shown worse than its"
             " parent there (stopped early when it is), and becomes the best only when shown"
-            " better than the seed on val (at 0.6)"
+            " better than the seed (at 0.6) on val or, where val cannot tell, on val and"
+            " winner_examples further train examples"
+        ),
+    )
+    winner_examples: int = Field(
+        default=30,
+        ge=0,
+        description=(
+            "two_stage: most further train examples (never judged or reflected on by its"
+            " lineage; 10 at a time, stopped when shown better or behind) on which a new"
+            " pool member that tops val but is not shown better than the seed there is"
+            " compared with the seed; 0: val alone decides"
         ),
     )
     confidence: float = Field(
