@@ -98,7 +98,8 @@ def main() -> None:
         reflection_endpoint, "reflection", spec["reflection_max_tokens"], workers
     )
     kind = BatchThreadedAdapter if spec.get("batch_evaluate") else ThreadedAdapter
-    adapter = kind(task, Scorer(spec["parser"], spec["verifier"], spec["component"]), workers)
+    scorer = Scorer(spec["parser"], spec["verifier"], spec["component"], {})  # no per-row fields
+    adapter = kind(task, scorer, workers)
     n = spec["proposals"]
     sampling = SingleMutationSampling() if n == 1 else IndependentSampling(n)
     started = time.perf_counter()
