@@ -38,6 +38,7 @@ from run import T95, program
 
 from emery.algorithms import build_algorithm, run_search
 from emery.algorithms.context import build_search_context
+from emery.algorithms.evidence import paired
 from emery.algorithms.gepa import algorithm as gepa_algorithm
 from emery.algorithms.gepa import judging, merge
 from emery.core.models import ChatMessage
@@ -154,8 +155,8 @@ async def one_run(
     seed_candidate = ctx.candidates[state.seed_candidate_id]
     test = {}
     for name, candidate in (("seed", seed_candidate), ("best", best)):
-        result = await ctx.evaluations.evaluate(candidate, dataset.test, "test", charge=False)
-        test[name] = result.mean
+        test[name] = await ctx.evaluations.evaluate(candidate, dataset.test, "test", charge=False)
+    against_seed = paired(test["best"].scores, test["seed"].scores, 0.95)
     return {
         "seed": seed,
         "metric_calls": ctx.budget.usage.metric_calls,
@@ -164,7 +165,9 @@ async def one_run(
         "children": children,
         "best_val": state.best_val_score,
         "best": instruction(best),
-        "lift": test["best"] - test["seed"],
+        "seed_returned": state.best_candidate_id == state.seed_candidate_id,
+        "lift": test["best"].mean - test["seed"].mean,
+        "worse_than_seed": against_seed.verdict == "worse",
     }
 
 
@@ -217,12 +220,24 @@ def children_table(runs: list[dict[str, Any]], minibatch: int = 3) -> str:
 
 
 def lift_line(runs: list[dict[str, Any]]) -> str:
+    """Test lift and lift per 100 metric calls (means, sd over the runs), best val, the
+    runs that returned the seed and those whose winner the 200 test questions show worse
+    than the seed (paired, 95%), and each seed's lift."""
     lifts = [r["lift"] for r in runs]
-    sd = statistics.stdev(lifts) if len(lifts) > 1 else 0.0
+    per_call = [100 * r["lift"] / r["metric_calls"] for r in runs]
+
+    def sd(values: list[float]) -> float:
+        return statistics.stdev(values) if len(values) > 1 else 0.0
+
     vals = statistics.fmean(r["best_val"] for r in runs)
     return (
-        f"test lift {statistics.fmean(lifts):+.3f} (sd {sd:.3f}), best val {vals:.3f},"
-        f" per seed {', '.join(f'{x:+.3f}' for x in lifts)}"
+        f"test lift {statistics.fmean(lifts):+.3f} (sd {sd(lifts):.3f}), per 100 calls"
+        f" {statistics.fmean(per_call):+.4f} (sd {sd(per_call):.4f}), metric calls"
+        f" {statistics.fmean(r['metric_calls'] for r in runs):.0f}, steps"
+        f" {statistics.fmean(r['steps'] for r in runs):.1f}, best val {vals:.3f}, seed returned"
+        f" {sum(r.get('seed_returned', False) for r in runs)}, shown worse than the seed"
+        f" on test {sum(r.get('worse_than_seed', False) for r in runs)}; per seed"
+        f" {', '.join(f'{x:+.3f}' for x in lifts)}"
     )
 
 
