@@ -117,6 +117,17 @@ class GepaSettings(AlgorithmSettings):
             " (an iteration is one child; a step is all of them or none)"
         ),
     )
+    pipelined_steps: bool | None = Field(
+        default=None,
+        description=(
+            "at proposals_per_step > 1, decide a step's children (verdicts, val, pool) while"
+            " the next step's are proposed and scored on their minibatches, whose parents"
+            " then come from the pool before the earlier children join it; default: on"
+            " under two_stage acceptance (k = 4 in about 0.4 of k = 1's wall time on the"
+            " mock, benchmarks/efficiency/README.md), off under evidence (no gain there);"
+            " true also under evidence, except with failure_share; never at k = 1"
+        ),
+    )
     use_merge: bool = Field(default=True, description="try merges after accepted proposals")
     max_merges: int = Field(default=5, ge=0, description="most merge attempts in a job")
     merge_subsample: int = Field(
