@@ -212,7 +212,8 @@ class Gepa:
         ``pipeline``), whose parents come from the pool before the pending ones join it.
         When a merge is due, the search would stop (``_done_reason``), or the metric calls
         left do not hold the most both halves can spend and val for one more child, the
-        pending children are decided alone, then a due merge runs if it can be paid."""
+        pending children are decided alone, then a due merge, if the budget holds the most
+        it spends (nothing else: a step cut short by the budget would lose the verdicts)."""
         assert state.pending is not None
         mutations, afters, judge_rng = unpark(ctx, state.pending)
         slots, state.pending = state.pending.slots, None
@@ -229,7 +230,11 @@ class Gepa:
             self._commit(ctx, state, *decided)
             state.last_accepted = state.last_accepted or merge_due
             if self._merge_affordable(ctx, state):
-                await self._plain_step(ctx, state, number, rng)
+                state.last_accepted = False
+                plan = find_merge(state, rng)
+                if plan is not None:
+                    await run_merge(ctx, state, plan, number, rng, self.settings.merge_subsample)
+                    state.iteration = number
             return
         state.last_accepted = False
         decide_ctx, prepare_ctx = own_log(ctx), own_log(ctx)
