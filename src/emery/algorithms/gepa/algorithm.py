@@ -26,6 +26,11 @@ step's evaluations share k x ``[runtime] concurrency`` lanes (``concurrent_scori
 fewer than k run at once (a lone accepted child on val, one child's evidence round) each
 runs wider; only the timing changes.
 
+With ``pipelined_steps`` (by default under ``two_stage`` at k > 1) a step decides the
+previous step's children (verdicts, val, pool) beside proposing and scoring its own
+(``pipeline.py``; ``_pipelined_step``): the children waiting are in the checkpointed state,
+and a due merge, or the search's end, decides them first.
+
 A warm start (``[job] warm_start``) adds an earlier job's Pareto front to the pool after
 the seed, each rescored on this job's val (``algorithms.warm_start``).
 
@@ -229,7 +234,7 @@ class Gepa:
             decided = await self._decide(ctx, state, mutations, afters, judge_rng, slots, True)
             self._commit(ctx, state, *decided)
             state.last_accepted = state.last_accepted or merge_due
-            if self._merge_affordable(ctx, state):
+            if self._merge_affordable(ctx, state) and self._done_reason(ctx, state) is None:
                 state.last_accepted = False
                 plan = find_merge(state, rng)
                 if plan is not None:
