@@ -206,3 +206,16 @@ async def test_steps_are_not_pipelined_at_k_1_nor_by_default_under_evidence() ->
     for settings in ({"proposals_per_step": 1, **PIPELINED}, {"proposals_per_step": 4}):
         _, records = await run_gepa(mock_context(150, 0), settings)
         assert all(record.state.pending is None for record in records)
+
+
+async def test_a_pipelined_search_decides_its_last_children_before_max_proposals_stops_it() -> None:
+    # A child counts as a proposal once decided: the step whose verdicts reach the limit
+    # proposes no children of its own, which the limit would leave undecided.
+    ctx = mock_context(500, 1)
+    ctx.budget.config = ctx.budget.config.model_copy(update={"max_proposals": 9})
+    outcome, records = await run_gepa(ctx, {"proposals_per_step": 4, **PIPELINED})
+    assert outcome.reason.startswith("max_proposals")
+    assert outcome.state.pending is None
+    kinds = ("gepa.minibatch_accepted", "gepa.minibatch_rejected")
+    judged = {e.data["iteration"] for record in records for e in record.events if e.kind in kinds}
+    assert judged == set(range(1, outcome.state.iteration + 1))

@@ -215,10 +215,11 @@ class Gepa:
     ) -> None:
         """The pending children decided beside the next children's prepare half (module
         ``pipeline``), whose parents come from the pool before the pending ones join it.
-        When a merge is due, the search would stop (``_done_reason``), or the metric calls
-        left do not hold the most both halves can spend and val for one more child, the
-        pending children are decided alone, then a due merge, if the budget holds the most
-        it spends (nothing else: a step cut short by the budget would lose the verdicts)."""
+        When a merge is due, the search would stop (``_done_reason``, or ``max_proposals``
+        once these are decided), or the metric calls left do not hold the most both halves
+        can spend and val for one more child, the pending children are decided alone, then
+        a due merge, if the budget holds the most it spends (nothing else: a step cut short
+        by the budget would lose the verdicts)."""
         assert state.pending is not None
         mutations, afters, judge_rng = unpark(ctx, state.pending)
         slots, state.pending = state.pending.slots, None
@@ -229,6 +230,7 @@ class Gepa:
             merge_due
             or self._done_reason(ctx, state) is not None
             or not ctx.budget.can_afford(most + len(ctx.val))
+            or self._last_proposals(ctx, len(mutations))
         ):
             state.last_accepted = False
             decided = await self._decide(ctx, state, mutations, afters, judge_rng, slots, True)
@@ -254,6 +256,13 @@ class Gepa:
             made, scored = prepared
             state.pending = park(made, scored, random.Random(rng.getrandbits(64)), children)
         state.iteration = number + children - 1
+
+    @staticmethod
+    def _last_proposals(ctx: SearchContext, pending: int) -> bool:
+        """Whether deciding ``pending`` children reaches ``[job.budget] max_proposals`` (a
+        child counts when decided): the search stops after it, so none may be left pending."""
+        limit = ctx.budget.config.max_proposals
+        return limit is not None and ctx.budget.usage.proposals + pending >= limit
 
     def _merge_affordable(self, ctx: SearchContext, state: GepaState) -> bool:
         """Whether a merge is due and the metric calls left pay for the most it spends."""
