@@ -116,9 +116,11 @@ PIPELINED: dict[str, Any] = {"acceptance": "two_stage"}  # pipelined_steps on by
 
 # Pipelined steps (two_stage at k > 1: a step decides the last step's children beside
 # proposing its own), recorded at the commit that built them.
-PIPELINED_RECORDED: list[tuple[int, int, int, tuple[str, int, int, int]]] = [
-    (4, 150, 0, ("7906d3343138", 135, 3, 8)),
-    (4, 300, 2, ("90ab7173fc84", 297, 6, 20)),
+PIPELINED_RECORDED: list[tuple[dict[str, Any], int, int, int, tuple[str, int, int, int]]] = [
+    ({}, 4, 150, 0, ("7906d3343138", 135, 3, 8)),
+    ({}, 4, 300, 2, ("90ab7173fc84", 297, 6, 20)),
+    ({"failure_share": 0.5}, 4, 300, 2, ("d482782cf80a", 279, 4, 24)),
+    ({"acceptance": "evidence", "pipelined_steps": True}, 4, 300, 2, ("16af066d96a6", 274, 4, 16)),
 ]
 
 
@@ -126,16 +128,16 @@ def stored_order(records: Sequence[StepRecord]) -> list[tuple[str, Any]]:
     return [(e.kind, e.data.get("iteration")) for record in records for e in record.events]
 
 
-@pytest.mark.parametrize(("k", "budget", "seed", "expected"), PIPELINED_RECORDED)
+@pytest.mark.parametrize(("settings", "k", "budget", "seed", "expected"), PIPELINED_RECORDED)
 async def test_pipelined_steps_decide_and_store_the_same_whichever_rollout_finishes_first(
-    k: int, budget: int, seed: int, expected: tuple[str, int, int, int]
+    settings: dict[str, Any], k: int, budget: int, seed: int, expected: tuple[str, int, int, int]
 ) -> None:
     orders = []
     for jitter in (None, 0, 1):
         ctx = mock_context(budget, seed)
         if jitter is not None:
             ctx = mock_context(budget, seed, task=lambda lm, j=jitter: Jittery(lm, j))
-        outcome, records = await run_gepa(ctx, {"proposals_per_step": k, **PIPELINED})
+        outcome, records = await run_gepa(ctx, {"proposals_per_step": k, **PIPELINED, **settings})
         assert outcome.state.pending is None  # the search's end decided the last children
         assert any(record.state.pending is not None for record in records)
         fingerprinted = fingerprint(ctx, outcome, records)
