@@ -123,7 +123,7 @@ class GepaSettings(AlgorithmSettings):
             "at proposals_per_step > 1, decide a step's children (verdicts, val, pool) while"
             " the next step's are proposed and scored on their minibatches, whose parents"
             " then come from the pool before the earlier children join it; default: on"
-            " under two_stage acceptance (k = 4 in 0.34-0.37 of k = 1's wall time on the"
+            " under two_stage acceptance (k = 4 in 0.34-0.40 of k = 1's wall time on the"
             " mock, benchmarks/efficiency/README.md), off under evidence (no gain there);"
             " true also under evidence, except with failure_share; never at k = 1"
         ),
