@@ -1,5 +1,6 @@
 """What a plug-in author imports: the contracts of algorithms, system kinds, verifier kinds,
-executors and GEPA's parent selectors, with the models and events they use.
+executors, model providers, judge scorings, harness environments and GEPA's strategies,
+with the models and events they use.
 
 A plug-in is named in a config as a built-in name, as ``"module:attr"`` or by an entry
 point (``docs/plugins.md``). Import from here rather than from emery's inner modules: this
@@ -9,8 +10,19 @@ module is the surface kept stable for plug-ins; the modules behind it may move.
 - a system kind: ``SystemKind(name, config, build)``, by ``[system] kind``;
 - a verifier kind: ``VerifierKind(name, config, build)``, by ``[verifier] kind``;
 - an executor: ``ExecutorKind(build, elsewhere, available)``, by ``[runtime] executor``;
+- a model provider: ``ProviderKind(name, build, priced)``, by the ``<provider>/`` prefix of
+  ``[lm.<role>] model`` (``"<module>:<attr>/<name>"``);
+- a judge scoring: a ``JudgeScoring`` (``name``, ``params``, ``messages``, ``verdict``), by
+  ``[verifier] scoring``;
+- a code-harness environment: a class or function making an ``Environment``, by
+  ``[system] environment``;
 - a GEPA parent selector: ``SelectorKind(name, build)``, by ``[algorithm.gepa]
   candidate_selection``;
+- a GEPA minibatch sampler: ``SamplerKind(name, build)``, by ``[algorithm.gepa]
+  minibatch_sampler``;
+- a GEPA merge policy: ``MergeKind(name, build)``, by ``[algorithm.gepa] merge_policy``;
+- an edit operator: ``OperatorKind(name, edit, cuts_cost)``, by ``[algorithm.gepa]
+  operators``;
 - an event of its own: a ``Payload`` with a ``kind``, passed to ``register_payload``.
 """
 
@@ -29,9 +41,12 @@ if TYPE_CHECKING:
         load_rng,
         save_rng,
     )
+    from emery.algorithms.gepa.batches import MinibatchSampler, SamplerKind
+    from emery.algorithms.gepa.merge import MergeKind, MergePlan, MergePolicy, find_merge
     from emery.algorithms.gepa.selection import ParentSelector, SelectorKind
     from emery.algorithms.gepa.settings import GepaSettings
     from emery.algorithms.gepa.state import GepaState, PoolEntry
+    from emery.algorithms.operators import Edit, Materials, OperatorKind
     from emery.algorithms.registry import AlgorithmSpec
     from emery.algorithms.sources import text_components
     from emery.core.example_result import ExampleResult
@@ -47,10 +62,15 @@ if TYPE_CHECKING:
     from emery.evaluation.eval_result import EvalResult
     from emery.evaluation.executor import Executor, LocalExecutor, RolloutHost
     from emery.lm.base import LM, Completion
+    from emery.lm.config import LMConfig, ProviderKind
     from emery.systems.base import RunContext, System
+    from emery.systems.harness.environment import Environment
+    from emery.systems.harness.observation import Observation
     from emery.systems.registry import SystemKind
+    from emery.systems.stages import StageConfig
     from emery.verifiers.base import Verdict, Verifier
     from emery.verifiers.config import VerifierConfig, VerifierKind
+    from emery.verifiers.judge import JudgeReplyError, JudgeScoring, JudgeVerifier
     from emery.workers.executors import ExecutorKind, ExecutorSetup
 
 _HOMES = {
@@ -62,9 +82,12 @@ _HOMES = {
         "load_rng",
         "save_rng",
     ),
+    "emery.algorithms.gepa.batches": ("MinibatchSampler", "SamplerKind"),
+    "emery.algorithms.gepa.merge": ("MergeKind", "MergePlan", "MergePolicy", "find_merge"),
     "emery.algorithms.gepa.selection": ("ParentSelector", "SelectorKind"),
     "emery.algorithms.gepa.settings": ("GepaSettings",),
     "emery.algorithms.gepa.state": ("GepaState", "PoolEntry"),
+    "emery.algorithms.operators": ("Edit", "Materials", "OperatorKind"),
     "emery.algorithms.registry": ("AlgorithmSpec",),
     "emery.algorithms.sources": ("text_components",),
     "emery.core.models": ("Candidate", "ChatMessage", "Demo", "Example", "Lineage"),
@@ -80,10 +103,15 @@ _HOMES = {
     "emery.evaluation.executor": ("Executor", "LocalExecutor", "RolloutHost"),
     "emery.evaluation.eval_result": ("EvalResult",),
     "emery.lm.base": ("LM", "Completion"),
+    "emery.lm.config": ("LMConfig", "ProviderKind"),
     "emery.systems.base": ("RunContext", "System"),
+    "emery.systems.harness.environment": ("Environment",),
+    "emery.systems.harness.observation": ("Observation",),
     "emery.systems.registry": ("SystemKind",),
+    "emery.systems.stages": ("StageConfig",),
     "emery.verifiers.base": ("Verdict", "Verifier"),
     "emery.verifiers.config": ("VerifierConfig", "VerifierKind"),
+    "emery.verifiers.judge": ("JudgeReplyError", "JudgeScoring", "JudgeVerifier"),
     "emery.workers.executors": ("ExecutorKind", "ExecutorSetup"),
 }
 
@@ -105,6 +133,8 @@ __all__ = [
     "ChatMessage",
     "Completion",
     "Demo",
+    "Edit",
+    "Environment",
     "EvalResult",
     "Example",
     "ExampleResult",
@@ -113,21 +143,36 @@ __all__ = [
     "ExecutorSetup",
     "GepaSettings",
     "GepaState",
+    "JudgeReplyError",
+    "JudgeScoring",
+    "JudgeVerifier",
+    "LMConfig",
     "Lineage",
     "LocalExecutor",
+    "Materials",
+    "MergeKind",
+    "MergePlan",
+    "MergePolicy",
+    "MinibatchSampler",
+    "Observation",
+    "OperatorKind",
     "ParentSelector",
     "Payload",
     "PoolEntry",
+    "ProviderKind",
     "RolloutHost",
     "RunContext",
+    "SamplerKind",
     "SearchContext",
     "SelectorKind",
+    "StageConfig",
     "System",
     "SystemKind",
     "Verdict",
     "Verifier",
     "VerifierConfig",
     "VerifierKind",
+    "find_merge",
     "load_rng",
     "register_payload",
     "save_rng",

@@ -223,6 +223,6 @@ def test_serve_threads_reach_the_local_model_config(monkeypatch: pytest.MonkeyPa
     from emery.cli import proxy_cmd
 
     seen: list[LMConfig] = []
-    monkeypatch.setattr(proxy_cmd, "build_lm", lambda config, **_: seen.append(config))
+    monkeypatch.setattr(proxy_cmd, "resolve_lm", lambda config, **_: seen.append(config))
     proxy_cmd.task_model("local/smollm2-135m", None, None, None, threads=1)
     assert [config.n_threads for config in seen] == [1]

@@ -1,7 +1,8 @@
-"""A config becomes a system, a verifier or a dataset in one place: only
-``config/resolve.py`` calls the builders (``resolve_job`` and the functions behind it), so
-every process that runs, scores, samples, serves or publishes a job applies the same
-checks."""
+"""A config becomes a system, a verifier, a dataset or an LM in one place: only
+``config/resolve.py`` calls the builders (``resolve_job`` and the functions behind it, and
+``resolve_lm`` and ``build_models`` for models), so every process that runs, scores,
+samples, serves or publishes a job applies the same checks and wraps its models alike
+(response cache, token recording, usage meter)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,16 @@ BUILDERS = {
     "resolve_dataset",
     "build_system",
     "build_verifier",
+    "build_lm",
+    "build_base_lm",
+    "local_lm",
+    "LocalLM",
 }
 HOMES = {
     "config/resolve.py",  # the one resolver
     "systems/registry.py",  # build_system's own module
     "verifiers/config.py",  # build_verifier's own module (a verifier of verifiers)
+    "lm/config.py",  # the LM builders' own module (a local model made there too)
 }
 
 
@@ -38,10 +44,14 @@ def callers() -> dict[str, set[str]]:
     return found
 
 
-def test_only_the_resolver_builds_a_system_verifier_or_dataset_from_a_config() -> None:
+def test_only_the_resolver_builds_a_system_verifier_dataset_or_lm_from_a_config() -> None:
     outside = {module: names for module, names in callers().items() if module not in HOMES}
-    assert outside == {}, f"build through config/resolve.py:resolve_job instead: {outside}"
+    assert outside == {}, (
+        f"build through config/resolve.py (resolve_job, resolve_lm, build_models): {outside}"
+    )
 
 
 def test_the_check_sees_a_call() -> None:
-    assert "config/resolve.py" in callers()
+    assert {"build_system", "build_verifier", "build_lm", "build_base_lm"} <= callers()[
+        "config/resolve.py"
+    ]

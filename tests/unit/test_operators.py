@@ -6,7 +6,7 @@ import pytest
 
 from emery.algorithms.labeled import pick_demos
 from emery.algorithms.operators import (
-    LABELED_DEMOS,
+    LABELED_DEMO_COUNT,
     OPERATORS,
     STEP_CUE,
     TERSE_CUE,
@@ -149,7 +149,7 @@ def test_labeled_demos_are_added_to_a_stage_without_demos() -> None:
     made = apply_operator("labeled_demos", bare, program(), "solve", materials=materials)
     assert made is not None
     assert made.lineage.operation == "operator.labeled_demos"
-    assert [d.example_id for d in made.demos["solve"]] == ["b", "c", "d", "f"][:LABELED_DEMOS]
+    assert [d.example_id for d in made.demos["solve"]] == ["b", "c", "d", "f"][:LABELED_DEMO_COUNT]
     assert made.components == bare.components
     # nothing to add: no pool for the stage, every pooled example excluded, demos present
     assert apply_operator("labeled_demos", bare, program(), "solve") is None

@@ -39,9 +39,22 @@ GRAPH_WITH_CODE = {
     ("change", "named"),
     [
         ({"lm": {"task": {"model": "python/mymodels:lm"}}}, 'lm.task.model = "python/mymodels:lm"'),
+        ({"lm": {"task": {"model": "mymodels:P/echo"}}}, 'lm.task.model = "mymodels:P/echo"'),
+        (
+            {"verifier": {"kind": "rubric", "scoring": "test_judge_scoring_plugins:GRADE_LETTER"}},
+            'verifier.scoring = "test_judge_scoring_plugins:GRADE_LETTER"',
+        ),
         ({"verifier": {"kind": "python", "function": "m:f"}}, 'verifier.kind = "python"'),
         ({"verifier": {"kind": "code_tests"}}, 'verifier.kind = "code_tests"'),
         ({"job": {"algorithm": "mine:SPEC"}}, 'job.algorithm = "mine:SPEC"'),
+        (
+            {"algorithm": {"gepa": {"candidate_selection": "mine:NEWEST"}}},
+            'algorithm.gepa.candidate_selection = "mine:NEWEST"',
+        ),
+        (
+            {"algorithm": {"gepa": {"operators": ["answer_stage", "mine:OPERATOR"]}}},
+            'algorithm.gepa.operators = "mine:OPERATOR"',
+        ),
         (
             {"system": {"kind": "function_agent", "agent": "a:b"}},
             'system.kind = "function_agent"',

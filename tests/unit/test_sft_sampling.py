@@ -16,6 +16,7 @@ import training_support as ts
 from test_gepa_support import FORMAT_RULE, task_lm
 from test_training_source import SIZES, _data, _training
 
+from emery.config import resolve
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage
@@ -29,7 +30,6 @@ from emery.store import MemoryStore
 from emery.store.records import RolloutFilter
 from emery.systems.prompt_program import PromptProgram
 from emery.training import job as sft_job
-from emery.training import sampling
 from emery.training.data import Conversation, distinct, stored_conversations
 from emery.training.events import SftSamples, SftSamplesKept
 from emery.training.trainer import TrainingHooks, TrainingStats
@@ -65,7 +65,8 @@ class SeedScripted:
 
 
 class Models:
-    """``build_base_lm`` for the sampling: one ``SeedScripted`` per model name."""
+    """``build_base_lm`` for the sampling (``resolve_lm``'s ``wrap`` path): one
+    ``SeedScripted`` per model name."""
 
     def __init__(self, **right_every: int) -> None:
         self.models = {
@@ -150,7 +151,7 @@ def test_the_kept_chats_are_exactly_the_verified_samples(
     trained: Trained, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     models = Models()
-    monkeypatch.setattr(sampling, "build_base_lm", models)
+    monkeypatch.setattr(resolve, "build_base_lm", models)
     store = MemoryStore()
     source = _source(store, tmp_path)
     config = _config(source, samples_per_example=3, sample_temperature=0.9)
@@ -187,7 +188,7 @@ def test_no_samples_keeps_the_stored_rollouts_only(
     trained: Trained, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     models = Models()
-    monkeypatch.setattr(sampling, "build_base_lm", models)
+    monkeypatch.setattr(resolve, "build_base_lm", models)
     store = MemoryStore()
     source = _source(store, tmp_path)
     job = create_job(
@@ -207,7 +208,7 @@ def test_a_named_teacher_samples_the_replies(
     trained: Trained, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     models = Models(qwen=1, smol=0)  # the teacher is always right, the task model never
-    monkeypatch.setattr(sampling, "build_base_lm", models)
+    monkeypatch.setattr(resolve, "build_base_lm", models)
     store = MemoryStore()
     source = _source(store, tmp_path)
     config = _config(source, samples_per_example=2, teacher=TEACHER)
@@ -229,7 +230,7 @@ def _sampled(
     """An SFT job's sampled data (3 rounds), paused after ``pause_after_round`` rounds and
     resumed, then read once more; each round is sampled once."""
     models = Models()
-    monkeypatch.setattr(sampling, "build_base_lm", models)
+    monkeypatch.setattr(resolve, "build_base_lm", models)
     store = MemoryStore()
     config = _config(_source(store, tmp_path), samples_per_example=3)
     job = create_job(store, config, base_dir=tmp_path)
@@ -268,7 +269,7 @@ def test_a_resumed_job_does_not_sample_its_stored_rounds_again(
 def test_no_verified_reply_and_no_stored_chat_fails_in_one_line(
     trained: Trained, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sampling, "build_base_lm", Models(smol=0))
+    monkeypatch.setattr(resolve, "build_base_lm", Models(smol=0))
     store = MemoryStore()
     source = _source(store, tmp_path, "Say hello.")  # never the Answer format
     config = _config(source, samples_per_example=1)
@@ -291,7 +292,7 @@ class Broken:
 def test_a_round_whose_every_sample_failed_is_an_error_and_not_stored(
     trained: Trained, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sampling, "build_base_lm", lambda settings: Broken())
+    monkeypatch.setattr(resolve, "build_base_lm", lambda settings: Broken())
     store = MemoryStore()
     config = _config(_source(store, tmp_path), samples_per_example=2).model_copy(deep=True)
     config.runtime.max_attempts = 1
@@ -309,7 +310,7 @@ def test_a_job_paused_while_sampling_resumes_with_its_next_round(
     trained: Trained, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     models = Models()
-    monkeypatch.setattr(sampling, "build_base_lm", models)
+    monkeypatch.setattr(resolve, "build_base_lm", models)
     store = MemoryStore()
     config = _config(_source(store, tmp_path), samples_per_example=3)
     job = create_job(store, config, base_dir=tmp_path)
@@ -324,14 +325,28 @@ def test_a_job_paused_while_sampling_resumes_with_its_next_round(
                 engine.request("pause")
             return await task.complete(messages, **params)
 
-    monkeypatch.setattr(sampling, "build_base_lm", lambda settings: Pausing(TASK))
+    monkeypatch.setattr(resolve, "build_base_lm", lambda settings: Pausing(TASK))
     assert run_job(store, job.id, engine=engine).state == "paused"
     assert len(task.calls) == 2 * per_round
     assert not trained.train_sets
-    monkeypatch.setattr(sampling, "build_base_lm", models)
+    monkeypatch.setattr(resolve, "build_base_lm", models)
     assert run_job(store, job.id).state == "succeeded"
     assert len(task.calls) == 3 * per_round  # rounds 1 and 2 were not sampled again
     [chats] = trained.train_sets
     assert sorted(_marked(chats)) == sorted(set(task.right))
     rounds = [e.data["round"] for e in store.list_events(job.id, kinds=[SftSamples.kind])]
     assert rounds == [1, 2, 3]
+
+
+def test_a_teacher_is_any_model_an_lm_section_takes(tmp_path: Path) -> None:
+    """A LiteLLM or plug-in provider's model is a teacher as it is an [lm.*] model; one
+    that does not import is refused when the job is checked, in one line."""
+    store = MemoryStore()
+    source = _source(store, tmp_path)
+    assert _config(source, samples_per_example=2, teacher="anthropic/claude-x").sft
+    with pytest.raises(ValueError, match=r"'gpt-4o' must look like local/<name>"):
+        _config(source, samples_per_example=2, teacher="gpt-4o")
+    plug_in = _config(source, samples_per_example=2, teacher="no_such_pkg.models:KIND/big")
+    with pytest.raises(ConfigError, match=r"^sft\.teacher: .*no_such_pkg") as caught:
+        sft_job.check_sampling(plug_in)
+    assert "\n" not in str(caught.value)

@@ -102,7 +102,7 @@ def test_a_training_job_named_by_a_prompt_job_s_name_scores_exactly_its_best_pro
 ) -> None:
     ts.scripted_kinds(monkeypatch, tmp_path, ts.ScriptedTrainer())
     scorer = _Scorer(_data())
-    monkeypatch.setattr(scoring, "build_lm", scorer)
+    monkeypatch.setattr(scoring, "resolve_lm", scorer)
     store = MemoryStore()
     first = _prompt_job(store, tmp_path, "stage1", f"Answer the question. {FORMAT_RULE}")
     best = store.get_candidate(first, store.get_job(first).best_candidate_id or "")

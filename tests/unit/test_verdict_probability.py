@@ -147,4 +147,7 @@ def test_a_bad_scoring_value_is_a_one_line_config_error() -> None:
     with pytest.raises(ConfigError) as error:
         VerifierConfig.model_validate({"kind": "rubric", "scoring": "probs"})
     message = str(error.value)
-    assert message == "verifier.scoring: Input should be 'json' or 'logprobs'"
+    assert message == (
+        "verifier.scoring: unknown judge scoring 'probs'; known judge scorings: json, logprobs"
+        " (or name one as 'module:attr')"
+    )

@@ -11,6 +11,10 @@ shown per input, fewer or reordered demos (or fewer of the nearest), a shortened
 instruction). Algorithms use them beside (and
 instead of, when it runs dry) their LM proposals; every child says which operator made it
 (``lineage.operation = "operator.<name>"``) so acceptance can be counted per source.
+
+Each operator is an ``OperatorKind`` in ``EDIT_OPERATORS`` (``core/plugins.py``), so GEPA's
+``operators`` setting names the ones it offers, in order: built-in names, a
+``"module:attr"`` of your own, or an entry point of the ``emery.edit_operators`` group.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 
 from emery.algorithms.labeled import pick_demos
 from emery.core.models import Candidate, Demo, Lineage
+from emery.core.plugins import PluginRegistry
 from emery.systems.capabilities import StagedPrompts
 from emery.systems.demo_retrieval import NEAREST_SHOWN
 from emery.systems.formats import format_sentence, reply_format
@@ -30,7 +35,7 @@ from emery.systems.stages import StageConfig
 STEP_CUE = "Think step by step, then give the final answer."
 TERSE_CUE = "Reply with the final answer only, with no explanation."
 OPERATOR_PREFIX = "operator."
-LABELED_DEMOS = 4
+LABELED_DEMO_COUNT = 4
 """Labeled demos the ``labeled_demos`` operator adds (MIPRO's default labeled set size)."""
 
 
@@ -126,7 +131,7 @@ def add_labeled_demos(edit: Edit, stage: StageConfig, materials: Materials) -> E
     if edit.demos:
         return None
     pool = materials.labeled.get(stage.name, ())
-    demos = pick_demos(pool, LABELED_DEMOS, materials.exclude)
+    demos = pick_demos(pool, LABELED_DEMO_COUNT, materials.exclude)
     return Edit(edit.instruction, edit.layout, demos) if demos else None
 
 
@@ -174,33 +179,84 @@ def shorten(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | None
     return Edit(" ".join(kept), edit.layout, edit.demos)
 
 
+@dataclass(frozen=True)
+class OperatorKind:
+    """An edit operator: ``edit(edit, stage, materials)`` returns the stage changed, or
+    None where the operator does not apply (its child's lineage says
+    ``operator.<name>``); ``cuts_cost``: its child sends fewer tokens per call than its
+    parent, so a job that names a cost is offered it first."""
+
+    name: str
+    edit: EditFn
+    cuts_cost: bool = False
+
+
+ANSWER_STAGE = OperatorKind("answer_stage", answer_stage)
+FORMAT_REMINDER = OperatorKind("format_reminder", format_reminder)
+NEAREST_DEMOS = OperatorKind("nearest_demos", add_nearest_demos)
+LABELED_DEMOS = OperatorKind("labeled_demos", add_labeled_demos)
+INSTRUCTION_AFTER_INPUT = OperatorKind("instruction_after_input", _placed("user_after"))
+INSTRUCTION_BEFORE_INPUT = OperatorKind("instruction_before_input", _placed("user_before"))
+STEP_BY_STEP = OperatorKind("step_by_step", step_by_step)
+TERSE = OperatorKind("terse", terse)
+INLINE_DEMOS = OperatorKind("inline_demos", inline_demos)
+FEWER_DEMOS = OperatorKind("fewer_demos", fewer_demos, cuts_cost=True)
+REVERSE_DEMOS = OperatorKind("reverse_demos", reverse_demos)
+SHORTEN = OperatorKind("shorten", shorten, cuts_cost=True)
+
 # The order is the order of preference when an algorithm offers only a few children: the
 # answer stage first (it can only help), then the format reminder, which changes every
 # reply (a small model told to end with a format line may skip its reasoning and guess).
-OPERATORS: dict[str, EditFn] = {
-    "answer_stage": answer_stage,
-    "format_reminder": format_reminder,
-    "nearest_demos": add_nearest_demos,
-    "labeled_demos": add_labeled_demos,
-    "instruction_after_input": _placed("user_after"),
-    "instruction_before_input": _placed("user_before"),
-    "step_by_step": step_by_step,
-    "terse": terse,
-    "inline_demos": inline_demos,
-    "fewer_demos": fewer_demos,
-    "reverse_demos": reverse_demos,
-    "shorten": shorten,
-}
-COST_CUTTERS: tuple[str, ...] = ("fewer_demos", "shorten")
-"""The operators whose child sends fewer tokens per call than its parent."""
+OPERATOR_KINDS: tuple[OperatorKind, ...] = (
+    ANSWER_STAGE,
+    FORMAT_REMINDER,
+    NEAREST_DEMOS,
+    LABELED_DEMOS,
+    INSTRUCTION_AFTER_INPUT,
+    INSTRUCTION_BEFORE_INPUT,
+    STEP_BY_STEP,
+    TERSE,
+    INLINE_DEMOS,
+    FEWER_DEMOS,
+    REVERSE_DEMOS,
+    SHORTEN,
+)
+OPERATORS: dict[str, EditFn] = {kind.name: kind.edit for kind in OPERATOR_KINDS}
+"""The built-in operators by name, in their order of preference."""
+COST_CUTTERS: tuple[str, ...] = tuple(kind.name for kind in OPERATOR_KINDS if kind.cuts_cost)
+"""The built-in operators whose child sends fewer tokens per call than its parent."""
+
+EDIT_OPERATORS = PluginRegistry(
+    what="edit operator",
+    plural="edit operators",
+    where="algorithm.gepa.operators",
+    builtins={kind.name: f"{__name__}:{kind.name.upper()}" for kind in OPERATOR_KINDS},
+    attribute="OPERATOR",
+    group="emery.edit_operators",
+    type=OperatorKind,
+)
+
+
+def edit_operators(names: Sequence[str] | None) -> tuple[OperatorKind, ...]:
+    """The operators ``names`` name, in that order (None: the built-ins)."""
+    if names is None:
+        return OPERATOR_KINDS
+    return tuple(EDIT_OPERATORS.get(name) for name in dict.fromkeys(names))
+
+
+def ordered_operators(
+    operators: Sequence[OperatorKind], cost_first: bool
+) -> tuple[OperatorKind, ...]:
+    """``operators`` in the order they are offered: as given, or with the cost cutters
+    first (a job that names a cost among its objectives, whose search keeps a cheaper
+    child that is as good)."""
+    cutters = tuple(kind for kind in operators if cost_first and kind.cuts_cost)
+    return cutters + tuple(kind for kind in operators if not (cost_first and kind.cuts_cost))
 
 
 def operator_order(cost_first: bool) -> tuple[str, ...]:
-    """The operators in the order they are offered: ``OPERATORS``' order, or with the cost
-    cutters first (a job that names a cost among its objectives, whose search keeps a
-    cheaper child that is as good)."""
-    rest = tuple(name for name in OPERATORS if not cost_first or name not in COST_CUTTERS)
-    return (COST_CUTTERS if cost_first else ()) + rest
+    """The built-in operators' names in the order they are offered (``ordered_operators``)."""
+    return tuple(kind.name for kind in ordered_operators(OPERATOR_KINDS, cost_first))
 
 
 def current_edit(candidate: Candidate, stage: StageConfig) -> Edit:
@@ -213,7 +269,7 @@ def current_edit(candidate: Candidate, stage: StageConfig) -> Edit:
 
 
 def apply_operator(
-    name: str,
+    operator: str | OperatorKind,
     candidate: Candidate,
     program: StagedPrompts,
     stage_name: str,
@@ -221,10 +277,13 @@ def apply_operator(
     iteration: int | None = None,
     materials: Materials = NO_MATERIALS,
 ) -> Candidate | None:
-    """The child ``name`` makes of ``candidate`` in ``stage_name``, or None if it does not apply."""
+    """The child ``operator`` (an ``OperatorKind``, or a name ``EDIT_OPERATORS`` knows)
+    makes of ``candidate`` in ``stage_name``, or None if it does not apply."""
+    kind = operator if isinstance(operator, OperatorKind) else EDIT_OPERATORS.get(operator)
+    name = kind.name
     stage = program.stages[stage_name]
     before = current_edit(candidate, stage)
-    after = OPERATORS[name](before, stage, materials)
+    after = kind.edit(before, stage, materials)
     if after is None or after == before:
         return None
     components = with_layout(candidate.components, stage_name, after.layout)
@@ -255,14 +314,14 @@ def operator_children(
     tried: set[str] | frozenset[str] = frozenset(),
     iteration: int | None = None,
     materials: Materials = NO_MATERIALS,
-    order: Sequence[str] = tuple(OPERATORS),
+    order: Sequence[str | OperatorKind] = OPERATOR_KINDS,
 ) -> list[Candidate]:
     """Every applicable operator's child of ``candidate`` in one stage, in ``order``,
     skipping children whose ids are in ``tried``."""
     children = []
-    for name in order:
+    for operator in order:
         child = apply_operator(
-            name, candidate, program, stage_name, iteration=iteration, materials=materials
+            operator, candidate, program, stage_name, iteration=iteration, materials=materials
         )
         if child is not None and child.id not in tried:
             children.append(child)

@@ -13,7 +13,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 from emery.algorithms.base import SearchContext
-from emery.algorithms.operators import NO_MATERIALS, OPERATORS, Materials, operator_children
+from emery.algorithms.operators import (
+    NO_MATERIALS,
+    OPERATOR_KINDS,
+    Materials,
+    OperatorKind,
+    operator_children,
+)
 from emery.core.events import ProposalSources, SourceCount
 from emery.core.models import Candidate
 from emery.systems.capabilities import StagedPrompts
@@ -46,7 +52,7 @@ def next_operator_child(
     known: Callable[[str], bool] = lambda candidate_id: False,
     iteration: int | None = None,
     materials: Materials = NO_MATERIALS,
-    order: Sequence[str] = tuple(OPERATORS),
+    order: Sequence[str | OperatorKind] = OPERATOR_KINDS,
 ) -> Candidate | None:
     """The first operator child of ``parent`` in ``stages`` (operators in ``order``) that
     is neither in ``tried`` nor ``known``, from an operator not yet tried on that stage;

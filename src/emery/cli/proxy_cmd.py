@@ -14,12 +14,11 @@ import uvicorn
 from emery.cli.common import StoreOption, open_cli_store, resolve
 from emery.cli.console import err
 from emery.config.loading import load_config
-from emery.config.resolve import build_models, open_cache
+from emery.config.resolve import build_models, open_cache, resolve_lm
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 from emery.lm.base import LM
-from emery.lm.config import LMConfig, build_lm
-from emery.lm.usage import UsageMeter
+from emery.lm.config import LMConfig
 from emery.proxy.app import create_app
 from emery.proxy.guards import refuse_open_binding
 
@@ -42,8 +41,7 @@ def task_model(
     if threads is not None and model is None:
         raise ConfigError("--threads applies to --model (a config's model sets its own n_threads)")
     if model is not None:
-        local = LMConfig(model=model, n_threads=threads)
-        return build_lm(local, role="task", meter=UsageMeter(), cache=None)
+        return resolve_lm(LMConfig(model=model, n_threads=threads))
     config: JobConfig | None = None
     base_dir = Path.cwd()
     if config_path is not None:

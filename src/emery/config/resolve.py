@@ -3,12 +3,14 @@
 ``resolve_job`` is the one place a job's config becomes its dataset, system, verifier and
 references (``ResolvedJob``), checked against each other by ``checked``: every process that
 runs, scores, samples, serves or publishes a job goes through it, so the checks do not
-drift between them.
+drift between them. Models likewise: ``resolve_lm`` is the one place an ``[lm.ROLE]``
+section becomes its LM (cached, token-recording and metered as the section says), and
+``build_models`` the models of a job's roles, given models in place of configured ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -23,7 +25,7 @@ from emery.data.tasks import builtin_task
 from emery.evaluation.health import check_gold
 from emery.lm.base import LM
 from emery.lm.cache import ResponseCache
-from emery.lm.config import build_lm
+from emery.lm.config import LMConfig, build_base_lm, build_lm, local_lm
 from emery.lm.usage import ROLES, MeteredLM, UsageMeter
 from emery.systems.base import System
 from emery.systems.graph.seed import starting_graph
@@ -41,8 +43,9 @@ from emery.verifiers.rubric import RubricJudge
 class JobInputs:
     """Objects that replace what the config describes, for jobs started from Python.
 
-    ``lms`` maps roles to base models (``"task"`` stands in for roles not given); they are
-    still wrapped in the response cache and the usage meter.
+    ``lms`` maps roles to base models (``"task"`` stands in for roles neither given nor
+    configured: ``build_models``); they are still wrapped in the response cache and the
+    usage meter.
     """
 
     system: System | None = None
@@ -266,20 +269,58 @@ class Models:
         return self.by_role[role]
 
 
+def resolve_lm(
+    config: LMConfig,
+    *,
+    role: str = "task",
+    meter: UsageMeter | None = None,
+    cache: ResponseCache | None = None,
+    base: LM | None = None,
+    wrap: Callable[[LM], LM] | None = None,
+) -> MeteredLM:
+    """The model for ``role`` that ``config`` (one ``[lm.ROLE]`` section) describes:
+    ``base`` (else the model it names, loaded on first call), passed through ``wrap`` (a
+    sampling wrapper, say), then cached in ``cache`` (when given and the section caches)
+    and metered on ``meter`` (else a meter of its own) with the section's defaults."""
+    if wrap is not None:
+        base = wrap(base if base is not None else build_base_lm(config))
+    return build_lm(config, role=role, meter=meter or UsageMeter(), cache=cache, base=base)
+
+
+def resolve_local_lm(config: LMConfig, *, lora: Path | None, seed: int) -> LM:
+    """A local model of ``config`` of its own (not shared, not metered) with the adapter
+    ``lora`` and sampling seeded by ``seed``: one RL step's policy."""
+    return local_lm(config, lora=lora, seed=seed)
+
+
 def build_models(
     config: JobConfig,
     *,
     roles: tuple[str, ...] = ROLES,
     cache: ResponseCache | None = None,
     meter: UsageMeter | None = None,
+    base: Mapping[str, LM] | None = None,
 ) -> Models:
-    """Build the LMs for ``roles``; models are loaded lazily on first call."""
+    """Build the LMs for ``roles``; models are loaded lazily on first call.
+
+    ``base`` (``JobInputs.lms``) maps roles to given models: a role given one runs it, a
+    role configured by name (``[lm.ROLE]``) without one is built from its section, and a
+    role neither given nor configured is the task's: the given task model, else the one
+    ``[lm.task]`` names."""
     models = Models(meter=meter or UsageMeter())
     for role in roles:
-        models.by_role[role] = build_lm(
-            config.lm.for_role(role), role=role, meter=models.meter, cache=cache
+        given = base.get(role) if base else None
+        if base and given is None and not _configured(config, role):
+            given = base.get("task")
+        models.by_role[role] = resolve_lm(
+            config.lm.for_role(role), role=role, meter=models.meter, cache=cache, base=given
         )
     return models
+
+
+def _configured(config: JobConfig, role: str) -> bool:
+    """Whether ``role``, a role other than the task, has an ``[lm.ROLE]`` section."""
+    return role != "task" and getattr(config.lm, role) is not None
 
 
 def open_cache(config: JobConfig, base_dir: Path | None = None) -> ResponseCache | None:

@@ -22,8 +22,7 @@ from emery.config.schema import JobConfig
 from emery.core.models import Candidate, Dataset, Example
 from emery.evaluation.budget import BudgetConfig
 from emery.lm.cache import ResponseCache
-from emery.lm.config import build_lm
-from emery.lm.usage import ROLES, RoleUsage, UsageMeter
+from emery.lm.usage import RoleUsage, UsageMeter
 from emery.systems.base import System
 from emery.verifiers.base import Verifier
 from emery.verifiers.judge import with_judge
@@ -90,20 +89,7 @@ def build_runtime(
     meter = UsageMeter(initial=dict(usage or {}))
     cache = open_cache(config, base_dir)
     try:
-        if inputs.lms:
-            models = Models(meter=meter)
-            for role in ROLES:
-                base = inputs.lms.get(role)
-                named = role != "task" and getattr(config.lm, role) is not None
-                if base is None and not named:  # a role not configured is the task's
-                    base = inputs.lms.get("task")
-                    if base is None:
-                        continue
-                models.by_role[role] = build_lm(  # a role configured by name: its own model
-                    config.lm.for_role(role), role=role, meter=meter, cache=cache, base=base
-                )
-        else:
-            models = build_models(config, cache=cache, meter=meter)
+        models = build_models(config, cache=cache, meter=meter, base=inputs.lms)
     except BaseException:
         if cache is not None:
             cache.close()

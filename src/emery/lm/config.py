@@ -1,19 +1,29 @@
-"""How a model is named and configured, and how a configured LM is built."""
+"""How a model is named and configured, and how a configured LM is built.
+
+A model string is ``<provider>/<name>``; the provider is a ``ProviderKind`` in
+``LM_PROVIDERS`` (``core/plugins.py``): a built-in (``local``, ``openai``, ``python``,
+``litellm``), an entry point of the ``emery.lm_providers`` group, or ``module:attr`` (a
+module path holds no ``/``, so ``my_pkg.providers:ECHO/echo-1`` is the provider
+``my_pkg.providers:ECHO`` given ``echo-1``; ``python/<module>:<attr>`` is unchanged, its
+``:`` being after the ``/``). Any other prefix is a LiteLLM provider (``anthropic/...``).
+"""
 
 from __future__ import annotations
 
 import inspect
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field, field_validator
 
-from emery.core.errors import ConfigError
+from emery.core.errors import ConfigError, EmeryError
 from emery.core.imports import import_object
 from emery.core.models import ChatMessage
+from emery.core.plugins import PluginRegistry
 from emery.core.settings import Settings
 from emery.core.user_code import awaiting
 from emery.lm.base import LM, Completion
@@ -36,8 +46,9 @@ class LMConfig(Settings):
     ``local/<owner>/<repo>/<file>.gguf`` (a file pulled from the Hugging Face Hub),
     ``openai/<model>`` (any OpenAI-compatible endpoint; set ``base_url`` for one that is
     not OpenAI's), ``python/<module>:<attr>`` (an LM object or a function returning one),
-    or any LiteLLM model string (``anthropic/...``, ``gemini/...``, ``ollama/...``, or
-    ``litellm/<string>``; the ``litellm`` extra).
+    any LiteLLM model string (``anthropic/...``, ``gemini/...``, ``ollama/...``, or
+    ``litellm/<string>``; the ``litellm`` extra), or ``<provider>/<name>`` for a provider
+    of your own (``<module>:<attr>/<name>`` or an ``emery.lm_providers`` entry point).
     """
 
     model: str = DEFAULT_MODEL
@@ -80,17 +91,15 @@ class LMConfig(Settings):
         return value
 
     def has_price(self) -> bool:
-        """Whether a call of this model costs anything: a stated or table price, or, for a
-        LiteLLM model (the extra installed), a price in LiteLLM's list."""
+        """Whether a call of this model costs anything: a stated or table price, or a price
+        its provider knows (LiteLLM's list, for a LiteLLM model with the extra installed)."""
         price = self.price()
         if price.input_per_mtok or price.output_per_mtok:
             return True
-        provider, _, name = self.model.partition("/")
-        if provider in ("local", "openai", "python"):
-            return False
-        from emery.lm.litellm_lm import litellm_has_price  # imports LiteLLM: only here
-
-        return litellm_has_price(name if provider == "litellm" else self.model)
+        if not self.model.partition("/")[2]:
+            return False  # no model at all: building it says what is wrong
+        kind, name = model_provider(self.model)
+        return kind.priced(self, name)
 
     def price(self) -> Price:
         table = Price.for_model(self.model)
@@ -129,46 +138,140 @@ def local_adapter_path(name: str) -> Path | None:
     return installed_adapter(name)[1]
 
 
+def _unpriced(config: LMConfig, name: str) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class ProviderKind:
+    """A model provider, named by the model string's ``<provider>/`` prefix.
+
+    ``build(config, name)`` makes the bare LM (``name``: the model string after the
+    prefix); ``priced(config, name)`` says whether the provider itself prices a call (as a
+    ``Completion.cost_usd``) when the config states no price: a ``lm_cost_usd`` budget
+    needs a priced model.
+    """
+
+    name: str
+    build: Callable[[LMConfig, str], LM]
+    priced: Callable[[LMConfig, str], bool] = _unpriced
+
+
+def _local_lm(config: LMConfig, name: str) -> LM:
+    """``local/<name>``: one shared instance per file, adapter and decoding settings."""
+    path = local_model_path(name)
+    lora = local_adapter_path(name)
+    key = (
+        str(path.resolve()),
+        str(lora.resolve()) if lora is not None else "",
+        config.n_ctx,
+        config.n_parallel,
+        config.n_threads,
+        config.prefix_reuse,
+    )
+    with _local_lock:
+        if key not in _local_models:
+            _local_models[key] = local_lm(config)
+        return _local_models[key]
+
+
+def local_lm(config: LMConfig, *, lora: Path | None = None, seed: int = 0) -> LocalLM:
+    """A new, unshared ``LocalLM`` of ``config``'s ``local/<name>`` with ``lora`` applied
+    (default: the name's own adapter), its sampling seeded by ``seed`` (``build_base_lm``
+    shares one per file instead)."""
+    name = config.model.removeprefix("local/")
+    return LocalLM(
+        local_model_path(name),
+        model=config.model,
+        n_ctx=config.n_ctx,
+        n_parallel=config.n_parallel,
+        n_threads=config.n_threads,
+        prefix_reuse=config.prefix_reuse,
+        seed=seed,
+        lora_path=lora if lora is not None else local_adapter_path(name),
+    )
+
+
+def _openai_lm(config: LMConfig, name: str) -> LM:
+    from emery.lm.openai_compat import OpenAICompatibleLM  # openai is slow to import
+
+    return OpenAICompatibleLM(
+        name, api_key=config.api_key, api_key_env=config.api_key_env, **_hosted(config)
+    )
+
+
+def _litellm_priced(config: LMConfig, name: str) -> bool:
+    from emery.lm.litellm_lm import litellm_has_price  # imports LiteLLM: only here
+
+    return litellm_has_price(name)
+
+
+LOCAL = ProviderKind("local", _local_lm)
+OPENAI = ProviderKind("openai", _openai_lm)
+PYTHON = ProviderKind("python", lambda config, name: _python_lm(name))
+LITELLM = ProviderKind(
+    "litellm", lambda config, name: _litellm_model(config, name), priced=_litellm_priced
+)
+"""``litellm/<LiteLLM string>``, and every prefix no other provider has (``anthropic/...``),
+given the whole model string."""
+
+_BUILT_IN = (LOCAL, OPENAI, PYTHON, LITELLM)
+
+LM_PROVIDERS = PluginRegistry(
+    what="model provider",
+    plural="model providers",
+    where="model",
+    builtins={kind.name: f"{__name__}:{kind.name.upper()}" for kind in _BUILT_IN},
+    attribute="PROVIDER",
+    group="emery.lm_providers",
+    type=ProviderKind,
+)
+
+
+MODEL_SHAPE = (
+    "must look like local/<name>, local/<file.gguf>, openai/<model>, python/<module>:<attr>"
+    " or <provider>/<model>"
+)
+"""What a model string is, said by every error about its shape."""
+
+
+def model_provider(model: str) -> tuple[ProviderKind, str]:
+    """The provider of the model string ``model`` and the name it is given: a registered
+    provider gets what follows its prefix, LiteLLM (any other prefix) the whole string."""
+    prefix, _, name = model.partition("/")
+    if not name:
+        raise ConfigError(f"model {model!r} {MODEL_SHAPE}")
+    if prefix in LM_PROVIDERS.builtins or ":" in prefix or prefix in LM_PROVIDERS.names():
+        return replace(LM_PROVIDERS, where=f"model {model!r}").get(prefix), name
+    return LITELLM, model
+
+
 def build_base_lm(config: LMConfig) -> LM:
     """The bare model named by ``config``; one shared instance per local file."""
-    provider, _, name = config.model.partition("/")
-    if not name:
-        raise ConfigError(
-            f"model {config.model!r} must look like local/<name>, local/<file.gguf>, "
-            "openai/<model> or python/<module>:<attr>"
-        )
-    if provider == "local":
-        path = local_model_path(name)
-        lora = local_adapter_path(name)
-        key = (
-            str(path.resolve()),
-            str(lora.resolve()) if lora is not None else "",
-            config.n_ctx,
-            config.n_parallel,
-            config.n_threads,
-            config.prefix_reuse,
-        )
-        with _local_lock:
-            if key not in _local_models:
-                _local_models[key] = LocalLM(
-                    path,
-                    model=config.model,
-                    n_ctx=config.n_ctx,
-                    n_parallel=config.n_parallel,
-                    n_threads=config.n_threads,
-                    prefix_reuse=config.prefix_reuse,
-                    lora_path=lora,
-                )
-            return _local_models[key]
-    if provider == "openai":
-        from emery.lm.openai_compat import OpenAICompatibleLM  # openai is slow to import
+    kind, name = model_provider(config.model)
+    if any(kind is built_in for built_in in _BUILT_IN):
+        return kind.build(config, name)
+    return _plugin_lm(kind, config, name)
 
-        return OpenAICompatibleLM(
-            name, api_key=config.api_key, api_key_env=config.api_key_env, **_hosted(config)
+
+def _plugin_lm(kind: ProviderKind, config: LMConfig, name: str) -> LM:
+    """The LM a provider of your own builds, run as user code (``UserCodeLM``); a build
+    that fails or gives no LM is a one-line ``ConfigError``."""
+    where = f"model {config.model!r}"
+    try:
+        lm = kind.build(config, name)
+    except EmeryError as exc:
+        raise type(exc)(f"{where}: {exc}") from None
+    except Exception as exc:
+        raise ConfigError(
+            f"{where}: provider {kind.name!r} failed to build it ({type(exc).__name__}: {exc})"
+        ) from None
+    if not isinstance(lm, LM) or not inspect.iscoroutinefunction(lm.complete):
+        raise ConfigError(
+            f"{where}: provider {kind.name!r} gave a {type(lm).__name__}, not an LM"
+            " (needs .model and async .complete)"
         )
-    if provider == "python":
-        return _python_lm(name)
-    return _litellm_model(config, name if provider == "litellm" else config.model)
+    return UserCodeLM(lm, f"model {config.model}")
 
 
 def _litellm_model(config: LMConfig, name: str) -> LM:
@@ -181,18 +284,23 @@ def _litellm_model(config: LMConfig, name: str) -> LM:
         litellm = load_litellm()
     except ConfigError:
         raise ConfigError(
-            f"model {config.model!r}: {provider!r} is not local, openai or python; other"
-            " providers (anthropic/, gemini/, ollama/, ...) need LiteLLM:"
-            " pip install 'emery[litellm]'"
+            f"model {config.model!r}: {provider!r} is none of the model providers"
+            f" {_known_providers()}; other providers (anthropic/, gemini/, ollama/, ...)"
+            " need LiteLLM: pip install 'emery[litellm]'"
         ) from None
     if provider not in litellm.provider_list:
         raise ConfigError(
-            f"unknown model provider {provider!r} in {config.model!r}; use local, openai,"
-            " python, or a LiteLLM provider (anthropic, gemini, ollama, groq, bedrock, ...)"
+            f"unknown model provider {provider!r} in {config.model!r}; known model providers:"
+            f" {_known_providers()}, or a LiteLLM provider (anthropic, gemini, ollama, groq,"
+            " bedrock, ...)"
         )
     named_env = "api_key_env" in config.model_fields_set  # else LiteLLM's own variable
     api_key = config.api_key or (os.environ.get(config.api_key_env) if named_env else None)
     return LiteLLMModel(name, api_key=api_key, **_hosted(config))
+
+
+def _known_providers() -> str:
+    return f"{', '.join(LM_PROVIDERS.names())} (or name one as '<module>:<attr>/<model>')"
 
 
 def _hosted(config: LMConfig) -> dict[str, Any]:
@@ -227,16 +335,25 @@ def _python_lm(ref: str) -> LM:
     return PythonLM(obj, ref)
 
 
-class PythonLM(LMWrapper):
-    """A ``python/<ref>`` model: user code in the job's process, so its ``sys.exit`` is an
-    error of the call (``UserCodeExited``), never the end of the job."""
+class UserCodeLM(LMWrapper):
+    """A model of user code in the job's process (a ``python/`` model, a plug-in
+    provider's), so its ``sys.exit`` is an error of the call (``UserCodeExited``), never the
+    end of the job; ``who`` names it in that error."""
 
-    def __init__(self, inner: LM, ref: str) -> None:
+    def __init__(self, inner: LM, who: str) -> None:
         super().__init__(inner)
-        self.ref = ref
+        self.who = who
 
     async def _call(self, messages: Sequence[ChatMessage], params: dict[str, Any]) -> Completion:
-        return await awaiting(f"model python/{self.ref}", self.inner.complete(messages, **params))
+        return await awaiting(self.who, self.inner.complete(messages, **params))
+
+
+class PythonLM(UserCodeLM):
+    """A ``python/<ref>`` model."""
+
+    def __init__(self, inner: LM, ref: str) -> None:
+        super().__init__(inner, f"model python/{ref}")
+        self.ref = ref
 
 
 def build_lm(

@@ -6,11 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from emery.config.loading import job_config
-from emery.config.resolve import JobInputs, build_models, open_cache, resolve_job
+from emery.config.resolve import JobInputs, open_cache, resolve_job, resolve_lm
 from emery.core.errors import EmeryError
 from emery.core.models import Candidate, Example
-from emery.lm.config import build_lm
-from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
 from emery.systems.base import RunContext, System
 
@@ -58,16 +56,8 @@ async def run_inference(
     system = job_system(store, job_id, objects)
     cache = open_cache(config, Path(job.base_dir or "."))
     try:
-        if objects.lms and objects.lms.get("task") is not None:
-            lm = build_lm(
-                config.lm.task,
-                role="task",
-                meter=UsageMeter(),
-                cache=cache,
-                base=objects.lms["task"],
-            )
-        else:
-            lm = build_models(config, roles=("task",), cache=cache)["task"]
+        given = objects.lms.get("task") if objects.lms else None
+        lm = resolve_lm(config.lm.task, cache=cache, base=given)
         example = Example(id="inference", input=dict(inputs))
         run = await system.run(candidate, RunContext(lm=lm, example=example))
     finally:

@@ -22,14 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from emery.config.loading import job_config, stored_config
-from emery.config.resolve import resolve_job
+from emery.config.resolve import resolve_job, resolve_lm
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError, EmeryError
 from emery.core.models import Candidate, ChatMessage, Example
 from emery.core.spans import SpanRecord
 from emery.lm.base import LM, Completion
-from emery.lm.config import build_lm
-from emery.lm.usage import UsageMeter
 from emery.lm.wrapper import LMWrapper
 from emery.reports.published import PublishedPrompt
 from emery.store.protocol import Store
@@ -72,7 +70,7 @@ class ServedSystem:
         config, base_dir = _config(prompt, store)
         system = resolve_job(config, base_dir).system
         candidate = Candidate(components=dict(prompt.components), demos=dict(prompt.demos))
-        lm = build_lm(config.lm.task, role="task", meter=UsageMeter(), cache=None)
+        lm = resolve_lm(config.lm.task)
         return cls(prompt, system, candidate, lm)
 
     async def run(self, inputs: dict[str, Any], origin: CallOrigin | None = None) -> ServedRun:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from emery.config.resolve import resolve_lm
 from emery.config.schema import RLSection
 from emery.core.errors import EmeryError
 from emery.core.models import Candidate, ChatMessage, Example
@@ -37,8 +38,7 @@ from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.executor import Executor
 from emery.lm.base import LM, Completion
 from emery.lm.catalog import installed_path
-from emery.lm.config import LMConfig, build_lm
-from emery.lm.usage import UsageMeter
+from emery.lm.config import LMConfig
 from emery.store.protocol import Store
 from emery.systems.base import System
 from emery.tracing.store_recorder import StoreRecorder, load_spans
@@ -160,7 +160,7 @@ class AgentEpisodes:
             temperature=self.settings.temperature,
             max_tokens=self.settings.max_completion_length,
         )
-        lm = build_lm(self.lm, role="task", meter=UsageMeter(), cache=None, base=sampled)
+        lm = resolve_lm(self.lm, base=sampled)
         recorder = StoreRecorder(self.store, self.job_id)
         evaluator = Evaluator(
             self.system,

@@ -13,11 +13,12 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from emery.config.resolve import resolve_lm
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError, EmeryError
 from emery.core.events import Event
 from emery.lm.catalog import installed_path
-from emery.lm.config import build_base_lm, local_model_path
+from emery.lm.config import local_model_path
 from emery.store.protocol import Store
 from emery.training.data import (
     Conversation,
@@ -167,8 +168,8 @@ def check_sampling(config: JobConfig) -> None:
     try:
         if provider == "local":
             local_model_path(name)
-        elif provider == "python":
-            build_base_lm(teacher)
+        elif provider != "openai":  # a python/, plug-in or LiteLLM model: a bad one fails here
+            resolve_lm(teacher)
     except EmeryError as exc:
         raise type(exc)(f"sft.teacher: {exc}") from None
 

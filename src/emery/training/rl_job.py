@@ -17,14 +17,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emery.config.resolve import resolve_job
+from emery.config.resolve import resolve_job, resolve_lm
 from emery.config.schema import JobConfig, RLSection
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate
 from emery.evaluation.executor import Executor
 from emery.lm.catalog import installed_path
-from emery.lm.config import build_lm
-from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
 from emery.systems.base import System
 from emery.systems.prompt_program import PromptProgram
@@ -94,7 +92,7 @@ def job_reward(config: JobConfig, base_dir: Path, store: Store | None = None) ->
     candidate = trained_candidate(store, config, system.seed_candidate())
     reward = VerifierReward(system, candidate, verifier, examples)
     if reward.restates:
-        reward.lm = build_lm(config.lm.task, role="task", meter=UsageMeter(), cache=None)
+        reward.lm = resolve_lm(config.lm.task)
     if reward.stage.name not in candidate.components:
         raise ConfigError(
             f"rl.source_job's best candidate has no component {reward.stage.name!r}:"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from emery.config.evaluation_scope import example_hash
-from emery.config.resolve import resolve_job
+from emery.config.resolve import resolve_job, resolve_lm
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError, EmeryError
 from emery.core.events import Event
@@ -34,8 +34,7 @@ from emery.core.models import Candidate, ChatMessage
 from emery.core.rollouts import RolloutConfig
 from emery.evaluation.evaluator import Evaluator
 from emery.lm.base import Completion
-from emery.lm.config import LMConfig, build_base_lm, build_lm
-from emery.lm.usage import UsageMeter
+from emery.lm.config import LMConfig
 from emery.lm.wrapper import LMWrapper
 from emery.store.protocol import Store
 from emery.store.records import EvaluationFilter, EvaluationRecord, StepWrite
@@ -139,12 +138,13 @@ class RejectionSampler:
 
     async def _round(self, candidate: Candidate, n: int) -> list[EvaluationRecord]:
         """Round ``n``: every example once, as evaluation records of this job."""
-        inner = SeededSampling(
-            build_base_lm(self.teacher),
-            temperature=self.settings.sample_temperature,
-            seed=call_seed(self.config.job.seed, n),
+        seed = call_seed(self.config.job.seed, n)
+        lm = resolve_lm(
+            self.teacher,
+            wrap=lambda model: SeededSampling(
+                model, temperature=self.settings.sample_temperature, seed=seed
+            ),
         )
-        lm = build_lm(self.teacher, role="task", meter=UsageMeter(), cache=None, base=inner)
         recorder = StoreRecorder(self.store, self.job_id)
         evaluator = Evaluator(
             self.system,

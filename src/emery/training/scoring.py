@@ -6,14 +6,12 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from emery.config.resolve import resolve_job
+from emery.config.resolve import resolve_job, resolve_lm
 from emery.config.schema import JobConfig
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate
 from emery.evaluation.evaluator import Evaluator
 from emery.evaluation.stats import ScoreSummary
-from emery.lm.config import build_lm
-from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
 from emery.training.source import source_prompt
 
@@ -56,7 +54,7 @@ async def compare(store: Store, config: JobConfig, base_dir: Path, tuned_model: 
     summaries = []
     for model in (config.lm.task.model, tuned_model):
         settings = config.lm.task.model_copy(update={"model": model})
-        lm = build_lm(settings, role="task", meter=UsageMeter(), cache=None)
+        lm = resolve_lm(settings)
         evaluator = Evaluator(system, verifier, lm, concurrency=config.runtime.concurrency)
         result = await evaluator.evaluate(candidate, examples, "test")
         summaries.append(result.summary())

@@ -2,10 +2,13 @@
 
 A judge verifier asks the judge model (``[lm.judge]``; the task model when unset) and turns
 its reply into a ``Verdict`` whose feedback is the judge's reasoning, which reflection
-reads. How it asks and reads is its ``JudgeScoring``: by default (``JsonVerdict``) the
-verifier's own JSON verdict, read robustly (a fenced block or the first JSON object of the
-reply, scores clamped to [0, 1]); ``verifiers.verdict_probability`` asks a yes/no question
-and scores the judge's probability of Yes instead. A reply that cannot be read scores 0
+reads. How it asks and reads is its ``JudgeScoring``, named by ``[verifier] scoring`` and
+looked up in ``JUDGE_SCORINGS`` (``core/plugins.py``): by default (``json``,
+``JsonVerdict``) the verifier's own JSON verdict, read robustly (a fenced block or the
+first JSON object of the reply, scores clamped to [0, 1]); ``logprobs``
+(``verifiers.verdict_probability``) asks a yes/no question and scores the judge's
+probability of Yes instead; a ``"module:attr"`` or an ``emery.judge_scorings`` entry point
+names one of your own. A reply that cannot be read scores 0
 with feedback saying so and is counted in ``stats``; it never fails the rollout. A judge
 model that raises is a verifier error, which the evaluator records like any other.
 """
@@ -19,10 +22,11 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage, Example
+from emery.core.plugins import PluginRegistry
 from emery.lm.base import LM, Completion
 from emery.verifiers.base import Verdict, Verifier, as_text, clip
 
@@ -54,6 +58,7 @@ class JudgeStats:
     text_verdicts: int = 0
 
 
+@runtime_checkable
 class JudgeScoring(Protocol):
     """How a judge verifier asks its model and turns the reply into a verdict."""
 
@@ -84,6 +89,25 @@ class JsonVerdict:
 
 
 JSON_VERDICT = JsonVerdict()
+
+JUDGE_SCORINGS = PluginRegistry(
+    what="judge scoring",
+    plural="judge scorings",
+    where="verifier.scoring",
+    builtins={
+        "json": f"{__name__}:JSON_VERDICT",
+        "logprobs": "emery.verifiers.verdict_probability:VERDICT_PROBABILITY",
+    },
+    attribute="SCORING",
+    group="emery.judge_scorings",
+    type=JudgeScoring,  # type: ignore[type-abstract]  # a runtime-checkable protocol
+)
+"""``[verifier] scoring``: the built-ins, ``"module:attr"`` or an entry point."""
+
+
+def judge_scoring(name: str) -> JudgeScoring:
+    """The scoring ``name`` refers to, or a one-line ``ConfigError`` listing the known ones."""
+    return JUDGE_SCORINGS.get(name)
 
 
 def extract_json(text: str) -> Any:

@@ -8,9 +8,9 @@ so those evaluations are reused.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from emery.core.errors import ConfigError
 from emery.lm.base import LM
@@ -23,12 +23,11 @@ from emery.verifiers.feedback_score import FeedbackScore
 from emery.verifiers.function import FunctionMetric
 from emery.verifiers.json_field import JsonFieldMatch
 from emery.verifiers.json_object import JsonMatch, JsonObjectMatch
-from emery.verifiers.judge import JSON_VERDICT, JudgeScoring
+from emery.verifiers.judge import judge_scoring
 from emery.verifiers.numeric import NumericMatch
 from emery.verifiers.preference import PreferenceJudge
 from emery.verifiers.rubric import Criterion, RubricJudge
 from emery.verifiers.text import Contains, ExactMatch, NormalizedMatch, RegexMatch, TokenF1
-from emery.verifiers.verdict_probability import VERDICT_PROBABILITY
 
 _FLAT_SCOPE: dict[str, Any] = {
     "abs_tol": 1e-6,
@@ -123,12 +122,16 @@ class PythonConfig(BuiltinConfig):
     function: str
 
 
-ScoringName = Literal["json", "logprobs"]
-"""How a rubric or contrastive judge scores: its JSON verdict, or its probability of Yes to
-a yes/no question (``verifiers.verdict_probability``)."""
+def _known_scoring(name: str) -> str:
+    judge_scoring(name)  # a one-line ConfigError when it names none
+    return name
 
-SCORINGS: dict[str, JudgeScoring] = {s.name: s for s in (JSON_VERDICT, VERDICT_PROBABILITY)}
-"""Each ``ScoringName``'s strategy."""
+
+ScoringName = Annotated[str, AfterValidator(_known_scoring)]
+"""How a rubric or contrastive judge scores (``verifiers.judge.JUDGE_SCORINGS``): ``json``,
+its JSON verdict; ``logprobs``, its probability of Yes to a yes/no question
+(``verifiers.verdict_probability``); or a ``JudgeScoring`` of your own as ``"module:attr"``
+or an ``emery.judge_scorings`` entry point. Checked when the config is read."""
 
 
 class RubricConfig(BuiltinConfig):
@@ -221,13 +224,13 @@ RUBRIC = VerifierKind(
     "rubric",
     RubricConfig,
     lambda config, judge: RubricJudge(
-        config.criteria, judge=judge, scoring=SCORINGS[config.scoring]
+        config.criteria, judge=judge, scoring=judge_scoring(config.scoring)
     ),
 )
 CONTRASTIVE = VerifierKind(
     "contrastive",
     ContrastiveConfig,
-    lambda config, judge: ContrastiveJudge(judge, scoring=SCORINGS[config.scoring]),
+    lambda config, judge: ContrastiveJudge(judge, scoring=judge_scoring(config.scoring)),
 )
 PREFERENCE = VerifierKind(
     "preference",

@@ -48,7 +48,7 @@ from emery.algorithms.base import WARM_START, SearchContext, load_rng, save_rng
 from emery.algorithms.concurrent_scoring import ScoreRequest, run_all, score_concurrently
 from emery.algorithms.cost_acceptance import as_good_and_cheaper
 from emery.algorithms.evidence import Evidence, paired
-from emery.algorithms.gepa.batches import next_minibatch
+from emery.algorithms.gepa.batches import minibatch_sampler
 from emery.algorithms.gepa.events import (
     GepaCandidateSelected,
     GepaMinibatchAccepted,
@@ -63,7 +63,7 @@ from emery.algorithms.gepa.failure_batches import (
     show_failures,
 )
 from emery.algorithms.gepa.judging import judge_all
-from emery.algorithms.gepa.merge import find_merge, run_merge
+from emery.algorithms.gepa.merge import merge_policy, run_merge
 from emery.algorithms.gepa.mutation import (
     Basis,
     Mutation,
@@ -83,6 +83,7 @@ from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.gepa.state import GepaState, PoolEntry
 from emery.algorithms.gepa.val_gate import OnVal, score_on_val
 from emery.algorithms.labeled import labeled_pool
+from emery.algorithms.operators import edit_operators
 from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
 from emery.algorithms.warm_start import rescore
 from emery.core.errors import ConfigError
@@ -102,6 +103,9 @@ class Gepa:
         self.settings = settings or GepaSettings()
         self.proposer = ReflectionProposer(self.settings)
         self.selector = parent_selector(self.settings)
+        self.sampler = minibatch_sampler(self.settings)
+        self.merger = merge_policy(self.settings)
+        self.operators = edit_operators(self.settings.operators)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -191,9 +195,9 @@ class Gepa:
     ) -> None:
         """A step with nothing pending: a merge if due, else the children of iterations
         ``number`` on, decided in the step, or (pipelined) left pending for the next."""
-        merge_due = self.settings.use_merge and state.merges_due > 0 and state.last_accepted
+        merge_due = self.settings.use_merge and self.merger.due(state)
         state.last_accepted = False
-        plan = find_merge(state, rng) if merge_due else None
+        plan = self.merger.plan(state, rng) if merge_due else None
         if plan is not None:
             await run_merge(ctx, state, plan, number, rng, self.settings.merge_subsample)
             state.iteration = number
@@ -223,7 +227,7 @@ class Gepa:
         assert state.pending is not None
         mutations, afters, judge_rng = unpark(ctx, state.pending)
         slots, state.pending = state.pending.slots, None
-        merge_due = self.settings.use_merge and state.merges_due > 0 and state.last_accepted
+        merge_due = self.settings.use_merge and self.merger.due(state)
         children = self._children_due(ctx, state)
         most = self._decide_most(ctx, mutations, afters) + self._prepare_most(ctx, children)
         if (
@@ -238,7 +242,7 @@ class Gepa:
             state.last_accepted = state.last_accepted or merge_due
             if self._merge_affordable(ctx, state) and self._done_reason(ctx, state) is None:
                 state.last_accepted = False
-                plan = find_merge(state, rng)
+                plan = self.merger.plan(state, rng)
                 if plan is not None:
                     await run_merge(ctx, state, plan, number, rng, self.settings.merge_subsample)
                     state.iteration = number
@@ -267,7 +271,7 @@ class Gepa:
     def _merge_affordable(self, ctx: SearchContext, state: GepaState) -> bool:
         """Whether a merge is due and the metric calls left pay for the most it spends."""
         settings = self.settings
-        due = settings.use_merge and state.merges_due > 0 and state.last_accepted
+        due = settings.use_merge and self.merger.due(state)
         return due and ctx.budget.can_afford(settings.merge_subsample + len(ctx.val))
 
     @property
@@ -351,7 +355,7 @@ class Gepa:
         is new, so nothing of it is stored) and, for a child, its minibatch; a merge due
         next needs only val. With fewer left, no step can change the pool or the best."""
         settings = self.settings
-        merge_due = settings.use_merge and state.merges_due > 0 and state.last_accepted
+        merge_due = settings.use_merge and self.merger.due(state)
         minibatch = 0 if merge_due else min(settings.minibatch_size, len(ctx.train))
         return minibatch + len(ctx.val)
 
@@ -458,6 +462,7 @@ class Gepa:
                 confidence=self.settings.confidence,
                 extend_ties=self.settings.extend_ties and not self._two_stage,
                 slots=slots,
+                sampler=self.sampler,
             )
         )
         verdicts: list[tuple[Mutation, EvalResult, Evidence | None]] = []
@@ -508,7 +513,9 @@ class Gepa:
             return [await self._child(ctx, state, bases[0], rng)]
         fallback = self.settings.operator_fallback
         made: list[Mutation | None] = [
-            operate(ctx, state, basis) if self._operator_turn(basis.number) else None
+            operate(ctx, state, basis, self.operators)
+            if self._operator_turn(basis.number)
+            else None
             for basis in bases
         ]
         rngs = [random.Random(rng.getrandbits(64)) for _ in bases]
@@ -523,7 +530,7 @@ class Gepa:
         for i, proposals in zip(pending, texts, strict=True):
             mutation = reflected_child(ctx, state, bases[i], proposals, frozenset(siblings))
             if mutation is None and fallback:
-                mutation = operate(ctx, state, bases[i])
+                mutation = operate(ctx, state, bases[i], self.operators)
             if mutation is not None and mutation.child.id in siblings:
                 mutation = None  # an operator child another child of the step already is
             if mutation is not None:
@@ -539,12 +546,12 @@ class Gepa:
         settings = self.settings
         mutation = None
         if self._operator_turn(basis.number):
-            mutation = operate(ctx, state, basis)
+            mutation = operate(ctx, state, basis, self.operators)
         if mutation is None:
             fallback = settings.operator_fallback
             mutation = await reflect(self.proposer, ctx, state, basis, rng, fallback=fallback)
         if mutation is None and settings.operator_fallback:
-            mutation = operate(ctx, state, basis)
+            mutation = operate(ctx, state, basis, self.operators)
         return mutation
 
     def _operator_turn(self, number: int) -> bool:
@@ -584,7 +591,7 @@ class Gepa:
     ) -> list[Example]:
         """The next train minibatch."""
         train = {example.id: example for example in ctx.train}
-        ids = next_minibatch(state.sampler, list(train), self.settings.minibatch_size, rng)
+        ids = self.sampler.draw(state, list(train), self.settings.minibatch_size, rng)
         ctx.emit(GepaMinibatchSampled(iteration=number, example_ids=ids, epoch=state.sampler.epoch))
         return [train[example_id] for example_id in ids]
 
@@ -742,6 +749,5 @@ class Gepa:
             )
             add_to_pool(ctx, state, entry, item.results)
             state.last_accepted = True
-            merges = state.counters.merges_attempted + state.merges_due
-            if settings.use_merge and merges < settings.max_merges:
-                state.merges_due += 1
+            if settings.use_merge:
+                self.merger.accepted(state)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from emery.algorithms.base import SearchContext
 from emery.algorithms.concurrent_scoring import ScoreRequest, score_concurrently
 from emery.algorithms.evidence import Evidence, paired
+from emery.algorithms.gepa.batches import MinibatchSampler
 from emery.algorithms.gepa.mutation import Mutation, draw_extension, extended
 from emery.algorithms.gepa.state import GepaState
 from emery.core.models import Example
@@ -71,9 +72,11 @@ async def judge_all(
     confidence: float,
     extend_ties: bool,
     slots: int = 1,
+    sampler: MinibatchSampler | None = None,
 ) -> list[Judged]:
     """Every child judged (module doc), in the order given, with the mutation and the
-    results on its whole batch, and the last evidence."""
+    results on its whole batch, and the last evidence; ``sampler`` draws the further
+    examples (default: ``epoch_shuffled``)."""
     judged = [
         Judged(mutation, after, paired(after.scores, mutation.before.scores, confidence))
         for mutation, after in children
@@ -86,7 +89,7 @@ async def judge_all(
             if item.decided:
                 continue
             item.evidence = paired(item.after.scores, item.mutation.before.scores, confidence)
-            extra = _extension(ctx, state, item, rng, cap, extend_ties, reserved)
+            extra = _extension(ctx, state, item, rng, cap, extend_ties, reserved, sampler)
             if not extra:
                 item.decided = True
                 continue
@@ -105,6 +108,7 @@ def _extension(
     cap: int,
     extend_ties: bool,
     reserved: int,
+    sampler: MinibatchSampler | None,
 ) -> list[Example]:
     """The further examples to judge ``item`` on, or none: it is decided."""
     evidence, size = item.evidence, len(item.mutation.batch)
@@ -119,7 +123,14 @@ def _extension(
     item.tie_extended = item.tie_extended or tied
     # the batch doubles: few rounds, each filling the rollout slots
     return draw_extension(
-        ctx, state, item.mutation, rng, size=size, room=cap - size, reserved=reserved
+        ctx,
+        state,
+        item.mutation,
+        rng,
+        size=size,
+        room=cap - size,
+        reserved=reserved,
+        sampler=sampler,
     )
 
 

@@ -7,6 +7,12 @@ when c scores no higher than a or b and at least one component was changed by ex
 side. The merge is scored on a val subsample balanced between examples where a wins,
 where b wins and ties, and kept only if it does at least as well as both parents there.
 
+When and what to merge is a strategy: ``merge_policy`` names a ``MergeKind`` in
+``MERGE_POLICIES`` (``core/plugins.py``): the built-in ``after_acceptance`` (one merge due
+after each accepted child, up to ``max_merges`` in a job, of two front candidates found by
+``find_merge``), a ``"module:attr"`` of your own, or an entry point of the
+``emery.merge_policies`` group. ``use_merge = false`` turns merging off whatever the policy.
+
 ``run_merge`` is one merge iteration: propose (build the merged candidate) → score (on the
 subsample) → accept (as good as both parents) → promote (all of val, into the pool).
 """
@@ -14,9 +20,9 @@ subsample) → accept (as good as both parents) → promote (all of val, into th
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.gepa.events import GepaMergeAccepted, GepaMergeAttempted, GepaMergeRejected
@@ -24,6 +30,10 @@ from emery.algorithms.gepa.pareto import front_weights
 from emery.algorithms.gepa.pool import add_to_pool, lean
 from emery.algorithms.gepa.state import GepaState, PoolEntry
 from emery.core.models import Candidate, Demo, Example, Lineage, candidate_id
+from emery.core.plugins import PluginRegistry
+
+if TYPE_CHECKING:
+    from emery.algorithms.gepa.settings import GepaSettings
 
 T = TypeVar("T")
 
@@ -38,6 +48,72 @@ class MergePlan:
     components: dict[str, str]
     taken_from: dict[str, str]
     demos: dict[str, tuple[Demo, ...]] = field(default_factory=dict)
+
+
+@runtime_checkable
+class MergePolicy(Protocol):
+    """When GEPA tries a merge and of which candidates (the merge itself, scored on a val
+    subsample and kept when as good as both parents, is GEPA's: ``run_merge``)."""
+
+    def due(self, state: GepaState) -> bool:
+        """Whether this step tries a merge (asked before the step, and to know whether the
+        budget still pays for one; ``state.last_accepted``: the last step accepted a child)."""
+        ...
+
+    def plan(self, state: GepaState, rng: random.Random) -> MergePlan | None:
+        """The merge to try (``find_merge`` makes one), or None: the step reflects instead."""
+        ...
+
+    def accepted(self, state: GepaState) -> None:
+        """A child joined the pool (called once for each): schedule a merge if wished."""
+        ...
+
+
+@dataclass(frozen=True)
+class AfterAcceptance:
+    """One merge due after each accepted child (``state.merges_due``), up to
+    ``max_merges`` tried in a job, tried in the step after an acceptance."""
+
+    max_merges: int = 5
+
+    def due(self, state: GepaState) -> bool:
+        return state.merges_due > 0 and state.last_accepted
+
+    def plan(self, state: GepaState, rng: random.Random) -> MergePlan | None:
+        return find_merge(state, rng)
+
+    def accepted(self, state: GepaState) -> None:
+        if state.counters.merges_attempted + state.merges_due < self.max_merges:
+            state.merges_due += 1
+
+
+@dataclass(frozen=True)
+class MergeKind:
+    """A merge policy GEPA can be told to use: ``build`` makes it from GEPA's settings
+    (``max_merges``, or none of them)."""
+
+    name: str
+    build: Callable[[GepaSettings], MergePolicy]
+
+
+AFTER_ACCEPTANCE = MergeKind(
+    "after_acceptance", lambda settings: AfterAcceptance(settings.max_merges)
+)
+
+MERGE_POLICIES = PluginRegistry(
+    what="merge policy",
+    plural="merge policies",
+    where="algorithm.gepa.merge_policy",
+    builtins={AFTER_ACCEPTANCE.name: f"{__name__}:AFTER_ACCEPTANCE"},
+    attribute="POLICY",
+    group="emery.merge_policies",
+    type=MergeKind,
+)
+
+
+def merge_policy(settings: GepaSettings) -> MergePolicy:
+    """The policy ``settings.merge_policy`` names."""
+    return MERGE_POLICIES.get(settings.merge_policy).build(settings)
 
 
 def ancestors(state: GepaState, candidate_id: str) -> set[str]:
@@ -204,7 +280,7 @@ def _propose_merge(
     """The merged candidate (not yet recorded) and the val subsample that judges it."""
     first, second = state.entry(plan.first), state.entry(plan.second)
     state.merges_tried.append([plan.first, plan.second, plan.ancestor])
-    state.merges_due -= 1
+    state.merges_due = max(0, state.merges_due - 1)
     state.counters.merges_attempted += 1
     ids = merge_subsample(first.val_scores, second.val_scores, subsample_size, rng)
     val = {example.id: example for example in ctx.val}

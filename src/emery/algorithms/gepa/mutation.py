@@ -11,12 +11,13 @@ is judged on (``judging.py`` decides when), ``extended`` joins them to the mutat
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.code_proposals import code_proposals
 from emery.algorithms.evidence import Evidence
-from emery.algorithms.gepa.batches import next_minibatch
+from emery.algorithms.gepa.batches import EpochShuffled, MinibatchSampler
 from emery.algorithms.gepa.events import (
     GepaMinibatchRejected,
     GepaMinibatchSampled,
@@ -25,7 +26,7 @@ from emery.algorithms.gepa.events import (
 from emery.algorithms.gepa.proposal import Proposal
 from emery.algorithms.gepa.reflection_proposer import ReflectionProposer
 from emery.algorithms.gepa.state import GepaState, PoolEntry
-from emery.algorithms.operators import Materials, operator_order
+from emery.algorithms.operators import OPERATOR_KINDS, Materials, OperatorKind, ordered_operators
 from emery.algorithms.sources import count, next_operator_child, staged_prompts
 from emery.core.models import Candidate, Example, Lineage
 from emery.evaluation.eval_result import EvalResult
@@ -240,9 +241,15 @@ async def _texts(
         return []
 
 
-def operate(ctx: SearchContext, state: GepaState, basis: Basis) -> Mutation | None:
-    """The parent's next untried edit-operator child in the components' stages (a prompt
-    program only, with the stages the parent runs), or None when every one was tried.
+def operate(
+    ctx: SearchContext,
+    state: GepaState,
+    basis: Basis,
+    operators: Sequence[OperatorKind] = OPERATOR_KINDS,
+) -> Mutation | None:
+    """The parent's next untried child of ``operators`` (in their order) in the components'
+    stages (a prompt program only, with the stages the parent runs), or None when every
+    one was tried.
     Labeled demos never show an example of the minibatch the child is judged on (nor of
     the one the reflection is shown). The ids offered are kept per parent in the state, so
     a resumed search offers the same children next. With a cost among the job's objectives
@@ -263,7 +270,7 @@ def operate(ctx: SearchContext, state: GepaState, basis: Basis) -> Mutation | No
         known=state.has,
         iteration=basis.number,
         materials=materials,
-        order=operator_order(cost_first=bool(named_costs(ctx.objectives))),
+        order=ordered_operators(operators, cost_first=bool(named_costs(ctx.objectives))),
     )
     if tried:
         state.operators_tried[parent.id] = tried
@@ -279,10 +286,11 @@ async def extend_batch(
     *,
     size: int | None = None,
     room: int | None = None,
+    sampler: MinibatchSampler | None = None,
 ) -> tuple[Mutation, EvalResult]:
     """Parent and child scored on the next minibatch too (``draw_extension``), both results
     joined to the first ones; unchanged when no example is left or the budget is short."""
-    extra = draw_extension(ctx, state, mutation, rng, size=size, room=room)
+    extra = draw_extension(ctx, state, mutation, rng, size=size, room=room, sampler=sampler)
     if not extra:
         return mutation, after
     before_more = await ctx.evaluate(mutation.parent.candidate, extra, "train")
@@ -299,8 +307,10 @@ def draw_extension(
     size: int | None = None,
     room: int | None = None,
     reserved: int = 0,
+    sampler: MinibatchSampler | None = None,
 ) -> list[Example]:
-    """The examples of the next minibatch (of ``size``, default the batch's) to judge
+    """The examples of the next minibatch ``sampler`` draws (of ``size``, default the
+    batch's; default sampler: ``epoch_shuffled``) to judge
     ``mutation`` on as well: at most ``room`` of them, none already judged or shown to
     either as a demo (``shown_demo_ids``); none when no such example is left or the budget
     cannot pay for both on them (besides ``reserved`` calls other children of the step will
@@ -308,7 +318,8 @@ def draw_extension(
     train = {example.id: example for example in ctx.train}
     shown = shown_demo_ids(mutation.child) | shown_demo_ids(mutation.parent.candidate)
     used = {example.id for example in mutation.batch} | shown
-    ids = next_minibatch(state.sampler, list(train), size or len(mutation.batch), rng)
+    draw = (sampler or EpochShuffled()).draw
+    ids = draw(state, list(train), size or len(mutation.batch), rng)
     extra = [train[i] for i in dict.fromkeys(ids) if i not in used][:room]
     if not extra or not ctx.budget.can_afford(reserved + 2 * len(extra) + len(ctx.val)):
         return []

@@ -121,7 +121,8 @@ def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanne
     metric_calls = {"baseline": n_val}
     if iterations is not None:
         metric_calls |= {"iterations": iterations * cost, "total": n_val + iterations * cost}
-    merges = settings.max_merges if settings.use_merge else 0
+    built_in_merges = settings.use_merge and settings.merge_policy == "after_acceptance"
+    merges = settings.max_merges if built_in_merges else 0  # a plug-in's are not known
     plan = GepaPlanned(
         summary="",
         metric_calls=metric_calls,
@@ -198,10 +199,16 @@ def _notes(
         )
     if settings.operator_every and not inputs.operators:
         notes.append("edit operators need a prompt program: every iteration reflects")
-    if settings.use_merge and settings.max_merges:
+    subsample = min(settings.merge_subsample, inputs.n_val)
+    if settings.use_merge and settings.merge_policy != "after_acceptance":
+        notes.append(
+            f"merges when merge_policy {settings.merge_policy!r} says (not counted in this"
+            f" plan), each scored first on {subsample} val examples"
+        )
+    elif settings.use_merge and settings.max_merges:
         notes.append(
             f"up to {settings.max_merges} merges after acceptances, each scored first on"
-            f" {min(settings.merge_subsample, inputs.n_val)} val examples"
+            f" {subsample} val examples"
         )
     if settings.stop_when_perfect:
         notes.append("stops early once the best candidate is perfect on val")

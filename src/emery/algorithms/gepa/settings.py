@@ -25,6 +25,13 @@ class GepaSettings(AlgorithmSettings):
     """
 
     minibatch_size: int = Field(default=3, ge=1, description="train examples per reflection")
+    minibatch_sampler: str = Field(
+        default="epoch_shuffled",
+        description=(
+            "how a child's train minibatch (and any further one it is judged on) is drawn:"
+            " epoch_shuffled, or a SamplerKind of your own as 'module:attr'"
+        ),
+    )
     failure_share: float | None = Field(
         default=None,
         ge=0.0,
@@ -123,13 +130,23 @@ class GepaSettings(AlgorithmSettings):
             "at proposals_per_step > 1, decide a step's children (verdicts, val, pool) while"
             " the next step's are proposed and scored on their minibatches, whose parents"
             " then come from the pool before the earlier children join it; default: on"
-            " under two_stage acceptance (k = 4 in 0.34-0.40 of k = 1's wall time on the"
-            " mock, benchmarks/efficiency/README.md), off under evidence (no gain there);"
+            " under two_stage acceptance, where it saves round trips, off under evidence (no"
+            " gain there: benchmarks/efficiency/README.md);"
             " true also under evidence, except with failure_share; never at k = 1"
         ),
     )
-    use_merge: bool = Field(default=True, description="try merges after accepted proposals")
-    max_merges: int = Field(default=5, ge=0, description="most merge attempts in a job")
+    use_merge: bool = Field(default=True, description="try merges (when merge_policy says)")
+    merge_policy: str = Field(
+        default="after_acceptance",
+        description=(
+            "when to merge and what: after_acceptance (a merge of two front candidates that"
+            " share an ancestor is due after each accepted child, up to max_merges), or a"
+            " MergeKind of your own as 'module:attr'"
+        ),
+    )
+    max_merges: int = Field(
+        default=5, ge=0, description="after_acceptance: most merge attempts in a job"
+    )
     merge_subsample: int = Field(
         default=5, ge=1, description="val examples a merged candidate is first scored on"
     )
@@ -147,6 +164,14 @@ class GepaSettings(AlgorithmSettings):
         description=(
             "every n-th iteration proposes an edit-operator child instead of reflecting"
             " (reflection when none is left); 0: operators only as the fallback"
+        ),
+    )
+    operators: list[str] | None = Field(
+        default=None,
+        description=(
+            "the edit operators offered, in order of preference: built-in names"
+            " (answer_stage, format_reminder, ...; see algorithms/operators.py) or an"
+            " OperatorKind of your own as 'module:attr'; default: every built-in one"
         ),
     )
     # -- the reflection call ---------------------------------------------------------------

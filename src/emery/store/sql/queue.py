@@ -32,6 +32,7 @@ from emery.store.queue import (
     RESULT_KEY,
     RUNNERS,
 )
+from emery.store.records import RolloutEnd
 from emery.store.sql.base import SqlBase
 from emery.store.sql.trace_rows import jsonable, rollout_from_row
 
@@ -184,71 +185,41 @@ class QueueMixin(SqlBase):
             done = conn.execute(heartbeat_statement(), {"p_id": attempt_id, "p_at": at})
         return bool(done.rowcount == 1)
 
-    def finish_rollout(
-        self,
-        rollout_id: str,
-        attempt_id: str,
-        *,
-        status: str,
-        attempt_status: str,
-        error: str | None,
-        output: Any,
-        score: float | None,
-        result: dict[str, Any],
-    ) -> bool:
-        """End an attempt and, unless the rollout already has one, store its result
-        (``metadata["result"]``) and final ``status``. True when this result was kept."""
+    def finish_rollout(self, rollout_id: str, attempt_id: str, end: RolloutEnd) -> bool:
+        """End an attempt as ``end`` says and, unless the rollout already has a result,
+        store this one (``metadata["result"]``) and its final ``status``. True when this
+        result was kept."""
         with self._tx(write=True) as conn:
-            return self._finish(
-                conn, rollout_id, attempt_id, status, attempt_status, error, output, score, result
-            )
+            return self._finish(conn, rollout_id, attempt_id, end)
 
     def finish_and_claim(
         self,
         rollout_id: str,
         attempt_id: str,
+        end: RolloutEnd,
         *,
-        status: str,
-        attempt_status: str,
-        error: str | None,
-        output: Any,
-        score: float | None,
-        result: dict[str, Any],
         worker_id: str,
         job_id: str | None = None,
     ) -> tuple[bool, Rollout | None]:
         """``finish_rollout``, then ``claim_rollout`` for ``worker_id``, in one transaction:
         whether the result was kept, and the next rollout (None: nothing queued)."""
         with self._tx(write=True) as conn:
-            kept = self._finish(
-                conn, rollout_id, attempt_id, status, attempt_status, error, output, score, result
-            )
+            kept = self._finish(conn, rollout_id, attempt_id, end)
             return kept, self._claim_next(conn, worker_id, job_id)
 
-    def _finish(
-        self,
-        conn: Connection,
-        rollout_id: str,
-        attempt_id: str,
-        status: str,
-        attempt_status: str,
-        error: str | None,
-        output: Any,
-        score: float | None,
-        result: dict[str, Any],
-    ) -> bool:
+    def _finish(self, conn: Connection, rollout_id: str, attempt_id: str, end: RolloutEnd) -> bool:
         at = self.store_time(conn)
-        self._end_attempt(conn, attempt_id, attempt_status, error, at)
+        self._end_attempt(conn, attempt_id, end.attempt_status, end.error, at)
         row = conn.execute(metadata_statement(), {"p_id": rollout_id}).first()
         if row is None:
             return False
         values = {
             "p_id": rollout_id,
-            "p_status": status,
-            "p_output": jsonable(output),
-            "p_score": score,
-            "p_error": error,
-            "p_metadata": {**(row[0] or {}), RESULT_KEY: jsonable(result)},
+            "p_status": end.status,
+            "p_output": jsonable(end.output),
+            "p_score": end.score,
+            "p_error": end.error,
+            "p_metadata": {**(row[0] or {}), RESULT_KEY: jsonable(end.result)},
             "p_at": at,
         }
         return bool(conn.execute(finish_statement(), values).rowcount == 1)

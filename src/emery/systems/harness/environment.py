@@ -1,4 +1,6 @@
-"""The environment protocol, and how a config names one: a built-in name or ``module:attr``.
+"""The environment protocol, and how a config names one (``ENVIRONMENTS``, ``core/plugins.py``):
+a built-in name (``calculator``, ``kv_store``, ``files``), ``module:attr`` or an entry point of
+the ``emery.environments`` group, naming a class or a function that makes an environment.
 
 An environment is made fresh for each episode. ``reset(task)`` gets the example's input
 and returns the instruction; ``execute(action)`` gets ``{"tool", "arguments"}`` and returns
@@ -15,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from emery.core.errors import ConfigError
-from emery.core.imports import import_object
+from emery.core.plugins import PluginRegistry
 from emery.systems.harness.observation import Observation
 
 BUILTIN_ENVIRONMENTS: dict[str, str] = {
@@ -42,19 +44,22 @@ class Environment(Protocol):
 
 EnvironmentFactory = Callable[[], Environment]
 
+ENVIRONMENTS: PluginRegistry[Callable[..., Any]] = PluginRegistry(
+    what="environment",
+    plural="environments",
+    where="system.environment",
+    builtins=BUILTIN_ENVIRONMENTS,
+    attribute="ENVIRONMENT",
+    group="emery.environments",
+    type=Callable,  # type: ignore[arg-type]  # a class or a function: checked below
+)
+"""``[system] environment``: a factory of fresh environments, called with no arguments."""
+
 
 def load_environment(spec: str) -> EnvironmentFactory:
-    """A factory of fresh environments: a built-in name or ``module:attr`` naming a class or
-    a function that returns an environment."""
-    target = BUILTIN_ENVIRONMENTS.get(spec, spec)
-    if ":" not in target:
-        known = ", ".join(sorted(BUILTIN_ENVIRONMENTS))
-        raise ConfigError(
-            f"system.environment: unknown environment {spec!r} (built-in: {known}; or module:attr)"
-        )
-    factory = import_object(target)
-    if not callable(factory):
-        raise ConfigError(f"system.environment: {spec!r} is not a class or a function")
+    """A factory of fresh environments (``ENVIRONMENTS``), checked by making one; a name that
+    is none, or a factory that fails or makes no environment, is a one-line ConfigError."""
+    factory = ENVIRONMENTS.get(spec)
     try:
         sample = factory()
     except Exception as exc:  # e.g. a function that needs arguments: not a factory
