@@ -4,7 +4,8 @@ Runs GEPA in-process on the mock's task and proposer (``mock_endpoint``: the sam
 replies as the endpoint's, answered by scripted models, no HTTP and no latency) and
 attributes every metric call to the phase that charged it: the seed's val score, the
 parents' minibatches, the children's minibatches, the evidence rounds (parent and child
-on further train examples), the accepted children's val scores and the merges. Each child
+on further train examples), the accepted children's val scores, the confirmation of a
+winner on train (``two_stage``) and the merges. Each child
 is classed by what the mock knows and the search does not: whether its phrase helps
 (its mean accuracy above its parent's), hurts, or changes nothing; and by its verdict:
 accepted, rejected as shown worse, rejected undecided (behind, tied, or ahead when the
@@ -46,7 +47,7 @@ from emery.evaluation.budget import BudgetConfig
 from emery.lm import Completion, FakeLM
 from emery.verifiers.config import VerifierConfig, build_verifier
 
-PHASES = ("seed val", "parent minibatch", "child minibatch", "evidence", "val", "merge")
+PHASES = ("seed val", "parent minibatch", "child minibatch", "evidence", "val", "winner", "merge")
 _phase: contextvars.ContextVar[str] = contextvars.ContextVar("phase", default="seed val")
 
 
@@ -69,7 +70,8 @@ def instrument() -> None:
     gepa = gepa_algorithm.Gepa
     gepa._reflect = _tagged("child minibatch", gepa._reflect)  # type: ignore[method-assign]
     gepa._bases = _tagged("parent minibatch", gepa._bases)  # type: ignore[method-assign]
-    gepa._promote = _tagged("val", gepa._promote)  # type: ignore[method-assign]
+    gepa._on_val = _tagged("val", gepa._on_val)  # type: ignore[method-assign]
+    gepa._confirm_winners = _tagged("winner", gepa._confirm_winners)  # type: ignore[method-assign]
     judging._score_round = _tagged("evidence", judging._score_round)  # type: ignore[assignment]
     gepa_algorithm.run_merge = _tagged("merge", merge.run_merge)  # type: ignore[assignment]
 

@@ -33,12 +33,12 @@ from typing import Any
 import numpy as np
 from apps import CLINC, SVAMP
 
+from emery.core.errors import ConfigError
 from emery.core.models import ChatMessage, Example
 from emery.lm import LM, FakeLM
 from emery.lm.config import LMConfig, build_base_lm, build_lm
 from emery.lm.usage import UsageMeter
-from emery.verifiers.judge import JudgeScoring
-from emery.verifiers.kinds import SCORINGS
+from emery.verifiers.judge import JUDGE_SCORINGS, JudgeScoring
 from emery.verifiers.rubric import Criterion, RubricJudge
 
 DATASETS = Path(__file__).resolve().parents[3] / "shared" / "datasets"
@@ -306,9 +306,10 @@ def bad_counts(args: argparse.Namespace) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in SCORINGS]
-    if unknown:
-        print(f"error: unknown scoring {unknown[0]!r}; use {', '.join(SCORINGS)}", file=sys.stderr)
+    try:
+        scorings = {mode: JUDGE_SCORINGS.get(mode) for mode in modes}
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     wrong = bad_counts(args)
     if wrong:
@@ -320,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {"settings": vars(args) | {"out": str(args.out)}, "modes": {}}
     try:
         for mode in modes:
-            judged = asyncio.run(judge_all(lm, replies, SCORINGS[mode], args.parallel))
+            judged = asyncio.run(judge_all(lm, replies, scorings[mode], args.parallel))
             scores = judged.scores
             ordered = [scores[i] for i in range(len(replies))]
             by_data = {"all": summary(replies, ordered, args.seed, args.bootstrap)}

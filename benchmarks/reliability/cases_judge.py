@@ -17,17 +17,17 @@ def judge_cases() -> list[Case]:
     return [
         train(
             "judge scoring unknown",
-            "verifier.scoring: Input should be 'json' or 'logprobs'",
+            "verifier.scoring: unknown judge scoring 'probs'; known judge scorings: json, logprobs",
             _job(RUBRIC.format(scoring='scoring = "probs"')),
         ),
         train(
             "judge scoring not a string",
-            "verifier.scoring: Input should be 'json' or 'logprobs'",
+            "verifier.scoring: Input should be a valid string",
             _job(RUBRIC.format(scoring="scoring = 1")),
         ),
         train(
             "contrastive scoring unknown",
-            "verifier.scoring: Input should be 'json' or 'logprobs'",
+            "verifier.scoring: unknown judge scoring 'grade'; known judge scorings: json, logprobs",
             _job('[verifier]\nkind = "contrastive"\nscoring = "grade"\n'),
         ),
         train(

@@ -120,13 +120,13 @@ class HttpSide(EmerySide):
         self.queue().add_traces([], [], spans(self.job_id, handle, n))
 
     def finish(self, handle: Rollout) -> None:
-        self.queue().finish_rollout(**finish_args(handle))
+        self.queue().finish_rollout(*finish_args(handle))
 
     def finish_and_claim(self, handle: Rollout, worker: str) -> Rollout | None:
         """The finish and the worker's next claim in one request, as ``emery runner``
         sends them."""
         return self.queue().finish_and_claim(
-            **finish_args(handle), worker_id=worker, job_id=self.job_id
+            *finish_args(handle), worker_id=worker, job_id=self.job_id
         )[1]
 
     def close(self) -> None:
@@ -212,11 +212,11 @@ def kill_check(
                 continue
             if how == "late":
                 time.sleep(1.5 * lease_s)  # stalled past its lease, then finishes
-            args = finish_args(handle)
-            if queue.finish_rollout(**args):
+            rollout_id, attempt_id, end = finish_args(handle)
+            if queue.finish_rollout(rollout_id, attempt_id, end):
                 with lock:
                     kept[handle.id] += 1
-                    kept_by[handle.id] = args["attempt_id"]
+                    kept_by[handle.id] = attempt_id
                     state["late_kept"] += how == "late"
         queue.close()
 

@@ -25,6 +25,7 @@ from emery.core.rollouts import Rollout, RolloutConfig
 from emery.core.spans import SpanRecord
 from emery.store import MemoryStore, NewJob, PostgresStore, SQLiteStore
 from emery.store.queue import queue_metadata
+from emery.store.records import RolloutEnd
 from emery.store.schema import metadata
 from emery.store.sql import SqlStore
 
@@ -67,13 +68,13 @@ class EmerySide:
         self.store.add_spans(spans(self.job_id, handle, n))
 
     def finish(self, handle: Rollout) -> None:
-        self.store.finish_rollout(**finish_args(handle))
+        self.store.finish_rollout(*finish_args(handle))
 
     def finish_and_claim(self, handle: Rollout, worker: str) -> Rollout | None:
         """The finish and the worker's next claim in one transaction, as ``emery runner``
         sends them."""
         return self.store.finish_and_claim(
-            **finish_args(handle), worker_id=worker, job_id=self.job_id
+            *finish_args(handle), worker_id=worker, job_id=self.job_id
         )[1]
 
 
@@ -98,18 +99,18 @@ def spans(job_id: str, handle: Rollout, n: int) -> list[SpanRecord]:
     ]
 
 
-def finish_args(handle: Rollout) -> dict[str, Any]:
+def finish_args(handle: Rollout) -> tuple[str, str, RolloutEnd]:
+    """A finish's rollout, attempt and end (built as ``emery runner`` builds it)."""
     attempt = f"{handle.id}:{handle.attempt_count}"
-    return {
-        "rollout_id": handle.id,
-        "attempt_id": attempt,
-        "status": "succeeded",
-        "attempt_status": "succeeded",
-        "error": None,
-        "output": "ok",
-        "score": 1.0,
-        "result": {"score": 1.0, "output": "ok", "attempt": attempt},
-    }
+    end = RolloutEnd(
+        status="succeeded",
+        attempt_status="succeeded",
+        error=None,
+        output="ok",
+        score=1.0,
+        result={"score": 1.0, "output": "ok", "attempt": attempt},
+    )
+    return handle.id, attempt, end
 
 
 def open_side_store(kind: str, folder: Path) -> SqlStore:

@@ -26,14 +26,13 @@ from pathlib import Path
 from emery.core.events import event
 from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate
+from emery.core.rollouts import Attempt, Rollout
 from emery.store import (
-    AttemptRecord,
     CheckpointRecord,
     EvaluationRecord,
     MemoryStore,
     NewJob,
     PostgresStore,
-    RolloutRecord,
     SQLiteStore,
     StepWrite,
 )
@@ -63,7 +62,7 @@ def step(job_id: str, candidate: Candidate, start: int, count: int) -> StepWrite
             )
         )
         rollouts.append(
-            RolloutRecord(
+            Rollout(
                 id=rollout_id,
                 job_id=job_id,
                 candidate_id=candidate.id,
@@ -79,7 +78,7 @@ def step(job_id: str, candidate: Candidate, start: int, count: int) -> StepWrite
             )
         )
         attempts.append(
-            AttemptRecord(
+            Attempt(
                 id=f"{rollout_id}:1",
                 rollout_id=rollout_id,
                 number=1,

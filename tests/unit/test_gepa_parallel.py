@@ -172,10 +172,13 @@ def test_the_plan_counts_the_children_of_a_step() -> None:
 
 
 def mock_context(
-    budget: int, seed: int, task: Callable[[FakeLM], Any] = lambda lm: lm
+    budget: int,
+    seed: int,
+    task: Callable[[FakeLM], Any] = lambda lm: lm,
+    reflection: Callable[[FakeLM], Any] = lambda lm: lm,
 ) -> SearchContext:
     """The efficiency benchmark's mock task and proposer (``benchmarks/efficiency``),
-    called in-process through scripted models (the task model wrapped by ``task``)."""
+    called in-process through scripted models (wrapped by ``task`` and ``reflection``)."""
     sys.path.insert(0, str(EFFICIENCY))
     import mock_endpoint as mock
 
@@ -198,7 +201,9 @@ def mock_context(
         verifier=build_verifier(VerifierConfig(kind="numeric")),
         lms={
             "task": task(FakeLM(lambda m: mock.task_reply(list(m)), model="mock-task")),
-            "reflection": FakeLM(lambda m: mock.proposer_reply(list(m), None), model="mock"),
+            "reflection": reflection(
+                FakeLM(lambda m: mock.proposer_reply(list(m), None), model="mock")
+            ),
         },
         budget=BudgetConfig(metric_calls=budget),
         seed=seed,

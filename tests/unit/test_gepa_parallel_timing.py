@@ -8,6 +8,7 @@ both; the last one, that a step's batches share its lanes, is tested here too.""
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from test_gepa_parallel import mock_context
 from test_gepa_support import run_gepa
-from timing_support import Jittery, LanesLM
+from timing_support import Flight, Jittery, LanesLM, Slow
 
 from emery.algorithms import StepRecord
 from emery.algorithms.base import SearchContext
@@ -109,3 +110,117 @@ def test_shared_lanes_split_the_steps_lanes_never_below_one_batchs() -> None:
     ctx = mock_context(300, 0)  # [runtime] concurrency 8
     assert shared_lanes(ctx, 1, 1) is None  # one batch: the evaluator's own
     assert [shared_lanes(ctx, 4, n) for n in (1, 2, 3, 4, 8)] == [32, 16, 10, 8, 8]
+
+
+PIPELINED: dict[str, Any] = {"acceptance": "two_stage"}  # pipelined_steps on by default
+
+# Pipelined steps (two_stage at k > 1: a step decides the last step's children beside
+# proposing its own), recorded at the commit that built them (the winner then chosen on
+# val alone: winner_examples = 0); the last row with two_stage's confirmation of a winner
+# on train (one gepa.winner_checked), recorded when it joined the pipelined steps.
+PIPELINED_RECORDED: list[tuple[dict[str, Any], int, int, int, tuple[str, int, int, int]]] = [
+    ({"winner_examples": 0}, 4, 150, 0, ("7906d3343138", 135, 3, 8)),
+    ({"winner_examples": 0}, 4, 300, 2, ("90ab7173fc84", 297, 6, 20)),
+    ({"failure_share": 0.5}, 4, 300, 2, ("d482782cf80a", 279, 4, 24)),
+    ({"acceptance": "evidence", "pipelined_steps": True}, 4, 300, 2, ("16af066d96a6", 274, 4, 16)),
+    ({}, 4, 150, 0, ("1ba9eddc89f8", 143, 3, 8)),
+]
+
+
+def stored_order(records: Sequence[StepRecord]) -> list[tuple[str, Any]]:
+    return [(e.kind, e.data.get("iteration")) for record in records for e in record.events]
+
+
+@pytest.mark.parametrize(("settings", "k", "budget", "seed", "expected"), PIPELINED_RECORDED)
+async def test_pipelined_steps_decide_and_store_the_same_whichever_rollout_finishes_first(
+    settings: dict[str, Any], k: int, budget: int, seed: int, expected: tuple[str, int, int, int]
+) -> None:
+    orders = []
+    for jitter in (None, 0, 1):
+        ctx = mock_context(budget, seed)
+        if jitter is not None:
+            ctx = mock_context(budget, seed, task=lambda lm, j=jitter: Jittery(lm, j))
+        outcome, records = await run_gepa(ctx, {"proposals_per_step": k, **PIPELINED, **settings})
+        assert outcome.state.pending is None  # the search's end decided the last children
+        assert any(record.state.pending is not None for record in records)
+        fingerprinted = fingerprint(ctx, outcome, records)
+        spent = (ctx.budget.usage.metric_calls, len(outcome.state.pool), outcome.state.iteration)
+        assert (fingerprinted, *spent) == expected
+        orders.append(stored_order(records))
+    assert orders[0] == orders[1] == orders[2]  # the events too, in the same order
+
+
+async def test_a_pipelined_step_stores_the_last_steps_verdicts_before_its_own_proposals() -> None:
+    ctx = mock_context(300, 2)
+    _, records = await run_gepa(ctx, {"proposals_per_step": 4, **PIPELINED})
+    overlapped = 0
+    for before, record in itertools.pairwise(records):
+        if before.state.pending is None or record.state.pending is None:
+            continue
+        overlapped += 1
+        waiting = {child.child.id for child in before.state.pending.children}  # type: ignore[attr-defined]
+        kinds = [(e.kind, e.data.get("candidate_id")) for e in record.events]
+        verdicts = [
+            i for i, (kind, cid) in enumerate(kinds) if "minibatch_" in kind and cid in waiting
+        ]
+        selected = [i for i, (kind, _) in enumerate(kinds) if kind == "gepa.candidate_selected"]
+        assert len(verdicts) == len(waiting)
+        assert selected
+        assert max(verdicts) < min(selected)
+    assert overlapped >= 2
+
+
+async def round_trips(pipelined: bool) -> tuple[int, int]:
+    """The round trips a search waits on (replies after 4 ms) and its metric calls."""
+    flight = Flight()
+    ctx = mock_context(
+        500,
+        1,
+        task=lambda lm: Slow(lm, 0.004, flight),
+        reflection=lambda lm: Slow(lm, 0.004, flight),
+    )
+    settings = {"proposals_per_step": 4, **PIPELINED, "pipelined_steps": pipelined}
+    await run_gepa(ctx, settings)
+    return flight.round_trips, ctx.budget.usage.metric_calls
+
+
+async def test_a_pipelined_step_waits_on_fewer_round_trips_than_one_after_the_other() -> None:
+    # Step t's verdicts, val chunks and pool run while step t + 1's parents are scored,
+    # reflected on and its children scored: their waits overlap (36 round trips for 475
+    # metric calls against 54 for 487 when recorded).
+    (together, spent), (apart, spent_apart) = await round_trips(True), await round_trips(False)
+    assert together <= 0.75 * apart
+    assert spent >= 0.95 * spent_apart  # not by spending less
+
+
+async def test_a_pipelined_search_decides_its_last_children_before_it_stops() -> None:
+    # max_iterations 8 at k = 4: step 1 proposes iterations 1-4, step 2 decides them beside
+    # proposing 5-8, and step 3 decides 5-8 alone (the search is done but for them).
+    ctx = mock_context(500, 1)
+    settings = {"proposals_per_step": 4, **PIPELINED, "max_iterations": 8}
+    outcome, records = await run_gepa(ctx, settings)
+    assert outcome.reason == "max_iterations: 8 done"
+    assert [record.state.pending is not None for record in records] == [False, True, True, False]
+    assert outcome.state.pending is None
+    kinds = ("gepa.minibatch_accepted", "gepa.minibatch_rejected")
+    judged = {e.data["iteration"] for record in records for e in record.events if e.kind in kinds}
+    assert judged == set(range(1, 9))
+
+
+async def test_steps_are_not_pipelined_at_k_1_nor_by_default_under_evidence() -> None:
+    for settings in ({"proposals_per_step": 1, **PIPELINED}, {"proposals_per_step": 4}):
+        _, records = await run_gepa(mock_context(150, 0), settings)
+        assert all(record.state.pending is None for record in records)
+
+
+async def test_a_pipelined_search_decides_its_last_children_before_max_proposals_stops_it() -> None:
+    # A child counts as a proposal once decided: the step whose verdicts reach the limit
+    # proposes no children of its own, which the limit would leave undecided.
+    ctx = mock_context(500, 1)
+    ctx.budget.config = ctx.budget.config.model_copy(update={"max_proposals": 9})
+    outcome, records = await run_gepa(ctx, {"proposals_per_step": 4, **PIPELINED})
+    assert outcome.reason.startswith("max_proposals")
+    assert outcome.state.pending is None
+    kinds = ("gepa.minibatch_accepted", "gepa.minibatch_rejected")
+    judged = {e.data["iteration"] for record in records for e in record.events if e.kind in kinds}
+    assert judged == set(range(1, outcome.state.iteration + 1))

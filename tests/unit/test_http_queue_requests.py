@@ -4,11 +4,12 @@ leases on a claim at most every ``EXPIRE_EVERY_S`` per job."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import cast
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -20,25 +21,31 @@ from emery.server.api import create_server_app
 from emery.server.queue_api import Expiry
 from emery.store import MemoryStore, NewJob
 from emery.store.queue import queue_metadata
-from emery.store.records import SpanFilter
+from emery.store.records import RolloutEnd, SpanFilter
 from emery.workers import http_queue
 from emery.workers.http_queue import RENEW_FRACTION, HttpQueue
 
 JOB = "job-http-1"
 LEASE_S = 8.0
+ENDED = RolloutEnd(
+    status="succeeded", attempt_status="succeeded", output="ok", score=1.0, result={"score": 1.0}
+)
 
 
 class Counted:
-    """An ``HttpQueue`` over an in-process server, with the paths it requested."""
+    """An ``HttpQueue`` over an in-process server, with the paths it requested (and the
+    JSON bodies it sent)."""
 
     def __init__(self, store: MemoryStore, clock: Callable[[], float] = time.monotonic) -> None:
         self.paths: list[str] = []
+        self.bodies: list[Any] = []
         client = TestClient(create_server_app(store))
         client.event_hooks["request"] = [self._seen]
         self.queue = HttpQueue("http://testserver", client=cast(httpx.Client, client), clock=clock)
 
     def _seen(self, request: httpx.Request) -> None:
         self.paths.append(request.url.path.removeprefix("/api/queue"))
+        self.bodies.append(json.loads(request.content) if request.content else None)
 
 
 @pytest.fixture
@@ -85,16 +92,7 @@ def spans(rollout: Rollout, attempt: str, first: int = 0) -> list[SpanRecord]:
 
 
 def finish(queue: HttpQueue, rollout: Rollout, attempt: str) -> bool:
-    return queue.finish_rollout(
-        rollout.id,
-        attempt,
-        status="succeeded",
-        attempt_status="succeeded",
-        error=None,
-        output="ok",
-        score=1.0,
-        result={"score": 1.0},
-    )
+    return queue.finish_rollout(rollout.id, attempt, ENDED)
 
 
 def stored_spans(store: MemoryStore, attempt: str) -> int:
@@ -196,16 +194,7 @@ def test_a_finish_claims_the_next_rollout_in_one_request(store: MemoryStore) -> 
     rollout = counted.queue.claim_rollout("w1", job_id=JOB)
     assert rollout is not None
     kept, nxt = counted.queue.finish_and_claim(
-        rollout.id,
-        f"{rollout.id}:1",
-        status="succeeded",
-        attempt_status="succeeded",
-        error=None,
-        output="ok",
-        score=1.0,
-        result={"score": 1.0},
-        worker_id="w1",
-        job_id=JOB,
+        rollout.id, f"{rollout.id}:1", ENDED, worker_id="w1", job_id=JOB
     )
     assert kept
     assert nxt is not None
@@ -239,3 +228,44 @@ def test_an_attempt_whose_id_is_not_its_rollout_and_number_is_refused(
     answer = client.post("/api/queue/traces", json=body)
     assert answer.status_code == 422, answer.text
     assert store.list_attempts(rollout.id) == []
+
+
+def test_a_finish_keeps_its_flat_wire_format(store: MemoryStore) -> None:
+    """A finish's body carries the end's fields flat beside the ids (``RolloutEnd`` is not
+    nested), and a body as an older runner sends it is stored as before."""
+    counted = Counted(store)
+    first = counted.queue.claim_rollout("w1", job_id=JOB)
+    assert first is not None
+    kept, second = counted.queue.finish_and_claim(
+        first.id, f"{first.id}:1", ENDED, worker_id="w1", job_id=JOB
+    )
+    assert kept
+    assert second is not None
+    assert counted.bodies[-1] == {
+        "rollout_id": first.id,
+        "attempt_id": f"{first.id}:1",
+        "status": "succeeded",
+        "attempt_status": "succeeded",
+        "error": None,
+        "output": "ok",
+        "score": 1.0,
+        "result": {"score": 1.0},
+        "claim": {"worker_id": "w1", "job_id": JOB},
+    }
+    older = {  # no claim, and only the fields a finish needs
+        "rollout_id": second.id,
+        "attempt_id": f"{second.id}:1",
+        "status": "failed",
+        "attempt_status": "timeout",
+        "error": "ran out of time",
+    }
+    answer = TestClient(create_server_app(store)).post("/api/queue/finish", json=older)
+    assert answer.json() == {"kept": True}
+    stored = store.get_rollout(second.id)
+    assert (stored.status, stored.error, stored.score, stored.output) == (
+        "failed",
+        "ran out of time",
+        None,
+        None,
+    )
+    assert [a.status for a in store.list_attempts(second.id)] == ["timeout"]

@@ -20,12 +20,14 @@ BUILDERS = {
     "build_verifier",
     "build_lm",
     "build_base_lm",
+    "local_lm",
+    "LocalLM",
 }
 HOMES = {
     "config/resolve.py",  # the one resolver
     "systems/registry.py",  # build_system's own module
     "verifiers/config.py",  # build_verifier's own module (a verifier of verifiers)
-    "lm/config.py",  # build_lm's and build_base_lm's own module
+    "lm/config.py",  # the LM builders' own module (a local model made there too)
 }
 
 

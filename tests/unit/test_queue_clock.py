@@ -11,11 +11,13 @@ from pathlib import Path
 from unittest.mock import patch
 
 import pytest
+from sqlalchemy import event
 from store_fixtures import make_store
 from test_store_queue import enqueue, running_job
 
 from emery.jobs.ownership import owner_alive
 from emery.store.backends import PostgresStore
+from emery.store.records import RolloutEnd
 from emery.store.sql import SqlStore
 
 pytestmark = pytest.mark.postgres
@@ -62,3 +64,47 @@ def test_a_job_owner_whose_clock_is_behind_stays_alive(postgres: SqlStore) -> No
         assert owner_alive(read)
     finally:
         behind.close()
+
+
+def test_queue_calls_read_the_clock_within_their_own_statements(postgres: SqlStore) -> None:
+    """A claim, heartbeat, finish (with its next claim), requeue, withdrawal and lease scan
+    send no query for the time alone, and stamp by the database's clock: a finish and the
+    claim it makes share their transaction's time."""
+    job_id = running_job(postgres)
+    first, second, third = enqueue(postgres, job_id, 3)
+    sent: list[str] = []
+
+    def seen(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        sent.append(" ".join(statement.split()).upper())
+
+    event.listen(postgres.engine, "before_cursor_execute", seen)
+    skewed = lambda: time.time() - SKEW_S  # noqa: E731
+    with patch("emery.store.sql.base.now", skewed):  # this machine's clock is not used
+        claimed = postgres.claim_rollout("w", job_id=job_id)
+        assert claimed is not None
+        assert claimed.id == first
+        assert postgres.heartbeat_attempt(f"{first}:1")
+        end = RolloutEnd(status="succeeded", attempt_status="succeeded", score=1.0)
+        kept, nxt = postgres.finish_and_claim(first, f"{first}:1", end, worker_id="w")
+        assert kept
+        assert nxt is not None
+        assert nxt.id == second
+        assert postgres.requeue_rollout(
+            second, f"{second}:1", 1, attempt_status="failed", error="x"
+        )
+        assert postgres.expire_leases() == 0
+        assert postgres.withdraw_rollouts([third], error="withdrawn") == 1
+    event.remove(postgres.engine, "before_cursor_execute", seen)
+    clock = "EXTRACT(EPOCH FROM NOW())"
+    alone = [s for s in sent if s.startswith("SELECT") and " FROM " not in s.replace(clock, "")]
+    assert alone == []
+    assert any(clock in s for s in sent if s.startswith("UPDATE"))
+    finished = postgres.get_rollout(first).finished_at
+    started = postgres.list_attempts(second)[0].started_at
+    assert finished is not None
+    assert started is not None
+    assert finished == started  # one transaction, one time
+    assert abs(finished.timestamp() - time.time()) < 60  # the database's, not the skewed one
+    withdrawn = postgres.get_rollout(third).finished_at
+    assert withdrawn is not None
+    assert abs(withdrawn.timestamp() - time.time()) < 60

@@ -21,6 +21,7 @@ from emery.evaluation.budget import Budget, BudgetConfig, BudgetExhausted
 from emery.evaluation.evaluator import Evaluator
 from emery.lm.usage import UsageMeter
 from emery.store import MemoryStore, RolloutFilter
+from emery.store.records import RolloutEnd
 from emery.systems.prompt_program import PromptProgram
 from emery.verifiers.config import VerifierConfig, build_verifier
 from emery.workers.queue_executor import WITHDRAWN, QueueExecutor
@@ -45,16 +46,14 @@ async def test_a_wall_cut_withdraws_the_queued_rollouts_no_runner_claimed() -> N
         result = ExampleResult(
             candidate_id=str(claimed.candidate_id), example_id=str(claimed.example_id), score=1.0
         )
-        store.finish_rollout(
-            claimed.id,
-            f"{claimed.id}:1",
+        end = RolloutEnd(
             status="succeeded",
             attempt_status="succeeded",
-            error=None,
             output="1",
             score=1.0,
             result=result.model_dump(mode="json"),
         )
+        store.finish_rollout(claimed.id, f"{claimed.id}:1", end)
         clock.advance(1.0)  # past the 0.05 s of wall time while three still wait
 
     with budget.step_gate():

@@ -336,3 +336,17 @@ def test_a_job_paused_while_sampling_resumes_with_its_next_round(
     assert sorted(_marked(chats)) == sorted(set(task.right))
     rounds = [e.data["round"] for e in store.list_events(job.id, kinds=[SftSamples.kind])]
     assert rounds == [1, 2, 3]
+
+
+def test_a_teacher_is_any_model_an_lm_section_takes(tmp_path: Path) -> None:
+    """A LiteLLM or plug-in provider's model is a teacher as it is an [lm.*] model; one
+    that does not import is refused when the job is checked, in one line."""
+    store = MemoryStore()
+    source = _source(store, tmp_path)
+    assert _config(source, samples_per_example=2, teacher="anthropic/claude-x").sft
+    with pytest.raises(ValueError, match=r"'gpt-4o' must look like local/<name>"):
+        _config(source, samples_per_example=2, teacher="gpt-4o")
+    plug_in = _config(source, samples_per_example=2, teacher="no_such_pkg.models:KIND/big")
+    with pytest.raises(ConfigError, match=r"^sft\.teacher: .*no_such_pkg") as caught:
+        sft_job.check_sampling(plug_in)
+    assert "\n" not in str(caught.value)

@@ -14,7 +14,7 @@ from store_fixtures import BACKENDS, make_store
 from emery.core.rollouts import Rollout, RolloutConfig
 from emery.store import NewJob
 from emery.store.queue import RESULT_KEY, queue_metadata
-from emery.store.records import WorkerRecord
+from emery.store.records import RolloutEnd, WorkerRecord
 from emery.store.sql import SqlStore
 
 
@@ -70,16 +70,14 @@ def enqueue(
 
 
 def finish(store: SqlStore, rollout: Rollout, score: float) -> bool:
-    return store.finish_rollout(
-        rollout.id,
-        f"{rollout.id}:{rollout.attempt_count}",
+    end = RolloutEnd(
         status="succeeded",
         attempt_status="succeeded",
-        error=None,
         output=str(score),
         score=score,
         result={"score": score},
     )
+    return store.finish_rollout(rollout.id, f"{rollout.id}:{rollout.attempt_count}", end)
 
 
 def test_a_claim_takes_each_queued_rollout_once_with_a_held_attempt(store: SqlStore) -> None:
@@ -211,19 +209,14 @@ def test_a_finish_claims_the_next_rollout_in_the_same_call(store: SqlStore) -> N
     claimed = store.claim_rollout("w")
     assert claimed is not None
     assert claimed.id == first
-    ended = {
-        "status": "succeeded",
-        "attempt_status": "succeeded",
-        "error": None,
-        "output": "1",
-        "score": 1.0,
-        "result": {"score": 1.0},
-    }
-    kept, nxt = store.finish_and_claim(first, f"{first}:1", **ended, worker_id="w", job_id=job)
+    ended = RolloutEnd(
+        status="succeeded", attempt_status="succeeded", output="1", score=1.0, result={"score": 1.0}
+    )
+    kept, nxt = store.finish_and_claim(first, f"{first}:1", ended, worker_id="w", job_id=job)
     assert kept
     assert nxt is not None
     assert nxt.id == second
     assert store.get_rollout(first).status == "succeeded"
     assert [a.worker_id for a in store.list_attempts(second)] == ["w"]  # leased to w
-    again, last = store.finish_and_claim(first, f"{first}:1", **ended, worker_id="w")
+    again, last = store.finish_and_claim(first, f"{first}:1", ended, worker_id="w")
     assert (again, last) == (False, None)  # kept once; nothing left to claim

@@ -1,6 +1,7 @@
 """Scripted models for a search's timing: replies that come back in another order from run
-to run (a search must decide the same whichever rollout finishes first), and a count of
-how many rollouts of one candidate were in flight at once."""
+to run (a search must decide the same whichever rollout finishes first), a count of
+how many rollouts of one candidate were in flight at once, and slow replies that count
+the round trips a search waits on."""
 
 from __future__ import annotations
 
@@ -49,3 +50,28 @@ class LanesLM:
             return await self.inner.complete(messages, **params)
         finally:
             self.in_flight[key] -= 1
+
+
+class Flight:
+    """The calls in flight across models; ``round_trips``: how often a call started with
+    none in flight (a wait on the models that nothing else in flight hid)."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.round_trips = 0
+
+
+class Slow:
+    """``inner``'s replies, each after ``latency`` seconds, counted in ``flight``."""
+
+    def __init__(self, inner: FakeLM, latency: float, flight: Flight) -> None:
+        self.inner, self.model, self.latency, self.flight = inner, inner.model, latency, flight
+
+    async def complete(self, messages: Sequence[ChatMessage], **params: Any) -> Completion:
+        self.flight.round_trips += self.flight.in_flight == 0
+        self.flight.in_flight += 1
+        try:
+            await asyncio.sleep(self.latency)
+            return await self.inner.complete(messages, **params)
+        finally:
+            self.flight.in_flight -= 1

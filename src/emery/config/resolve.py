@@ -25,7 +25,7 @@ from emery.data.tasks import builtin_task
 from emery.evaluation.health import check_gold
 from emery.lm.base import LM
 from emery.lm.cache import ResponseCache
-from emery.lm.config import LMConfig, build_base_lm, build_lm
+from emery.lm.config import LMConfig, build_base_lm, build_lm, local_lm
 from emery.lm.usage import ROLES, MeteredLM, UsageMeter
 from emery.systems.base import System
 from emery.systems.graph.seed import starting_graph
@@ -285,6 +285,12 @@ def resolve_lm(
     if wrap is not None:
         base = wrap(base if base is not None else build_base_lm(config))
     return build_lm(config, role=role, meter=meter or UsageMeter(), cache=cache, base=base)
+
+
+def resolve_local_lm(config: LMConfig, *, lora: Path | None, seed: int) -> LM:
+    """A local model of ``config`` of its own (not shared, not metered) with the adapter
+    ``lora`` and sampling seeded by ``seed``: one RL step's policy."""
+    return local_lm(config, lora=lora, seed=seed)
 
 
 def build_models(

@@ -19,7 +19,7 @@ from emery.evaluation.budget import BudgetConfig
 from emery.evaluation.health import ErrorPolicy
 from emery.evaluation.objectives import check_objectives
 from emery.evaluation.selection import SelectRule, parse_select
-from emery.lm.config import LMConfig
+from emery.lm.config import MODEL_SHAPE, LMConfig
 from emery.systems.registry import parse_system_config
 from emery.verifiers.config import VerifierConfig, parse_verifier_config
 
@@ -157,12 +157,8 @@ class SFTSection(LoRASection):
     @field_validator("teacher")
     @classmethod
     def _teacher_model(cls, value: str | None) -> str | None:
-        provider, _, name = (value or "").partition("/")
-        if value is not None and (provider not in ("local", "openai", "python") or not name):
-            raise ValueError(
-                f"{value!r} must look like local/<name>, local/<file.gguf>,"
-                " openai/<model> or python/<module>:<attr>"
-            )
+        if value is not None and not value.partition("/")[2]:
+            raise ValueError(f"{value!r} {MODEL_SHAPE}")
         return value
 
     @model_validator(mode="after")

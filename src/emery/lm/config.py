@@ -171,16 +171,25 @@ def _local_lm(config: LMConfig, name: str) -> LM:
     )
     with _local_lock:
         if key not in _local_models:
-            _local_models[key] = LocalLM(
-                path,
-                model=config.model,
-                n_ctx=config.n_ctx,
-                n_parallel=config.n_parallel,
-                n_threads=config.n_threads,
-                prefix_reuse=config.prefix_reuse,
-                lora_path=lora,
-            )
+            _local_models[key] = local_lm(config)
         return _local_models[key]
+
+
+def local_lm(config: LMConfig, *, lora: Path | None = None, seed: int = 0) -> LocalLM:
+    """A new, unshared ``LocalLM`` of ``config``'s ``local/<name>`` with ``lora`` applied
+    (default: the name's own adapter), its sampling seeded by ``seed`` (``build_base_lm``
+    shares one per file instead)."""
+    name = config.model.removeprefix("local/")
+    return LocalLM(
+        local_model_path(name),
+        model=config.model,
+        n_ctx=config.n_ctx,
+        n_parallel=config.n_parallel,
+        n_threads=config.n_threads,
+        prefix_reuse=config.prefix_reuse,
+        seed=seed,
+        lora_path=lora if lora is not None else local_adapter_path(name),
+    )
 
 
 def _openai_lm(config: LMConfig, name: str) -> LM:
@@ -219,15 +228,19 @@ LM_PROVIDERS = PluginRegistry(
 )
 
 
+MODEL_SHAPE = (
+    "must look like local/<name>, local/<file.gguf>, openai/<model>, python/<module>:<attr>"
+    " or <provider>/<model>"
+)
+"""What a model string is, said by every error about its shape."""
+
+
 def model_provider(model: str) -> tuple[ProviderKind, str]:
     """The provider of the model string ``model`` and the name it is given: a registered
     provider gets what follows its prefix, LiteLLM (any other prefix) the whole string."""
     prefix, _, name = model.partition("/")
     if not name:
-        raise ConfigError(
-            f"model {model!r} must look like local/<name>, local/<file.gguf>,"
-            " openai/<model>, python/<module>:<attr> or <provider>/<model>"
-        )
+        raise ConfigError(f"model {model!r} {MODEL_SHAPE}")
     if prefix in LM_PROVIDERS.builtins or ":" in prefix or prefix in LM_PROVIDERS.names():
         return replace(LM_PROVIDERS, where=f"model {model!r}").get(prefix), name
     return LITELLM, model

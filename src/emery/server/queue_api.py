@@ -33,7 +33,7 @@ from emery.core.errors import EmeryError
 from emery.core.rollouts import Attempt, Rollout
 from emery.core.spans import SpanRecord
 from emery.store.protocol import Store
-from emery.store.records import WorkerRecord
+from emery.store.records import RolloutEnd, WorkerRecord
 
 QUEUE_PREFIX = "/api/queue"
 EXPIRE_EVERY_S = 0.5
@@ -78,18 +78,19 @@ class NextClaim(BaseModel):
     job_id: Id | None = None
 
 
-class Finish(Carrier):
+class Finish(RolloutEnd, Carrier):
+    """A finish: the attempt, how it ended (``RolloutEnd``'s fields, flat in the body)
+    and, with ``claim``, whom to claim the next rollout for."""
+
     rollout_id: Id
     attempt_id: Id
-    status: str
-    attempt_status: str
-    error: str | None = None
-    output: Any = None
-    score: float | None = None
-    result: dict[str, Any] = Field(default_factory=dict)
     claim: NextClaim | None = None
     """Claim the next rollout for this worker in the same transaction (the answer's
     ``rollout``, null when none is queued)."""
+
+    def end(self) -> RolloutEnd:
+        """How the attempt ended, as the store takes it (the body's end fields)."""
+        return RolloutEnd(**self.fields())
 
 
 class Requeue(Carrier):
@@ -204,21 +205,14 @@ def queue_router(store: Store, expiry: Expiry | None = None) -> APIRouter:
 
     def finish_one(body: Finish) -> bytes:
         carried(body)  # the attempt's spans are stored before its result
-        ended = {
-            "status": body.status,
-            "attempt_status": body.attempt_status,
-            "error": body.error,
-            "output": body.output,
-            "score": body.score,
-            "result": body.result,
-        }
+        end = body.end()
         if body.claim is None:
-            return kept_answer(store.finish_rollout(body.rollout_id, body.attempt_id, **ended))
+            return kept_answer(store.finish_rollout(body.rollout_id, body.attempt_id, end))
         nxt = body.claim
         if expiry.due(nxt.job_id):
             store.expire_leases(job_id=nxt.job_id)
         kept, rollout = store.finish_and_claim(
-            body.rollout_id, body.attempt_id, **ended, worker_id=nxt.worker_id, job_id=nxt.job_id
+            body.rollout_id, body.attempt_id, end, worker_id=nxt.worker_id, job_id=nxt.job_id
         )
         claimed = b"null" if rollout is None else rollout.model_dump_json().encode()
         return b'{"kept":' + (b"true" if kept else b"false") + b',"rollout":' + claimed + b"}"

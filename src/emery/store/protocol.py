@@ -27,6 +27,7 @@ from emery.store.records import (
     Page,
     PruneCounts,
     ResourceRecord,
+    RolloutEnd,
     RolloutFilter,
     SpanFilter,
     StepWrite,
@@ -60,29 +61,13 @@ class RolloutQueue(TraceWriter, Protocol):
     ) -> None: ...
     def claim_rollout(self, worker_id: str, *, job_id: str | None = None) -> Rollout | None: ...
     def heartbeat_attempt(self, attempt_id: str) -> bool: ...
-    def finish_rollout(
-        self,
-        rollout_id: str,
-        attempt_id: str,
-        *,
-        status: str,
-        attempt_status: str,
-        error: str | None,
-        output: Any,
-        score: float | None,
-        result: dict[str, Any],
-    ) -> bool: ...
+    def finish_rollout(self, rollout_id: str, attempt_id: str, end: RolloutEnd) -> bool: ...
     def finish_and_claim(
         self,
         rollout_id: str,
         attempt_id: str,
+        end: RolloutEnd,
         *,
-        status: str,
-        attempt_status: str,
-        error: str | None,
-        output: Any,
-        score: float | None,
-        result: dict[str, Any],
         worker_id: str,
         job_id: str | None = None,
     ) -> tuple[bool, Rollout | None]: ...

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from emery.core.approvals import Approval
 from emery.core.events import Event
@@ -155,6 +155,32 @@ class EvaluationFilter(BaseModel):
     min_score: float | None = None
     max_score: float | None = None
     errors_only: bool = False
+
+
+class RolloutEnd(BaseModel):
+    """How an attempt of a queued rollout ended, as its runner reports it
+    (``RolloutQueue.finish_rollout``; over HTTP, the flat fields of a finish).
+
+    ``status`` is the rollout's final status, stored only if this is its first result:
+    ``succeeded`` (the system answered; ``score`` says how well), ``failed`` (it ended in
+    ``error``) or ``cancelled``. ``attempt_status`` is the attempt's: ``succeeded``,
+    ``failed``, ``timeout`` (it ran out of time) or ``unresponsive`` (it fell silent).
+    ``output`` is the system's output, ``result`` the ``ExampleResult`` as JSON (kept as
+    the rollout's ``metadata["result"]``). Statuses are plain strings, as a finish's HTTP
+    body has always taken them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: str
+    attempt_status: str
+    error: str | None = None
+    output: Any = None
+    score: float | None = None
+    result: dict[str, Any] = Field(default_factory=dict)
+
+    def fields(self) -> dict[str, Any]:
+        """The fields by name, their values as they are (not copied): a finish's body."""
+        return {name: getattr(self, name) for name in RolloutEnd.model_fields}
 
 
 class RolloutFilter(BaseModel):

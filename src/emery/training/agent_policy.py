@@ -20,14 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from emery.config.resolve import resolve_lm
+from emery.config.resolve import resolve_lm, resolve_local_lm
 from emery.config.schema import JobConfig, RLSection
 from emery.core.errors import EmeryError
 from emery.core.models import ChatMessage, Example
 from emery.lm.base import LM, Completion
-from emery.lm.catalog import installed_path
 from emery.lm.config import LMConfig
-from emery.lm.local import LocalLM
 from emery.lm.wrapper import LMWrapper
 from emery.tracing.scope import current_scope
 from emery.training.paths import run_dir
@@ -81,20 +79,10 @@ def sampled_config(lm: LMConfig, settings: RLSection) -> LMConfig:
     )
 
 
-def step_model(lm: LMConfig, seed: int, step: int, lora: Path | None) -> LocalLM:
+def step_model(lm: LMConfig, seed: int, step: int, lora: Path | None) -> LM:
     """The local model of ``lm`` (a ``sampled_config``) with ``lora`` applied, its sampling
     seeded by the job's seed and the step."""
-    base = lm.model.removeprefix("local/")
-    return LocalLM(
-        installed_path(base),
-        model=lm.model,
-        n_ctx=lm.n_ctx,
-        n_parallel=lm.n_parallel,
-        n_threads=lm.n_threads,
-        prefix_reuse=lm.prefix_reuse,
-        seed=seed * 10_007 + step,
-        lora_path=lora,
-    )
+    return resolve_local_lm(lm, lora=lora, seed=seed * 10_007 + step)
 
 
 class SamplingLM(LMWrapper):

@@ -168,8 +168,8 @@ def check_sampling(config: JobConfig) -> None:
     try:
         if provider == "local":
             local_model_path(name)
-        elif provider == "python":
-            resolve_lm(teacher)  # imports the python/ model: a bad one fails here
+        elif provider != "openai":  # a python/, plug-in or LiteLLM model: a bad one fails here
+            resolve_lm(teacher)
     except EmeryError as exc:
         raise type(exc)(f"sft.teacher: {exc}") from None
 

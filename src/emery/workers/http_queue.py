@@ -43,7 +43,7 @@ from emery.core.errors import EmeryError
 from emery.core.rollouts import Attempt, Rollout
 from emery.core.spans import SpanRecord
 from emery.store.queue import DEFAULT_LEASE_S, LEASE_KEY
-from emery.store.records import JobRecord, ResourceRecord, WorkerRecord
+from emery.store.records import JobRecord, ResourceRecord, RolloutEnd, WorkerRecord
 
 RUNNER_KEY_ENV = "EMERY_RUNNER_KEY"
 API_KEY_ENV = "EMERY_API_KEY"
@@ -156,44 +156,24 @@ class HttpQueue:
             self._renewed[attempt_id] = (sent, renewed[1])
         return bool(answer["kept"])
 
-    def finish_rollout(
-        self,
-        rollout_id: str,
-        attempt_id: str,
-        *,
-        status: str,
-        attempt_status: str,
-        error: str | None,
-        output: Any,
-        score: float | None,
-        result: dict[str, Any],
-    ) -> bool:
-        body = {
-            "rollout_id": rollout_id,
-            "attempt_id": attempt_id,
-            "status": status,
-            "attempt_status": attempt_status,
-            "error": error,
-            "output": output,
-            "score": score,
-            "result": result,
-        }
+    def finish_rollout(self, rollout_id: str, attempt_id: str, end: RolloutEnd) -> bool:
+        """End the attempt as ``end`` says (its fields flat in the body)."""
+        body = {"rollout_id": rollout_id, "attempt_id": attempt_id, **end.fields()}
         return bool(self._finish(body)["kept"])
 
     def finish_and_claim(
         self,
         rollout_id: str,
         attempt_id: str,
+        end: RolloutEnd,
         *,
         worker_id: str,
         job_id: str | None = None,
-        **ended: Any,
     ) -> tuple[bool, Rollout | None]:
-        """The finish (``ended``: ``finish_rollout``'s fields) and the next claim in one
-        request (and one transaction)."""
+        """The finish and the next claim in one request (and one transaction)."""
         sent = self.clock()
         claim = {"worker_id": worker_id, "job_id": job_id}
-        body = {"rollout_id": rollout_id, "attempt_id": attempt_id, **ended, "claim": claim}
+        body = {"rollout_id": rollout_id, "attempt_id": attempt_id, **end.fields(), "claim": claim}
         answer = self._finish(body)
         return bool(answer["kept"]), self._claimed(answer, sent)
 

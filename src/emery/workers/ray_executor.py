@@ -22,6 +22,7 @@ from emery.evaluation.executor import Done, RolloutHost
 from emery.lm.usage import UsageMeter
 from emery.store.protocol import Store
 from emery.store.queue import FINAL_ROLLOUT, LIVE_ATTEMPT
+from emery.store.records import RolloutEnd
 from emery.store.states import NotFound
 from emery.workers.ray_dispatch import ActorPool, Dispatch, TaskDispatch
 from emery.workers.ray_worker import Build, import_ray, start_ray
@@ -139,9 +140,7 @@ def worker_lost(store: Store, rollout: Rollout, tries: int, error: str) -> Rollo
         failed.move("failed", error)
         store.add_rollouts([failed])
     else:
-        store.finish_rollout(
-            rollout.id,
-            attempt_id,
+        end = RolloutEnd(
             status="failed",
             attempt_status="failed",
             error=error,
@@ -149,6 +148,7 @@ def worker_lost(store: Store, rollout: Rollout, tries: int, error: str) -> Rollo
             score=0.0,
             result=result.model_dump(mode="json"),
         )
+        store.finish_rollout(rollout.id, attempt_id, end)
     return result
 
 

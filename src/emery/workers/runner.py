@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from emery.config.evaluation_scope import evaluation_scope
 from emery.config.loading import job_config
@@ -47,7 +47,7 @@ from emery.lm.cache import ResponseCache
 from emery.lm.provider_errors import ProviderStop
 from emery.store.protocol import RolloutQueue
 from emery.store.queue import DEFAULT_LEASE_S, LEASE_KEY, RESOURCE_KEY, VERSION_KEY
-from emery.store.records import WorkerRecord
+from emery.store.records import RolloutEnd, WorkerRecord
 from emery.store.waiting import StoreWait, waiting_store
 from emery.tracing.store_recorder import StoreRecorder
 from emery.training.agent_policy import episode_lm, episode_of
@@ -387,21 +387,21 @@ class RolloutWorker:
     ) -> Rollout | None:
         """Store the attempt's result (kept unless the rollout has one); with
         ``claim_next``, claim the next rollout in the same call and return it."""
-        ended: dict[str, Any] = {
-            "status": result.rollout_status or ("succeeded" if result.error is None else "failed"),
-            "attempt_status": status,
-            "error": result.error,
-            "output": result.output,
-            "score": result.score,
-            "result": result.model_dump(mode="json"),
-        }
+        end = RolloutEnd(
+            status=result.rollout_status or ("succeeded" if result.error is None else "failed"),
+            attempt_status=status,
+            error=result.error,
+            output=result.output,
+            score=result.score,
+            result=result.model_dump(mode="json"),
+        )
         claimed = None
         if claim_next:
             kept, claimed = self.store.finish_and_claim(
-                rollout.id, attempt_id, **ended, worker_id=self.worker_id, job_id=self.job_id
+                rollout.id, attempt_id, end, worker_id=self.worker_id, job_id=self.job_id
             )
         else:
-            kept = self.store.finish_rollout(rollout.id, attempt_id, **ended)
+            kept = self.store.finish_rollout(rollout.id, attempt_id, end)
         self.kept += int(kept)
         if not kept:
             log.info("rollout %s already had a result: this one was dropped", rollout.id)

@@ -26,6 +26,11 @@ step's evaluations share k x ``[runtime] concurrency`` lanes (``concurrent_scori
 fewer than k run at once (a lone accepted child on val, one child's evidence round) each
 runs wider; only the timing changes.
 
+With ``pipelined_steps`` (by default under ``two_stage`` at k > 1) a step decides the
+previous step's children (verdicts, val, pool) beside proposing and scoring its own
+(``pipeline.py``; ``_pipelined_step``): the children waiting are in the checkpointed state,
+and a due merge, or the search's end, decides them first.
+
 A warm start (``[job] warm_start``) adds an earlier job's Pareto front to the pool after
 the seed, each rescored on this job's val (``algorithms.warm_start``).
 
@@ -42,7 +47,7 @@ from typing import ClassVar
 from emery.algorithms.base import WARM_START, SearchContext, load_rng, save_rng
 from emery.algorithms.concurrent_scoring import ScoreRequest, run_all, score_concurrently
 from emery.algorithms.cost_acceptance import as_good_and_cheaper
-from emery.algorithms.evidence import Evidence
+from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.gepa.batches import minibatch_sampler
 from emery.algorithms.gepa.events import (
     GepaCandidateSelected,
@@ -68,6 +73,7 @@ from emery.algorithms.gepa.mutation import (
     reflection_texts,
     smoke_rejects,
 )
+from emery.algorithms.gepa.pipeline import both, join_logs, own_log, park, unpark
 from emery.algorithms.gepa.plan import evidence_examples, plan_inputs, record_gepa_plan
 from emery.algorithms.gepa.pool import (
     WINNER_CONFIDENCE,
@@ -172,28 +178,144 @@ class Gepa:
 
     async def step(self, ctx: SearchContext, state: GepaState) -> GepaState:
         """A merge if one is due and possible (one iteration), else ``proposals_per_step``
-        reflective mutations (one iteration each)."""
+        reflective mutations (one iteration each); pipelined (``pipelined_steps``), the
+        last step's children decided beside this step's (``_pipelined_step``)."""
         rng = load_rng(state.rng_state, ctx.seed)
         restore_candidates(ctx, state)
         number = state.iteration + 1
         sources = snapshot(state.sources)
         paid_before = ctx.budget.usage.metric_calls
-        merge_due = self.settings.use_merge and self.merger.due(state)
-        state.last_accepted = False
-        plan = self.merger.plan(state, rng) if merge_due else None
-        if plan is not None:
-            await run_merge(ctx, state, plan, number, rng, self.settings.merge_subsample)
-            state.iteration = number
+        if state.pending is not None:
+            await self._pipelined_step(ctx, state, number, rng)
         else:
-            children = self._children_due(ctx, state)
-            await self._reflect(ctx, state, number, children, rng)
-            state.iteration = number + children - 1
+            await self._plain_step(ctx, state, number, rng)
         state.rng_state = save_rng(rng)
         stale = ctx.budget.usage.metric_calls == paid_before
         state.counters.stale_in_a_row = state.counters.stale_in_a_row + 1 if stale else 0
         report_if_changed(ctx, self.name, number, sources, state.sources)
         self._check_done(ctx, state)
         return state
+
+    async def _plain_step(
+        self, ctx: SearchContext, state: GepaState, number: int, rng: random.Random
+    ) -> None:
+        """A step with nothing pending: a merge if due, else the children of iterations
+        ``number`` on, decided in the step, or (pipelined) left pending for the next."""
+        merge_due = self.settings.use_merge and self.merger.due(state)
+        state.last_accepted = False
+        plan = self.merger.plan(state, rng) if merge_due else None
+        if plan is not None:
+            await run_merge(ctx, state, plan, number, rng, self.settings.merge_subsample)
+            state.iteration = number
+            return
+        children = self._children_due(ctx, state)
+        if self._pipelines and ctx.budget.can_afford(
+            self._prepare_most(ctx, children) + len(ctx.val)
+        ):
+            prepared = await self._prepare(ctx, state, number, children, rng)
+            if prepared is not None:
+                made, afters = prepared
+                state.pending = park(made, afters, random.Random(rng.getrandbits(64)), children)
+        else:
+            await self._reflect(ctx, state, number, children, rng)
+        state.iteration = number + children - 1
+
+    async def _pipelined_step(
+        self, ctx: SearchContext, state: GepaState, number: int, rng: random.Random
+    ) -> None:
+        """The pending children decided beside the next children's prepare half (module
+        ``pipeline``), whose parents come from the pool before the pending ones join it.
+        When a merge is due, the search would stop (``_done_reason``, or ``max_proposals``
+        once these are decided), or the metric calls left do not hold the most both halves
+        can spend and val for one more child, the pending children are decided alone, then
+        a due merge, if the budget holds the most it spends (nothing else: a step cut short
+        by the budget would lose the verdicts)."""
+        assert state.pending is not None
+        mutations, afters, judge_rng = unpark(ctx, state.pending)
+        slots, state.pending = state.pending.slots, None
+        merge_due = self.settings.use_merge and self.merger.due(state)
+        children = self._children_due(ctx, state)
+        most = self._decide_most(ctx, mutations, afters) + self._prepare_most(ctx, children)
+        if (
+            merge_due
+            or self._done_reason(ctx, state) is not None
+            or not ctx.budget.can_afford(most + len(ctx.val))
+            or self._last_proposals(ctx, len(mutations))
+        ):
+            state.last_accepted = False
+            decided = await self._decide(ctx, state, mutations, afters, judge_rng, slots, True)
+            await self._confirm_winners(ctx, state, self._commit(ctx, state, *decided))
+            state.last_accepted = state.last_accepted or merge_due
+            if self._merge_affordable(ctx, state) and self._done_reason(ctx, state) is None:
+                state.last_accepted = False
+                plan = self.merger.plan(state, rng)
+                if plan is not None:
+                    await run_merge(ctx, state, plan, number, rng, self.settings.merge_subsample)
+                    state.iteration = number
+            return
+        state.last_accepted = False
+        decide_ctx, prepare_ctx = own_log(ctx), own_log(ctx)
+        prepared, decided = await both(
+            self._prepare(prepare_ctx, state, number, children, rng),
+            self._decide(decide_ctx, state, mutations, afters, judge_rng, slots, True),
+        )
+        contenders = self._commit(decide_ctx, state, *decided)
+        # the calls the children parked below may need to be decided stay unspent
+        reserve = 0 if prepared is None else self._decide_most(ctx, *prepared)
+        await self._confirm_winners(decide_ctx, state, contenders, reserve)
+        join_logs(ctx, decide_ctx, prepare_ctx)
+        state.sources = dict(sorted(state.sources.items()))  # both halves count
+        if prepared is not None:
+            made, scored = prepared
+            state.pending = park(made, scored, random.Random(rng.getrandbits(64)), children)
+        state.iteration = number + children - 1
+
+    @staticmethod
+    def _last_proposals(ctx: SearchContext, pending: int) -> bool:
+        """Whether deciding ``pending`` children reaches ``[job.budget] max_proposals`` (a
+        child counts when decided): the search stops after it, so none may be left pending."""
+        limit = ctx.budget.config.max_proposals
+        return limit is not None and ctx.budget.usage.proposals + pending >= limit
+
+    def _merge_affordable(self, ctx: SearchContext, state: GepaState) -> bool:
+        """Whether a merge is due and the metric calls left pay for the most it spends."""
+        settings = self.settings
+        due = settings.use_merge and self.merger.due(state)
+        return due and ctx.budget.can_afford(settings.merge_subsample + len(ctx.val))
+
+    @property
+    def _pipelines(self) -> bool:
+        """Whether the steps are pipelined (``pipelined_steps``; never at k = 1)."""
+        setting, settings = self.settings.pipelined_steps, self.settings
+        if settings.proposals_per_step < 2 or setting is False:
+            return False
+        if setting is None:
+            return self._two_stage
+        # under evidence both halves would draw minibatches after waiting
+        return self._two_stage or settings.failure_share is None
+
+    def _prepare_most(self, ctx: SearchContext, children: int) -> int:
+        """The most metric calls ``children`` children's prepare half spends."""
+        batches = 2 if self.settings.failure_share is None else 3
+        return children * batches * min(self.settings.minibatch_size, len(ctx.train))
+
+    def _decide_most(
+        self, ctx: SearchContext, mutations: list[Mutation], afters: list[EvalResult]
+    ) -> int:
+        """The most metric calls deciding ``mutations`` spends: under ``two_stage`` val for
+        each child its minibatch accepts, else each child's evidence rounds and val."""
+        cap, val = self._evidence_cap(ctx), len(ctx.val)
+        most = 0
+        for mutation, after in zip(mutations, afters, strict=True):
+            if self._two_stage:
+                evidence = None
+                if not after.ranked:
+                    confidence = self.settings.confidence
+                    evidence = paired(after.scores, mutation.before.scores, confidence)
+                most += val if self._verdict(ctx, mutation, after, evidence) else 0
+            else:
+                most += 2 * max(0, cap - len(mutation.batch)) + val
+        return most
 
     def adopt(
         self, ctx: SearchContext, state: GepaState, candidate: Candidate, result: EvalResult
@@ -202,6 +324,10 @@ class Gepa:
         adopt_into_pool(ctx, state, candidate, result)
 
     def _check_done(self, ctx: SearchContext, state: GepaState) -> None:
+        """Mark the search done when ``_done_reason`` gives a reason (never with children
+        pending: the next step decides them first)."""
+        if state.pending is not None:
+            return
         reason = self._done_reason(ctx, state)
         if reason is not None:
             state.done, state.done_reason = True, reason
@@ -265,31 +391,62 @@ class Gepa:
         each on its parent's minibatch (and on more while the evidence is undecided), accept
         each only if the evidence says it is better there, and promote the accepted ones to
         all of val. The children are proposed and scored at once, and decided in order."""
+        prepared = await self._prepare(ctx, state, first, children, rng)
+        if prepared is not None:
+            decided = await self._decide(ctx, state, *prepared, rng, children, False)
+            await self._confirm_winners(ctx, state, self._commit(ctx, state, *decided))
+
+    async def _prepare(
+        self, ctx: SearchContext, state: GepaState, first: int, children: int, rng: random.Random
+    ) -> tuple[list[Mutation], list[EvalResult]] | None:
+        """The prepare half of a step: the children proposed (the smoke test's rejects left
+        out) and their results on their minibatches; None when none was proposed."""
         bases = await self._bases(ctx, state, first, children, rng)
         proposed = await self._children(ctx, state, bases, rng) if bases else []
         mutations = [
             m for m in proposed if m is not None and not await smoke_rejects(ctx, state, m)
         ]
         if not mutations:
-            return
+            return None
         requests = [ScoreRequest(m.child, m.batch, "train") for m in mutations]
-        afters = await score_concurrently(ctx, requests, slots=children)
-        verdicts = await self._judge(ctx, state, mutations, afters, rng, children)
-        remember_judged(state, self.settings, [mutation for mutation, _, _ in verdicts])
+        return mutations, await score_concurrently(ctx, requests, slots=children)
+
+    async def _decide(
+        self,
+        ctx: SearchContext,
+        state: GepaState,
+        mutations: list[Mutation],
+        afters: list[EvalResult],
+        rng: random.Random,
+        slots: int,
+        guard_first: bool,
+    ) -> tuple[list[Mutation], list[tuple[Mutation, Candidate, EvalResult]], list[OnVal]]:
+        """The decide half of a step, up to the pool: the verdicts recorded in order and
+        the accepted children scored on val (``_commit`` adds them to the pool). A child
+        shown better is rejected when the budget cannot also score it on val (with
+        ``guard_first``, the first one too: a pending half has no step-start check)."""
+        verdicts = await self._judge(ctx, state, mutations, afters, rng, slots)
         accepted: list[tuple[Mutation, Candidate, EvalResult]] = []
         for mutation, after, evidence in verdicts:
-            ok = self._accepts(mutation.before.total, after.total, evidence)
-            ok = ok or as_good_and_cheaper(ctx.objectives, mutation.before, after, evidence)
+            ok = self._verdict(ctx, mutation, after, evidence)
             reason = None
-            if ok and accepted and not ctx.budget.can_afford(len(ctx.val) * (len(accepted) + 1)):
+            unpaid = not ctx.budget.can_afford(len(ctx.val) * (len(accepted) + 1))
+            if ok and (accepted or guard_first) and unpaid:
                 ok, reason = False, "shown better, but the budget cannot also score it on val"
             child = self._record_verdict(
                 ctx, state, mutation, after, ok, mutation.basis.number, evidence, reason
             )
             if ok:
                 accepted.append((mutation, child, after))
-        if accepted:
-            await self._promote(ctx, state, accepted, children)
+        on_val = await self._on_val(ctx, accepted, slots) if accepted else []
+        return [mutation for mutation, _, _ in verdicts], accepted, on_val
+
+    def _verdict(
+        self, ctx: SearchContext, mutation: Mutation, after: EvalResult, evidence: Evidence | None
+    ) -> bool:
+        """Whether the evidence accepts the child (or it is as good and cheaper)."""
+        ok = self._accepts(mutation.before.total, after.total, evidence)
+        return ok or as_good_and_cheaper(ctx.objectives, mutation.before, after, evidence)
 
     async def _judge(
         self,
@@ -541,27 +698,41 @@ class Gepa:
             state.counters.rejected += 1
         return child
 
-    async def _promote(
+    async def _on_val(
+        self,
+        ctx: SearchContext,
+        accepted: list[tuple[Mutation, Candidate, EvalResult]],
+        slots: int,
+    ) -> list[OnVal]:
+        """The accepted children scored on all of val (at once, sharing the lanes of the
+        step's ``slots`` batches; under ``two_stage`` in chunks, against their parents)."""
+        if self._two_stage:
+            children = [(mutation.parent, child) for mutation, child, _ in accepted]
+            confidence = self.settings.confidence
+            return await score_on_val(ctx, children, confidence=confidence, slots=slots)
+        requests = [ScoreRequest(child, ctx.val, "val") for _, child, _ in accepted]
+        results = await score_concurrently(ctx, requests, slots=slots)
+        return [
+            OnVal(mutation.parent, child, result)
+            for (mutation, child, _), result in zip(accepted, results, strict=True)
+        ]
+
+    def _commit(
         self,
         ctx: SearchContext,
         state: GepaState,
+        judged: list[Mutation],
         accepted: list[tuple[Mutation, Candidate, EvalResult]],
-        slots: int,
-    ) -> None:
-        """Score the accepted children on all of val (at once, sharing the lanes of the
-        step's ``slots`` batches), add them to the pool in order, and schedule a merge for
-        each."""
+        on_val: list[OnVal],
+    ) -> list[PoolEntry]:
+        """The end of the decide half: the judged parents' train scores kept
+        (``failure_share``), the accepted children added to the pool in order (unless val
+        shows them worse, ``two_stage``), and a merge scheduled for each. Returns those that
+        joined with a mean val above the best's without becoming it (``two_stage``: val
+        does not show them better than the seed), for ``_confirm_winners``."""
         settings = self.settings
-        if self._two_stage:
-            children = [(mutation.parent, child) for mutation, child, _ in accepted]
-            on_val = await score_on_val(ctx, children, confidence=settings.confidence, slots=slots)
-        else:
-            requests = [ScoreRequest(child, ctx.val, "val") for _, child, _ in accepted]
-            results = await score_concurrently(ctx, requests, slots=slots)
-            on_val = [
-                OnVal(mutation.parent, child, result)
-                for (mutation, child, _), result in zip(accepted, results, strict=True)
-            ]
+        contenders: list[PoolEntry] = []
+        remember_judged(state, settings, judged)
         for (mutation, child, after), item in zip(accepted, on_val, strict=True):
             assert item.results is not None  # val is not empty
             if not item.joins:
@@ -590,13 +761,26 @@ class Gepa:
             )
             add_to_pool(ctx, state, entry, item.results)
             if self._two_stage and tops_best(state, entry):
+                contenders.append(entry)
+            state.last_accepted = True
+            if settings.use_merge:
+                self.merger.accepted(state)
+        return contenders
+
+    async def _confirm_winners(
+        self, ctx: SearchContext, state: GepaState, contenders: list[PoolEntry], reserve: int = 0
+    ) -> None:
+        """Each new member whose mean val tops the best's but that val does not show better
+        than the seed (``two_stage``), the highest mean val first, while it still tops the
+        best: confirmed on further train examples (``val_gate.confirm_winner``), leaving
+        ``reserve`` metric calls unspent."""
+        for entry in sorted(contenders, key=lambda item: -item.val_score):
+            if tops_best(state, entry):
                 await confirm_winner(
                     ctx,
                     state,
                     entry,
-                    examples=settings.winner_examples,
-                    iteration=mutation.basis.number,
+                    examples=self.settings.winner_examples,
+                    iteration=entry.iteration,
+                    reserve=reserve,
                 )
-            state.last_accepted = True
-            if settings.use_merge:
-                self.merger.accepted(state)

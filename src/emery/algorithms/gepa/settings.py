@@ -135,6 +135,17 @@ class GepaSettings(AlgorithmSettings):
             " (an iteration is one child; a step is all of them or none)"
         ),
     )
+    pipelined_steps: bool | None = Field(
+        default=None,
+        description=(
+            "at proposals_per_step > 1, decide a step's children (verdicts, val, pool) while"
+            " the next step's are proposed and scored on their minibatches, whose parents"
+            " then come from the pool before the earlier children join it; default: on"
+            " under two_stage acceptance, where it saves round trips, off under evidence (no"
+            " gain there: benchmarks/efficiency/README.md);"
+            " true also under evidence, except with failure_share; never at k = 1"
+        ),
+    )
     use_merge: bool = Field(default=True, description="try merges (when merge_policy says)")
     merge_policy: str = Field(
         default="after_acceptance",

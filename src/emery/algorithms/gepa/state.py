@@ -1,15 +1,18 @@
 """GEPA's checkpointed state: the candidate pool with per-example val scores, the fronts,
-the minibatch sampler, merge bookkeeping, operator children tried, counters and the RNG."""
+the minibatch sampler, merge bookkeeping, operator children tried, counters, the RNG and
+a pipelined step's children waiting for their verdicts."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
 from emery.algorithms.base import AlgorithmState
+from emery.algorithms.gepa.proposal import Proposal
 from emery.core.events import SourceCount
 from emery.core.models import Candidate, Demo
+from emery.evaluation.eval_result import EvalResult
 
 
 class PoolEntry(BaseModel):
@@ -72,6 +75,33 @@ class Counters(BaseModel):
     merges_rejected: int = 0
 
 
+class PendingChild(BaseModel):
+    """A child proposed and scored on its minibatch, waiting for its verdict: what its
+    ``Mutation`` holds (``pipeline.park``), examples by id, and its results there."""
+
+    parent: PoolEntry = Field(description="the parent as it was when the child was proposed")
+    components: list[str]
+    number: int
+    batch: list[str]
+    before: EvalResult
+    shown: list[str] | None = None
+    shown_before: EvalResult | None = None
+    child: Candidate
+    source: str
+    changed: list[str]
+    proposals: list[Proposal] = Field(default_factory=list)
+    after: EvalResult
+
+
+class Pending(BaseModel):
+    """The decide half of a pipelined step (``pipelined_steps``), decided by the next
+    step: its children in order, the lanes they share and the RNG that judges them."""
+
+    children: list[PendingChild]
+    slots: int
+    rng_state: list[Any]
+
+
 class GepaState(AlgorithmState):
     """The whole search: resume from it and GEPA continues exactly where it was."""
 
@@ -102,6 +132,10 @@ class GepaState(AlgorithmState):
     )
     labeled: dict[str, list[Demo]] = Field(
         default_factory=dict, description="stage → labeled demos from train for the operator"
+    )
+    pending: Pending | None = Field(
+        default=None,
+        description="pipelined steps: the last step's children, decided by the next step",
     )
 
     handoff_what: ClassVar[str] = "its Pareto front"

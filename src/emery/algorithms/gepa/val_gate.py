@@ -106,12 +106,19 @@ def _against_parent(results: EvalResult, parent: PoolEntry, confidence: float) -
 
 
 async def confirm_winner(
-    ctx: SearchContext, state: GepaState, entry: PoolEntry, *, examples: int, iteration: int
+    ctx: SearchContext,
+    state: GepaState,
+    entry: PoolEntry,
+    *,
+    examples: int,
+    iteration: int,
+    reserve: int = 0,
 ) -> bool:
     """Whether ``entry`` (a new pool member whose mean val tops the best's, not shown better
     than the seed on val) is shown better than the seed once its val pairs are joined by
-    up to ``examples`` further train pairs (module doc); if so it becomes the best. Reports
-    the last evidence (``gepa.winner_checked``) when any train example was scored."""
+    up to ``examples`` further train pairs (module doc); if so it becomes the best. A chunk
+    is scored only while the budget pays it and ``reserve`` more. Reports the last evidence
+    (``gepa.winner_checked``) when any train example was scored."""
     confidence = state.winner_confidence
     mine, seeds = against_seed(state, entry)
     if confidence is None or examples <= 0 or not mine:
@@ -130,7 +137,7 @@ async def confirm_winner(
             for who in (candidate, seed)
             for example in chunk
         )
-        if not ctx.budget.can_afford(cost):
+        if not ctx.budget.can_afford(cost + reserve):
             break
         requests = [ScoreRequest(candidate, chunk, "train"), ScoreRequest(seed, chunk, "train")]
         mine_now, seed_now = await score_concurrently(ctx, requests, slots=1)

@@ -21,6 +21,12 @@ def now() -> float:
     return time.time()
 
 
+def database_now() -> ColumnElement[Any]:
+    """PostgreSQL's clock as a UNIX time, a column of a statement: the transaction's
+    start (``now()``), so every statement of one transaction reads the same time."""
+    return func.extract("epoch", func.now())
+
+
 class SqlBase:
     """An SQLAlchemy engine with the store's transaction discipline.
 
@@ -51,7 +57,7 @@ class SqlBase:
         if self.clock is not None:
             return self.clock()
         if self.dialect == "postgresql":
-            return float(conn.execute(select(self.store_now())).scalar_one())
+            return float(conn.execute(select(database_now())).scalar_one())
         return now()
 
     def store_now(self) -> ColumnElement[Any]:
@@ -59,8 +65,15 @@ class SqlBase:
         if self.clock is not None:
             return literal(self.clock())
         if self.dialect == "postgresql":
-            return func.extract("epoch", func.now())
+            return database_now()
         return literal(now())
+
+    @property
+    def clock_in_sql(self) -> bool:
+        """Whether ``store_time`` is the database's own clock (PostgreSQL, no ``clock``
+        set), which a statement built once can read itself (``database_now``) rather
+        than be given: the same time a ``store_time`` in its transaction returns."""
+        return self.clock is None and self.dialect == "postgresql"
 
     @contextmanager
     def _tx(self, *, write: bool = False) -> Iterator[Connection]:

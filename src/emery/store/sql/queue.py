@@ -9,6 +9,11 @@ A runner makes a claim, heartbeats, a finish and an attempt end per rollout; bui
 hashing those statements anew each time cost about a third of the store's CPU per
 rollout, so they are built once (``@cache``) with bound parameters, whose names start with
 ``p_`` (SQLAlchemy reserves a column's own name in a ``SET`` clause).
+
+On PostgreSQL the store's clock is the database's (``SqlBase.store_time``): those
+statements read it themselves (``in_sql``: ``database_now`` in place of ``p_at``, and a
+claim's window returns it with its rows), so a queue call costs no ``SELECT`` of the time
+of its own. Elsewhere, or with a test's ``clock`` set, the time is a parameter.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from emery.store.queue import (
     RESULT_KEY,
     RUNNERS,
 )
-from emery.store.sql.base import SqlBase
+from emery.store.records import RolloutEnd
+from emery.store.sql.base import SqlBase, database_now
 from emery.store.sql.trace_rows import jsonable, rollout_from_row
 
 CLAIM_WINDOW = 8
@@ -45,12 +51,21 @@ def queued_marker() -> ColumnElement[bool]:
     return marker
 
 
+def stamp(in_sql: bool) -> ColumnElement[Any]:
+    """The store's time in a queue statement: read by the statement, or ``p_at``."""
+    return database_now() if in_sql else bindparam("p_at")
+
+
 @cache
-def claim_window(one_job: bool) -> Select[Any]:
-    """The oldest queued rollouts of running jobs (of ``p_job`` when ``one_job``)."""
+def claim_window(one_job: bool, in_sql: bool) -> Select[Any]:
+    """The oldest queued rollouts of running jobs (of ``p_job`` when ``one_job``); with
+    ``in_sql``, each row with the store's time (``store_now``)."""
     r, j = t.rollouts, t.jobs
+    columns: list[ColumnElement[Any]] = [r.c.id, r.c.attempt_count]
+    if in_sql:
+        columns.append(database_now().label("store_now"))
     stmt: Select[Any] = (
-        select(r.c.id, r.c.attempt_count)
+        select(*columns)
         .join(j, j.c.id == r.c.job_id)
         .where(r.c.status == "queuing", j.c.state == "running", queued_marker())
         .order_by(r.c.created_at, r.c.id)
@@ -83,28 +98,29 @@ def claim_statement() -> Update:
 
 
 @cache
-def heartbeat_statement() -> Update:
+def heartbeat_statement(in_sql: bool) -> Update:
     """Renew attempt ``p_id``'s heartbeat while it is live."""
     a = t.attempts
     return (
         update(a)
         .where(a.c.id == bindparam("p_id"), a.c.status.in_(LIVE_ATTEMPT))
-        .values(heartbeat_at=bindparam("p_at"))
+        .values(heartbeat_at=stamp(in_sql))
     )
 
 
 @cache
-def end_attempt_statement() -> Update:
-    """End live attempt ``p_id`` with ``p_status`` and ``p_error`` at ``p_at``."""
+def end_attempt_statement(in_sql: bool) -> Update:
+    """End live attempt ``p_id`` with ``p_status`` and ``p_error``, now."""
     a = t.attempts
+    at = stamp(in_sql)
     return (
         update(a)
         .where(a.c.id == bindparam("p_id"), a.c.status.in_(LIVE_ATTEMPT))
         .values(
             status=bindparam("p_status"),
             error=bindparam("p_error"),
-            finished_at=bindparam("p_at"),
-            heartbeat_at=bindparam("p_at"),
+            finished_at=at,
+            heartbeat_at=at,
         )
     )
 
@@ -117,7 +133,7 @@ def metadata_statement() -> Select[Any]:
 
 
 @cache
-def finish_statement() -> Update:
+def finish_statement(in_sql: bool) -> Update:
     """Store rollout ``p_id``'s result unless it has ended already."""
     r = t.rollouts
     return (
@@ -129,7 +145,7 @@ def finish_statement() -> Update:
             score=bindparam("p_score"),
             error=bindparam("p_error"),
             metadata=bindparam("p_metadata", type_=r.c["metadata"].type),
-            finished_at=bindparam("p_at"),
+            finished_at=stamp(in_sql),
         )
     )
 
@@ -144,19 +160,20 @@ class QueueMixin(SqlBase):
             return self._claim_next(conn, worker_id, job_id)
 
     def _claim_next(self, conn: Connection, worker_id: str, job_id: str | None) -> Rollout | None:
-        window = claim_window(job_id is not None)
+        in_sql = self.clock_in_sql
+        window = claim_window(job_id is not None, in_sql)
         for row in conn.execute(window, {"p_job": job_id} if job_id is not None else {}).all():
-            claimed = self._claim(conn, row.id, int(row.attempt_count), worker_id)
+            at = float(row.store_now) if in_sql else self.store_time(conn)
+            claimed = self._claim(conn, row.id, int(row.attempt_count), worker_id, at)
             if claimed is not None:
                 return claimed
         return None
 
     def _claim(
-        self, conn: Connection, rollout_id: str, count: int, worker_id: str
+        self, conn: Connection, rollout_id: str, count: int, worker_id: str, at: float
     ) -> Rollout | None:
-        """Start attempt ``count + 1`` of a queued rollout; the rollout, or None when another
-        claim took it first."""
-        at = self.store_time(conn)
+        """Start attempt ``count + 1`` of a queued rollout at ``at``; the rollout, or None
+        when another claim took it first."""
         number = count + 1
         params = {"p_id": rollout_id, "p_count": count, "p_number": number, "p_at": at}
         claimed = conn.execute(claim_statement(), params).first()
@@ -180,78 +197,48 @@ class QueueMixin(SqlBase):
         """Renew the lease of a running attempt; False when the attempt is no longer live
         (its lease expired and it was given up)."""
         with self._tx(write=True) as conn:
-            at = self.store_time(conn)
-            done = conn.execute(heartbeat_statement(), {"p_id": attempt_id, "p_at": at})
+            params = {"p_id": attempt_id, **self._stamped(conn)}
+            done = conn.execute(heartbeat_statement(self.clock_in_sql), params)
         return bool(done.rowcount == 1)
 
-    def finish_rollout(
-        self,
-        rollout_id: str,
-        attempt_id: str,
-        *,
-        status: str,
-        attempt_status: str,
-        error: str | None,
-        output: Any,
-        score: float | None,
-        result: dict[str, Any],
-    ) -> bool:
-        """End an attempt and, unless the rollout already has one, store its result
-        (``metadata["result"]``) and final ``status``. True when this result was kept."""
+    def finish_rollout(self, rollout_id: str, attempt_id: str, end: RolloutEnd) -> bool:
+        """End an attempt as ``end`` says and, unless the rollout already has a result,
+        store this one (``metadata["result"]``) and its final ``status``. True when this
+        result was kept."""
         with self._tx(write=True) as conn:
-            return self._finish(
-                conn, rollout_id, attempt_id, status, attempt_status, error, output, score, result
-            )
+            return self._finish(conn, rollout_id, attempt_id, end)
 
     def finish_and_claim(
         self,
         rollout_id: str,
         attempt_id: str,
+        end: RolloutEnd,
         *,
-        status: str,
-        attempt_status: str,
-        error: str | None,
-        output: Any,
-        score: float | None,
-        result: dict[str, Any],
         worker_id: str,
         job_id: str | None = None,
     ) -> tuple[bool, Rollout | None]:
         """``finish_rollout``, then ``claim_rollout`` for ``worker_id``, in one transaction:
         whether the result was kept, and the next rollout (None: nothing queued)."""
         with self._tx(write=True) as conn:
-            kept = self._finish(
-                conn, rollout_id, attempt_id, status, attempt_status, error, output, score, result
-            )
+            kept = self._finish(conn, rollout_id, attempt_id, end)
             return kept, self._claim_next(conn, worker_id, job_id)
 
-    def _finish(
-        self,
-        conn: Connection,
-        rollout_id: str,
-        attempt_id: str,
-        status: str,
-        attempt_status: str,
-        error: str | None,
-        output: Any,
-        score: float | None,
-        result: dict[str, Any],
-    ) -> bool:
-        at = self.store_time(conn)
-        self._end_attempt(conn, attempt_id, attempt_status, error, at)
+    def _finish(self, conn: Connection, rollout_id: str, attempt_id: str, end: RolloutEnd) -> bool:
+        at = self._stamped(conn)
+        self._end_attempt(conn, attempt_id, end.attempt_status, end.error, at)
         row = conn.execute(metadata_statement(), {"p_id": rollout_id}).first()
         if row is None:
             return False
         values = {
             "p_id": rollout_id,
-            "p_status": status,
-            "p_output": jsonable(output),
-            "p_score": score,
-            "p_error": error,
-            "p_metadata": {**(row[0] or {}), RESULT_KEY: jsonable(result)},
-            "p_at": at,
+            "p_status": end.status,
+            "p_output": jsonable(end.output),
+            "p_score": end.score,
+            "p_error": end.error,
+            "p_metadata": {**(row[0] or {}), RESULT_KEY: jsonable(end.result)},
+            **at,
         }
-        return bool(conn.execute(finish_statement(), values).rowcount == 1)
+        return bool(conn.execute(finish_statement(self.clock_in_sql), values).rowcount == 1)
 
     def requeue_rollout(
         self, rollout_id: str, attempt_id: str, number: int, *, attempt_status: str, error: str
@@ -260,7 +247,7 @@ class QueueMixin(SqlBase):
         attempt is still the rollout's current one. True when it was requeued."""
         r = t.rollouts
         with self._tx(write=True) as conn:
-            self._end_attempt(conn, attempt_id, attempt_status, error, self.store_time(conn))
+            self._end_attempt(conn, attempt_id, attempt_status, error, self._stamped(conn))
             done = conn.execute(
                 update(r)
                 .where(
@@ -282,7 +269,7 @@ class QueueMixin(SqlBase):
             done = conn.execute(
                 update(r)
                 .where(r.c.id.in_(list(rollout_ids)), r.c.status == "queuing")
-                .values(status="cancelled", error=error, finished_at=self.store_time(conn))
+                .values(status="cancelled", error=error, finished_at=self.store_now())
             )
         return int(done.rowcount)
 
@@ -309,8 +296,9 @@ class QueueMixin(SqlBase):
             stmt = stmt.where(r.c.job_id == job_id)
         expired = 0
         with self._tx(write=True) as conn:
-            at = self.store_time(conn)
-            for row in conn.execute(stmt).all():
+            # the store's time read with the rows (none read when none is live)
+            for row in conn.execute(stmt.add_columns(self.store_now().label("store_now"))).all():
+                at = float(row.store_now)
                 lease = float((row.metadata or {}).get(LEASE_KEY) or DEFAULT_LEASE_S)
                 if at - float(row.seen) < lease:
                     continue
@@ -343,8 +331,19 @@ class QueueMixin(SqlBase):
         )
         return 1
 
+    def _stamped(self, conn: Connection) -> dict[str, float]:
+        """The ``p_at`` parameter of the queue's statements: none when they read the store's
+        time themselves (``clock_in_sql``), else ``store_time``."""
+        return {} if self.clock_in_sql else {"p_at": self.store_time(conn)}
+
     def _end_attempt(
-        self, conn: Connection, attempt_id: str, status: str, error: str | None, at: float
+        self,
+        conn: Connection,
+        attempt_id: str,
+        status: str,
+        error: str | None,
+        at: dict[str, float],
     ) -> None:
-        params = {"p_id": attempt_id, "p_status": status, "p_error": error, "p_at": at}
-        conn.execute(end_attempt_statement(), params)
+        """End live attempt ``attempt_id`` (``at``: ``_stamped``'s parameter)."""
+        params = {"p_id": attempt_id, "p_status": status, "p_error": error, **at}
+        conn.execute(end_attempt_statement(self.clock_in_sql), params)
