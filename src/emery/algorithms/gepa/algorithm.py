@@ -243,7 +243,7 @@ class Gepa:
             or self._last_proposals(ctx, len(mutations))
         ):
             state.last_accepted = False
-            decided = await self._decide(ctx, state, mutations, afters, judge_rng, slots, True)
+            decided = await self._decide(ctx, state, mutations, afters, judge_rng, slots)
             await self._confirm_winners(ctx, state, self._commit(ctx, state, *decided))
             state.last_accepted = state.last_accepted or merge_due
             if self._merge_affordable(ctx, state) and self._done_reason(ctx, state) is None:
@@ -257,7 +257,7 @@ class Gepa:
         decide_ctx, prepare_ctx = own_log(ctx), own_log(ctx)
         prepared, decided = await both(
             self._prepare(prepare_ctx, state, number, children, rng),
-            self._decide(decide_ctx, state, mutations, afters, judge_rng, slots, True),
+            self._decide(decide_ctx, state, mutations, afters, judge_rng, slots),
         )
         contenders = self._commit(decide_ctx, state, *decided)
         # the calls the children parked below may need to be decided stay unspent
@@ -393,7 +393,7 @@ class Gepa:
         all of val. The children are proposed and scored at once, and decided in order."""
         prepared = await self._prepare(ctx, state, first, children, rng)
         if prepared is not None:
-            decided = await self._decide(ctx, state, *prepared, rng, children, False)
+            decided = await self._decide(ctx, state, *prepared, rng, children)
             await self._confirm_winners(ctx, state, self._commit(ctx, state, *decided))
 
     async def _prepare(
@@ -419,19 +419,19 @@ class Gepa:
         afters: list[EvalResult],
         rng: random.Random,
         slots: int,
-        guard_first: bool,
     ) -> tuple[list[Mutation], list[tuple[Mutation, Candidate, EvalResult]], list[OnVal]]:
         """The decide half of a step, up to the pool: the verdicts recorded in order and
         the accepted children scored on val (``_commit`` adds them to the pool). A child
-        shown better is rejected when the budget cannot also score it on val (with
-        ``guard_first``, the first one too: a pending half has no step-start check)."""
+        shown better is rejected when the budget cannot also score it on val beside the
+        ones accepted before it (the first one too: a step's prepare half may leave less
+        than val, and a step the budget cuts short loses every verdict it paid for)."""
         verdicts = await self._judge(ctx, state, mutations, afters, rng, slots)
         accepted: list[tuple[Mutation, Candidate, EvalResult]] = []
         for mutation, after, evidence in verdicts:
             ok = self._verdict(ctx, mutation, after, evidence)
             reason = None
             unpaid = not ctx.budget.can_afford(len(ctx.val) * (len(accepted) + 1))
-            if ok and (accepted or guard_first) and unpaid:
+            if ok and unpaid:
                 ok, reason = False, "shown better, but the budget cannot also score it on val"
             child = self._record_verdict(
                 ctx, state, mutation, after, ok, mutation.basis.number, evidence, reason
