@@ -21,6 +21,8 @@ module is the surface kept stable for plug-ins; the modules behind it may move.
 - a GEPA minibatch sampler: ``SamplerKind(name, build)``, by ``[algorithm.gepa]
   minibatch_sampler``;
 - a GEPA merge policy: ``MergeKind(name, build)``, by ``[algorithm.gepa] merge_policy``;
+- a GEPA acceptance rule: ``AcceptanceKind(name, build)`` building an ``AcceptanceRule``
+  (its verdict on a child's ``Evidence``), by ``[algorithm.gepa] acceptance``;
 - an edit operator: ``OperatorKind(name, edit, cuts_cost)``, by ``[algorithm.gepa]
   operators``;
 - an event of its own: a ``Payload`` with a ``kind``, passed to ``register_payload``.
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
         load_rng,
         save_rng,
     )
+    from emery.algorithms.gepa.acceptance import AcceptanceKind, AcceptanceRule
     from emery.algorithms.gepa.batches import MinibatchSampler, SamplerKind
     from emery.algorithms.gepa.merge import MergeKind, MergePlan, MergePolicy, find_merge
     from emery.algorithms.gepa.selection import ParentSelector, SelectorKind
@@ -59,6 +62,7 @@ if TYPE_CHECKING:
         Payload,
         register_payload,
     )
+    from emery.core.search_events import Evidence
     from emery.evaluation.eval_result import EvalResult
     from emery.evaluation.executor import Executor, LocalExecutor, RolloutHost
     from emery.lm.base import LM, Completion
@@ -82,6 +86,7 @@ _HOMES = {
         "load_rng",
         "save_rng",
     ),
+    "emery.algorithms.gepa.acceptance": ("AcceptanceKind", "AcceptanceRule"),
     "emery.algorithms.gepa.batches": ("MinibatchSampler", "SamplerKind"),
     "emery.algorithms.gepa.merge": ("MergeKind", "MergePlan", "MergePolicy", "find_merge"),
     "emery.algorithms.gepa.selection": ("ParentSelector", "SelectorKind"),
@@ -100,6 +105,7 @@ _HOMES = {
         "register_payload",
     ),
     "emery.core.example_result": ("ExampleResult",),
+    "emery.core.search_events": ("Evidence",),
     "emery.evaluation.executor": ("Executor", "LocalExecutor", "RolloutHost"),
     "emery.evaluation.eval_result": ("EvalResult",),
     "emery.lm.base": ("LM", "Completion"),
@@ -121,6 +127,8 @@ __getattr__, __dir__ = lazy_exports(
 
 __all__ = [
     "LM",
+    "AcceptanceKind",
+    "AcceptanceRule",
     "Algorithm",
     "AlgorithmSettings",
     "AlgorithmSpec",
@@ -136,6 +144,7 @@ __all__ = [
     "Edit",
     "Environment",
     "EvalResult",
+    "Evidence",
     "Example",
     "ExampleResult",
     "Executor",

@@ -7,22 +7,34 @@ the known ones."""
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_gepa_merge import RUN_DATASET
-from test_gepa_support import keyword_context, reflection_lm, task_lm, word_problems
+from test_gepa_support import (
+    keyword_context,
+    reflection_lm,
+    task_lm,
+    word_problem_context,
+    word_problems,
+)
 from test_gepa_support import run_gepa as run_keyword_gepa
 
 import emery
 from emery.algorithms.gepa import Gepa
+from emery.algorithms.gepa.acceptance import ACCEPTANCE_RULES
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.core.errors import ConfigError
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import BudgetConfig
 from emery.plugin import (
+    AcceptanceKind,
+    AcceptanceRule,
     Edit,
+    EvalResult,
+    Evidence,
     GepaState,
     Materials,
     MergeKind,
@@ -88,6 +100,26 @@ def check_work(edit: Edit, stage: StageConfig, materials: Materials) -> Edit | N
 
 
 CHECK_WORK = OperatorKind("check_work", check_work)
+
+
+ASKED: list[tuple[float, float]] = []
+
+
+@dataclass(frozen=True)
+class NotBehind:
+    """A child not behind its parent on its minibatch (which alone decides) joins the pool;
+    the best mean val wins. GEPA's own rules want it ahead."""
+
+    further_evidence: bool = False
+    val_gate: bool = False
+    winner_confidence: float | None = None
+
+    def accepts(self, before: EvalResult, after: EvalResult, evidence: Evidence | None) -> bool:
+        ASKED.append((before.total, after.total))
+        return after.total >= before.total
+
+
+NOT_BEHIND = AcceptanceKind("not_behind", lambda settings: NotBehind())
 
 
 def run_gepa(tmp_path: Path, store: MemoryStore, **settings: Any) -> emery.JobResult:
@@ -160,12 +192,44 @@ def test_a_gepa_run_offers_an_edit_operator_of_ones_own(tmp_path: Path) -> None:
     assert all(CHECK in c.components["solve"] for c in checked)
 
 
+def test_not_behind_and_the_built_ins_are_acceptance_rules() -> None:
+    assert isinstance(NotBehind(), AcceptanceRule)
+    for name in ("evidence", "two_stage"):
+        assert isinstance(ACCEPTANCE_RULES.get(name).build(GepaSettings()), AcceptanceRule)
+
+
+async def test_a_gepa_run_accepts_children_by_a_rule_of_ones_own() -> None:
+    ASKED.clear()
+    ctx = word_problem_context(word_problems(), budget=BudgetConfig(metric_calls=150))
+    settings = {"acceptance": f"{__name__}:NOT_BEHIND", "minibatch_size": 3, "use_merge": False}
+    outcome, records = await run_keyword_gepa(ctx, settings)
+    state = outcome.state
+    assert isinstance(state, GepaState)
+    verdicts = [
+        e
+        for r in records
+        for e in r.events
+        if e.kind in ("gepa.minibatch_accepted", "gepa.minibatch_rejected")
+    ]
+    assert len(ASKED) == len(verdicts) == state.counters.proposals > 0  # asked once a child
+    assert [(e.data["before"], e.data["after"]) for e in verdicts] == ASKED
+    for event in verdicts:
+        accepted = event.kind == "gepa.minibatch_accepted"
+        assert accepted == (event.data["after"] >= event.data["before"])
+        assert event.data["evidence"]["n"] == 3  # the minibatch alone: no further examples
+    assert any(e.data["after"] == e.data["before"] for e in verdicts if "accepted" in e.kind)
+    assert state.winner_confidence is None
+    assert state.counters.left_out == 0  # no val gate: every accepted child joined
+    assert len(state.pool) == 1 + state.counters.accepted
+
+
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
         ("minibatch_sampler", "algorithm.gepa.minibatch_sampler: unknown minibatch sampler"),
         ("merge_policy", "algorithm.gepa.merge_policy: unknown merge policy"),
         ("operators", "algorithm.gepa.operators: unknown edit operator"),
+        ("acceptance", "algorithm.gepa.acceptance: unknown acceptance rule"),
     ],
 )
 def test_an_unknown_strategy_is_one_line(setting: str, message: str) -> None:
@@ -174,3 +238,12 @@ def test_an_unknown_strategy_is_one_line(setting: str, message: str) -> None:
     assert str(info.value).startswith(f"{message} 'nope'; known ")
     assert "(or name one as 'module:attr')" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_an_unknown_acceptance_rule_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError) as info:
+        Gepa(GepaSettings(acceptance="two-stage"))
+    assert str(info.value) == (
+        "algorithm.gepa.acceptance: unknown acceptance rule 'two-stage'; known acceptance"
+        " rules: evidence, two_stage (or name one as 'module:attr')"
+    )

@@ -52,6 +52,10 @@ GRAPH_WITH_CODE = {
             'algorithm.gepa.candidate_selection = "mine:NEWEST"',
         ),
         (
+            {"algorithm": {"gepa": {"acceptance": "mine:RULE"}}},
+            'algorithm.gepa.acceptance = "mine:RULE"',
+        ),
+        (
             {"algorithm": {"gepa": {"operators": ["answer_stage", "mine:OPERATOR"]}}},
             'algorithm.gepa.operators = "mine:OPERATOR"',
         ),

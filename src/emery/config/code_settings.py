@@ -24,7 +24,13 @@ CODE_VERIFIERS = {
     "python": "a Python function of yours",
     "code_tests": "the model's replies as code",
 }
-STRATEGY_SETTINGS = ("candidate_selection", "minibatch_sampler", "merge_policy", "operators")
+STRATEGY_SETTINGS = (
+    "candidate_selection",
+    "minibatch_sampler",
+    "merge_policy",
+    "operators",
+    "acceptance",
+)
 """Algorithm settings that name plug-ins (GEPA's strategies): a ``module:attr`` is code."""
 
 

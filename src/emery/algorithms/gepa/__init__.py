@@ -10,7 +10,10 @@ shown with ``failure_share``), ``reflective_dataset`` (what the reflection model
 ``reflection`` and ``compact`` (the prompts and reply parsing), ``checks`` (is a reply a
 usable instruction?), ``propose`` (one component's proposal), ``mutation`` (a child from the
 reflection or, on a prompt program, from an LM-free edit operator), ``merge`` (crossover of
-two front candidates), ``pool`` (val scores, fronts and best), ``algorithm`` (the loop).
+two front candidates), ``acceptance`` (the rule that accepts children and guards the
+winner: ``evidence``, ``two_stage`` or a plug-in), ``val_gate`` (``two_stage``'s val
+chunks and the winner's confirmation), ``pool`` (val scores, fronts and best),
+``algorithm`` (the loop).
 
 Small reflection models. The defaults follow the paper; what differs for weak models is
 opt-in or chosen by ``reflection_style = "auto"`` (compact for ``local/`` models):

@@ -26,10 +26,14 @@ step's evaluations share k x ``[runtime] concurrency`` lanes (``concurrent_scori
 fewer than k run at once (a lone accepted child on val, one child's evidence round) each
 runs wider; only the timing changes.
 
-With ``pipelined_steps`` (by default under ``two_stage`` at k > 1) a step decides the
-previous step's children (verdicts, val, pool) beside proposing and scoring its own
-(``pipeline.py``; ``_pipelined_step``): the children waiting are in the checkpointed state,
-and a due merge, or the search's end, decides them first.
+Which children join the pool, and which member may win, is the acceptance rule's say
+(``acceptance.py``: ``evidence``, ``two_stage`` or a plug-in); this module asks it.
+
+With ``pipelined_steps`` (by default at k > 1 where the acceptance rule decides a child on
+its minibatch alone: ``two_stage``) a step decides the previous step's children (verdicts,
+val, pool) beside proposing and scoring its own (``pipeline.py``; ``_pipelined_step``):
+the children waiting are in the checkpointed state, and a due merge, or the search's end,
+decides them first.
 
 A warm start (``[job] warm_start``) adds an earlier job's Pareto front to the pool after
 the seed, each rescored on this job's val (``algorithms.warm_start``).
@@ -48,6 +52,7 @@ from emery.algorithms.base import WARM_START, SearchContext, load_rng, save_rng
 from emery.algorithms.concurrent_scoring import ScoreRequest, run_all, score_concurrently
 from emery.algorithms.cost_acceptance import as_good_and_cheaper
 from emery.algorithms.evidence import Evidence, paired
+from emery.algorithms.gepa.acceptance import acceptance_rule
 from emery.algorithms.gepa.batches import minibatch_sampler
 from emery.algorithms.gepa.events import (
     GepaCandidateSelected,
@@ -76,7 +81,6 @@ from emery.algorithms.gepa.mutation import (
 from emery.algorithms.gepa.pipeline import both, join_logs, own_log, park, unpark
 from emery.algorithms.gepa.plan import evidence_examples, plan_inputs, record_gepa_plan
 from emery.algorithms.gepa.pool import (
-    WINNER_CONFIDENCE,
     add_to_pool,
     lean,
     restore_candidates,
@@ -111,6 +115,7 @@ class Gepa:
         self.selector = parent_selector(self.settings)
         self.sampler = minibatch_sampler(self.settings)
         self.merger = merge_policy(self.settings)
+        self.acceptance = acceptance_rule(self.settings)
         self.operators = edit_operators(self.settings.operators)
 
     # -- start -----------------------------------------------------------------------------
@@ -129,7 +134,7 @@ class Gepa:
             seed_candidate_id=seed.id,
             components=components,
             rng_state=save_rng(random.Random(ctx.seed)),
-            winner_confidence=WINNER_CONFIDENCE if self._two_stage else None,
+            winner_confidence=self.acceptance.winner_confidence,
         )
         if self.settings.operator_every or self.settings.operator_fallback:
             state.labeled = await labeled_pool(ctx)
@@ -151,10 +156,6 @@ class Gepa:
             add_to_pool(ctx, state, PoolEntry(candidate=candidate, operation=WARM_START), result)
         self._check_done(ctx, state)
         return state
-
-    @property
-    def _two_stage(self) -> bool:
-        return self.settings.acceptance == "two_stage"
 
     def _structure_every(self) -> int | None:
         """How often a structural child is proposed (``graph_gepa``); None: never."""
@@ -285,14 +286,16 @@ class Gepa:
 
     @property
     def _pipelines(self) -> bool:
-        """Whether the steps are pipelined (``pipelined_steps``; never at k = 1)."""
+        """Whether the steps are pipelined (``pipelined_steps``; never at k = 1): by
+        default where the acceptance rule decides a child on its minibatch alone."""
         setting, settings = self.settings.pipelined_steps, self.settings
         if settings.proposals_per_step < 2 or setting is False:
             return False
+        alone = not self.acceptance.further_evidence
         if setting is None:
-            return self._two_stage
-        # under evidence both halves would draw minibatches after waiting
-        return self._two_stage or settings.failure_share is None
+            return alone
+        # with further evidence both halves would draw minibatches after waiting
+        return alone or settings.failure_share is None
 
     def _prepare_most(self, ctx: SearchContext, children: int) -> int:
         """The most metric calls ``children`` children's prepare half spends."""
@@ -302,12 +305,13 @@ class Gepa:
     def _decide_most(
         self, ctx: SearchContext, mutations: list[Mutation], afters: list[EvalResult]
     ) -> int:
-        """The most metric calls deciding ``mutations`` spends: under ``two_stage`` val for
-        each child its minibatch accepts, else each child's evidence rounds and val."""
+        """The most metric calls deciding ``mutations`` spends: where the minibatch alone
+        decides (``further_evidence`` off), val for each child it accepts, else each
+        child's evidence rounds and val."""
         cap, val = self._evidence_cap(ctx), len(ctx.val)
         most = 0
         for mutation, after in zip(mutations, afters, strict=True):
-            if self._two_stage:
+            if not self.acceptance.further_evidence:
                 evidence = None
                 if not after.ranked:
                     confidence = self.settings.confidence
@@ -444,8 +448,8 @@ class Gepa:
     def _verdict(
         self, ctx: SearchContext, mutation: Mutation, after: EvalResult, evidence: Evidence | None
     ) -> bool:
-        """Whether the evidence accepts the child (or it is as good and cheaper)."""
-        ok = self._accepts(mutation.before.total, after.total, evidence)
+        """Whether the acceptance rule accepts the child (or it is as good and cheaper)."""
+        ok = self.acceptance.accepts(mutation.before, after, evidence)
         return ok or as_good_and_cheaper(ctx.objectives, mutation.before, after, evidence)
 
     async def _judge(
@@ -469,7 +473,7 @@ class Gepa:
                 rng,
                 cap=self._evidence_cap(ctx),
                 confidence=self.settings.confidence,
-                extend_ties=self.settings.extend_ties and not self._two_stage,
+                extend_ties=self.settings.extend_ties and self.acceptance.further_evidence,
                 slots=slots,
                 sampler=self.sampler,
             )
@@ -638,23 +642,11 @@ class Gepa:
 
     def _evidence_cap(self, ctx: SearchContext) -> int:
         """The most train examples a child is judged on (the plan's ``evidence_examples``;
-        the budget may stop it sooner); under ``two_stage`` the minibatch alone."""
-        if self._two_stage:
+        the budget may stop it sooner); the minibatch alone where the acceptance rule takes
+        no further evidence."""
+        if not self.acceptance.further_evidence:
             return min(self.settings.minibatch_size, len(ctx.train))
         return evidence_examples(self.settings, len(ctx.train))
-
-    def _accepts(self, before: float, after: float, evidence: Evidence | None) -> bool:
-        """The evidence says the child is better (with ``improvement_or_equal``, also when
-        it is undecided and the child is not behind). A batch scored by rank agreement has
-        no per-example pairs: there the sums decide, as before."""
-        loose = self.settings.accept == "improvement_or_equal"
-        if self._two_stage and evidence is not None:
-            return evidence.difference > 0 or (loose and evidence.difference >= 0)
-        if evidence is None:
-            return after > before or (loose and after >= before)
-        if evidence.verdict == "better":
-            return True
-        return loose and evidence.verdict == "undecided" and evidence.difference >= 0
 
     def _record_verdict(
         self,
@@ -705,8 +697,9 @@ class Gepa:
         slots: int,
     ) -> list[OnVal]:
         """The accepted children scored on all of val (at once, sharing the lanes of the
-        step's ``slots`` batches; under ``two_stage`` in chunks, against their parents)."""
-        if self._two_stage:
+        step's ``slots`` batches; through the val gate, in chunks against their parents,
+        where the acceptance rule has one)."""
+        if self.acceptance.val_gate:
             children = [(mutation.parent, child) for mutation, child, _ in accepted]
             confidence = self.settings.confidence
             return await score_on_val(ctx, children, confidence=confidence, slots=slots)
@@ -726,10 +719,10 @@ class Gepa:
         on_val: list[OnVal],
     ) -> list[PoolEntry]:
         """The end of the decide half: the judged parents' train scores kept
-        (``failure_share``), the accepted children added to the pool in order (unless val
-        shows them worse, ``two_stage``), and a merge scheduled for each. Returns those that
-        joined with a mean val above the best's without becoming it (``two_stage``: val
-        does not show them better than the seed), for ``_confirm_winners``."""
+        (``failure_share``), the accepted children added to the pool in order (unless the
+        rule's ``val_gate`` shows them worse), and a merge scheduled for each. Returns those
+        that joined with a mean val above the best's without becoming it (a guarded winner:
+        val does not show them better than the seed), for ``_confirm_winners``."""
         settings = self.settings
         contenders: list[PoolEntry] = []
         remember_judged(state, settings, judged)
@@ -760,7 +753,7 @@ class Gepa:
                 train_scores={} if settings.failure_share is None else scores_by_example(after),
             )
             add_to_pool(ctx, state, entry, item.results)
-            if self._two_stage and tops_best(state, entry):
+            if tops_best(state, entry):  # only a guarded winner (may_win) stays below it
                 contenders.append(entry)
             state.last_accepted = True
             if settings.use_merge:
@@ -771,9 +764,9 @@ class Gepa:
         self, ctx: SearchContext, state: GepaState, contenders: list[PoolEntry], reserve: int = 0
     ) -> None:
         """Each new member whose mean val tops the best's but that val does not show better
-        than the seed (``two_stage``), the highest mean val first, while it still tops the
-        best: confirmed on further train examples (``val_gate.confirm_winner``), leaving
-        ``reserve`` metric calls unspent."""
+        than the seed (at the rule's ``winner_confidence``), the highest mean val first,
+        while it still tops the best: confirmed on further train examples
+        (``val_gate.confirm_winner``), leaving ``reserve`` metric calls unspent."""
         for entry in sorted(contenders, key=lambda item: -item.val_score):
             if tops_best(state, entry):
                 await confirm_winner(

@@ -66,7 +66,7 @@ class GepaSettings(AlgorithmSettings):
             " apart and that is not behind)"
         ),
     )
-    acceptance: Literal["evidence", "two_stage"] = Field(
+    acceptance: str = Field(
         default="evidence",
         description=(
             "evidence: a child joins the pool when the paired evidence on train shows it"
@@ -74,15 +74,17 @@ class GepaSettings(AlgorithmSettings):
             " better on its minibatch is scored on val, joins unless shown worse than its"
             " parent there (stopped early when it is), and becomes the best only when shown"
             " better than the seed (at 0.6) on val or, where val cannot tell, on val and"
-            " winner_examples further train examples"
+            " winner_examples further train examples; or an AcceptanceKind of your own as"
+            " 'module:attr'"
         ),
     )
     winner_examples: int = Field(
         default=30,
         ge=0,
         description=(
-            "two_stage: most further train examples (never judged or reflected on by its"
-            " lineage; 10 at a time, stopped when shown better or behind) on which a new"
+            "two_stage (a rule that guards its winner): most further train examples (never"
+            " judged or reflected on by its lineage; 10 at a time, stopped when shown"
+            " better or behind) on which a new"
             " pool member that tops val but is not shown better than the seed there is"
             " compared with the seed; 0: val alone decides"
         ),
@@ -141,9 +143,10 @@ class GepaSettings(AlgorithmSettings):
             "at proposals_per_step > 1, decide a step's children (verdicts, val, pool) while"
             " the next step's are proposed and scored on their minibatches, whose parents"
             " then come from the pool before the earlier children join it; default: on"
-            " under two_stage acceptance, where it saves round trips, off under evidence (no"
-            " gain there: benchmarks/efficiency/README.md);"
-            " true also under evidence, except with failure_share; never at k = 1"
+            " where the acceptance rule decides a child on its minibatch alone (two_stage),"
+            " where it saves round trips, off under evidence (no gain there:"
+            " benchmarks/efficiency/README.md); true also under evidence, except with"
+            " failure_share; never at k = 1"
         ),
     )
     use_merge: bool = Field(default=True, description="try merges (when merge_policy says)")
