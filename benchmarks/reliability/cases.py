@@ -68,6 +68,7 @@ def all_cases() -> list[Case]:
     from cases_rolebudgets import rolebudgets_cases
     from cases_server import server_cases
     from cases_sftsample import sftsample_cases
+    from cases_strategies import strategy_cases
     from cases_together import together_cases
     from cases_warmstart import warmstart_cases
     from cases_workers import workers_cases
@@ -86,6 +87,7 @@ def all_cases() -> list[Case]:
         *parallel_cases(),
         *publish_cases(),
         *failaware_cases(),
+        *strategy_cases(),
         *costfront_cases(),
         *rolebudgets_cases(),
         *warmstart_cases(),

@@ -26,6 +26,7 @@ import emery
 from emery.algorithms.gepa import Gepa
 from emery.algorithms.gepa.acceptance import ACCEPTANCE_RULES
 from emery.algorithms.gepa.settings import GepaSettings
+from emery.algorithms.registry import checked_settings
 from emery.core.errors import ConfigError
 from emery.data.tasks import builtin_task
 from emery.evaluation.budget import BudgetConfig
@@ -226,24 +227,37 @@ async def test_a_gepa_run_accepts_children_by_a_rule_of_ones_own() -> None:
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
+        ("candidate_selection", "algorithm.gepa.candidate_selection: unknown parent selector"),
         ("minibatch_sampler", "algorithm.gepa.minibatch_sampler: unknown minibatch sampler"),
         ("merge_policy", "algorithm.gepa.merge_policy: unknown merge policy"),
         ("operators", "algorithm.gepa.operators: unknown edit operator"),
         ("acceptance", "algorithm.gepa.acceptance: unknown acceptance rule"),
     ],
 )
-def test_an_unknown_strategy_is_one_line(setting: str, message: str) -> None:
+def test_an_unknown_strategy_is_one_line_when_the_config_is_read(
+    setting: str, message: str
+) -> None:
+    """Checked with the config's settings, before a job is stored, importing no plug-in:
+    a ``module:attr`` passes the check and is imported when GEPA is built."""
+    unknown: Any = ["answer_stage", "nope"] if setting == "operators" else "nope"
     with pytest.raises(ConfigError) as info:
-        Gepa(GepaSettings(**{setting: ["nope"] if setting == "operators" else "nope"}))
+        checked_settings("gepa", {"gepa": {setting: unknown}})
     assert str(info.value).startswith(f"{message} 'nope'; known ")
     assert "(or name one as 'module:attr')" in str(info.value)
     assert "\n" not in str(info.value)
+    elsewhere: Any = ["no_such_module:THING"] if setting == "operators" else "no_such_module:X"
+    assert checked_settings("gepa", {"gepa": {setting: elsewhere}})
 
 
 def test_an_unknown_acceptance_rule_lists_the_known_ones() -> None:
     with pytest.raises(ConfigError) as info:
-        Gepa(GepaSettings(acceptance="two-stage"))
+        checked_settings("gepa", {"gepa": {"acceptance": "two-stage"}})
     assert str(info.value) == (
         "algorithm.gepa.acceptance: unknown acceptance rule 'two-stage'; known acceptance"
         " rules: evidence, two_stage (or name one as 'module:attr')"
     )
+
+
+def test_a_strategy_that_does_not_import_fails_when_gepa_is_built() -> None:
+    with pytest.raises(ConfigError, match=r"^algorithm\.gepa\.acceptance: cannot import"):
+        Gepa(GepaSettings(acceptance="no_such_module:RULE"))

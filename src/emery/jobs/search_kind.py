@@ -58,16 +58,18 @@ class SearchKind:
         inputs: JobInputs | None = None,
     ) -> ResolvedJob:
         """Refuse a config a search cannot run (its tracking, executor and algorithm
-        settings, its system against its data, the gold outputs, the references, the
-        earlier job a warm start names); the objects it resolved to (``inputs``: objects
-        of this process in place of some)."""
+        settings and the strategies they name, its system against its data, the gold
+        outputs, the references, the earlier job a warm start names); the objects it
+        resolved to (``inputs``: objects of this process in place of some)."""
         check_tracking(config.tracking)
         executor_kind(config.runtime.executor)
         settings = checked_settings(config.job.algorithm, config.algorithm)
+        # built once here so the strategies it names as module:attr import before the job
+        # is stored (a GEPA acceptance rule, say)
+        algorithm = algorithm_spec(config.job.algorithm).factory(settings)
         folder = job_base_dir(config_path, base_dir)
         objects = resolve_job(config, folder, inputs).checked()
         if config.job.warm_start is not None:
-            algorithm = algorithm_spec(config.job.algorithm).factory(settings)
             check_warm_start(store, config, objects.system, algorithm)
         return objects
 
