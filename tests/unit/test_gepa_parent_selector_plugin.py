@@ -12,6 +12,7 @@ import pytest
 from test_gepa_support import reflection_lm, task_lm, word_problems
 
 import emery
+from emery.core.errors import ConfigError
 from emery.data.tasks import builtin_task
 from emery.plugin import GepaState, ParentSelector, SelectorKind
 from emery.store import MemoryStore
@@ -67,6 +68,5 @@ def test_an_unknown_selector_is_one_line() -> None:
     from emery.algorithms.gepa import Gepa
     from emery.algorithms.gepa.settings import GepaSettings
 
-    with pytest.raises(ValueError, match=r"unknown parent selector 'newst'; known parent"):
-        GepaSettings(candidate_selection="newst")  # with the config, before Gepa is built
-    assert Gepa(GepaSettings(candidate_selection="top_k_pareto"))
+    with pytest.raises(ConfigError, match=r"unknown parent selector 'newst'; known parent"):
+        Gepa(GepaSettings(candidate_selection="newst"))

@@ -59,7 +59,10 @@ class PluginRegistry(Generic[T]):
             return self._checked(ref, found, ref)
         entry = self._entry_point(ref)
         if entry is None:
-            raise ConfigError(f"{self.where}: {self._unknown(ref)}")
+            raise ConfigError(
+                f"{self.where}: unknown {self.what} {ref!r}; known {self.plural}:"
+                f" {', '.join(self.names())} (or name one as 'module:attr')"
+            )
         try:
             loaded = entry.load()
         except Exception as exc:  # the plug-in's own import failed
@@ -68,20 +71,6 @@ class PluginRegistry(Generic[T]):
                 f" load: {type(exc).__name__}: {exc}"
             ) from None
         return self._checked(ref, loaded, entry.value)
-
-    def check(self, ref: str) -> str:
-        """``ref`` when it can name a plug-in, checked without importing one (a config's
-        check, before anything is stored): a built-in, an installed entry point's name, or
-        any ``module:attr`` (imported when used); else a ``ValueError`` listing the names."""
-        if ref in self.builtins or ":" in ref or self._entry_point(ref) is not None:
-            return ref
-        raise ValueError(self._unknown(ref))
-
-    def _unknown(self, ref: str) -> str:
-        return (
-            f"unknown {self.what} {ref!r}; known {self.plural}: {', '.join(self.names())}"
-            " (or name one as 'module:attr')"
-        )
 
     def names(self) -> list[str]:
         """The built-in names and the installed entry points' names, sorted."""

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, field_validator
 
 from emery.algorithms.base import AlgorithmSettings
 from emery.algorithms.gepa.reflection import load_prompt
 from emery.core.errors import ConfigError
-from emery.core.plugins import PluginRegistry
 from emery.lm.usage import ROLES
 
 
@@ -259,38 +258,9 @@ class GepaSettings(AlgorithmSettings):
                 raise ValueError(str(exc)) from None
         return path
 
-    @field_validator("candidate_selection", "minibatch_sampler", "acceptance", "merge_policy")
-    @classmethod
-    def _known_strategy(cls, name: str, info: ValidationInfo) -> str:
-        """A strategy's name checked when the config is read, before its job is stored."""
-        return _strategies()[str(info.field_name)].check(name)
-
-    @field_validator("operators")
-    @classmethod
-    def _known_operators(cls, names: list[str] | None) -> list[str] | None:
-        from emery.algorithms.operators import EDIT_OPERATORS
-
-        return None if names is None else [EDIT_OPERATORS.check(name) for name in names]
-
     @field_validator("reflection_role")
     @classmethod
     def _known_role(cls, role: str) -> str:
         if role not in ROLES:
             raise ValueError(f"unknown LM role {role!r}; roles: {', '.join(ROLES)}")
         return role
-
-
-def _strategies() -> dict[str, PluginRegistry[Any]]:
-    """Each strategy setting's registry (imported here: their modules import these
-    settings)."""
-    from emery.algorithms.gepa.acceptance import ACCEPTANCE_RULES
-    from emery.algorithms.gepa.batches import MINIBATCH_SAMPLERS
-    from emery.algorithms.gepa.merge import MERGE_POLICIES
-    from emery.algorithms.gepa.selection import PARENT_SELECTORS
-
-    return {
-        "candidate_selection": PARENT_SELECTORS,
-        "minibatch_sampler": MINIBATCH_SAMPLERS,
-        "acceptance": ACCEPTANCE_RULES,
-        "merge_policy": MERGE_POLICIES,
-    }
