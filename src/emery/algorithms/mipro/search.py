@@ -62,7 +62,7 @@ def next_params(
     count: int = 1,
     rule: SelectRule = BEST_SCORE,
     identify: Callable[[Mapping[str, int]], str] | None = None,
-    first: Mapping[str, int] | None = None,
+    designed: Sequence[Mapping[str, int]] = (),
 ) -> list[dict[str, int]]:
     """TPE's next ``count`` choices of indices given every trial so far. Asked together,
     the later ones see the earlier ones as running trials scored at the worst value so far
@@ -77,7 +77,8 @@ def next_params(
     candidate already scored or picked: TPE is told the scored candidate's value (a
     picked one's: the worst so far) and asked again, up to ``RESAMPLES`` times, then an
     untried choice is drawn from ``seed`` (``untried``). Fewer than ``count`` come back
-    only when no untried choice is left. ``first``, when untried, is the first choice."""
+    only when no untried choice is left. ``designed`` choices (``mipro.screening``) come
+    first, in order, those already taken skipped; TPE picks the rest."""
     dists = distributions(spaces)
     values = _aims(history, rule)
     width = len(rule.aim(0.0, CandidateCost(), 0.0, CandidateCost()))
@@ -103,9 +104,18 @@ def next_params(
                     user_attrs={"kind": record.kind, "number": record.number},
                 )
             )
-        if first is not None and (identify is None or identify(first) not in taken):
-            study.enqueue_trial(dict(first))
+        queue = [dict(choice) for choice in designed]
         for _ in range(count):
+            while queue and identify is not None and identify(queue[0]) in taken:
+                queue.pop(0)
+            if queue:
+                params = queue.pop(0)
+                study.enqueue_trial(params)
+                study.ask(dists)  # running: the later picks see it
+                if identify is not None:
+                    taken.add(identify(params))
+                picks.append(params)
+                continue
             for _ in range(RESAMPLES + 1):
                 trial = study.ask(dists)
                 params = {name: int(trial.params[name]) for name in dists}

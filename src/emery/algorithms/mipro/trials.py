@@ -14,11 +14,13 @@ from __future__ import annotations
 import logging
 import math
 import random
+from collections.abc import Mapping
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.concurrent_scoring import ScoreRequest, score_concurrently
 from emery.algorithms.evidence import ContextScorer, Evidence, flipped, race
 from emery.algorithms.mipro.events import MiproFullEvaluation, MiproRace, MiproTrial
+from emery.algorithms.mipro.screening import designed_trials
 from emery.algorithms.mipro.search import next_params, top_combos, trial_cost
 from emery.algorithms.mipro.state import (
     ComboRecord,
@@ -106,11 +108,14 @@ async def _score_trials(
     minibatch: int,
 ) -> list[tuple[ComboRecord, float]]:
     """TPE's next ``size`` choices as candidates no trial has scored (fewer when fewer are
-    left; the first trial is the seed's repair, ``repaired_seed_params``), scored together
+    left; the designed trials of ``mipro.screening`` first), scored together
     on the same val minibatch (all of val when the minibatch is that big); records each
     trial and its combination in trial order."""
     whole = minibatch >= len(ctx.val)
-    seed_first = all(trial.kind == "baseline" for trial in state.trials)
+
+    def identify(params: Mapping[str, int]) -> str:
+        return combo_candidate(ctx, state, dict(params), first).id
+
     choices = next_params(
         state.spaces(),
         state.trials,
@@ -118,8 +123,8 @@ async def _score_trials(
         startup_trials=state.resolved_plan().tpe_startup_trials,
         count=size,
         rule=ctx.select,
-        identify=lambda params: combo_candidate(ctx, state, dict(params), first).id,
-        first=repaired_seed_params(state) if seed_first else None,
+        identify=identify,
+        designed=designed_trials(state, identify),
     )
     candidates = [
         ctx.add_candidate(combo_candidate(ctx, state, params, number))
@@ -164,18 +169,6 @@ async def _score_trials(
         )
         scored.append((combo, result.mean))
     return scored
-
-
-def repaired_seed_params(state: MiproState) -> dict[str, int] | None:
-    """The first trial: the seed's instructions and demos with each stage's first layout
-    beyond the seed's (the restating answer stage), or None when no stage has such a
-    layout. A seed that misses its output format, the commonest failure of a small model,
-    is then repaired before TPE spends trials elsewhere."""
-    params = dict.fromkeys(state.spaces(), 0)
-    repaired = [f"{stage}.layout" for stage in state.stages if f"{stage}.layout" in params]
-    for name in repaired:
-        params[name] = 1
-    return params if repaired else None
 
 
 def more_trials_affordable(ctx: SearchContext, state: MiproState, minibatch: int) -> bool:
