@@ -2,8 +2,9 @@
 
 Steps: ``start`` plans the run (event ``mipro.plan``) and scores the seed on full val
 (trial 0, the baseline). Then one step each for bootstrapping demo sets, summarizing the
-dataset and proposing instructions, and one step per trial: TPE picks an instruction and a
-demo set per stage, the combination is scored on a random val minibatch, and every K trials
+dataset and proposing instructions, and one step per trial: the first trials are designed
+(``screening``), then TPE picks an instruction, a demo set and a layout per stage; the
+combination is scored on a val minibatch, and every K trials
 (and at the end) the best combination by mean minibatch score is scored on full val. Only
 full-val scores choose the winner. A warm start (``[job] warm_start``) brings an earlier
 job's programs in as the best so far, choices and trials (``warm.py``).
