@@ -40,7 +40,9 @@ from suite_table import (
     HEADER,
     Key,
     SuiteRow,
+    TrialRow,
     append_row,
+    channels_markdown,
     compared,
     load_for_table,
     markdown,
@@ -49,6 +51,8 @@ from suite_table import (
     verdict_markdown,
 )
 
+from emery.algorithms.mipro import MiproState
+from emery.algorithms.search_loop import StepRecord
 from emery.config.loading import load_config
 from emery.config.schema import DatasetConfig, JobConfig
 from emery.core.errors import EmeryError
@@ -198,6 +202,40 @@ def _known(row: SuiteRow) -> dict[str, EvalResult]:
     }
 
 
+def mipro_trials(records: Sequence[StepRecord]) -> list[TrialRow]:
+    """A MIPRO run's trials with where each choice came from (none for other algorithms)."""
+    state = records[-1].state if records else None
+    if not isinstance(state, MiproState):
+        return []
+    return [
+        TrialRow(
+            number=trial.number,
+            kind=trial.kind,
+            params=trial.params,
+            choices=choice_sources(state, trial.params),
+            score=trial.score,
+            n=trial.n,
+        )
+        for trial in state.trials
+    ]
+
+
+def choice_sources(state: MiproState, params: dict[str, int]) -> dict[str, str]:
+    """Each parameter of ``params`` and the source of its chosen value."""
+    out = {}
+    for name, index in params.items():
+        stage, _, kind = name.rpartition(".")
+        if kind == "instruction":
+            choice = state.instructions[stage][index]
+            tip = f".{choice.tip}" if choice.source == "operator" and choice.tip else ""
+            out[name] = f"instruction.{choice.source}{tip}"
+        elif kind == "demos":
+            out[name] = f"demos.{state.demo_sets[stage][index].kind}"
+        elif kind == "layout":
+            out[name] = f"layout.{state.layouts[stage][index].source}"
+    return out
+
+
 def split_sizes(task: SuiteTask) -> dict[str, int]:
     dataset = task.dataset()
     return {split: len(dataset.split(split)) for split in ("train", "val", "test")}
@@ -301,7 +339,9 @@ class Suite:
             )
         )
         self.remember(known, emery_run.tests)
-        return suite_row(key, task, emery_run.report, emery_run.tests, self.model.model)
+        row = suite_row(key, task, emery_run.report, emery_run.tests, self.model.model)
+        row.trials = mipro_trials(emery_run.records)
+        return row
 
     def peer_model(self) -> ModelSpec:
         """The endpoint the peers call: ``--base-url``, else one ``emery proxy`` of the model."""
@@ -438,6 +478,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(markdown(rows, planned(args)))
         print()
         print(verdict_markdown(rows, verdict_sets(args)))
+        if table := channels_markdown(rows):
+            print(f"\nMIPRO's single changes against their base:\n\n{table}")
         return
     done = read_rows(args.out)
     if done and not args.resume:

@@ -32,6 +32,18 @@ MEAN_LIFT = 0.15
 Key = tuple[str, int, int, str]
 
 
+class TrialRow(BaseModel):
+    """One MIPRO trial of a row: its choices (``choices``: parameter -> where the chosen
+    value came from, e.g. ``instruction.proposed``, ``demos.nearest``) and its val score."""
+
+    number: int
+    kind: str
+    params: dict[str, int]
+    choices: dict[str, str]
+    score: float
+    n: int
+
+
 class SuiteRow(BaseModel):
     """One finished run of the suite (``key``: set, budget, search seed, algorithm)."""
 
@@ -54,6 +66,8 @@ class SuiteRow(BaseModel):
     stop_reason: str = ""
     error: str | None = None
     best_components: dict[str, str] = Field(default_factory=dict)
+    trials: list[TrialRow] = Field(default_factory=list)
+    """MIPRO's trials (empty for the other algorithms, the peers and older rows)."""
 
     @property
     def key(self) -> Key:
@@ -281,3 +295,50 @@ def load_for_table(path: Path) -> list[SuiteRow]:
     except (ValueError, json.JSONDecodeError) as error:
         first = str(error).splitlines()[0]
         raise SystemExit(f"error: {path} is not a suite results file: {first}") from None
+
+
+@dataclass
+class ChannelTally:
+    """What single changes from one source did against their base, on the same val examples."""
+
+    source: str
+    differences: list[float]
+
+    def line(self) -> str:
+        better = sum(d > 0 for d in self.differences)
+        worse = sum(d < 0 for d in self.differences)
+        ties = len(self.differences) - better - worse
+        return (
+            f"| {self.source} | {len(self.differences)} | {better} / {ties} / {worse} |"
+            f" {100 * mean(self.differences):+.1f} | {100 * max(self.differences):+.1f} |"
+        )
+
+
+def channels(rows: Sequence[SuiteRow]) -> list[ChannelTally]:
+    """Every designed single change (a trial that differs from its row's first trial, the
+    base, in one choice, judged on as many examples) against that base, by the source of
+    the changed choice."""
+    tallies: dict[str, list[float]] = {}
+    for row in rows:
+        trials = [t for t in row.trials if t.kind != "baseline"]
+        if not trials:
+            continue
+        base = trials[0]
+        for trial in trials[1:]:
+            changed = [k for k, v in trial.params.items() if v != base.params.get(k, 0)]
+            if len(changed) == 1 and trial.n == base.n:
+                source = trial.choices.get(changed[0], changed[0])
+                tallies.setdefault(source, []).append(trial.score - base.score)
+    return [ChannelTally(source, tallies[source]) for source in sorted(tallies)]
+
+
+def channels_markdown(rows: Sequence[SuiteRow]) -> str:
+    """The single changes' table, or "" when no row holds MIPRO's trials."""
+    tallies = channels(rows)
+    if not tallies:
+        return ""
+    head = (
+        "| changed choice (source) | trials | better / tie / worse on val | mean, points |"
+        " best, points |\n|---|---|---|---|---|"
+    )
+    return "\n".join([head, *(tally.line() for tally in tallies)])

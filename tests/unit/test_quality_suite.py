@@ -13,7 +13,7 @@ from suite_support import words_config
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "quality"))
 
 import suite
-from suite_table import SuiteRow, compared, markdown, read_rows, verdict
+from suite_table import SuiteRow, TrialRow, channels, compared, markdown, read_rows, verdict
 
 MODEL = "python/suite_support:scripted_lm"
 
@@ -215,3 +215,47 @@ def test_peers_names_the_peers_to_run() -> None:
     assert peers("--peers", "dspy") == ["dspy MIPROv2"]
     with pytest.raises(SystemExit):
         suite.arguments(["--peers", "optuna"])
+
+
+def test_a_mipro_row_keeps_its_trials_and_the_table_reads_its_single_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "rows.jsonl"
+    args = ["--sets", "word_problems", "--budgets", "60", "--seeds", "0", "--algorithms", "mipro"]
+    suite.main([*args, "--model", MODEL, "--out", str(out)])
+    (mipro,) = read_rows(out)
+    assert mipro.trials[0].kind == "baseline"
+    base = mipro.trials[1]
+    assert base.choices["solve.layout"] == "layout.answer_stage"  # the designed base
+    assert all(len(t.choices) == len(t.params) for t in mipro.trials)
+
+    capsys.readouterr()
+    suite.main([*args, "--out", str(out), "--table"])
+    assert "MIPRO's single changes against their base" in capsys.readouterr().out
+
+
+def test_single_changes_are_tallied_by_source_against_their_base() -> None:
+    def trial(number: int, score: float, **params: int) -> TrialRow:
+        values = {"s.instruction": 0, "s.demos": 0, "s.layout": 1, **params}
+        instruction = "proposed" if values["s.instruction"] else "original"
+        choices = {
+            "s.instruction": f"instruction.{instruction}",
+            "s.demos": "demos.nearest" if values["s.demos"] else "demos.empty",
+            "s.layout": "layout.answer_stage",
+        }
+        return TrialRow(
+            number=number, kind="full", params=values, choices=choices, score=score, n=40
+        )
+
+    rows = [
+        row("a", 0, 10, 20, trials=[trial(1, 0.5), trial(2, 0.5, **{"s.instruction": 2}),
+                                    trial(3, 0.7, **{"s.demos": 3}),
+                                    trial(4, 0.8, **{"s.instruction": 2, "s.demos": 3})]),
+        row("b", 0, 10, 20, trials=[trial(1, 0.6), trial(2, 0.55, **{"s.instruction": 1})]),
+    ]  # fmt: skip
+
+    tallies = {t.source: t.differences for t in channels(rows)}
+    assert tallies == {
+        "instruction.proposed": [0.0, pytest.approx(-0.05)],
+        "demos.nearest": [pytest.approx(0.2)],
+    }  # the combination (two changes) is not a single change
