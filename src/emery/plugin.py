@@ -25,6 +25,9 @@ module is the surface kept stable for plug-ins; the modules behind it may move.
   (its verdict on a child's ``Evidence``), by ``[algorithm.gepa] acceptance``;
 - an edit operator: ``OperatorKind(name, edit, cuts_cost)``, by ``[algorithm.gepa]
   operators``;
+- a GEPA turn policy: ``TurnKind(name, build)`` building a ``TurnPolicy`` (which
+  iterations go to the edit operators, from each source's ``SourceRecord`` in the
+  ``TurnState``), by ``[algorithm.gepa] operator_turns``;
 - an event of its own: a ``Payload`` with a ``kind``, passed to ``register_payload``.
 """
 
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
     from emery.algorithms.gepa.selection import ParentSelector, SelectorKind
     from emery.algorithms.gepa.settings import GepaSettings
     from emery.algorithms.gepa.state import GepaState, PoolEntry
+    from emery.algorithms.gepa.turns import SourceRecord, TurnKind, TurnPolicy, TurnState
     from emery.algorithms.operators import Edit, Materials, OperatorKind
     from emery.algorithms.registry import AlgorithmSpec
     from emery.algorithms.sources import text_components
@@ -92,6 +96,7 @@ _HOMES = {
     "emery.algorithms.gepa.selection": ("ParentSelector", "SelectorKind"),
     "emery.algorithms.gepa.settings": ("GepaSettings",),
     "emery.algorithms.gepa.state": ("GepaState", "PoolEntry"),
+    "emery.algorithms.gepa.turns": ("SourceRecord", "TurnKind", "TurnPolicy", "TurnState"),
     "emery.algorithms.operators": ("Edit", "Materials", "OperatorKind"),
     "emery.algorithms.registry": ("AlgorithmSpec",),
     "emery.algorithms.sources": ("text_components",),
@@ -174,9 +179,13 @@ __all__ = [
     "SamplerKind",
     "SearchContext",
     "SelectorKind",
+    "SourceRecord",
     "StageConfig",
     "System",
     "SystemKind",
+    "TurnKind",
+    "TurnPolicy",
+    "TurnState",
     "Verdict",
     "Verifier",
     "VerifierConfig",

@@ -50,7 +50,8 @@ def gepa_inputs(**overrides: object) -> GepaPlanInputs:
 
 
 def test_gepa_plans_the_iterations_the_budget_pays_for() -> None:
-    plan = make_gepa_plan(GepaSettings(minibatch_size=3, operator_every=3), gepa_inputs())
+    settings = GepaSettings(minibatch_size=3, operator_every=3, operator_turns="schedule")
+    plan = make_gepa_plan(settings, gepa_inputs())
 
     assert plan.iteration_cost == 6  # parent and child on a minibatch of 3
     assert plan.acceptance_cost == 10  # an accepted child on all of val
@@ -88,6 +89,25 @@ def test_gepa_judges_children_on_what_the_separation_needs(budget: int) -> None:
     assert plan.iterations == (budget - 40 - 43) // 6 + 1  # while 3 + 40 calls are left
     if budget == 100:
         assert any("cannot judge one child" in note for note in plan.notes)
+
+
+def test_gepa_plan_under_thompson_turns_gives_the_operators_at_most_the_offered_turns() -> None:
+    plan = make_gepa_plan(GepaSettings(minibatch_size=3), gepa_inputs())
+
+    assert plan.operator_turns == "thompson"
+    # every third of the 13 iterations is offered; a turn not kept reflects
+    assert (plan.reflection_iterations, plan.operator_iterations) == (9, 4)
+    assert plan.reflection_calls == 13 * 3
+    assert (
+        "at least 9 reflection (up to 39 calls), up to 4 edit-operator (every 3, thompson:"
+        " those their record earns)" in plan.summary
+    )
+    never = make_gepa_plan(GepaSettings(operator_every=0), gepa_inputs())
+    assert "at least" not in never.summary
+    assert never.reflection_calls == 13 * 3
+    own = make_gepa_plan(GepaSettings(operator_turns="mine:TURNS"), gepa_inputs())
+    assert (own.reflection_iterations, own.operator_iterations) == (None, None)
+    assert "reflection or edit-operator as mine:TURNS says (up to 39" in own.summary
 
 
 def test_an_explicit_evidence_cap_is_the_plans_and_the_runs() -> None:

@@ -75,7 +75,9 @@ async def test_operators_run_on_their_schedule_beside_a_valid_reflection() -> No
         task=format_last_lm(gold(dataset), REMINDER),
     )
 
-    outcome, _ = await run_gepa(ctx, {"operator_fallback": False, "operator_every": 2})
+    outcome, _ = await run_gepa(
+        ctx, {"operator_fallback": False, "operator_every": 2, "operator_turns": "schedule"}
+    )
 
     state = outcome.state
     assert isinstance(state, GepaState)

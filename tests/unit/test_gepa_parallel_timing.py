@@ -26,10 +26,13 @@ from emery.lm import FakeLM
 pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
 
 LOOSE: dict[str, Any] = {"accept": "improvement_or_equal"}
+SCHEDULE: dict[str, Any] = {"operator_turns": "schedule"}
 
 # (settings, proposals_per_step, metric calls, seed) -> (fingerprint, metric calls spent,
 # pool size, iterations) on the efficiency benchmark's mock, recorded at 070ba89 (the loose
-# runs reject children shown better that the budget cannot also score on val).
+# runs reject children shown better that the budget cannot also score on val), under the
+# fixed schedule of operator turns (``SCHEDULE``; the default before ``thompson``); the
+# last row under ``thompson``, recorded when it was built.
 RECORDED: list[tuple[dict[str, Any], int, int, int, tuple[str, int, int, int]]] = [
     ({}, 4, 150, 0, ("fcc74fd14a87", 129, 2, 8)),
     ({}, 4, 150, 1, ("ba1e4d62ad4e", 120, 1, 4)),
@@ -38,6 +41,7 @@ RECORDED: list[tuple[dict[str, Any], int, int, int, tuple[str, int, int, int]]] 
     (LOOSE, 4, 100, 1, ("11d26e30e518", 90, 2, 4)),
     (LOOSE, 4, 300, 2, ("b557bde08954", 285, 7, 9)),
     (LOOSE, 8, 150, 2, ("05fc5821b9f4", 150, 3, 8)),
+    ({"operator_turns": "thompson"}, 8, 300, 2, ("8c5c68f889d0", 286, 3, 16)),
 ]
 
 
@@ -58,7 +62,7 @@ def fingerprint(ctx: SearchContext, outcome: Any, records: Sequence[StepRecord])
 
 
 async def search(ctx: SearchContext, settings: dict[str, Any], k: int) -> tuple[str, int, int, int]:
-    outcome, records = await run_gepa(ctx, {"proposals_per_step": k, **settings})
+    outcome, records = await run_gepa(ctx, {"proposals_per_step": k, **SCHEDULE, **settings})
     return (
         fingerprint(ctx, outcome, records),
         ctx.budget.usage.metric_calls,
@@ -112,18 +116,22 @@ def test_shared_lanes_split_the_steps_lanes_never_below_one_batchs() -> None:
     assert [shared_lanes(ctx, 4, n) for n in (1, 2, 3, 4, 8)] == [32, 16, 10, 8, 8]
 
 
-PIPELINED: dict[str, Any] = {"acceptance": "two_stage"}  # pipelined_steps on by default
+# pipelined_steps on by default (recorded under the fixed schedule of operator turns)
+PIPELINED: dict[str, Any] = {"acceptance": "two_stage", **SCHEDULE}
 
 # Pipelined steps (two_stage at k > 1: a step decides the last step's children beside
 # proposing its own), recorded at the commit that built them (the winner then chosen on
-# val alone: winner_examples = 0); the last row with two_stage's confirmation of a winner
-# on train (one gepa.winner_checked), recorded when it joined the pipelined steps.
+# val alone: winner_examples = 0); the fifth row with two_stage's confirmation of a winner
+# on train (one gepa.winner_checked), recorded when it joined the pipelined steps; the
+# last under ``thompson`` (the record the decide half updates, the turns chosen before
+# either half runs), recorded when it was built.
 PIPELINED_RECORDED: list[tuple[dict[str, Any], int, int, int, tuple[str, int, int, int]]] = [
     ({"winner_examples": 0}, 4, 150, 0, ("7906d3343138", 135, 3, 8)),
     ({"winner_examples": 0}, 4, 300, 2, ("90ab7173fc84", 297, 6, 20)),
     ({"failure_share": 0.5}, 4, 300, 2, ("d482782cf80a", 279, 4, 24)),
     ({"acceptance": "evidence", "pipelined_steps": True}, 4, 300, 2, ("16af066d96a6", 274, 4, 16)),
     ({}, 4, 150, 0, ("1ba9eddc89f8", 143, 3, 8)),
+    ({"operator_turns": "thompson"}, 4, 300, 2, ("bf42721bc78b", 283, 6, 16)),
 ]
 
 

@@ -56,6 +56,10 @@ GRAPH_WITH_CODE = {
             'algorithm.gepa.acceptance = "mine:RULE"',
         ),
         (
+            {"algorithm": {"gepa": {"operator_turns": "mine:TURNS"}}},
+            'algorithm.gepa.operator_turns = "mine:TURNS"',
+        ),
+        (
             {"algorithm": {"gepa": {"operators": ["answer_stage", "mine:OPERATOR"]}}},
             'algorithm.gepa.operators = "mine:OPERATOR"',
         ),

@@ -30,6 +30,7 @@ STRATEGY_SETTINGS = (
     "merge_policy",
     "operators",
     "acceptance",
+    "operator_turns",
 )
 """Algorithm settings that name plug-ins (GEPA's strategies): a ``module:attr`` is code."""
 

@@ -11,10 +11,12 @@ a cost among ``[job] objectives``, a child as good as its parent and cheaper is 
 (``algorithms.cost_acceptance``). After an acceptance, the next step first tries to merge
 two front candidates that share an ancestor.
 
-On a prompt program, LM-free edit operators (``operators.py``) propose too: every
-``operator_every``-th iteration instead of the reflection, and as the fallback whenever the
-reflection gives no usable new text. Each child is scored and judged the same way, and
-counted per source (``state.sources``, ``proposal_sources`` events).
+On a prompt program, LM-free edit operators (``operators.py``) propose too: on the
+iterations the turn policy gives them (``turns.py``: of every ``operator_every``-th, those
+their record earns), instead of the reflection, and as the fallback whenever the reflection
+gives no usable new text. Each child is scored and judged the same way, and counted per
+source (``state.sources``, ``proposal_sources`` events; ``state.turns``, the record the
+turn policy reads).
 
 With ``proposals_per_step`` k, a step that does not merge runs k iterations at once: k
 parent draws and minibatches (in order, from the search's RNG), the parents scored at
@@ -91,10 +93,17 @@ from emery.algorithms.gepa.reflection_proposer import ReflectionProposer
 from emery.algorithms.gepa.selection import parent_selector, select_components
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.gepa.state import GepaState, PoolEntry
+from emery.algorithms.gepa.turns import note_paid, note_try, turn_policy
 from emery.algorithms.gepa.val_gate import OnVal, confirm_winner, score_on_val
 from emery.algorithms.labeled import labeled_pool
 from emery.algorithms.operators import edit_operators
-from emery.algorithms.sources import count, report_if_changed, snapshot, text_components
+from emery.algorithms.sources import (
+    count,
+    report_if_changed,
+    snapshot,
+    staged_prompts,
+    text_components,
+)
 from emery.algorithms.warm_start import rescore
 from emery.core.errors import ConfigError
 from emery.core.events import BaselineEvaluated
@@ -117,6 +126,8 @@ class Gepa:
         self.merger = merge_policy(self.settings)
         self.acceptance = acceptance_rule(self.settings)
         self.operators = edit_operators(self.settings.operators)
+        self.turns = turn_policy(self.settings)
+        self._operator_numbers: frozenset[int] = frozenset()
 
     # -- start -----------------------------------------------------------------------------
 
@@ -210,6 +221,7 @@ class Gepa:
             state.iteration = number
             return
         children = self._children_due(ctx, state)
+        self._choose_turns(ctx, state, number, children)
         if self._pipelines and ctx.budget.can_afford(
             self._prepare_most(ctx, children) + len(ctx.val)
         ):
@@ -255,6 +267,7 @@ class Gepa:
                     state.iteration = number
             return
         state.last_accepted = False
+        self._choose_turns(ctx, state, number, children)
         decide_ctx, prepare_ctx = own_log(ctx), own_log(ctx)
         prepared, decided = await both(
             self._prepare(prepare_ctx, state, number, children, rng),
@@ -554,8 +567,8 @@ class Gepa:
     async def _child(
         self, ctx: SearchContext, state: GepaState, basis: Basis, rng: random.Random
     ) -> Mutation | None:
-        """A child of ``basis.parent``: an edit operator's every ``operator_every``-th
-        iteration, else the reflection's, with operators as the fallback."""
+        """A child of ``basis.parent``: an edit operator's on an operator turn
+        (``_operator_turn``), else the reflection's, with operators as the fallback."""
         settings = self.settings
         mutation = None
         if self._operator_turn(basis.number):
@@ -568,10 +581,26 @@ class Gepa:
         return mutation
 
     def _operator_turn(self, number: int) -> bool:
-        """Whether iteration ``number`` proposes an edit-operator child (every
-        ``operator_every``-th)."""
-        every = self.settings.operator_every
-        return bool(every) and number % every == 0
+        """Whether iteration ``number`` proposes an edit-operator child (the turn policy's
+        choice for the step, ``_choose_turns``)."""
+        return number in self._operator_numbers
+
+    def _choose_turns(
+        self, ctx: SearchContext, state: GepaState, first: int, children: int
+    ) -> None:
+        """Ask the turn policy which of the step's iterations (``first`` on) go to the edit
+        operators, before the step proposes anything (so a pipelined step's verdicts, which
+        update the record, never race with it); none where no operator applies."""
+        if staged_prompts(ctx) is None or not self.operators:
+            self._operator_numbers = frozenset()
+            return
+        turns = state.turns
+        rng = random.Random(f"turns:{ctx.seed}")
+        if turns.rng_state:
+            rng = load_rng(turns.rng_state, ctx.seed)
+        numbers = range(first, first + children)
+        self._operator_numbers = self.turns.operator_turns(turns, numbers, rng)
+        turns.rng_state = save_rng(rng)
 
     def _select(
         self, ctx: SearchContext, state: GepaState, number: int, rng: random.Random
@@ -683,6 +712,7 @@ class Gepa:
         if undecided:
             state.counters.undecided += 1
         count(state.sources, mutation.source, "proposed")
+        note_try(state.turns, mutation.source)
         if accepted:
             state.counters.accepted += 1
             count(state.sources, mutation.source, "accepted")
@@ -753,6 +783,8 @@ class Gepa:
                 train_scores={} if settings.failure_share is None else scores_by_example(after),
             )
             add_to_pool(ctx, state, entry, item.results)
+            if item.results.mean > mutation.parent.val_score:
+                note_paid(state.turns, mutation.source)
             if tops_best(state, entry):  # only a guarded winner (may_win) stays below it
                 contenders.append(entry)
             state.last_accepted = True

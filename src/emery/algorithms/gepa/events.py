@@ -25,9 +25,14 @@ class GepaPlanned(PlanPayload):
     its first minibatch and none is accepted, a step starting only while the calls left pay
     for a child's minibatch and all of val (capped by ``max_iterations``; None: no limit
     on either), split by what proposes the child: the reflection LM, an LM-free edit
-    operator (prompt programs, every ``operator_every``-th iteration) or, in
-    ``graph_gepa``, a structural mutation (every ``structure_every``-th). ``unspent``: the
-    metric calls those iterations leave (None: no metric-call limit, or an older plan).
+    operator (prompt programs, every ``operator_every``-th iteration offered) or, in
+    ``graph_gepa``, a structural mutation (every ``structure_every``-th). The operators take
+    every offered turn under ``operator_turns = "schedule"``; under ``thompson`` (those
+    their record earns) ``operator_iterations`` is the most they take,
+    ``reflection_iterations`` the fewest reflections, and ``reflection_calls`` counts every
+    offered turn as a reflection; under a policy of one's own both are None (not known).
+    ``unspent``: the metric calls those iterations leave (None: no metric-call limit, or
+    an older plan).
     """
 
     kind: ClassVar[str] = "gepa.plan"
@@ -47,6 +52,7 @@ class GepaPlanned(PlanPayload):
     operator_iterations: int | None = None
     structure_iterations: int | None = None
     operator_every: int = 0
+    operator_turns: str = "schedule"
     structure_every: int | None = None
     reflection_calls: int | None = None
     merges: int = 0

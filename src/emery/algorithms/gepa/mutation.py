@@ -26,6 +26,7 @@ from emery.algorithms.gepa.events import (
 from emery.algorithms.gepa.proposal import Proposal
 from emery.algorithms.gepa.reflection_proposer import ReflectionProposer
 from emery.algorithms.gepa.state import GepaState, PoolEntry
+from emery.algorithms.gepa.turns import note_try
 from emery.algorithms.operators import OPERATOR_KINDS, Materials, OperatorKind, ordered_operators
 from emery.algorithms.sources import count, next_operator_child, staged_prompts
 from emery.core.models import Candidate, Example, Lineage
@@ -183,11 +184,13 @@ def reflected_child(
     if mutation is None:
         state.counters.invalid_proposals += 1
         count(state.sources, REFLECTION, "invalid")
+        note_try(state.turns, REFLECTION)
         return None
     known = state.has(mutation.child.id)
     if known or mutation.child.id in siblings:
         state.counters.rejected += 1
         count(state.sources, REFLECTION, "invalid")
+        note_try(state.turns, REFLECTION)
         ctx.emit(
             GepaMinibatchRejected(
                 iteration=basis.number,
@@ -370,6 +373,7 @@ async def smoke_rejects(ctx: SearchContext, state: GepaState, mutation: Mutation
         return False
     state.counters.rejected += 1
     count(state.sources, REFLECTION, "invalid")
+    note_try(state.turns, mutation.source)
     ctx.emit(
         GepaMinibatchRejected(
             iteration=mutation.basis.number,

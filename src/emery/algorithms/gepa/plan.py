@@ -37,6 +37,9 @@ from emery.algorithms.warm_start import warm_note
 
 log = logging.getLogger(__name__)
 
+BUILT_IN_TURNS = ("schedule", "thompson")
+"""The turn policies whose turns the plan counts (a plug-in's are not known)."""
+
 
 @dataclass(frozen=True)
 class GepaPlanInputs:
@@ -118,6 +121,7 @@ def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanne
     split = (
         None if iterations is None else _split(iterations, operator_every, inputs.structure_every)
     )
+    own_turns = inputs.operators and settings.operator_turns not in BUILT_IN_TURNS
     metric_calls = {"baseline": n_val}
     if iterations is not None:
         metric_calls |= {"iterations": iterations * cost, "total": n_val + iterations * cost}
@@ -139,12 +143,13 @@ def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanne
         iterations=iterations,
         unspent=unspent,
         max_iterations=settings.max_iterations,
-        reflection_iterations=None if split is None else split.reflection,
-        operator_iterations=None if split is None else split.operator,
+        reflection_iterations=None if split is None or own_turns else split.reflection,
+        operator_iterations=None if split is None or own_turns else split.operator,
         structure_iterations=None if split is None else split.structure,
         operator_every=operator_every,
+        operator_turns=settings.operator_turns,
         structure_every=inputs.structure_every,
-        reflection_calls=None if split is None else split.reflection * settings.proposal_attempts,
+        reflection_calls=_reflection_calls(settings, split),
         merges=merges,
         merge_cost=min(settings.merge_subsample, n_val) if merges else 0,
         evidence_examples=evidence,
@@ -153,6 +158,15 @@ def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanne
     )
     plan.summary = describe_gepa_plan(plan)
     return plan
+
+
+def _reflection_calls(settings: GepaSettings, split: _Split | None) -> int | None:
+    """The most reflection calls: each reflecting iteration's attempts, counting the turns
+    offered to the operators as reflections unless the schedule takes them all."""
+    if split is None:
+        return None
+    taken = settings.operator_turns == "schedule"
+    return (split.reflection + (0 if taken else split.operator)) * settings.proposal_attempts
 
 
 def _notes(
@@ -228,10 +242,23 @@ def describe_gepa_plan(plan: GepaPlanned) -> str:
         + f" on train minibatches of {plan.minibatch_size} ({plan.iteration_cost} metric calls"
         f" each{_evidence_text(plan)}, {plan.acceptance_cost} more per accepted child)"
     )
-    if plan.iterations is not None:
-        kinds = [f"{plan.reflection_iterations} reflection (up to {plan.reflection_calls} calls)"]
+    if plan.iterations is not None and plan.reflection_iterations is None:
+        head += (
+            f": reflection or edit-operator as {plan.operator_turns} says (up to"
+            f" {plan.reflection_calls} reflection calls)"
+        )
+    elif plan.iterations is not None:
+        exact = plan.operator_turns == "schedule" or not plan.operator_every
+        least, most = ("", "") if exact else ("at least ", "up to ")
+        kinds = [
+            f"{least}{plan.reflection_iterations} reflection (up to {plan.reflection_calls} calls)"
+        ]
         if plan.operator_every:
-            kinds.append(f"{plan.operator_iterations} edit-operator (every {plan.operator_every})")
+            taken = "" if exact else f", {plan.operator_turns}: those their record earns"
+            kinds.append(
+                f"{most}{plan.operator_iterations} edit-operator (every"
+                f" {plan.operator_every}{taken})"
+            )
         if plan.structure_every is not None:
             kinds.append(f"{plan.structure_iterations} structural")
         head += ": " + ", ".join(kinds)

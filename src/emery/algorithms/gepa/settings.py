@@ -176,8 +176,18 @@ class GepaSettings(AlgorithmSettings):
         default=3,
         ge=0,
         description=(
-            "every n-th iteration proposes an edit-operator child instead of reflecting"
-            " (reflection when none is left); 0: operators only as the fallback"
+            "every n-th iteration is offered to the edit operators (their child instead of"
+            " the reflection's; the reflection when none is left), taken as operator_turns"
+            " says; 0: operators only as the fallback"
+        ),
+    )
+    operator_turns: str = Field(
+        default="thompson",
+        description=(
+            "which offered turns the operators take: thompson (kept when a Thompson draw of"
+            " the operators' rate of children that join the pool above their parent's val"
+            " beats the reflection's, Beta(1, 1) priors; always until an operator child is"
+            " judged), schedule (every one), or a TurnKind of your own as 'module:attr'"
         ),
     )
     operators: list[str] | None = Field(

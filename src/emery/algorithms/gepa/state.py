@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from emery.algorithms.base import AlgorithmState
 from emery.algorithms.gepa.proposal import Proposal
+from emery.algorithms.gepa.turns import TurnState
 from emery.core.events import SourceCount
 from emery.core.models import Candidate, Demo
 from emery.evaluation.eval_result import EvalResult
@@ -132,6 +133,10 @@ class GepaState(AlgorithmState):
     )
     labeled: dict[str, list[Demo]] = Field(
         default_factory=dict, description="stage → labeled demos from train for the operator"
+    )
+    turns: TurnState = Field(
+        default_factory=TurnState,
+        description="each source's children judged and paid off, and the turn policy's RNG",
     )
     pending: Pending | None = Field(
         default=None,
