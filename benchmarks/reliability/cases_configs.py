@@ -3,7 +3,7 @@ not models."""
 
 from __future__ import annotations
 
-from cases import TASK, Case, job, train
+from cases import PROGRAM, TASK, Case, job, train
 
 
 def _models() -> list[Case]:
@@ -26,6 +26,12 @@ def _models() -> list[Case]:
         model("python, sync complete", "async .complete", "python/scripted_lm:SYNC_LM"),
         model("python, import fails", "failed: runtimeerror", "python/raises_on_import:lm"),
         model("python, no colon", "module:attribute", "python/scripted_lm"),
+        model("provider of your own, no module", "cannot import module", "nomod:PROVIDER/m"),
+        train(
+            "model: reflection's provider not a provider",
+            "'json:dumps' is a function; expected providerkind",
+            job(extra='[lm.reflection]\nmodel = "json:dumps/m"\n') + PROGRAM,
+        ),
         train(
             "model: openai base_url not a URL",
             "base_url",

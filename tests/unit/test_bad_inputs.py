@@ -124,6 +124,20 @@ def test_python_model_that_is_not_an_lm(
     fails(capsys, ["jobs", "resume", failed, "--store", str(store)], "nothing to resume")
 
 
+@pytest.mark.parametrize(
+    ("model", "fragment"),
+    [
+        ("no_such_module_x:PROVIDER/m", "cannot import module 'no_such_module_x'"),
+        ("json:dumps/m", "'json:dumps' is a function; expected ProviderKind"),
+    ],
+)
+def test_a_model_provider_of_your_own_that_cannot_be_used_stores_no_job(
+    model: str, fragment: str, store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fails(capsys, ["train", str(job_config(tmp_path, model)), "--store", str(store)], fragment)
+    assert [state for _, state in store_jobs(store)] == ["succeeded"]  # the seed job only
+
+
 def test_workdir_not_writable(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

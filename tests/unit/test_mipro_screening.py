@@ -49,11 +49,11 @@ def key(params: Mapping[str, int]) -> str:
     return ",".join(f"{name}={value}" for name, value in sorted(params.items()))
 
 
-def scored(st: MiproState, params: dict[str, int], score: float) -> None:
+def scored(st: MiproState, params: dict[str, int], score: float, kind: str = "full") -> None:
     st.trials.append(
         TrialRecord(
             number=len(st.trials),
-            kind="full",
+            kind=kind,
             params=params,
             candidate_id=key(params),
             score=score,
@@ -101,6 +101,18 @@ def test_the_changes_that_beat_the_base_are_combined_once_the_round_is_scored() 
     assert designed_trials(st, key) == [combined]
     scored(st, combined, 0.8)
     assert designed_trials(st, key) == []  # the design is spent: TPE's turn
+
+
+def test_the_seeds_baseline_is_not_a_change_of_the_repaired_base() -> None:
+    st = state()
+    scored(st, {"s.instruction": 0, "s.demos": 0}, 0.9, kind="baseline")  # no layout key
+    scored(st, BASE, 0.5)
+    scored(st, {**BASE, "s.instruction": 2}, 0.6)
+    scored(st, {**BASE, "s.demos": 3}, 0.4)
+    scored(st, {**BASE, "s.layout": 2}, 0.4)
+
+    assert combination(st.trials, BASE) is None  # one change beat the base, not two
+    assert designed_trials(st, key) == []
 
 
 def test_nothing_to_combine_when_fewer_than_two_changes_beat_the_base() -> None:

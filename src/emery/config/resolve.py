@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from emery.config.schema import JobConfig
+from emery.config.schema import JobConfig, LMSection
 from emery.core.errors import ConfigError
 from emery.core.models import Candidate, Dataset, Lineage, Split
 from emery.data.loaders import load_dataset
@@ -26,7 +26,7 @@ from emery.data.tasks import builtin_task
 from emery.evaluation.health import check_gold
 from emery.lm.base import LM
 from emery.lm.cache import ResponseCache
-from emery.lm.config import LMConfig, build_base_lm, build_lm, local_lm
+from emery.lm.config import LMConfig, build_base_lm, build_lm, local_lm, model_provider
 from emery.lm.usage import ROLES, MeteredLM, UsageMeter
 from emery.systems.base import System
 from emery.systems.graph.seed import starting_graph
@@ -103,7 +103,18 @@ class ResolvedJob:
         examples = self.dataset if split is None else self.dataset.split(split)
         check_gold(self.system, self.verifier, examples)
         _ = self.references
+        self.check_models()
         return self
+
+    def check_models(self) -> None:
+        """Each configured role's model provider resolves (a ``<module>:<attr>/<model>``
+        provider imports), so a bad one is a one-line ``ConfigError`` before the job is
+        stored; roles given as objects are not read, and no model is built."""
+        given = self.inputs.lms or {}
+        for role in LMSection.model_fields:
+            section: LMConfig | None = getattr(self.config.lm, role)
+            if section is not None and role not in given:
+                model_provider(section.model)
 
 
 def resolve_job(

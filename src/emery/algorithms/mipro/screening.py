@@ -89,7 +89,8 @@ def designed_trials(
 
 def combination(trials: list[TrialRecord], base: Mapping[str, int]) -> dict[str, int] | None:
     """Every parameter at its best single-change value that scored above the base (None
-    when fewer than two did: nothing to combine)."""
+    when fewer than two did: nothing to combine). The seed's baseline is never a change:
+    it was scored on all of val, the trials perhaps on a minibatch."""
     names = list(base)
     scores = {_key(record.params, names): record.score for record in trials}
     base_score = scores.get(_key(base, names))
@@ -97,12 +98,14 @@ def combination(trials: list[TrialRecord], base: Mapping[str, int]) -> dict[str,
         return None
     best: dict[str, tuple[float, int]] = {}
     for record in trials:
+        if record.kind == "baseline":  # the seed, scored on all of val before any layout
+            continue
         changed = [name for name in names if record.params.get(name, 0) != base[name]]
         if len(changed) != 1 or record.score <= base_score:
             continue
         name = changed[0]
         if name not in best or record.score > best[name][0]:
-            best[name] = (record.score, record.params[name])
+            best[name] = (record.score, record.params.get(name, 0))
     if len(best) < 2:
         return None
     return {**base, **{name: value for name, (_, value) in best.items()}}
