@@ -5,7 +5,10 @@ replies as the endpoint's, answered by scripted models, no HTTP and no latency) 
 attributes every metric call to the phase that charged it: the seed's val score, the
 parents' minibatches, the children's minibatches, the evidence rounds (parent and child
 on further train examples), the accepted children's val scores, the confirmation of a
-winner on train (``two_stage``) and the merges. Each child
+winner on train (``two_stage``) and the merges; and every step's calls to the source of
+the candidate the step judged (a reflection's child, an operator's, a merge, or none),
+split evenly between a step's candidates at k > 1 (approximate there: a pipelined step
+judges the last step's children beside proposing its own). Each child
 is classed by what the mock knows and the search does not: whether its phrase helps
 (its mean accuracy above its parent's), hurts, or changes nothing; and by its verdict:
 accepted, rejected as shown worse, rejected undecided (behind, tied, or ahead when the
@@ -49,6 +52,10 @@ from emery.verifiers.config import VerifierConfig, build_verifier
 
 PHASES = ("seed val", "parent minibatch", "child minibatch", "evidence", "val", "winner", "merge")
 _phase: contextvars.ContextVar[str] = contextvars.ContextVar("phase", default="seed val")
+SOURCES = ("reflection", "operator", "merge", "none made")
+_by_source: contextvars.ContextVar[Counter[str] | None] = contextvars.ContextVar(
+    "by_source", default=None
+)
 
 
 def _tagged(phase: str, method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -74,6 +81,46 @@ def instrument() -> None:
     gepa._confirm_winners = _tagged("winner", gepa._confirm_winners)  # type: ignore[method-assign]
     judging._score_round = _tagged("evidence", judging._score_round)  # type: ignore[assignment]
     gepa_algorithm.run_merge = _tagged("merge", merge.run_merge)  # type: ignore[assignment]
+    gepa.step = _by_step(gepa.step)  # type: ignore[method-assign,assignment]
+
+
+def source(candidate: Any) -> str:
+    """What made ``candidate``: ``reflection``, ``operator`` or ``merge``."""
+    operation = str(candidate.lineage.operation)
+    if operation == "merge":
+        return "merge"
+    return "operator" if operation.startswith("operator") else "reflection"
+
+
+def _by_step(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """``Gepa.step`` with the metric calls each step charges (its winner confirmation
+    included) added to the source of the candidates it judged (``_by_source``): the
+    sources of its verdicts (``gepa.minibatch_*``), ``merge`` for a merge, ``none made``
+    when it judged nothing (a reflection without a usable child)."""
+
+    async def wrapper(self: Any, ctx: Any, state: Any) -> Any:
+        before, seen = ctx.budget.usage.metric_calls, len(ctx.log.events)
+        try:
+            return await method(self, ctx, state)
+        finally:
+            counter = _by_source.get()
+            spent = ctx.budget.usage.metric_calls - before
+            made = [_event_source(event) for event in ctx.log.events[seen:]]
+            judged = [name for name in made if name is not None]
+            if counter is not None and spent:
+                for name in judged or ["none made"]:
+                    counter[name] += spent / max(1, len(judged))
+
+    return wrapper
+
+
+def _event_source(event: Any) -> str | None:
+    """The source of a verdict or merge event, None for other events."""
+    if event.kind == "gepa.merge_attempted":
+        return "merge"
+    if event.kind in ("gepa.minibatch_accepted", "gepa.minibatch_rejected"):
+        return "operator" if str(event.data["source"]).startswith("operator") else "reflection"
+    return None
 
 
 class SeededLM(FakeLM):
@@ -131,7 +178,12 @@ async def one_run(
         calls[_phase.get()] += count
 
     ctx.budget.charge_metric_calls = tagged_charge  # type: ignore[method-assign]
-    searched = await run_search(build_algorithm("gepa", settings), ctx)
+    by_source: Counter[str] = Counter()
+    token = _by_source.set(by_source)
+    try:
+        searched = await run_search(build_algorithm("gepa", settings), ctx)
+    finally:
+        _by_source.reset(token)
     state = searched.state
     children = []
     for child in ctx.candidates.values():
@@ -145,14 +197,13 @@ async def one_run(
             {
                 "truth": "helps" if truth > 1e-9 else "hurts" if truth < -1e-9 else "neutral",
                 "outcome": outcome(details["accepted"], evidence),
-                "source": "operator"
-                if child.lineage.operation.startswith("operator")
-                else "reflection",
+                "source": source(child),
                 "n": evidence["n"],
                 "difference": evidence["difference"],
                 "high": evidence["high"],
             }
         )
+    merged = [c for c in ctx.candidates.values() if c.lineage.operation == "merge"]
     best = ctx.candidates[state.best_candidate_id]
     seed_candidate = ctx.candidates[state.seed_candidate_id]
     test = {}
@@ -164,6 +215,9 @@ async def one_run(
         "metric_calls": ctx.budget.usage.metric_calls,
         "steps": ctx.budget.usage.iterations,
         "calls": dict(calls),
+        "by_source": dict(by_source),
+        "made": dict(Counter(c["source"] for c in children) + Counter(merge=len(merged))),
+        "merges_kept": sum(bool(c.lineage.details.get("accepted")) for c in merged),
         "children": children,
         "best_val": state.best_val_score,
         "best": instruction(best),
@@ -181,6 +235,22 @@ def spend_table(runs: list[dict[str, Any]]) -> str:
         mean = statistics.fmean(r["calls"].get(phase, 0) for r in runs)
         lines.append(f"| {phase} | {mean:.1f} | {mean / total:.0%} |")
     lines.append(f"| all | {total:.1f} | 100% |")
+    return "\n".join(lines)
+
+
+def source_table(runs: list[dict[str, Any]]) -> str:
+    """Metric calls by the source of the steps' candidates (means over the runs; the seed's
+    val score before the first step is not a step's), and the candidates each judged."""
+    total = statistics.fmean(r["metric_calls"] for r in runs)
+    lines = [
+        "| source | steps' metric calls | share | candidates judged | calls a candidate |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name in SOURCES:
+        mean = statistics.fmean(r.get("by_source", {}).get(name, 0) for r in runs)
+        made = statistics.fmean(r.get("made", {}).get(name, 0) for r in runs)
+        each = f"{mean / made:.1f}" if made else ""
+        lines.append(f"| {name} | {mean:.1f} | {mean / total:.0%} | {made:.1f} | {each} |")
     return "\n".join(lines)
 
 
@@ -271,6 +341,7 @@ def main() -> None:
     print(f"task {args.task}, budget {args.budget}, settings {settings or 'defaults'}")
     print(lift_line(runs))
     print(spend_table(runs))
+    print(source_table(runs))
     print(children_table(runs))
     if args.out is not None:
         args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "runs": runs}))
