@@ -115,6 +115,17 @@ def test_the_seeds_baseline_is_not_a_change_of_the_repaired_base() -> None:
     assert designed_trials(st, key) == []
 
 
+def test_a_promoted_choice_is_read_at_its_first_trial() -> None:
+    st = state()
+    scored(st, BASE, 0.5, kind="minibatch")
+    scored(st, {**BASE, "s.instruction": 2}, 0.6, kind="minibatch")
+    scored(st, {**BASE, "s.demos": 3}, 0.7, kind="minibatch")
+    scored(st, BASE, 0.9)  # the base promoted to full val: not what the changes beat
+    st.trials[-1].candidate_id = key(BASE) + "'"
+
+    assert combination(st.trials, BASE) == {**BASE, "s.instruction": 2, "s.demos": 3}
+
+
 def test_nothing_to_combine_when_fewer_than_two_changes_beat_the_base() -> None:
     st = state()
     scored(st, BASE, 0.5)

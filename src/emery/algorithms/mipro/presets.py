@@ -53,7 +53,7 @@ class MiproPlan(MiproPlanFields):
         return (
             f"mipro plan ({self.preset}): {self.num_instructions} instructions x "
             f"{self.num_demo_sets} demo sets per stage, {self.num_trials} trials (more while "
-            f"the budget lasts) on minibatches "
+            f"the budget lasts; the seed's repair and one change at a time first) on minibatches "
             f"of {self.minibatch_size}, full val every {self.full_eval_every}; up to "
             f"{self.metric_calls['total']} metric calls (budget {budget}) and "
             f"{self.lm_calls['total']} LM calls ({self.lm_calls['task']} task, "

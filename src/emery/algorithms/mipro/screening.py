@@ -89,19 +89,24 @@ def designed_trials(
 
 def combination(trials: list[TrialRecord], base: Mapping[str, int]) -> dict[str, int] | None:
     """Every parameter at its best single-change value that scored above the base (None
-    when fewer than two did: nothing to combine). The seed's baseline is never a change:
-    it was scored on all of val, the trials perhaps on a minibatch."""
+    when fewer than two did: nothing to combine). Each choice is read at its first trial
+    (a later full-val score of a promoted one is on other examples); the seed's baseline
+    is never a change, only the base when no stage has a layout to repair."""
     names = list(base)
-    scores = {_key(record.params, names): record.score for record in trials}
-    base_score = scores.get(_key(base, names))
-    if base_score is None:
+    first: dict[tuple[int, ...], TrialRecord] = {}
+    for record in trials:
+        if record.kind != "baseline":
+            first.setdefault(_key(record.params, names), record)
+    seed = next((record for record in trials if record.kind == "baseline"), None)
+    base_record = first.get(_key(base, names)) or (
+        seed if seed is not None and _key(seed.params, names) == _key(base, names) else None
+    )
+    if base_record is None:
         return None
     best: dict[str, tuple[float, int]] = {}
-    for record in trials:
-        if record.kind == "baseline":  # the seed, scored on all of val before any layout
-            continue
+    for record in first.values():
         changed = [name for name in names if record.params.get(name, 0) != base[name]]
-        if len(changed) != 1 or record.score <= base_score:
+        if len(changed) != 1 or record.score <= base_record.score:
             continue
         name = changed[0]
         if name not in best or record.score > best[name][0]:
