@@ -5,12 +5,15 @@ from __future__ import annotations
 import math
 
 import pytest
+from test_mipro_support import dataset, format_and_demos_lm, make_ctx, proposer_lm
 
-from emery.algorithms.mipro import MiproSettings, make_plan
+from emery.algorithms.mipro import Mipro, MiproPlan, MiproSettings, make_plan
+from emery.algorithms.mipro.algorithm import _program
 from emery.algorithms.mipro.presets import PlanInputs, default_trials
 from emery.algorithms.registry import parse_settings
 from emery.algorithms.separation import examples_for
 from emery.core.errors import ConfigError
+from emery.evaluation.budget import BudgetConfig
 
 
 def inputs(
@@ -113,3 +116,38 @@ def test_settings_are_validated_with_one_line_errors() -> None:
         parse_settings("mipro", {"preset": "huge"})
     with pytest.raises(ConfigError, match="num_trails"):
         parse_settings("mipro", {"num_trails": 3})
+
+
+def test_without_a_labeled_set_its_slot_goes_to_a_bootstrapped_one() -> None:
+    def plan(labeled: int) -> MiproPlan:
+        shape = PlanInputs(
+            stages=1,
+            n_train=44,
+            n_val=20,
+            labeled_examples=labeled,
+            fixed_instructions=2,
+            budget_metric_calls=100,
+        )
+        return make_plan(MiproSettings(), shape)
+
+    with_gold, without = plan(4), plan(0)  # without: the gold is a test suite
+
+    assert with_gold.bootstrapped_sets == with_gold.num_demo_sets - 2
+    assert with_gold.bootstrap_examples == 0  # the labeled set and the seed's fill it
+    assert without.bootstrapped_sets == without.num_demo_sets - 1
+    assert 0 < without.bootstrap_examples <= 25  # at most a quarter of the budget
+
+
+async def test_a_gold_that_is_a_test_suite_makes_no_labeled_set_in_the_plan() -> None:
+    data = dataset()
+    suite = "def check(candidate):\n    assert candidate(1) == 2"
+    tests = data.model_copy(
+        update={"train": [e.model_copy(update={"expected": suite}) for e in data.train]}
+    )
+    budget = BudgetConfig(metric_calls=100)
+    mipro = Mipro(MiproSettings())
+    for data_set, labeled in ((data, True), (tests, False)):
+        ctx = make_ctx(data_set, format_and_demos_lm(data), proposer_lm(), seed=0, budget=budget)
+        assert await mipro._labeled_possible(ctx, _program(ctx)) is labeled
+        plan = (await mipro.start(ctx)).resolved_plan()
+        assert plan.bootstrapped_sets == plan.num_demo_sets - (2 if labeled else 1)

@@ -65,6 +65,9 @@ from emery.verifiers.base import as_text
 
 log = logging.getLogger(__name__)
 
+LABELED_PROBES = 3
+"""Train examples whose gold output is tried as a demo before the plan is made."""
+
 
 class Mipro:
     """The MIPRO search loop; see the module docstring."""
@@ -82,7 +85,7 @@ class Mipro:
         if not ctx.val:
             raise ConfigError("mipro needs a non-empty val split to choose between candidates")
         seed = ctx.add_candidate(ctx.seed_candidate)
-        plan = self._plan(ctx, program)
+        plan = self._plan(ctx, program, labeled=await self._labeled_possible(ctx, program))
         state = MiproState(
             seed_candidate_id=seed.id,
             plan=plan,
@@ -92,9 +95,26 @@ class Mipro:
         state.rng_state = save_rng(load_rng([], ctx.seed))
         return await self.warm_start(ctx, state) if ctx.warm else state
 
-    def _plan(self, ctx: SearchContext, program: StagedPrompts) -> MiproPlan:
+    async def _labeled_possible(self, ctx: SearchContext, program: StagedPrompts) -> bool:
+        """Whether a labeled demo set can be made: a stage reads the inputs and a train
+        example's gold output, written in its format, passes the verifier (a gold that is
+        a test suite, or a judge's reference, does not)."""
+        name, _ = labeled_stage(program, set(input_fields(ctx)))
+        if name is None or self.settings.max_labeled_demos == 0:
+            return False
+        examples = [e for e in ctx.train if e.expected is not None][:LABELED_PROBES]
+        demos = await labeled_demos(
+            program,
+            program.stages[name],
+            examples,
+            ctx.evaluations.evaluator.verifier,
+            limit=1,
+            threshold=self.settings.bootstrap_threshold,
+        )
+        return bool(demos)
+
+    def _plan(self, ctx: SearchContext, program: StagedPrompts, *, labeled: bool) -> MiproPlan:
         """The run's plan, logged and emitted (``mipro.plan``)."""
-        labeled_name, _ = labeled_stage(program, set(input_fields(ctx)))
         gold = _first_gold(ctx)
         fixed = 1 + int(
             self.settings.format_hint_instruction
@@ -106,7 +126,7 @@ class Mipro:
                 stages=len(program.config.stages),
                 n_train=len(ctx.train),
                 n_val=len(ctx.val),
-                labeled_examples=self.settings.max_labeled_demos if labeled_name else 0,
+                labeled_examples=self.settings.max_labeled_demos if labeled else 0,
                 fixed_instructions=fixed,
                 budget_metric_calls=ctx.budget.remaining_metric_calls(),
             ),
@@ -264,7 +284,11 @@ class Mipro:
     ) -> dict[str, list[list[Demo]]]:
         """Demo sets from the teacher's passing runs on ``pool`` (none if not planned)."""
         settings, plan = self.settings, state.resolved_plan()
-        n_boot_sets = max(0, plan.num_demo_sets - 2)
+        n_boot_sets = (
+            max(0, plan.num_demo_sets - 2)  # a plan stored before bootstrapped_sets
+            if plan.bootstrapped_sets is None
+            else plan.bootstrapped_sets
+        )
         teacher = demo_sets.teacher_candidate(
             ctx.seed_candidate,
             program,

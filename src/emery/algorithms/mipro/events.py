@@ -32,6 +32,9 @@ class MiproPlanFields(BaseModel):
     notes: list[str] = Field(default_factory=list)
     separation: Separation | None = None
     """What the trials can separate (None in plans stored before it was planned)."""
+    bootstrapped_sets: int | None = None
+    """Bootstrapped demo sets per stage: the demo sets beside the seed's and the labeled
+    one (its slot too when no gold output can be a demo); None in plans stored before."""
 
 
 @register_payload

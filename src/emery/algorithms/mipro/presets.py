@@ -80,6 +80,8 @@ class PlanInputs:
     n_train: int
     n_val: int
     labeled_examples: int
+    """Train examples a labeled demo set takes (0: no gold output can be a demo, as when
+    the gold is a test suite: its slot among the demo sets goes to a bootstrapped one)."""
     fixed_instructions: int
     budget_metric_calls: int | None
 
@@ -141,7 +143,14 @@ def make_plan(settings: MiproSettings, inputs: PlanInputs) -> MiproPlan:
         budget_metric_calls=budget,
         notes=notes,
         separation=separation(minibatch, trials if budget is not None else None),
+        bootstrapped_sets=bootstrapped_sets(n_demo, inputs),
     )
+
+
+def bootstrapped_sets(demo_sets: int, inputs: PlanInputs) -> int:
+    """The demo sets of a stage beside the seed's (or none) and the labeled one, which
+    bootstrapping fills; the labeled one's slot too when there is no labeled set."""
+    return max(0, demo_sets - 1 - int(inputs.labeled_examples > 0))
 
 
 class _Fitted(NamedTuple):
@@ -234,7 +243,7 @@ def _affordable_trials(
 def _bootstrap_examples(settings: MiproSettings, inputs: PlanInputs, n_demo: int) -> int:
     """Train examples the teacher may run to find passing demos (before any budget cap)."""
     pool = max(0, inputs.n_train - inputs.labeled_examples)
-    wanted = settings.max_bootstrapped_demos * max(0, n_demo - 2)
+    wanted = settings.max_bootstrapped_demos * bootstrapped_sets(n_demo, inputs)
     if settings.bootstrap_examples is not None:
         return min(pool, settings.bootstrap_examples)
     return min(pool, max(2 * wanted, 10)) if wanted else 0
