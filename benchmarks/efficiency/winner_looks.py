@@ -20,8 +20,7 @@ import random
 from statistics import NormalDist
 
 from emery.algorithms.evidence import paired
-from emery.algorithms.gepa.pool import WINNER_CONFIDENCE
-from emery.algorithms.gepa.val_gate import WINNER_CHUNK
+from emery.algorithms.winner_confirmation import WINNER_CHUNK, WINNER_CONFIDENCE
 
 VAL = 30
 FURTHER = 30

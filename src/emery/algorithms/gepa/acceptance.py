@@ -21,7 +21,7 @@ your own, or an entry point of the ``emery.acceptance_rules`` group. The kind bu
 
 ``evidence`` accepts a child the paired evidence on train shows better (more minibatches
 while undecided); ``two_stage`` accepts one better on its minibatch, gates it on val and
-guards the winner at ``pool.WINNER_CONFIDENCE``.
+guards the winner at ``winner_confirmation.WINNER_CONFIDENCE``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from emery.algorithms.gepa.pool import WINNER_CONFIDENCE
+from emery.algorithms.winner_confirmation import WINNER_CONFIDENCE
 from emery.core.plugins import PluginRegistry
 from emery.core.search_events import Evidence
 from emery.evaluation.eval_result import EvalResult

@@ -63,14 +63,6 @@ def make_best(ctx: SearchContext, state: GepaState, entry: PoolEntry) -> None:
     ctx.emit(BestUpdated(candidate_id=entry.id, score=entry.val_score, previous_score=previous))
 
 
-WINNER_CONFIDENCE = 0.6
-"""Two-sided confidence at which ``two_stage`` shows a winner better than the seed (one-sided
-80%), on val and at each look of the confirmation on train (``val_gate.confirm_winner``): at
-the search's 0.8 the guard returned the seed in 6-9 of 10 runs on the mock tasks at 250
-calls where a helpful candidate was in the pool (``benchmarks/efficiency/README.md``,
-"Two-stage acceptance")."""
-
-
 def may_win(state: GepaState, entry: PoolEntry) -> bool:
     """Whether ``entry`` may be returned as the winner: always, unless the search guards
     its winner (``state.winner_confidence``, GEPA's ``two_stage`` acceptance); then only

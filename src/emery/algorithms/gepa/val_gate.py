@@ -9,14 +9,10 @@ evaluations sharing the step's lanes (``concurrent_scoring``).
 
 Whether a pool member may be returned as the winner is decided apart: shown better than the
 seed on val (``pool.may_win``), or, where val cannot tell them apart, by the confirmation
-(``confirm_winner``): a new member whose mean val tops the best's but is not shown better
-than the seed there is compared with the seed on further train examples its lineage was
-never judged or reflected on, pooled with the val pairs, in chunks of ``WINNER_CHUNK``, and
-becomes the best once shown better (at the guard's level, after each chunk). It stops when
-it falls behind the seed, or at ``winner_examples``, or when the budget cannot pay the next
-chunk. Each look is at the guard's level, so an equal candidate passes more often than at
-one look (about 24-27% against 13-16% in simulation, ``benchmarks/efficiency/README.md``,
-"The winner confirmed on train"); the stop when behind lowers that, never raises it.
+(``confirm_winner``, ``algorithms.winner_confirmation``): a new member whose mean val tops
+the best's but is not shown better than the seed there is compared with the seed on
+further train examples its lineage was never judged or reflected on, pooled with the val
+pairs, and becomes the best once shown better.
 """
 
 from __future__ import annotations
@@ -30,14 +26,12 @@ from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.gepa.events import GepaWinnerChecked
 from emery.algorithms.gepa.pool import against_seed, make_best
 from emery.algorithms.gepa.state import GepaState, PoolEntry
+from emery.algorithms.winner_confirmation import confirm_on_train
 from emery.core.models import Candidate, Example
 from emery.evaluation.eval_result import EvalResult
 
 VAL_CHUNK = 10
 """Val examples a child is scored on between two looks at its evidence."""
-
-WINNER_CHUNK = 10
-"""Further train examples a would-be winner and the seed are scored on between two looks."""
 
 
 @dataclass
@@ -116,49 +110,35 @@ async def confirm_winner(
 ) -> bool:
     """Whether ``entry`` (a new pool member whose mean val tops the best's, not shown better
     than the seed on val) is shown better than the seed once its val pairs are joined by
-    up to ``examples`` further train pairs (module doc); if so it becomes the best. A chunk
-    is scored only while the budget pays it and ``reserve`` more. Reports the last evidence
-    (``gepa.winner_checked``) when any train example was scored."""
+    up to ``examples`` further train pairs (``winner_confirmation``); if so it becomes the
+    best. A chunk is scored only while the budget pays it and ``reserve`` more. Reports the
+    last evidence (``gepa.winner_checked``) when any train example was scored."""
     confidence = state.winner_confidence
     mine, seeds = against_seed(state, entry)
     if confidence is None or examples <= 0 or not mine:
         return False
-    evidence = paired(mine, seeds, confidence)
-    if evidence.difference < 0:
-        return False
     candidate = ctx.candidates.get(entry.id, entry.candidate)
     seed = ctx.candidates[state.seed_candidate_id]
-    further = fresh_train(ctx, candidate, seed)[:examples]
-    scored = 0
-    for start in range(0, len(further), WINNER_CHUNK):
-        chunk = further[start : start + WINNER_CHUNK]
-        cost = sum(
-            ctx.evaluations.cached(who, example, "train") is None
-            for who in (candidate, seed)
-            for example in chunk
-        )
-        if not ctx.budget.can_afford(cost + reserve):
-            break
-        requests = [ScoreRequest(candidate, chunk, "train"), ScoreRequest(seed, chunk, "train")]
-        mine_now, seed_now = await score_concurrently(ctx, requests, slots=1)
-        if mine_now.ranked:
-            break
-        mine, seeds = mine + mine_now.scores, seeds + seed_now.scores
-        scored += len(chunk)
-        evidence = paired(mine, seeds, confidence)
-        if evidence.verdict != "undecided" or evidence.difference < 0:
-            break
-    if scored:
+    found = await confirm_on_train(
+        ctx,
+        candidate,
+        seed,
+        (mine, seeds),
+        fresh_train(ctx, candidate, seed)[:examples],
+        confidence=confidence,
+        reserve=reserve,
+    )
+    if found.train_examples:
         ctx.emit(
             GepaWinnerChecked(
                 iteration=iteration,
                 candidate_id=entry.id,
-                train_examples=scored,
-                evidence=evidence,
-                shown_better=evidence.verdict == "better",
+                train_examples=found.train_examples,
+                evidence=found.evidence,
+                shown_better=found.shown_better,
             )
         )
-    if evidence.verdict != "better":
+    if not found.shown_better:
         return False
     make_best(ctx, state, entry)
     return True

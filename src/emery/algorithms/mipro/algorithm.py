@@ -207,6 +207,7 @@ class Mipro:
                     top_k=self.settings.top_k,
                     final_promotions=self.settings.final_promotions,
                     trials_per_step=self.settings.trials_per_step,
+                    winner_examples=self.settings.winner_examples,
                 )
         state.iteration += 1
         state.rng_state = save_rng(rng)

@@ -1,6 +1,6 @@
 """MIPRO's event payloads (``mipro.*``), registered when this module is imported: its
 plan, the bootstrapped demos, the dataset summary, the instruction proposals, the TPE
-trials, the races and the full-val evaluations."""
+trials, the races, the full-val evaluations and the winner's confirmation on train."""
 
 from __future__ import annotations
 
@@ -134,6 +134,22 @@ class MiproFullEvaluation(Payload):
     final: bool
     evidence: Evidence | None = None
     """Against the best so far on the race's shared val examples (None in older events)."""
+
+
+@register_payload
+class MiproWinnerChecked(Payload):
+    """A combination whose mean val tops the best's, not shown better than the best so far
+    on val, compared with it on ``train_examples`` further train examples as well
+    (``mipro.winner``): the paired ``evidence`` on val and those together, and whether it
+    showed the combination better (it then became the best)."""
+
+    kind: ClassVar[str] = "mipro.winner_checked"
+    trial: int
+    candidate_id: str
+    best: str
+    train_examples: int
+    evidence: Evidence
+    shown_better: bool
 
 
 @register_payload

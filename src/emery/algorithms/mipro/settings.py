@@ -72,6 +72,11 @@ class MiproSettings(AlgorithmSettings):
     and scored together: the same trials in less wall time when the task model serves
     requests in parallel; kill and resume repeat a step whole."""
     top_k: int = Field(default=5, ge=1)
+    winner_examples: int = Field(default=30, ge=0)
+    """Most further train examples (none a demo either shows; 10 at a time, stopped when
+    shown better or behind) on which a combination that tops the best's mean val but is
+    not shown better than it there is compared with it, with the calls the trials left;
+    0: val alone decides (``mipro.winner``)."""
     final_promotions: int = Field(default=3, ge=1)
     """At the end, the best combination not yet scored on full val is, and then the next
     ones while their minibatch mean beats the best full-val score (budget allowing)."""

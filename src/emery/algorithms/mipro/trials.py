@@ -29,9 +29,9 @@ from emery.algorithms.mipro.state import (
     MiproState,
     TrialRecord,
 )
+from emery.algorithms.mipro.winner import confirm_contenders, make_best, shown_better
 from emery.algorithms.mipro.winner_variants import restate_best, trim_best
 from emery.algorithms.sources import count, report_if_changed, snapshot
-from emery.core.events import BestUpdated
 from emery.core.models import Candidate, Demo, Example, Lineage
 from emery.systems.prompt_layout import with_layout
 
@@ -46,6 +46,7 @@ async def run_trial(
     top_k: int,
     final_promotions: int = 3,
     trials_per_step: int = 1,
+    winner_examples: int = 0,
 ) -> None:
     """One search step: TPE picks the choices of up to ``trials_per_step`` trials, each a
     candidate no trial has scored, a val minibatch scores them (together); every K trials
@@ -63,9 +64,8 @@ async def run_trial(
     remaining = ctx.budget.remaining_metric_calls()
     if remaining is not None and remaining < minibatch + reserve:
         await promote(ctx, state, first - 1, final=True, top_k=top_k)
-        await restate_best(ctx, state, first - 1)
-        await trim_best(ctx, state, first - 1)
-        state.done, state.done_reason = True, "budget reserved for the final full evaluation"
+        await finish(ctx, state, first - 1, winner_examples=winner_examples)
+        state.done_reason = "budget reserved for the final full evaluation"
         return
     if remaining is None:  # no budget: the planned trials, then the end
         size = min(trials_per_step, max(1, plan.num_trials - first + 1))
@@ -85,9 +85,7 @@ async def run_trial(
         for _ in range(final_promotions):  # another race only after one promoted
             if not await promote(ctx, state, number, final=True, top_k=top_k):
                 break
-        await restate_best(ctx, state, number)
-        await trim_best(ctx, state, number)
-        state.done = True
+        await finish(ctx, state, number, winner_examples=winner_examples)
         state.done_reason = (
             f"{number} trials done, every combination tried"
             if exhausted
@@ -169,6 +167,21 @@ async def _score_trials(
         )
         scored.append((combo, result.mean))
     return scored
+
+
+async def finish(
+    ctx: SearchContext, state: MiproState, number: int, *, winner_examples: int
+) -> None:
+    """The last steps once the trials are done: a combination that tops the best on val
+    but is not shown better there is confirmed on train with the calls left
+    (``mipro.winner``), then the winner's variants (``winner_variants``)."""
+    combo = await confirm_contenders(ctx, state, number, examples=winner_examples)
+    if combo is not None:
+        for source in combo_sources(state, combo.params):
+            count(state.sources, source, "accepted")
+    await restate_best(ctx, state, number)
+    await trim_best(ctx, state, number)
+    state.done = True
 
 
 def more_trials_affordable(ctx: SearchContext, state: MiproState, minibatch: int) -> bool:
@@ -312,15 +325,11 @@ def record_full(
     evidence: Evidence | None = None,
 ) -> None:
     combo.full_score = score
-    previous = state.best_val_score
-    improved = previous is None or score > previous
+    improved = shown_better(ctx, state, combo.candidate_id, score)
     if improved:
-        state.best_candidate_id, state.best_val_score = combo.candidate_id, score
+        make_best(ctx, state, combo.candidate_id, score)
         for source in combo_sources(state, combo.params):
             count(state.sources, source, "accepted")
-        ctx.emit(BestUpdated(candidate_id=combo.candidate_id, score=score, previous_score=previous))
-    if state.baseline_val_score is not None and state.best_val_score is not None:
-        state.lift = state.best_val_score - state.baseline_val_score
     ctx.emit(
         MiproFullEvaluation(
             trial=number,

@@ -2,13 +2,14 @@
 
 In the first step the earlier job's programs (its combinations scored on full val, best
 first) are rescored on this job's val (``algorithms.warm_start``) and kept in the state
-(``state.warm``); one that beats the seed becomes the best, so every race has it as the
-incumbent to beat. Once the choices exist, each program's demos become a demo-set choice
-of their stage (after bootstrapping) and its instructions an instruction choice (after
-proposing), source ``warm``; a program the search space can then build exactly (same
-instruction, demos and layout in every stage) enters the study as a full-val trial with
-its rescored score, so TPE starts from what the earlier search learned. A program the
-space cannot build (another layout, a changed stage) stays a contender only as the best.
+(``state.warm``); one shown better than the seed on val becomes the best (``mipro.winner``),
+so every race has it as the incumbent to beat. Once the choices exist, each program's demos
+become a demo-set choice of their stage (after bootstrapping) and its instructions an
+instruction choice (after proposing), source ``warm``; a program the search space can then
+build exactly (same instruction, demos and layout in every stage) enters the study as a
+full-val trial with its rescored score, so TPE starts from what the earlier search learned.
+A program the space cannot build (another layout, a changed stage) stays a contender only as
+the best.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from emery.algorithms.mipro.state import (
     WarmProgram,
 )
 from emery.algorithms.mipro.trials import combo_candidate
+from emery.algorithms.mipro.winner import make_best, shown_better
 from emery.algorithms.warm_start import rescore
-from emery.core.events import BestUpdated
 from emery.core.models import Demo
 
 LAYOUT_TRIES = 64
@@ -36,8 +37,8 @@ LAYOUT_TRIES = 64
 
 
 async def take_programs(ctx: SearchContext, state: MiproState) -> None:
-    """The earlier job's programs rescored on val, kept in the state; the best of them
-    becomes the best so far if it beats it."""
+    """The earlier job's programs rescored on val, kept in the state; each becomes the best
+    so far when shown better than it on val (``mipro.winner``)."""
     for candidate, result in await rescore(ctx):
         state.warm.append(
             WarmProgram(
@@ -46,14 +47,8 @@ async def take_programs(ctx: SearchContext, state: MiproState) -> None:
                 cost=trial_cost(ctx.select, result.results),
             )
         )
-        previous = state.best_val_score
-        if previous is None or result.mean > previous:
-            state.best_candidate_id, state.best_val_score = candidate.id, result.mean
-            ctx.emit(
-                BestUpdated(candidate_id=candidate.id, score=result.mean, previous_score=previous)
-            )
-    if state.baseline_val_score is not None and state.best_val_score is not None:
-        state.lift = state.best_val_score - state.baseline_val_score
+        if shown_better(ctx, state, candidate.id, result.mean):
+            make_best(ctx, state, candidate.id, result.mean)
 
 
 def add_demo_sets(state: MiproState) -> None:

@@ -26,9 +26,9 @@ import logging
 from emery.algorithms.base import SearchContext
 from emery.algorithms.mipro.events import MiproFullEvaluation
 from emery.algorithms.mipro.state import MiproState
+from emery.algorithms.mipro.winner import make_best
 from emery.algorithms.operators import apply_operator
 from emery.algorithms.sources import count
-from emery.core.events import BestUpdated
 from emery.core.models import Candidate, Lineage
 from emery.systems.capabilities import StagedPrompts
 from emery.systems.prompt_layout import StageLayout, with_layout
@@ -121,10 +121,7 @@ async def _score_variant(
     improved = result.mean > previous
     if improved:
         count(state.sources, source, "accepted")
-        state.best_candidate_id, state.best_val_score = candidate.id, result.mean
-        if state.baseline_val_score is not None:
-            state.lift = result.mean - state.baseline_val_score
-        ctx.emit(BestUpdated(candidate_id=candidate.id, score=result.mean, previous_score=previous))
+        make_best(ctx, state, candidate.id, result.mean)
     ctx.emit(
         MiproFullEvaluation(
             trial=number,

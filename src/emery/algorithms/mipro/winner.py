@@ -1,0 +1,163 @@
+"""MIPRO's winner: the best so far stays unless a combination is shown better.
+
+A combination scored on all of val becomes the best (the winner, if the search ends there)
+only when the paired evidence on val shows it better than the best so far at
+``WINNER_CONFIDENCE`` (``algorithms.winner_confirmation``). A higher mean alone is not
+enough: on 20-56 val examples a candidate one or two answers ahead is as often luck as not
+(issue 48: one 33.3% against 30.0% on 30 val examples scored 19% against 25% on test). One
+whose mean val tops the best's but that val cannot show better is a contender: when the
+trials are done, the contenders, highest mean val first and while each still tops the
+best, are compared with the best so far on up to ``winner_examples`` train examples that
+neither shows as a demo, with the calls the trials left (``mipro.winner_checked``), and
+become the best once shown better. Scores ranked over a whole batch have no per-example
+pairs: there the higher mean wins, as it did before.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from emery.algorithms.base import SearchContext
+from emery.algorithms.evidence import Evidence, paired
+from emery.algorithms.mipro.events import MiproWinnerChecked
+from emery.algorithms.mipro.state import ComboRecord, MiproState
+from emery.algorithms.winner_confirmation import WINNER_CONFIDENCE, confirm_on_train
+from emery.core.events import BestUpdated
+from emery.core.models import Candidate, Example
+from emery.systems.prompt_layout import StageLayout
+
+
+def val_pairs(
+    ctx: SearchContext, candidate: Candidate, reference: Candidate
+) -> tuple[list[float], list[float]] | None:
+    """The two candidates' scores on the val examples both are scored on; None when a
+    result is ranked over its batch (no per-example score) or none is shared."""
+    mine: list[float] = []
+    theirs: list[float] = []
+    for example in ctx.val:
+        a = ctx.evaluations.cached(candidate, example, "val")
+        b = ctx.evaluations.cached(reference, example, "val")
+        if a is None or b is None:
+            continue
+        if a.ranked is not None or b.ranked is not None:
+            return None
+        mine.append(a.score)
+        theirs.append(b.score)
+    return (mine, theirs) if mine else None
+
+
+def known(ctx: SearchContext, candidate_id: str) -> Candidate | None:
+    """The candidate ``candidate_id`` names: the seed, or one this run added."""
+    if candidate_id == ctx.seed_candidate.id:
+        return ctx.seed_candidate
+    return ctx.candidates.get(candidate_id)
+
+
+def on_val(ctx: SearchContext, candidate: Candidate, best: Candidate) -> Evidence | None:
+    """The paired evidence on val that ``candidate`` is better than ``best`` (None without
+    per-example pairs)."""
+    pairs = val_pairs(ctx, candidate, best)
+    return None if pairs is None else paired(*pairs, WINNER_CONFIDENCE)
+
+
+def make_best(ctx: SearchContext, state: MiproState, candidate_id: str, score: float) -> None:
+    """Make ``candidate_id`` (val mean ``score``) the best so far and report it."""
+    previous = state.best_val_score
+    state.best_candidate_id, state.best_val_score = candidate_id, score
+    if state.baseline_val_score is not None:
+        state.lift = score - state.baseline_val_score
+    ctx.emit(BestUpdated(candidate_id=candidate_id, score=score, previous_score=previous))
+
+
+def shown_better(ctx: SearchContext, state: MiproState, candidate_id: str, score: float) -> bool:
+    """Whether ``candidate_id`` (val mean ``score``) may replace the best so far on val
+    alone: it tops the best's mean and the evidence shows it better (or there is no best
+    yet, or no per-example pairs and the higher mean decides)."""
+    best, previous = state.best_candidate_id, state.best_val_score
+    if best is None or previous is None:
+        return True
+    if score <= previous:
+        return False
+    candidate, incumbent = known(ctx, candidate_id), known(ctx, best)
+    if candidate is None or incumbent is None:
+        return True
+    evidence = on_val(ctx, candidate, incumbent)
+    return evidence is None or evidence.verdict == "better"
+
+
+def contenders(state: MiproState) -> list[ComboRecord]:
+    """Combinations scored on all of val whose mean tops the best's (not shown better on
+    val), the highest first."""
+    best = state.best_val_score
+    if best is None:
+        return []
+    found = [
+        combo
+        for combo in state.combos.values()
+        if combo.full_score is not None
+        and combo.full_score > best
+        and combo.candidate_id != state.best_candidate_id
+    ]
+    return sorted(found, key=lambda combo: -(combo.full_score or 0.0))
+
+
+async def confirm_contenders(
+    ctx: SearchContext, state: MiproState, number: int, *, examples: int
+) -> ComboRecord | None:
+    """Each contender, highest mean val first, compared with the best so far on val and up
+    to ``examples`` further train examples (module doc); the first shown better becomes
+    the best and is returned."""
+    if examples <= 0:
+        return None
+    for combo in contenders(state):
+        best_id, best_score = state.best_candidate_id, state.best_val_score
+        score = combo.full_score
+        if best_id is None or best_score is None or score is None or score <= best_score:
+            continue
+        candidate, best = known(ctx, combo.candidate_id), known(ctx, best_id)
+        if candidate is None or best is None:
+            continue
+        pairs = val_pairs(ctx, candidate, best)
+        if pairs is None:
+            continue
+        found = await confirm_on_train(
+            ctx, candidate, best, pairs, fresh_train(ctx, candidate, best)[:examples]
+        )
+        if found.train_examples:
+            ctx.emit(
+                MiproWinnerChecked(
+                    trial=number,
+                    candidate_id=candidate.id,
+                    best=best.id,
+                    train_examples=found.train_examples,
+                    evidence=found.evidence,
+                    shown_better=found.shown_better,
+                )
+            )
+        if found.shown_better:
+            make_best(ctx, state, candidate.id, score)
+            return combo
+    return None
+
+
+def fresh_train(ctx: SearchContext, candidate: Candidate, best: Candidate) -> list[Example]:
+    """Train examples neither candidate shows as a demo (a stage showing the nearest few of
+    a pool never shows an input its own demo, so its pool stays), those the best is
+    already scored on first (one metric call each), then in a fixed order of a hash of
+    (candidate, example)."""
+    shown = {
+        demo.example_id
+        for who in (candidate, best)
+        for stage, demos in who.demos.items()
+        if StageLayout.of(who.components, stage).select != "nearest"
+        for demo in demos
+        if demo.example_id is not None
+    }
+    fresh = [example for example in ctx.train if example.id not in shown]
+    return sorted(
+        fresh,
+        key=lambda example: (
+            ctx.evaluations.cached(best, example, "train") is None,
+            zlib.crc32(f"{candidate.id}:{example.id}".encode()),
+        ),
+    )
