@@ -341,6 +341,12 @@ class Suite:
         self.remember(known, emery_run.tests)
         row = suite_row(key, task, emery_run.report, emery_run.tests, self.model.model)
         row.trials = mipro_trials(emery_run.records)
+        row.winner_checks = [
+            dict(event.data)
+            for record in emery_run.records
+            for event in record.events
+            if event.kind.endswith(".winner_checked")
+        ]
         return row
 
     def peer_model(self) -> ModelSpec:

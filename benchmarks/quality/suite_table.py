@@ -68,6 +68,9 @@ class SuiteRow(BaseModel):
     best_components: dict[str, str] = Field(default_factory=dict)
     trials: list[TrialRow] = Field(default_factory=list)
     """MIPRO's trials (empty for the other algorithms, the peers and older rows)."""
+    winner_checks: list[dict[str, object]] = Field(default_factory=list)
+    """The winner's confirmations on train (``mipro.winner_checked``,
+    ``gepa.winner_checked`` events' data; empty in older rows)."""
 
     @property
     def key(self) -> Key:
