@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from test_mipro_support import dataset, events_of, gold_table, make_ctx, proposer_lm, run_recorded
 
 from emery.algorithms.mipro import MiproSettings, MiproState
-from emery.algorithms.mipro.events import MiproWinnerChecked
+from emery.algorithms.mipro.events import MiproTrial, MiproWinnerChecked
 from emery.core.models import ChatMessage, Dataset
 from emery.evaluation.budget import BudgetConfig
 from emery.lm import FakeLM
@@ -115,3 +115,27 @@ async def test_the_confirmation_spends_only_what_the_trials_left() -> None:
     assert outcome.state.best_candidate_id == ctx.seed_candidate.id
     assert events_of(records, MiproWinnerChecked.kind) == []
     assert ctx.budget.usage.metric_calls == 60, "a chunk of 10 pairs costs 20: not paid"
+
+
+async def test_a_trial_shown_worse_than_the_best_stops_early() -> None:
+    data = dataset(n_train=40, n_val=30)
+    gold = gold_table(data)
+
+    def reply(messages: Sequence[ChatMessage]) -> str:  # the proposal is always wrong
+        question = messages[-1]["content"]
+        right = PROPOSAL not in messages[0]["content"] and len(question) % 2 == 0
+        return f"Answer: {gold[question] if right else gold[question] + 1}"
+
+    ctx = make_ctx(data, FakeLM(reply, model="fake/loser"), proposer_lm(PROPOSALS))
+    outcome, records = await run_recorded(ONE_TRIAL, ctx)
+
+    st = outcome.state
+    assert isinstance(st, MiproState)
+    (trial,) = [t for t in st.trials if t.kind != "baseline"]
+    # the seed is right on 8 of 30: 2 of the first 10 (undecided), 5 of the first 20 (worse)
+    assert (trial.kind, trial.n, trial.score) == ("minibatch", 20, 0.0)
+    (event,) = events_of(records, MiproTrial.kind)
+    assert event["stopped"] is True
+    assert st.combos[trial.candidate_id].dropped
+    assert st.best_candidate_id == ctx.seed_candidate.id
+    assert ctx.budget.usage.metric_calls == 30 + 20, "10 of the trial's 30 calls saved"

@@ -117,6 +117,8 @@ class MiproTrial(Payload):
     score: float
     n: int
     full: bool
+    stopped: bool = False
+    """Shown worse than the best so far after a chunk of its minibatch: scored no further."""
 
 
 @register_payload

@@ -71,7 +71,11 @@ class ComboRecord(BaseModel):
     minibatch_n: int = 0
     full_score: float | None = None
     dropped: bool = False
-    """A race showed it worse than its leader: never raced or promoted again."""
+    """A race showed it worse than its leader, or its trial showed it worse than the best
+    so far and stopped early: never raced or promoted again."""
+    checked: bool = False
+    """Its mean val topped the best's without being shown better, and the confirmation on
+    train has been run (``mipro.winner``): not confirmed again."""
     evidence: Evidence | None = None
     """Against the leader of the last race it ran in."""
 

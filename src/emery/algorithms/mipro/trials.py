@@ -14,11 +14,11 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.concurrent_scoring import ScoreRequest, score_concurrently
-from emery.algorithms.evidence import ContextScorer, Evidence, flipped, race
+from emery.algorithms.evidence import ContextScorer, Evidence, flipped, paired, race
 from emery.algorithms.mipro.events import MiproFullEvaluation, MiproRace, MiproTrial
 from emery.algorithms.mipro.screening import designed_trials
 from emery.algorithms.mipro.search import next_params, top_combos, trial_cost
@@ -29,13 +29,22 @@ from emery.algorithms.mipro.state import (
     MiproState,
     TrialRecord,
 )
-from emery.algorithms.mipro.winner import confirm_contenders, make_best, shown_better
+from emery.algorithms.mipro.winner import confirm_contenders, known, make_best, shown_better
 from emery.algorithms.mipro.winner_variants import restate_best, trim_best
 from emery.algorithms.sources import count, report_if_changed, snapshot
+from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Demo, Example, Lineage
+from emery.evaluation.eval_result import EvalResult
 from emery.systems.prompt_layout import with_layout
 
 log = logging.getLogger(__name__)
+
+TRIAL_CHUNK = 10
+"""Val examples a trial is scored on between two looks at its evidence."""
+
+STOP_CONFIDENCE = 0.8
+"""Two-sided confidence at which a trial shown worse than the best so far stops early (as
+GEPA's children stop on val): a stopped trial only decides what is not scored further."""
 
 
 async def run_trial(
@@ -75,8 +84,9 @@ async def run_trial(
     scored = await _score_trials(ctx, state, rng, first, size, minibatch)
     number = first + len(scored) - 1
     if whole:
-        for trial, (combo, score) in enumerate(scored, first):
-            record_full(ctx, state, combo, score, trial)
+        for trial, (combo, score, stopped) in enumerate(scored, first):
+            if not stopped:
+                record_full(ctx, state, combo, score, trial)
     exhausted = len(scored) < size  # no untried combination is left
     last = exhausted or (
         number >= plan.num_trials and not more_trials_affordable(ctx, state, minibatch)
@@ -91,8 +101,10 @@ async def run_trial(
             if exhausted
             else f"{number} trials done"
         )
-    elif number // plan.full_eval_every > (first - 1) // plan.full_eval_every:
-        await promote(ctx, state, number, final=False, top_k=top_k)
+    else:
+        if number // plan.full_eval_every > (first - 1) // plan.full_eval_every:
+            await promote(ctx, state, number, final=False, top_k=top_k)
+        await _confirm(ctx, state, number, winner_examples, reserve)
     state.top = top_combos(state, top_k)
     report_if_changed(ctx, "mipro", number, before, state.sources)
 
@@ -104,7 +116,7 @@ async def _score_trials(
     first: int,
     size: int,
     minibatch: int,
-) -> list[tuple[ComboRecord, float]]:
+) -> list[tuple[ComboRecord, float, bool]]:
     """TPE's next ``size`` choices as candidates no trial has scored (fewer when fewer are
     left; the designed trials of ``mipro.screening`` first), scored together
     on the same val minibatch (all of val when the minibatch is that big); records each
@@ -129,22 +141,20 @@ async def _score_trials(
         for number, params in enumerate(choices, first)
     ]
     batch = list(ctx.val) if whole else race_order(ctx)[:minibatch]
-    results = await score_concurrently(
-        ctx, [ScoreRequest(candidate, batch, "val") for candidate in candidates]
-    )
+    results = await score_stopping_losers(ctx, state, candidates, batch)
     scored = []
-    for number, params, candidate, result in zip(
+    for number, params, candidate, (result, stopped) in zip(
         range(first, first + len(choices)), choices, candidates, results, strict=True
     ):
         state.trials_done = number
         state.trials.append(
             TrialRecord(
                 number=number,
-                kind="full" if whole else "minibatch",
+                kind="full" if whole and not stopped else "minibatch",
                 params=params,
                 candidate_id=candidate.id,
                 score=result.mean,
-                n=len(batch),
+                n=len(result.results),
                 cost=trial_cost(ctx.select, result.results),
             )
         )
@@ -152,7 +162,8 @@ async def _score_trials(
             candidate.id, ComboRecord(candidate_id=candidate.id, params=params)
         )
         combo.minibatch_scores.append(result.mean)
-        combo.minibatch_n += len(batch)
+        combo.minibatch_n += len(result.results)
+        combo.dropped = combo.dropped or stopped
         for source in combo_sources(state, params):
             count(state.sources, source, "proposed")
         ctx.emit(
@@ -161,12 +172,60 @@ async def _score_trials(
                 params=params,
                 candidate_id=candidate.id,
                 score=result.mean,
-                n=len(batch),
-                full=whole,
+                n=len(result.results),
+                full=whole and not stopped,
+                stopped=stopped,
             )
         )
-        scored.append((combo, result.mean))
+        scored.append((combo, result.mean, stopped))
     return scored
+
+
+async def score_stopping_losers(
+    ctx: SearchContext, state: MiproState, candidates: Sequence[Candidate], batch: list[Example]
+) -> list[tuple[EvalResult, bool]]:
+    """Each candidate's results on ``batch``, scored ``TRIAL_CHUNK`` examples at a time
+    (together), and whether it stopped early: after each chunk a candidate the paired
+    evidence shows worse than the best so far (scored on all of val) at ``STOP_CONFIDENCE``
+    is not scored further. Scores ranked over a batch are never stopped."""
+    best = known(ctx, state.best_candidate_id) if state.best_candidate_id else None
+    reference: dict[str, float] = {}
+    for example in batch:
+        known_result = None if best is None else ctx.evaluations.cached(best, example, "val")
+        if known_result is not None and known_result.ranked is None:
+            reference[example.id] = known_result.score
+    results: dict[str, list[ExampleResult]] = {candidate.id: [] for candidate in candidates}
+    going, stopped = list(candidates), set[str]()
+    for start in range(0, len(batch), TRIAL_CHUNK):
+        chunk = batch[start : start + TRIAL_CHUNK]
+        scored = await score_concurrently(
+            ctx, [ScoreRequest(candidate, chunk, "val") for candidate in going]
+        )
+        for candidate, chunk_result in zip(going, scored, strict=True):
+            results[candidate.id].extend(chunk_result.results)
+        if start + TRIAL_CHUNK >= len(batch):
+            break
+        for candidate in list(going):
+            if _shown_worse(results[candidate.id], reference):
+                going.remove(candidate)
+                stopped.add(candidate.id)
+        if not going:
+            break
+    return [
+        (
+            EvalResult(candidate_id=candidate.id, split="val", results=results[candidate.id]),
+            candidate.id in stopped,
+        )
+        for candidate in candidates
+    ]
+
+
+def _shown_worse(results: Sequence[ExampleResult], reference: Mapping[str, float]) -> bool:
+    pairs = [(r.score, reference[r.example_id]) for r in results if r.example_id in reference]
+    if not pairs or any(r.ranked is not None for r in results):
+        return False
+    mine, theirs = zip(*pairs, strict=True)
+    return paired(list(mine), list(theirs), STOP_CONFIDENCE).verdict == "worse"
 
 
 async def finish(
@@ -175,13 +234,19 @@ async def finish(
     """The last steps once the trials are done: a combination that tops the best on val
     but is not shown better there is confirmed on train with the calls left
     (``mipro.winner``), then the winner's variants (``winner_variants``)."""
-    combo = await confirm_contenders(ctx, state, number, examples=winner_examples)
-    if combo is not None:
-        for source in combo_sources(state, combo.params):
-            count(state.sources, source, "accepted")
+    await _confirm(ctx, state, number, winner_examples, 0)
     await restate_best(ctx, state, number)
     await trim_best(ctx, state, number)
     state.done = True
+
+
+async def _confirm(
+    ctx: SearchContext, state: MiproState, number: int, examples: int, reserve: int
+) -> None:
+    combo = await confirm_contenders(ctx, state, number, examples=examples, reserve=reserve)
+    if combo is not None:
+        for source in combo_sources(state, combo.params):
+            count(state.sources, source, "accepted")
 
 
 def more_trials_affordable(ctx: SearchContext, state: MiproState, minibatch: int) -> bool:

@@ -5,12 +5,14 @@ only when the paired evidence on val shows it better than the best so far at
 ``WINNER_CONFIDENCE`` (``algorithms.winner_confirmation``). A higher mean alone is not
 enough: on 20-56 val examples a candidate one or two answers ahead is as often luck as not
 (issue 48: one 33.3% against 30.0% on 30 val examples scored 19% against 25% on test). One
-whose mean val tops the best's but that val cannot show better is a contender: when the
-trials are done, the contenders, highest mean val first and while each still tops the
-best, are compared with the best so far on up to ``winner_examples`` train examples that
-neither shows as a demo, with the calls the trials left (``mipro.winner_checked``), and
-become the best once shown better. Scores ranked over a whole batch have no per-example
-pairs: there the higher mean wins, as it did before.
+whose mean val tops the best's but that val cannot show better is a contender: after the
+step that scored it (and again at the end, if the calls did not allow it then), it is
+compared with the best so far on up to ``winner_examples`` train examples that neither shows
+as a demo (``mipro.winner_checked``), before any further trial, and becomes the best once
+shown better. A promising candidate's confirmation is worth more than one more trial: the
+trials' clear losers stop early (``trials.score_stopping_losers``), which pays for it.
+Scores ranked over a whole batch have no per-example pairs: there the higher mean wins, as
+it did before.
 """
 
 from __future__ import annotations
@@ -97,16 +99,19 @@ def contenders(state: MiproState) -> list[ComboRecord]:
         if combo.full_score is not None
         and combo.full_score > best
         and combo.candidate_id != state.best_candidate_id
+        and not combo.checked
     ]
     return sorted(found, key=lambda combo: -(combo.full_score or 0.0))
 
 
 async def confirm_contenders(
-    ctx: SearchContext, state: MiproState, number: int, *, examples: int
+    ctx: SearchContext, state: MiproState, number: int, *, examples: int, reserve: int = 0
 ) -> ComboRecord | None:
-    """Each contender, highest mean val first, compared with the best so far on val and up
-    to ``examples`` further train examples (module doc); the first shown better becomes
-    the best and is returned."""
+    """Each contender not yet checked, highest mean val first, compared with the best so
+    far on val and up to ``examples`` further train examples while the budget pays a chunk
+    and ``reserve`` more (module doc); the first shown better becomes the best and is
+    returned. A contender is checked once its confirmation scored a chunk or found it
+    behind."""
     if examples <= 0:
         return None
     for combo in contenders(state):
@@ -121,8 +126,14 @@ async def confirm_contenders(
         if pairs is None:
             continue
         found = await confirm_on_train(
-            ctx, candidate, best, pairs, fresh_train(ctx, candidate, best)[:examples]
+            ctx,
+            candidate,
+            best,
+            pairs,
+            fresh_train(ctx, candidate, best)[:examples],
+            reserve=reserve,
         )
+        combo.checked = found.train_examples > 0 or found.evidence.verdict != "undecided"
         if found.train_examples:
             ctx.emit(
                 MiproWinnerChecked(
