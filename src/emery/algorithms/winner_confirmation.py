@@ -14,6 +14,7 @@ confirmed on train"); the stop when behind lowers that, never raises it.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,6 +31,21 @@ runs on the mock tasks at 250 calls where a helpful candidate was in the pool
 
 WINNER_CHUNK = 10
 """Further train examples a would-be winner and its reference are scored on between looks."""
+
+
+def confirmation_order(
+    ctx: SearchContext, candidate: Candidate, reference: Candidate, examples: Sequence[Example]
+) -> list[Example]:
+    """``examples`` in the order a confirmation scores them: those ``reference`` is already
+    scored on first (one metric call each), then in a fixed order of a hash of (candidate,
+    example), the same on every run and resume."""
+    return sorted(
+        examples,
+        key=lambda example: (
+            ctx.evaluations.cached(reference, example, "train") is None,
+            zlib.crc32(f"{candidate.id}:{example.id}".encode()),
+        ),
+    )
 
 
 @dataclass(frozen=True)

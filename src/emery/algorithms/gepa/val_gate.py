@@ -17,7 +17,6 @@ pairs, and becomes the best once shown better.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 
 from emery.algorithms.base import SearchContext
@@ -26,7 +25,7 @@ from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.gepa.events import GepaWinnerChecked
 from emery.algorithms.gepa.pool import against_seed, make_best
 from emery.algorithms.gepa.state import GepaState, PoolEntry
-from emery.algorithms.winner_confirmation import confirm_on_train
+from emery.algorithms.winner_confirmation import confirm_on_train, confirmation_order
 from emery.core.models import Candidate, Example
 from emery.evaluation.eval_result import EvalResult
 
@@ -146,8 +145,7 @@ async def confirm_winner(
 
 def fresh_train(ctx: SearchContext, candidate: Candidate, seed: Candidate) -> list[Example]:
     """Train examples neither ``candidate`` nor any of its ancestors was judged or reflected
-    on (their lineage's minibatches), those the seed is already scored on first (one metric
-    call each), then in a fixed order of a hash of (candidate, example)."""
+    on (their lineage's minibatches), in the confirmation's order (``confirmation_order``)."""
     seen: set[str] = set()
     visited: set[str] = set()
     todo = [candidate.id]
@@ -160,10 +158,4 @@ def fresh_train(ctx: SearchContext, candidate: Candidate, seed: Candidate) -> li
         seen.update(details.get("minibatch", []), details.get("minibatch_shown", []))
         todo.extend(ancestor.lineage.parents)
     fresh = [example for example in ctx.train if example.id not in seen]
-    return sorted(
-        fresh,
-        key=lambda example: (
-            ctx.evaluations.cached(seed, example, "train") is None,
-            zlib.crc32(f"{candidate.id}:{example.id}".encode()),
-        ),
-    )
+    return confirmation_order(ctx, candidate, seed, fresh)

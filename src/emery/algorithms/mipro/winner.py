@@ -17,13 +17,15 @@ it did before.
 
 from __future__ import annotations
 
-import zlib
-
 from emery.algorithms.base import SearchContext
 from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.mipro.events import MiproWinnerChecked
 from emery.algorithms.mipro.state import ComboRecord, MiproState
-from emery.algorithms.winner_confirmation import WINNER_CONFIDENCE, confirm_on_train
+from emery.algorithms.winner_confirmation import (
+    WINNER_CONFIDENCE,
+    confirm_on_train,
+    confirmation_order,
+)
 from emery.core.events import BestUpdated
 from emery.core.models import Candidate, Example
 from emery.systems.prompt_layout import StageLayout
@@ -153,9 +155,8 @@ async def confirm_contenders(
 
 def fresh_train(ctx: SearchContext, candidate: Candidate, best: Candidate) -> list[Example]:
     """Train examples neither candidate shows as a demo (a stage showing the nearest few of
-    a pool never shows an input its own demo, so its pool stays), those the best is
-    already scored on first (one metric call each), then in a fixed order of a hash of
-    (candidate, example)."""
+    a pool never shows an input its own demo, so its pool stays), in the confirmation's
+    order (``confirmation_order``)."""
     shown = {
         demo.example_id
         for who in (candidate, best)
@@ -165,10 +166,4 @@ def fresh_train(ctx: SearchContext, candidate: Candidate, best: Candidate) -> li
         if demo.example_id is not None
     }
     fresh = [example for example in ctx.train if example.id not in shown]
-    return sorted(
-        fresh,
-        key=lambda example: (
-            ctx.evaluations.cached(best, example, "train") is None,
-            zlib.crc32(f"{candidate.id}:{example.id}".encode()),
-        ),
-    )
+    return confirmation_order(ctx, candidate, best, fresh)
