@@ -1,6 +1,6 @@
-"""MIPRO's winner (``mipro.winner``): the best so far stays unless a combination is shown
-better on val, or, where val cannot tell, on val and further train examples (the
-confirmation, with the calls the trials left)."""
+"""MIPRO's winner (``mipro.winner``): a combination replaces the best only when its mean
+tops the best's and it is shown better than the seed on val, or, where val cannot tell, on
+val and further train examples (the confirmation, paid for by trials that stop early)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from test_mipro_support import dataset, events_of, gold_table, make_ctx, propose
 
 from emery.algorithms.mipro import MiproSettings, MiproState
 from emery.algorithms.mipro.events import MiproTrial, MiproWinnerChecked
-from emery.core.models import ChatMessage, Dataset
+from emery.algorithms.mipro.winner import shown_better
+from emery.core.example_result import ExampleResult
+from emery.core.models import ChatMessage, Dataset, Lineage
 from emery.evaluation.budget import BudgetConfig
+from emery.evaluation.service import eval_key
 from emery.lm import FakeLM
 
 PROPOSAL = "Read each question twice, then reply with care."
@@ -139,3 +142,31 @@ async def test_a_trial_shown_worse_than_the_best_stops_early() -> None:
     assert st.combos[trial.candidate_id].dropped
     assert st.best_candidate_id == ctx.seed_candidate.id
     assert ctx.budget.usage.metric_calls == 30 + 20, "10 of the trial's 30 calls saved"
+
+
+def test_the_reference_is_the_seed_so_a_lucky_best_holds_nothing_off() -> None:
+    data = dataset(n_train=40, n_val=30)
+    ctx = make_ctx(data, scripted_lm(data, set()), proposer_lm(PROPOSALS))
+    seed = ctx.seed_candidate
+    lineage = Lineage(parents=(seed.id,), generation=1, operation="mipro")
+    first, later = (
+        ctx.add_candidate(seed.derive(components={"solve": text}, lineage=lineage))
+        for text in ("First.", "Later.")
+    )
+    right = {seed.id: range(12), first.id: range(14), later.id: range(15)}
+    for candidate_id, rows in right.items():
+        for index, example in enumerate(data.val):
+            ctx.evaluations.known[eval_key(candidate_id, example.id, "val")] = ExampleResult(
+                candidate_id=candidate_id,
+                example_id=example.id,
+                split="val",
+                score=1.0 if index in rows else 0.0,
+            )
+    state = MiproState(best_candidate_id=first.id, best_val_score=14 / 30)
+
+    # one answer ahead of the best so far shows nothing against it, but three of 30 ahead
+    # of the seed with none behind do: the later combination becomes the best
+    assert shown_better(ctx, state, later.id, 15 / 30)
+    assert not shown_better(ctx, state, first.id, 14 / 30), "it does not top the best"
+    state.best_candidate_id, state.best_val_score = seed.id, 12 / 30
+    assert shown_better(ctx, state, first.id, 14 / 30)

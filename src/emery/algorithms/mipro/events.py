@@ -140,15 +140,14 @@ class MiproFullEvaluation(Payload):
 
 @register_payload
 class MiproWinnerChecked(Payload):
-    """A combination whose mean val tops the best's, not shown better than the best so far
-    on val, compared with it on ``train_examples`` further train examples as well
+    """A combination whose mean val tops the best's, not shown better than the seed on val,
+    compared with the seed on ``train_examples`` further train examples as well
     (``mipro.winner``): the paired ``evidence`` on val and those together, and whether it
     showed the combination better (it then became the best)."""
 
     kind: ClassVar[str] = "mipro.winner_checked"
     trial: int
     candidate_id: str
-    best: str
     train_examples: int
     evidence: Evidence
     shown_better: bool

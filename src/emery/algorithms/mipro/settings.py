@@ -75,7 +75,7 @@ class MiproSettings(AlgorithmSettings):
     winner_examples: int = Field(default=30, ge=0)
     """Most further train examples (none a demo either shows; 10 at a time, stopped when
     shown better or behind) on which a combination that tops the best's mean val but is
-    not shown better than it there is compared with it, with the calls the trials left;
+    not shown better than the seed there is compared with the seed, before the next trial;
     0: val alone decides (``mipro.winner``)."""
     final_promotions: int = Field(default=3, ge=1)
     """At the end, the best combination not yet scored on full val is, and then the next
