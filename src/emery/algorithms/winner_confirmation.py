@@ -58,7 +58,8 @@ class Confirmation:
 
     @property
     def shown_better(self) -> bool:
-        return self.evidence.verdict == "better"
+        """Better on val and at least one chunk of train examples together."""
+        return self.train_examples > 0 and self.evidence.verdict == "better"
 
 
 async def confirm_on_train(
@@ -72,13 +73,13 @@ async def confirm_on_train(
     reserve: int = 0,
 ) -> Confirmation:
     """``candidate`` against ``reference`` on its ``val_pairs`` (its scores, the
-    reference's) joined by ``further`` train examples, a chunk at a time (module doc). A
-    chunk is scored only while the budget pays it and ``reserve`` more; a candidate behind
-    on val is not scored at all."""
+    reference's) joined by ``further`` train examples, a chunk at a time (module doc): at
+    least one chunk, so val alone never decides here. A chunk is scored only while the
+    budget pays it and ``reserve`` more; a candidate behind on val is not scored at all."""
     mine, theirs = list(val_pairs[0]), list(val_pairs[1])
     evidence = paired(mine, theirs, confidence)
     scored = 0
-    if evidence.difference < 0 or evidence.verdict != "undecided":
+    if evidence.difference < 0 or evidence.verdict == "worse":
         return Confirmation(evidence, scored)
     for start in range(0, len(further), WINNER_CHUNK):
         chunk = further[start : start + WINNER_CHUNK]

@@ -2,14 +2,14 @@
 
 In the first step the earlier job's programs (its combinations scored on full val, best
 first) are rescored on this job's val (``algorithms.warm_start``) and kept in the state
-(``state.warm``); one shown better than the seed on val becomes the best (``mipro.winner``),
-so every race has it as the incumbent to beat. Once the choices exist, each program's demos
-become a demo-set choice of their stage (after bootstrapping) and its instructions an
-instruction choice (after proposing), source ``warm``; a program the search space can then
-build exactly (same instruction, demos and layout in every stage) enters the study as a
-full-val trial with its rescored score, so TPE starts from what the earlier search learned.
-A program the space cannot build (another layout, a changed stage) stays a contender only as
-the best.
+(``state.warm``); one shown better than the seed on val at 0.6 becomes the best (its own
+search confirmed it; ``mipro.winner``), so every race has it as the incumbent to beat. Once
+the choices exist, each program's demos become a demo-set choice of their stage (after
+bootstrapping) and its instructions an instruction choice (after proposing), source
+``warm``; a program the search space can then build exactly (same instruction, demos and
+layout in every stage) enters the study as a full-val trial with its rescored score, so TPE
+starts from what the earlier search learned. A program the space cannot build (another
+layout, a changed stage) stays a contender only as the best.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from emery.algorithms.mipro.state import (
 from emery.algorithms.mipro.trials import combo_candidate
 from emery.algorithms.mipro.winner import make_best, shown_better
 from emery.algorithms.warm_start import rescore
+from emery.algorithms.winner_confirmation import WINNER_CONFIDENCE
 from emery.core.models import Demo
 
 LAYOUT_TRIES = 64
@@ -47,7 +48,7 @@ async def take_programs(ctx: SearchContext, state: MiproState) -> None:
                 cost=trial_cost(ctx.select, result.results),
             )
         )
-        if shown_better(ctx, state, candidate.id, result.mean):
+        if shown_better(ctx, state, candidate.id, result.mean, WINNER_CONFIDENCE):
             make_best(ctx, state, candidate.id, result.mean)
 
 

@@ -1,24 +1,25 @@
 """MIPRO's winner: never a combination val cannot show better than the seed.
 
 A combination scored on all of val becomes the best (the winner, if the search ends there)
-when its mean val tops the best's and the paired evidence on val shows it better than the
-seed at ``WINNER_CONFIDENCE`` (``algorithms.winner_confirmation``), the rule GEPA's
-``two_stage`` applies to its pool. A higher mean alone is not enough: on 20-56 val examples
-a candidate one or two answers ahead is as often luck as not (the rule before made one of
-33.3% against the seed's 30.0% on 30 val examples the winner, which scored 19% against 25%
-on test; on the mock tasks a quarter to a half of its winners scored below their seed). One
-whose mean tops the best's but that val cannot show better than the seed is a contender:
-after the step that scored it (and again at the end, if the calls did not allow it then),
-before any further trial, it is compared with the seed on val and up to ``winner_examples``
-further train examples that neither shows as a demo (``mipro.winner_checked``), and
-becomes the best once shown better. The trials' clear losers stop early
-(``trials.score_stopping_losers``), which pays for it.
+when its mean val tops the best's and the paired evidence shows it better than the seed: on
+val alone at ``VAL_ALONE_CONFIDENCE`` (0.95), or on val and at least one chunk of train
+examples at ``WINNER_CONFIDENCE`` (0.6, ``algorithms.winner_confirmation``), the level
+GEPA's ``two_stage`` applies to its pool. A higher mean alone is not enough: on 20-56 val
+examples a candidate one or two answers ahead is as often luck as not (the rule before made
+one of 33.3% against the seed's 30.0% on 30 val examples the winner, which scored 19%
+against 25% on test; on the mock tasks a quarter to a half of its winners scored below their
+seed). One whose mean tops the best's but that val alone cannot show better than the seed is
+a contender: after the step that scored it (and again at the end, if the calls did not allow
+it then), before any further trial, it is compared with the seed on val and up to
+``winner_examples`` further train examples that neither shows as a demo
+(``mipro.winner_checked``), and becomes the best once shown better. The trials' clear losers
+stop early (``trials.score_stopping_losers``), which pays for it.
 
-The reference is the seed, not the best so far: against the best so far, a lucky early
-best (2 answers of 40 ahead of the seed on CLINC15, shown better at 0.6, 10 points worse on
-test) held off the nearest-demos combination that scored one more val answer and 30 more
-test points. Scores ranked over a whole batch have no per-example pairs: there the higher
-mean wins, as it did before.
+The reference is the seed, not the best so far: against the best so far, a lucky early best
+(2 answers of 40 ahead of the seed on CLINC15, shown better at 0.6, 10 points worse on test)
+held off the nearest-demos combination that scored one more val answer and 30 more test
+points. Scores ranked over a whole batch have no per-example pairs: there the higher mean
+wins, as it did before.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.mipro.events import MiproWinnerChecked
 from emery.algorithms.mipro.state import ComboRecord, MiproState
 from emery.algorithms.winner_confirmation import (
-    WINNER_CONFIDENCE,
     confirm_on_train,
     confirmation_order,
 )
@@ -56,6 +56,13 @@ def val_pairs(
     return (mine, theirs) if mine else None
 
 
+VAL_ALONE_CONFIDENCE = 0.95
+"""The two-sided confidence at which val alone may show a combination better than the seed.
+At ``WINNER_CONFIDENCE`` (0.6) two answers of 40 ahead with none behind pass, and on CLINC15
+such a winner scored -10.0 [-15.7, -4.1] points against its seed on test; below this level
+a combination is confirmed on train (at least one chunk) at ``WINNER_CONFIDENCE``."""
+
+
 def known(ctx: SearchContext, candidate_id: str) -> Candidate | None:
     """The candidate ``candidate_id`` names: the seed, or one this run added."""
     if candidate_id == ctx.seed_candidate.id:
@@ -63,11 +70,11 @@ def known(ctx: SearchContext, candidate_id: str) -> Candidate | None:
     return ctx.candidates.get(candidate_id)
 
 
-def on_val(ctx: SearchContext, candidate: Candidate) -> Evidence | None:
+def on_val(ctx: SearchContext, candidate: Candidate, confidence: float) -> Evidence | None:
     """The paired evidence on val that ``candidate`` is better than the seed (None without
     per-example pairs)."""
     pairs = val_pairs(ctx, candidate, ctx.seed_candidate)
-    return None if pairs is None else paired(*pairs, WINNER_CONFIDENCE)
+    return None if pairs is None else paired(*pairs, confidence)
 
 
 def make_best(ctx: SearchContext, state: MiproState, candidate_id: str, score: float) -> None:
@@ -79,10 +86,18 @@ def make_best(ctx: SearchContext, state: MiproState, candidate_id: str, score: f
     ctx.emit(BestUpdated(candidate_id=candidate_id, score=score, previous_score=previous))
 
 
-def shown_better(ctx: SearchContext, state: MiproState, candidate_id: str, score: float) -> bool:
+def shown_better(
+    ctx: SearchContext,
+    state: MiproState,
+    candidate_id: str,
+    score: float,
+    confidence: float = VAL_ALONE_CONFIDENCE,
+) -> bool:
     """Whether ``candidate_id`` (val mean ``score``) may replace the best so far on val
-    alone: it tops the best's mean and the evidence on val shows it better than the seed
-    (or there is no best yet, or no per-example pairs and the higher mean decides)."""
+    alone: it tops the best's mean and the evidence on val shows it better than the seed at
+    ``confidence`` (or there is no best yet, or no per-example pairs and the higher mean
+    decides). An earlier job's program, which its own search confirmed, passes at
+    ``WINNER_CONFIDENCE`` (``mipro.warm``)."""
     best, previous = state.best_candidate_id, state.best_val_score
     if best is None or previous is None:
         return True
@@ -91,7 +106,7 @@ def shown_better(ctx: SearchContext, state: MiproState, candidate_id: str, score
     candidate = known(ctx, candidate_id)
     if candidate is None:
         return True
-    evidence = on_val(ctx, candidate)
+    evidence = on_val(ctx, candidate, confidence)
     return evidence is None or evidence.verdict == "better"
 
 
@@ -138,7 +153,7 @@ async def confirm_contenders(
             fresh_train(ctx, candidate, seed)[:examples],
             reserve=reserve,
         )
-        combo.checked = found.train_examples > 0 or found.evidence.verdict != "undecided"
+        combo.checked = found.train_examples > 0 or found.evidence.difference < 0
         if found.train_examples:
             ctx.emit(
                 MiproWinnerChecked(
