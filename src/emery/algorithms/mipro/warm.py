@@ -30,7 +30,7 @@ from emery.algorithms.mipro.state import (
 from emery.algorithms.mipro.trials import combo_candidate
 from emery.algorithms.mipro.winner import make_best, shown_better
 from emery.algorithms.warm_start import rescore
-from emery.algorithms.winner_confirmation import WINNER_CONFIDENCE
+from emery.algorithms.winner_confirmation import WINNER_CONFIDENCE, interval_passes
 from emery.core.models import Demo
 
 LAYOUT_TRIES = 64
@@ -48,7 +48,7 @@ async def take_programs(ctx: SearchContext, state: MiproState) -> None:
                 cost=trial_cost(ctx.select, result.results),
             )
         )
-        if shown_better(ctx, state, candidate.id, result.mean, WINNER_CONFIDENCE):
+        if shown_better(ctx, state, candidate.id, result.mean, WINNER_CONFIDENCE, interval_passes):
             make_best(ctx, state, candidate.id, result.mean)
 
 

@@ -1,36 +1,38 @@
-"""MIPRO's winner: never a combination val cannot show better than the seed.
+"""MIPRO's winner: never a combination the evidence cannot show better than the seed.
 
 A combination scored on all of val becomes the best (the winner, if the search ends there)
-when its mean val tops the best's and the paired evidence shows it better than the seed: on
-val alone at ``VAL_ALONE_CONFIDENCE`` (0.95), or on val and at least one chunk of train
-examples at ``WINNER_CONFIDENCE`` (0.6, ``algorithms.winner_confirmation``), the level
-GEPA's ``two_stage`` applies to its pool. A higher mean alone is not enough: on 20-56 val
-examples a candidate one or two answers ahead is as often luck as not (the rule before made
-one of 33.3% against the seed's 30.0% on 30 val examples the winner, which scored 19%
-against 25% on test; on the mock tasks a quarter to a half of its winners scored below their
-seed). One whose mean tops the best's but that val alone cannot show better than the seed is
-a contender: after the step that scored it (and again at the end, if the calls did not allow
-it then), before any further trial, it is compared with the seed on val and up to
-``winner_examples`` further train examples that neither shows as a demo
-(``mipro.winner_checked``), and becomes the best once shown better. The trials' clear losers
-stop early (``trials.score_stopping_losers``), which pays for it.
+when its mean val tops the best's and it is shown better than the seed: on val alone at
+``VAL_ALONE_CONFIDENCE`` (0.95), or on val and at least one chunk of train examples at
+``WINNER_CONFIDENCE`` (0.6, ``algorithms.winner_confirmation``, the level of GEPA's
+``two_stage`` guard), each time by the paired interval and, for 0/1 scores, the exact sign
+test on the pairs that disagree (``sign_test_passes``: two wins and no loss are not
+enough). A higher mean alone is not enough: on 20-56 val examples a candidate one or two
+answers ahead is as often luck as not (the rule before made one of 33.3% against the seed's
+30.0% on 30 val examples the winner, which scored 19% against 25% on test; on the mock tasks
+a quarter to a half of its winners scored below their seed). One whose mean tops the best's
+but that val alone cannot show better is a contender: after the step that scored it (and
+again at the end, if the calls did not allow it then), before any further trial, it is
+compared with the seed on val and up to ``winner_examples`` further train examples that
+neither shows as a demo (``mipro.winner_checked``), and becomes the best once shown
+better. The trials' clear losers stop early (``trials.score_stopping_losers``), which pays
+for it.
 
-The reference is the seed, not the best so far: against the best so far, a lucky early best
-(2 answers of 40 ahead of the seed on CLINC15, shown better at 0.6, 10 points worse on test)
-held off the nearest-demos combination that scored one more val answer and 30 more test
-points. Scores ranked over a whole batch have no per-example pairs: there the higher mean
-wins, as it did before.
+The reference is the seed, not the best so far: against the best so far, a lucky early
+best held off the nearest-demos combination that scored one more val answer and 30 more
+test points (CLINC15). Scores ranked over a whole batch have no per-example pairs: there
+the higher mean wins, as it did before.
 """
 
 from __future__ import annotations
 
 from emery.algorithms.base import SearchContext
-from emery.algorithms.evidence import Evidence, paired
 from emery.algorithms.mipro.events import MiproWinnerChecked
 from emery.algorithms.mipro.state import ComboRecord, MiproState
 from emery.algorithms.winner_confirmation import (
+    Guard,
     confirm_on_train,
     confirmation_order,
+    sign_test_passes,
 )
 from emery.core.events import BestUpdated
 from emery.core.models import Candidate, Example
@@ -70,11 +72,13 @@ def known(ctx: SearchContext, candidate_id: str) -> Candidate | None:
     return ctx.candidates.get(candidate_id)
 
 
-def on_val(ctx: SearchContext, candidate: Candidate, confidence: float) -> Evidence | None:
-    """The paired evidence on val that ``candidate`` is better than the seed (None without
-    per-example pairs)."""
+def on_val(
+    ctx: SearchContext, candidate: Candidate, confidence: float, guard: Guard
+) -> bool | None:
+    """Whether val shows ``candidate`` better than the seed by ``guard`` at ``confidence``
+    (None without per-example pairs)."""
     pairs = val_pairs(ctx, candidate, ctx.seed_candidate)
-    return None if pairs is None else paired(*pairs, confidence)
+    return None if pairs is None else guard(*pairs, confidence)
 
 
 def make_best(ctx: SearchContext, state: MiproState, candidate_id: str, score: float) -> None:
@@ -92,12 +96,13 @@ def shown_better(
     candidate_id: str,
     score: float,
     confidence: float = VAL_ALONE_CONFIDENCE,
+    guard: Guard = sign_test_passes,
 ) -> bool:
     """Whether ``candidate_id`` (val mean ``score``) may replace the best so far on val
-    alone: it tops the best's mean and the evidence on val shows it better than the seed at
+    alone: it tops the best's mean and ``guard`` shows it better than the seed on val at
     ``confidence`` (or there is no best yet, or no per-example pairs and the higher mean
-    decides). An earlier job's program, which its own search confirmed, passes at
-    ``WINNER_CONFIDENCE`` (``mipro.warm``)."""
+    decides). An earlier job's program, which its own search confirmed, passes on the
+    interval at ``WINNER_CONFIDENCE`` (``mipro.warm``)."""
     best, previous = state.best_candidate_id, state.best_val_score
     if best is None or previous is None:
         return True
@@ -106,8 +111,8 @@ def shown_better(
     candidate = known(ctx, candidate_id)
     if candidate is None:
         return True
-    evidence = on_val(ctx, candidate, confidence)
-    return evidence is None or evidence.verdict == "better"
+    shown = on_val(ctx, candidate, confidence, guard)
+    return shown is None or shown
 
 
 def contenders(state: MiproState) -> list[ComboRecord]:
@@ -152,6 +157,7 @@ async def confirm_contenders(
             pairs,
             fresh_train(ctx, candidate, seed)[:examples],
             reserve=reserve,
+            guard=sign_test_passes,
         )
         combo.checked = found.train_examples > 0 or found.evidence.difference < 0
         if found.train_examples:
