@@ -69,7 +69,9 @@ async def test_mipro_lifts_a_seed_whose_format_the_model_ignores(tmp_path: Path)
             verifier=build_verifier(task.verifier),
             lms=lms,
             meter=meter,
-            budget=BudgetConfig(metric_calls=40),
+            # the seed and 2 trials on 12 val examples (36 calls), and a chunk of train
+            # pairs: val alone shows a winner only at 0.95 (mipro.winner)
+            budget=BudgetConfig(metric_calls=60),
             concurrency=2,
         )
         settings = MiproSettings(
@@ -96,4 +98,4 @@ async def test_mipro_lifts_a_seed_whose_format_the_model_ignores(tmp_path: Path)
     assert state.reasoning_stages == []  # it rambles without reaching the label
     assert state.best_val_score is not None
     assert state.best_val_score > 0.0
-    assert ctx.budget.usage.metric_calls <= 40
+    assert ctx.budget.usage.metric_calls <= 60
