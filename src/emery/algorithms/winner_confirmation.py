@@ -1,15 +1,17 @@
 """The winner confirmed on train: what val cannot tell, further train examples may.
 
-A search that guards its winner makes a candidate the best only when the paired evidence
-shows it better than a reference (GEPA's ``two_stage``: the seed; MIPRO: the best so far)
-at ``WINNER_CONFIDENCE``. A candidate whose mean val tops the reference's but that val
-cannot show better is compared with the reference on further train examples the search
-chooses (never ones the candidate was shaped by), pooled with the val pairs, in chunks of
-``WINNER_CHUNK``, and is shown better once the evidence says so after a chunk. It stops when
-it falls behind, when the examples run out, or when the budget cannot pay the next chunk.
-Each look is at the guard's level, so an equal candidate passes more often than at one look
-(about 24-27% against 13-16% in simulation, ``benchmarks/efficiency/README.md``, "The winner
-confirmed on train"); the stop when behind lowers that, never raises it.
+A search that guards its winner makes a candidate the best only when a guard shows it
+better than the seed at ``WINNER_CONFIDENCE``: the paired interval (``interval_passes``,
+GEPA's ``two_stage``), or the interval and, for 0/1 scores, the exact sign test on the
+pairs that disagree (``sign_test_passes``, MIPRO's). A candidate whose mean val tops the
+best's but that val cannot show better is compared with the seed on further train examples
+the search chooses (never ones the candidate was shaped by), pooled with the val pairs, in
+chunks of ``WINNER_CHUNK``, and is shown better once the guard passes after a chunk. It
+stops when it falls behind, when the examples run out, or when the budget cannot pay the
+next chunk. Each look is at the guard's level, so an equal candidate passes more often
+than at one look (about 24-27% against 13-16% in simulation for the interval,
+``benchmarks/efficiency/README.md``, "The winner confirmed on train"); the stop when
+behind lowers that, never raises it.
 """
 
 from __future__ import annotations
