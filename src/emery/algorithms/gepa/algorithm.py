@@ -736,7 +736,7 @@ class Gepa:
         requests = [ScoreRequest(child, ctx.val, "val") for _, child, _ in accepted]
         results = await score_concurrently(ctx, requests, slots=slots)
         return [
-            OnVal(mutation.parent, child, result)
+            OnVal.of(mutation.parent, child, result)
             for (mutation, child, _), result in zip(accepted, results, strict=True)
         ]
 

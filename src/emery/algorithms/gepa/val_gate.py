@@ -1,7 +1,7 @@
 """The second stage of GEPA's ``two_stage`` acceptance: a child that passed the cheap
 minibatch filter is scored on val in chunks, paired with its parent's stored val scores.
 
-After each chunk the paired evidence (``algorithms.evidence.paired``) is read: a child
+After each chunk the paired evidence is read (``algorithms.chunked_scoring``): a child
 shown worse than its parent stops there (its further val examples are not paid for) and
 does not join the pool; a child scored on all of val joins unless the evidence on all of
 it shows it worse. The children of one step go chunk by chunk in lock step, each chunk's
@@ -20,8 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from emery.algorithms.base import SearchContext
-from emery.algorithms.concurrent_scoring import ScoreRequest, score_concurrently
-from emery.algorithms.evidence import Evidence, paired
+from emery.algorithms.chunked_scoring import ChunkedRun, score_in_chunks
 from emery.algorithms.gepa.events import GepaWinnerChecked
 from emery.algorithms.gepa.pool import against_seed, make_best
 from emery.algorithms.gepa.state import GepaState, PoolEntry
@@ -29,19 +28,16 @@ from emery.algorithms.winner_confirmation import confirm_on_train, confirmation_
 from emery.core.models import Candidate, Example
 from emery.evaluation.eval_result import EvalResult
 
-VAL_CHUNK = 10
-"""Val examples a child is scored on between two looks at its evidence."""
 
-
-@dataclass
-class OnVal:
-    """One child on its way through val: its results so far and the last evidence."""
+@dataclass(kw_only=True)
+class OnVal(ChunkedRun):
+    """One child on its way through val (``chunked_scoring``), against its parent."""
 
     parent: PoolEntry
-    child: Candidate
-    results: EvalResult | None = None
-    evidence: Evidence | None = None
-    stopped: bool = False
+
+    @classmethod
+    def of(cls, parent: PoolEntry, child: Candidate, results: EvalResult | None = None) -> OnVal:
+        return cls(candidate=child, reference=parent.val_scores, parent=parent, results=results)
 
     @property
     def joins(self) -> bool:
@@ -65,37 +61,9 @@ async def score_on_val(
     slots: int,
 ) -> list[OnVal]:
     """Each child scored on val chunk by chunk (module doc), in the order given."""
-    items = [OnVal(parent, child) for parent, child in children]
-    for start in range(0, len(ctx.val), VAL_CHUNK):
-        going = [item for item in items if not item.stopped]
-        if not going:
-            break
-        chunk = ctx.val[start : start + VAL_CHUNK]
-        requests = [ScoreRequest(item.child, chunk, "val") for item in going]
-        results = await score_concurrently(ctx, requests, slots=slots)
-        last = start + VAL_CHUNK >= len(ctx.val)
-        for item, result in zip(going, results, strict=True):
-            item.results = result if item.results is None else item.results.joined(result)
-            item.evidence = _against_parent(item.results, item.parent, confidence)
-            worse = item.evidence is not None and item.evidence.verdict == "worse"
-            item.stopped = worse and not last
+    items = [OnVal.of(parent, child) for parent, child in children]
+    await score_in_chunks(ctx, items, ctx.val, "val", confidence=confidence, slots=slots)
     return items
-
-
-def _against_parent(results: EvalResult, parent: PoolEntry, confidence: float) -> Evidence | None:
-    """The child's val results paired with its parent's on the same examples (None where
-    the parent has no val score on them, or the batch is scored by rank agreement)."""
-    if results.ranked:
-        return None
-    pairs = [
-        (r.score, parent.val_scores[r.example_id])
-        for r in results.results
-        if r.example_id in parent.val_scores
-    ]
-    if not pairs:
-        return None
-    child, before = zip(*pairs, strict=True)
-    return paired(list(child), list(before), confidence)
 
 
 async def confirm_winner(

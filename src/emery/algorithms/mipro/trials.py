@@ -17,8 +17,8 @@ import random
 from collections.abc import Mapping, Sequence
 
 from emery.algorithms.base import SearchContext
-from emery.algorithms.concurrent_scoring import ScoreRequest, score_concurrently
-from emery.algorithms.evidence import ContextScorer, Evidence, flipped, paired, race
+from emery.algorithms.chunked_scoring import ChunkedRun, score_in_chunks
+from emery.algorithms.evidence import ContextScorer, Evidence, flipped, race
 from emery.algorithms.mipro.events import MiproFullEvaluation, MiproRace, MiproTrial
 from emery.algorithms.mipro.screening import designed_trials
 from emery.algorithms.mipro.search import next_params, top_combos, trial_cost
@@ -32,15 +32,11 @@ from emery.algorithms.mipro.state import (
 from emery.algorithms.mipro.winner import confirm_contenders, known, make_best, shown_better
 from emery.algorithms.mipro.winner_variants import restate_best, trim_best
 from emery.algorithms.sources import count, report_if_changed, snapshot
-from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Demo, Example, Lineage
 from emery.evaluation.eval_result import EvalResult
 from emery.systems.prompt_layout import with_layout
 
 log = logging.getLogger(__name__)
-
-TRIAL_CHUNK = 10
-"""Val examples a trial is scored on between two looks at its evidence."""
 
 STOP_CONFIDENCE = 0.8
 """Two-sided confidence at which a trial shown worse than the best so far stops early (as
@@ -184,48 +180,21 @@ async def _score_trials(
 async def score_stopping_losers(
     ctx: SearchContext, state: MiproState, candidates: Sequence[Candidate], batch: list[Example]
 ) -> list[tuple[EvalResult, bool]]:
-    """Each candidate's results on ``batch``, scored ``TRIAL_CHUNK`` examples at a time
-    (together), and whether it stopped early: after each chunk a candidate the paired
-    evidence shows worse than the best so far (scored on all of val) at ``STOP_CONFIDENCE``
-    is not scored further. Scores ranked over a batch are never stopped."""
+    """Each candidate's results on ``batch`` and whether it stopped early: scored
+    ``chunked_scoring.CHUNK`` examples at a time against the best so far (scored on all of
+    val), a candidate shown worse at ``STOP_CONFIDENCE`` is not scored further."""
     best = known(ctx, state.best_candidate_id) if state.best_candidate_id else None
     reference: dict[str, float] = {}
     for example in batch:
-        known_result = None if best is None else ctx.evaluations.cached(best, example, "val")
-        if known_result is not None and known_result.ranked is None:
-            reference[example.id] = known_result.score
-    results: dict[str, list[ExampleResult]] = {candidate.id: [] for candidate in candidates}
-    going, stopped = list(candidates), set[str]()
-    for start in range(0, len(batch), TRIAL_CHUNK):
-        chunk = batch[start : start + TRIAL_CHUNK]
-        scored = await score_concurrently(
-            ctx, [ScoreRequest(candidate, chunk, "val") for candidate in going]
-        )
-        for candidate, chunk_result in zip(going, scored, strict=True):
-            results[candidate.id].extend(chunk_result.results)
-        if start + TRIAL_CHUNK >= len(batch):
-            break
-        for candidate in list(going):
-            if _shown_worse(results[candidate.id], reference):
-                going.remove(candidate)
-                stopped.add(candidate.id)
-        if not going:
-            break
+        result = None if best is None else ctx.evaluations.cached(best, example, "val")
+        if result is not None:
+            reference[example.id] = result.score
+    runs = [ChunkedRun(candidate, reference) for candidate in candidates]
+    await score_in_chunks(ctx, runs, batch, "val", confidence=STOP_CONFIDENCE)
     return [
-        (
-            EvalResult(candidate_id=candidate.id, split="val", results=results[candidate.id]),
-            candidate.id in stopped,
-        )
-        for candidate in candidates
+        (run.results or EvalResult(candidate_id=run.candidate.id, results=[]), run.stopped)
+        for run in runs
     ]
-
-
-def _shown_worse(results: Sequence[ExampleResult], reference: Mapping[str, float]) -> bool:
-    pairs = [(r.score, reference[r.example_id]) for r in results if r.example_id in reference]
-    if not pairs or any(r.ranked is not None for r in results):
-        return False
-    mine, theirs = zip(*pairs, strict=True)
-    return paired(list(mine), list(theirs), STOP_CONFIDENCE).verdict == "worse"
 
 
 async def finish(
@@ -292,10 +261,9 @@ def _incumbent(ctx: SearchContext, state: MiproState, number: int) -> Candidate 
     best = state.best_candidate_id
     if best is None:
         return None
-    if best == ctx.seed_candidate.id:
-        return ctx.seed_candidate
-    if best in ctx.candidates:
-        return ctx.candidates[best]
+    candidate = known(ctx, best)
+    if candidate is not None:
+        return candidate
     combo = state.combos.get(best)
     return None if combo is None else combo_candidate(ctx, state, combo.params, number)
 
