@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
+from emery.algorithms.restate_sharing import share_readable_runs
 from emery.core.events import CandidateProposed, Event, Payload
 from emery.core.models import Candidate, Dataset, Example, Split
 from emery.core.settings import Settings
@@ -188,7 +189,10 @@ class SearchContext:
         concurrency: int | None = None,
     ) -> EvalResult:
         """Score ``candidate``; stored results are free, new rollouts are charged;
-        ``concurrency``: the rollouts at once (default ``[runtime] concurrency``)."""
+        ``concurrency``: the rollouts at once (default ``[runtime] concurrency``). A child
+        that only turns the answer stage on takes its parent's readable runs first
+        (``restate_sharing``)."""
+        share_readable_runs(self.evaluations, self.candidates, candidate, examples, split)
         return await self.evaluations.evaluate(candidate, examples, split, concurrency=concurrency)
 
 

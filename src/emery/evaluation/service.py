@@ -162,6 +162,14 @@ class EvaluationService:
                 )
             )
 
+    def share(self, candidate: Candidate, results: Sequence[ExampleResult]) -> int:
+        """Keep copies of another candidate's ``results`` as ``candidate``'s own, charged
+        nothing: runs ``candidate`` would repeat call for call (``algorithms.restate_sharing``).
+        They are stored with the next drain, as new runs are; how many were kept."""
+        for result in results:
+            self._keep(result.model_copy(update={"candidate_id": candidate.id}))
+        return len(results)
+
     def discard_pending(self) -> None:
         """Set aside the results run since the last drain (an abandoned step) as prepaid:
         the step's repeat charges them again but does not run them again."""
