@@ -8,12 +8,14 @@ from collections.abc import Sequence
 
 from test_mipro_support import dataset, events_of, gold_table, make_ctx, proposer_lm, run_recorded
 
+from emery.algorithms.base import SearchContext
 from emery.algorithms.mipro import MiproSettings
 from emery.algorithms.mipro.events import MiproTrial
 from emery.algorithms.operators import apply_operator
 from emery.algorithms.restate_sharing import restates_only
 from emery.core.events import CandidateEvaluated
-from emery.core.models import ChatMessage, Lineage
+from emery.core.models import Candidate, ChatMessage, Dataset, Lineage
+from emery.evaluation.eval_result import EvalResult
 from emery.lm import FakeLM
 from emery.systems.capabilities import StagedPrompts
 
@@ -34,18 +36,25 @@ def half_unreadable_lm(gold: dict[str, int]) -> FakeLM:
     return FakeLM(reply, model="fake/half-unreadable")
 
 
-async def test_a_child_that_only_restates_runs_where_its_parent_was_unreadable() -> None:
+async def seed_and_its_restated_child() -> tuple[SearchContext, Dataset, EvalResult, Candidate]:
+    """A context whose seed is scored on val (half its replies unreadable), the seed's
+    val results and its answer-stage child (not yet added)."""
     data = dataset(n_train=4, n_val=12)
     ctx = make_ctx(data, half_unreadable_lm(gold_table(data)), proposer_lm())
     program = ctx.system
     assert isinstance(program, StagedPrompts)
     seed = ctx.add_candidate(ctx.seed_candidate)
     before = await ctx.evaluate(seed, data.val, "val")
-    unreadable = [r.example_id for r in before.results if r.unreadable is not None]
-    assert 0 < len(unreadable) < len(data.val)
-
     child = apply_operator("answer_stage", seed, program, "solve", iteration=1)
     assert child is not None
+    return ctx, data, before, child
+
+
+async def test_a_child_that_only_restates_runs_where_its_parent_was_unreadable() -> None:
+    ctx, data, before, child = await seed_and_its_restated_child()
+    seed = ctx.seed_candidate
+    unreadable = [r.example_id for r in before.results if r.unreadable is not None]
+    assert 0 < len(unreadable) < len(data.val)
     assert restates_only(child, seed)
     child = ctx.add_candidate(child)
     paid = ctx.budget.usage.metric_calls
@@ -62,14 +71,8 @@ async def test_a_child_that_only_restates_runs_where_its_parent_was_unreadable()
 
 
 async def test_a_child_that_changes_anything_else_runs_everywhere() -> None:
-    data = dataset(n_train=4, n_val=12)
-    ctx = make_ctx(data, half_unreadable_lm(gold_table(data)), proposer_lm())
-    program = ctx.system
-    assert isinstance(program, StagedPrompts)
-    seed = ctx.add_candidate(ctx.seed_candidate)
-    await ctx.evaluate(seed, data.val, "val")
-    restated = apply_operator("answer_stage", seed, program, "solve", iteration=1)
-    assert restated is not None
+    ctx, data, _, restated = await seed_and_its_restated_child()
+    seed = ctx.seed_candidate
     reworded = restated.derive(
         components={**restated.components, "solve": "Solve it. End with 'Answer: N'."},
         lineage=Lineage(parents=(seed.id,), generation=1, operation="test"),
