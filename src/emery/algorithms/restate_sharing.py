@@ -1,9 +1,9 @@
 """A child whose only change is the answer stage takes its parent's readable runs.
 
-The answer stage (``StageLayout.answer = "restate"``) sends a reply its stage's parser
-cannot read back to the model; on a run where every reply was read it never runs, so the
-child's run is its parent's, call for call. A child that differs from its one parent only
-by turning the answer stage on (MIPRO's first trial, the seed's repair; GEPA's
+The answer stage (``StageLayout``'s ``answer`` choice at ``restate``) sends a reply its
+stage's parser cannot read back to the model; on a run where every reply was read it never
+runs, so the child's run is its parent's, call for call. A child that differs from its one
+parent only by turning the answer stage on (MIPRO's first trial, the seed's repair; GEPA's
 ``answer_stage`` operator child; MIPRO's restated winner) is therefore run only where the
 parent's run is not stored, failed, or had a reply no parser read; everywhere else it takes
 the parent's result as its own (the same rollout id: no rollout of its own ran), charged
@@ -23,31 +23,32 @@ from collections.abc import Mapping, Sequence
 from emery.core.example_result import ExampleResult
 from emery.core.models import Candidate, Example, Split
 from emery.evaluation.service import EvaluationService
-from emery.systems.prompt_layout import CHOICE_SEPARATOR, StageLayout
+from emery.systems.prompt_layout import CHOICE_SEPARATOR, AnswerStage
 
 ANSWER = "answer"
 """The layout field of the answer stage (``StageLayout.answer``)."""
+RESTATE: AnswerStage = "restate"
+"""Its value when the answer stage is on."""
 
 
 def restates_only(child: Candidate, parent: Candidate) -> bool:
     """Whether ``child`` is ``parent`` with the answer stage turned on in one or more
     stages and nothing else changed (texts, demos and every other layout choice equal)."""
-    if _shown(child.demos) != _shown(parent.demos):
-        return False
     changed = {
         name
         for name in child.components.keys() | parent.components.keys()
         if child.components.get(name) != parent.components.get(name)
     }
-    if not changed:
-        return False
-    for name in changed:
-        stage, _, field = name.partition(CHOICE_SEPARATOR)
-        if field != ANSWER:
-            return False
-        if StageLayout.of(child.components, stage).answer != "restate":
-            return False
-    return True
+    return (
+        bool(changed)
+        and all(_turns_restate_on(child, name) for name in changed)
+        and _shown(child.demos) == _shown(parent.demos)
+    )
+
+
+def _turns_restate_on(child: Candidate, name: str) -> bool:
+    """Whether component ``name`` is a stage's answer-stage choice, on in ``child``."""
+    return name.partition(CHOICE_SEPARATOR)[2] == ANSWER and child.components[name] == RESTATE
 
 
 def readable(result: ExampleResult) -> bool:
@@ -72,7 +73,9 @@ def share_readable_runs(
     """Give ``candidate`` its one parent's readable results on ``examples`` where it has
     none and it only turns the answer stage on (module doc); how many were shared."""
     parents = candidate.lineage.parents
-    parent = candidates.get(parents[0]) if len(parents) == 1 else None
+    if len(parents) != 1 or RESTATE not in candidate.components.values():
+        return 0  # the common case on every evaluation: nothing to compare
+    parent = candidates.get(parents[0])
     if parent is None or not restates_only(candidate, parent):
         return 0
     shared = []

@@ -118,8 +118,8 @@ async def confirm_on_train(
     budget pays it and ``reserve`` more; a candidate behind on val is not scored at all."""
     mine, theirs = list(val_pairs[0]), list(val_pairs[1])
     evidence = paired(mine, theirs, confidence)
-    scored = 0
-    if evidence.difference < 0 or evidence.verdict == "worse":
+    scored, passed = 0, False
+    if evidence.difference < 0:  # behind (a "worse" verdict is behind too)
         return Confirmation(evidence, scored)
     for start in range(0, len(further), WINNER_CHUNK):
         chunk = further[start : start + WINNER_CHUNK]
@@ -140,8 +140,7 @@ async def confirm_on_train(
         mine, theirs = mine + mine_now.scores, theirs + theirs_now.scores
         scored += len(chunk)
         evidence = paired(mine, theirs, confidence)
-        if guard(mine, theirs, confidence) or evidence.verdict == "worse":
+        passed = guard(mine, theirs, confidence)
+        if passed or evidence.difference < 0:
             break
-        if evidence.difference < 0:
-            break
-    return Confirmation(evidence, scored, guard(mine, theirs, confidence))
+    return Confirmation(evidence, scored, passed)

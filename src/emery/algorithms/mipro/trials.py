@@ -192,7 +192,10 @@ async def score_stopping_losers(
     runs = [ChunkedRun(candidate, reference) for candidate in candidates]
     await score_in_chunks(ctx, runs, batch, "val", confidence=STOP_CONFIDENCE)
     return [
-        (run.results or EvalResult(candidate_id=run.candidate.id, results=[]), run.stopped)
+        (
+            run.results or EvalResult(candidate_id=run.candidate.id, split="val", results=[]),
+            run.stopped,
+        )
         for run in runs
     ]
 
