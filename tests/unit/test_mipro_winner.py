@@ -172,3 +172,29 @@ def test_val_alone_shows_a_winner_better_than_the_seed_only_at_095() -> None:
     state.best_candidate_id, state.best_val_score = first.id, 14 / 30
     assert shown_better(ctx, state, later.id, 20 / 30)
     assert not shown_better(ctx, state, first.id, 14 / 30), "it does not top the best"
+
+
+async def test_a_contender_waits_for_the_designed_trials_before_its_confirmation() -> None:
+    data = dataset(n_train=40, n_val=30)
+    helped = set(odd(data.val, data)[:1]) | set(odd(data.train, data)[::4])
+    # two designed trials: the proposal (a contender val cannot show), then a demo set
+    settings = ONE_TRIAL.model_copy(update={"num_demo_sets": 2, "num_trials": 2})
+    ctx = make_ctx(data, scripted_lm(data, helped), proposer_lm(PROPOSALS))
+    outcome, records = await run_recorded(settings, ctx)
+
+    events = [event for record in records for event in record.events]
+
+    def position(kind: str, **match: object) -> int:
+        return next(
+            index
+            for index, event in enumerate(events)
+            if event.kind == kind and all(event.data.get(k) == v for k, v in match.items())
+        )
+
+    trials = events_of(records, MiproTrial.kind)
+    assert [t["number"] for t in trials][:2] == [1, 2]
+    (check,) = events_of(records, MiproWinnerChecked.kind)
+    assert check["candidate_id"] == trials[0]["candidate_id"]
+    assert check["shown_better"] is True
+    assert position(MiproWinnerChecked.kind) > position(MiproTrial.kind, number=2)
+    assert outcome.state.best_candidate_id == check["candidate_id"]

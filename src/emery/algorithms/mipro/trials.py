@@ -100,7 +100,8 @@ async def run_trial(
     else:
         if number // plan.full_eval_every > (first - 1) // plan.full_eval_every:
             await promote(ctx, state, number, final=False, top_k=top_k)
-        await _confirm(ctx, state, number, winner_examples, reserve)
+        if not designed_trials(state, lambda params: _identify(ctx, state, params, first)):
+            await _confirm(ctx, state, number, winner_examples, reserve)
     state.top = top_combos(state, top_k)
     report_if_changed(ctx, "mipro", number, before, state.sources)
 
@@ -120,7 +121,7 @@ async def _score_trials(
     whole = minibatch >= len(ctx.val)
 
     def identify(params: Mapping[str, int]) -> str:
-        return combo_candidate(ctx, state, dict(params), first).id
+        return _identify(ctx, state, params, first)
 
     choices = next_params(
         state.spaces(),
@@ -175,6 +176,11 @@ async def _score_trials(
         )
         scored.append((combo, result.mean, stopped))
     return scored
+
+
+def _identify(ctx: SearchContext, state: MiproState, params: Mapping[str, int], number: int) -> str:
+    """The id of the candidate a trial with ``params`` scores."""
+    return combo_candidate(ctx, state, dict(params), number).id
 
 
 async def score_stopping_losers(

@@ -10,12 +10,14 @@ enough). A higher mean alone is not enough: on 20-56 val examples a candidate on
 answers ahead is as often luck as not (the rule before made one of 33.3% against the seed's
 30.0% on 30 val examples the winner, which scored 19% against 25% on test; on the mock tasks
 a quarter to a half of its winners scored below their seed). One whose mean tops the best's
-but that val alone cannot show better is a contender: after the step that scored it (and
-again at the end, if the calls did not allow it then), before any further trial, it is
-compared with the seed on val and up to ``winner_examples`` further train examples that
-neither shows as a demo (``mipro.winner_checked``), and becomes the best once shown
-better. The trials' clear losers stop early (``trials.score_stopping_losers``), which pays
-for it.
+but that val alone cannot show better is a contender: once the designed trials
+(``mipro.screening``) are scored, after each step (and again at the end, if the calls did
+not allow it then), contenders are compared with the seed on val and up to
+``winner_examples`` further train examples that neither shows as a demo
+(``mipro.winner_checked``), highest mean first, and the first shown better becomes the
+best. Waiting for the designed round keeps a first contender's confirmation from taking
+the calls of the designed trials after it. The trials' clear losers stop early
+(``trials.score_stopping_losers``), which pays for it.
 
 The reference is the seed, not the best so far: against the best so far, a lucky early
 best held off the nearest-demos combination that scored one more val answer and 30 more
