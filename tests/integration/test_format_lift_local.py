@@ -4,9 +4,10 @@ SmolLM2-135M answers an intent-classification seed ("... End your reply with 'In
 <label>'.") with free text, so the seed scores 0 on val; MIPRO's search over demo sets
 finds a program the model follows (labeled demos in the format). A true real-model test,
 kept as cheap as it can be while it can still fail: no proposer, no bootstrapping, no
-layouts, two trials on all 12 val messages, 36 metric calls instead of the earlier search's
-up to 100 (measured: the seed 0/12, the labeled demos 1/12, the format-hint instruction
-without demos 0/12).
+layouts, replies of up to 24 tokens (a label fits; 48 took 31 s against 20), two trials on
+all 12 val messages and one chunk of 10 train pairs to confirm the winner, 56 metric calls
+(measured: the seed 0/12, the format-hint instruction without demos 0/12, the labeled demos
+4/12, confirmed on train).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ async def test_mipro_lifts_a_seed_whose_format_the_model_ignores(tmp_path: Path)
     )
     meter = UsageMeter()
     cache = ResponseCache(tmp_path / "lm_cache.db")
-    config = LMConfig(model="local/smollm2-135m", max_tokens=48, n_ctx=2048)
+    config = LMConfig(model="local/smollm2-135m", max_tokens=24, n_ctx=2048)
     try:
         lms = {
             role: build_lm(config, role=role, meter=meter, cache=cache)
