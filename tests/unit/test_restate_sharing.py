@@ -79,6 +79,7 @@ async def test_a_child_that_changes_anything_else_runs_everywhere() -> None:
     )
     assert not restates_only(reworded, seed)
     assert not restates_only(seed, seed), "no change is not a restating child"
+    assert not restates_only(seed, restated), "turning the answer stage off is a change"
 
     paid = ctx.budget.usage.metric_calls
     await ctx.evaluate(ctx.add_candidate(reworded), data.val, "val")

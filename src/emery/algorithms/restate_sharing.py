@@ -48,7 +48,7 @@ def restates_only(child: Candidate, parent: Candidate) -> bool:
 
 def _turns_restate_on(child: Candidate, name: str) -> bool:
     """Whether component ``name`` is a stage's answer-stage choice, on in ``child``."""
-    return name.partition(CHOICE_SEPARATOR)[2] == ANSWER and child.components[name] == RESTATE
+    return name.partition(CHOICE_SEPARATOR)[2] == ANSWER and child.components.get(name) == RESTATE
 
 
 def readable(result: ExampleResult) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from emery.algorithms.base import SearchContext
 from emery.algorithms.chunked_scoring import ChunkedRun, score_in_chunks
@@ -100,7 +100,7 @@ async def run_trial(
     else:
         if number // plan.full_eval_every > (first - 1) // plan.full_eval_every:
             await promote(ctx, state, number, final=False, top_k=top_k)
-        if not designed_trials(state, lambda params: _identify(ctx, state, params, first)):
+        if not designed_trials(state, _identifier(ctx, state, first)):
             await _confirm(ctx, state, number, winner_examples, reserve)
     state.top = top_combos(state, top_k)
     report_if_changed(ctx, "mipro", number, before, state.sources)
@@ -120,9 +120,7 @@ async def _score_trials(
     trial and its combination in trial order."""
     whole = minibatch >= len(ctx.val)
 
-    def identify(params: Mapping[str, int]) -> str:
-        return _identify(ctx, state, params, first)
-
+    identify = _identifier(ctx, state, first)
     choices = next_params(
         state.spaces(),
         state.trials,
@@ -178,9 +176,11 @@ async def _score_trials(
     return scored
 
 
-def _identify(ctx: SearchContext, state: MiproState, params: Mapping[str, int], number: int) -> str:
-    """The id of the candidate a trial with ``params`` scores."""
-    return combo_candidate(ctx, state, dict(params), number).id
+def _identifier(
+    ctx: SearchContext, state: MiproState, number: int
+) -> Callable[[Mapping[str, int]], str]:
+    """The id of the candidate a trial (numbered ``number``) of given params scores."""
+    return lambda params: combo_candidate(ctx, state, dict(params), number).id
 
 
 async def score_stopping_losers(
