@@ -111,7 +111,7 @@ def test_gepa_plan_under_thompson_turns_gives_the_operators_at_most_the_offered_
 
 
 def test_an_explicit_evidence_cap_is_the_plans_and_the_runs() -> None:
-    settings = GepaSettings(max_evidence_examples=9)
+    settings = GepaSettings(acceptance="evidence", max_evidence_examples=9)
     plan = make_gepa_plan(settings, gepa_inputs())
 
     assert (plan.evidence_examples, plan.evidence_cost) == (9, 18)

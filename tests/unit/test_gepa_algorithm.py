@@ -82,7 +82,7 @@ async def test_gepa_raises_val_and_test_scores() -> None:
 async def test_rejected_children_never_reach_val() -> None:
     dataset = word_problems()
     ctx = word_problem_context(dataset, budget=BudgetConfig(metric_calls=300))
-    _, records = await run_gepa(ctx)
+    _, records = await run_gepa(ctx, {"acceptance": "evidence"})
     rejected = payloads(records, GepaMinibatchRejected)
     assert rejected, "the scripted run rejects some proposals"
     # rejected: the paired evidence did not show the child better (ahead but undecided,

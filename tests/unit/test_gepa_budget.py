@@ -54,7 +54,7 @@ async def test_the_search_stops_when_no_new_candidate_could_join_the_pool() -> N
     # be promoted.
     dataset = word_problems()
     ctx = word_problem_context(dataset, budget=BudgetConfig(metric_calls=100))
-    outcome, records = await run_gepa(ctx)
+    outcome, records = await run_gepa(ctx, {"acceptance": "evidence"})
     needed = 3 + len(dataset.val)  # the minibatch and val
     left = 100 - ctx.budget.usage.metric_calls
     assert outcome.reason == (

@@ -17,13 +17,15 @@ from emery.lm import FakeLM
 LUCKY = "Trust your luck."
 
 REFLECTION_ONLY = GepaSettings(
+    acceptance="evidence",
     minibatch_size=5,
     operator_every=0,
     operator_fallback=False,
     use_merge=False,
     skip_perfect=False,
 )
-"""Reflection children only, judged on minibatches of 5 (no operators, merges or skips)."""
+"""The evidence rule, reflection children only, judged on minibatches of 5 (no operators,
+merges or skips)."""
 
 
 def lucky_task_lm(dataset: Dataset) -> FakeLM:

@@ -27,12 +27,14 @@ pytestmark = pytest.mark.usefixtures("quiet_evaluator_failures")
 
 LOOSE: dict[str, Any] = {"accept": "improvement_or_equal"}
 SCHEDULE: dict[str, Any] = {"operator_turns": "schedule"}
+EVIDENCE: dict[str, Any] = {"acceptance": "evidence"}
 
 # (settings, proposals_per_step, metric calls, seed) -> (fingerprint, metric calls spent,
 # pool size, iterations) on the efficiency benchmark's mock, recorded at 070ba89 (the loose
 # runs reject children shown better that the budget cannot also score on val), under the
 # fixed schedule of operator turns (``SCHEDULE``; the default before ``thompson``); the
-# last row under ``thompson``, recorded when it was built. Re-recorded when a child that
+# last row under ``thompson``, recorded when it was built; all under the evidence rule (the
+# default then: ``EVIDENCE``). Re-recorded when a child that
 # only restates took its parent's readable runs (``algorithms.restate_sharing``): the
 # mock's replies all parse, so its answer-stage children cost no metric call.
 RECORDED: list[tuple[dict[str, Any], int, int, int, tuple[str, int, int, int]]] = [
@@ -64,7 +66,8 @@ def fingerprint(ctx: SearchContext, outcome: Any, records: Sequence[StepRecord])
 
 
 async def search(ctx: SearchContext, settings: dict[str, Any], k: int) -> tuple[str, int, int, int]:
-    outcome, records = await run_gepa(ctx, {"proposals_per_step": k, **SCHEDULE, **settings})
+    settings = {"proposals_per_step": k, **EVIDENCE, **SCHEDULE, **settings}
+    outcome, records = await run_gepa(ctx, settings)
     return (
         fingerprint(ctx, outcome, records),
         ctx.budget.usage.metric_calls,
@@ -221,7 +224,7 @@ async def test_a_pipelined_search_decides_its_last_children_before_it_stops() ->
 
 
 async def test_steps_are_not_pipelined_at_k_1_nor_by_default_under_evidence() -> None:
-    for settings in ({"proposals_per_step": 1, **PIPELINED}, {"proposals_per_step": 4}):
+    for settings in ({"proposals_per_step": 1, **PIPELINED}, {"proposals_per_step": 4, **EVIDENCE}):
         _, records = await run_gepa(mock_context(150, 0), settings)
         assert all(record.state.pending is None for record in records)
 

@@ -147,11 +147,15 @@ def proposer() -> FakeLM:
     return FakeLM(reply, model="fake/proposer")
 
 
-def test_gepa_raises_rank_agreement(tmp_path: Path) -> None:
+@pytest.mark.parametrize("acceptance", ["evidence", "two_stage"])
+def test_gepa_raises_rank_agreement(tmp_path: Path, acceptance: str) -> None:
+    # A rank is scored over the whole batch: no per-example pairs can show the winner
+    # better than the seed, so under two_stage too the best mean val wins.
     result = emery.optimize(
         VERIFIER,
         traces(),
         algorithm="gepa",
+        settings={"acceptance": acceptance},
         budget=120,
         verifier={"kind": "agreement", "agreement": "rank"},
         lm=judge_lm(),

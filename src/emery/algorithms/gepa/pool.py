@@ -46,7 +46,7 @@ def add_to_pool(
         )
     )
     refresh_front(ctx, state)
-    if tops_best(state, entry) and may_win(state, entry):
+    if tops_best(state, entry) and (result.ranked or may_win(state, entry)):
         make_best(ctx, state, entry)
     return entry
 
@@ -67,7 +67,9 @@ def may_win(state: GepaState, entry: PoolEntry) -> bool:
     """Whether ``entry`` may be returned as the winner: always, unless the search guards
     its winner (``state.winner_confidence``, GEPA's ``two_stage`` acceptance); then only
     when the paired evidence on val shows it better than the seed (where it does not, the
-    confirmation on train may still, ``val_gate.confirm_winner``)."""
+    confirmation on train may still, ``val_gate.confirm_winner``). A val scored as a whole
+    batch (a rank metric) has no per-example pairs: ``add_to_pool`` lets its best mean win,
+    as the evidence rule does."""
     if state.winner_confidence is None or entry.id == state.seed_candidate_id:
         return True
     mine, seeds = against_seed(state, entry)
