@@ -46,7 +46,7 @@ def add_to_pool(
         )
     )
     refresh_front(ctx, state)
-    if tops_best(state, entry) and (result.ranked or may_win(state, entry)):
+    if tops_best(state, entry) and may_win(state, entry, result):
         make_best(ctx, state, entry)
     return entry
 
@@ -63,14 +63,14 @@ def make_best(ctx: SearchContext, state: GepaState, entry: PoolEntry) -> None:
     ctx.emit(BestUpdated(candidate_id=entry.id, score=entry.val_score, previous_score=previous))
 
 
-def may_win(state: GepaState, entry: PoolEntry) -> bool:
+def may_win(state: GepaState, entry: PoolEntry, result: EvalResult) -> bool:
     """Whether ``entry`` may be returned as the winner: always, unless the search guards
     its winner (``state.winner_confidence``, GEPA's ``two_stage`` acceptance); then only
     when the paired evidence on val shows it better than the seed (where it does not, the
-    confirmation on train may still, ``val_gate.confirm_winner``). A val scored as a whole
-    batch (a rank metric) has no per-example pairs: ``add_to_pool`` lets its best mean win,
-    as the evidence rule does."""
-    if state.winner_confidence is None or entry.id == state.seed_candidate_id:
+    confirmation on train may still, ``val_gate.confirm_winner``). A val ``result`` scored
+    as a whole batch (a rank metric) has no per-example pairs: there the best mean wins,
+    as under the evidence rule."""
+    if state.winner_confidence is None or entry.id == state.seed_candidate_id or result.ranked:
         return True
     mine, seeds = against_seed(state, entry)
     return bool(mine) and paired(mine, seeds, state.winner_confidence).verdict == "better"
