@@ -45,7 +45,8 @@ def test_gepa_job_on_the_local_model_records_every_proposal(tmp_path: Path) -> N
     assert kinds[-1] == "succeeded"
     # SmolLM2 may well write nothing better than the seed, so no lift is asserted; the
     # reported scores must still be the stored ones: the baseline is the seed's full-val
-    # score and the best is the highest full-val score of any candidate, the best's own.
+    # score and the best is the best's own, at least the seed's and at most the highest of
+    # any candidate (two_stage: a higher one not shown better than the seed does not win).
     val_scores = {
         e.data["candidate_id"]: e.data["score"] for e in events if e.kind == "gepa.val_evaluated"
     }
@@ -53,7 +54,7 @@ def test_gepa_job_on_the_local_model_records_every_proposal(tmp_path: Path) -> N
     assert result.best_candidate is not None
     assert all(0.0 <= score <= 1.0 for score in val_scores.values())
     assert result.baseline_val == val_scores[result.seed_candidate.id]
-    assert result.best_val == max(val_scores.values())
+    assert result.baseline_val <= result.best_val <= max(val_scores.values())
     assert val_scores[result.best_candidate.id] == result.best_val
     datasets = [e for e in events if e.kind == "gepa.reflective_dataset"]
     usable = [e for e in events if e.kind == "gepa.proposal"]

@@ -67,14 +67,14 @@ class GepaSettings(AlgorithmSettings):
         ),
     )
     acceptance: str = Field(
-        default="evidence",
+        default="two_stage",
         description=(
-            "evidence: a child joins the pool when the paired evidence on train shows it"
-            " better than its parent (more minibatches while undecided); two_stage: a child"
-            " better on its minibatch is scored on val, joins unless shown worse than its"
-            " parent there (stopped early when it is), and becomes the best only when shown"
-            " better than the seed (at 0.6) on val or, where val cannot tell, on val and"
-            " winner_examples further train examples; or an AcceptanceKind of your own as"
+            "two_stage: a child better on its minibatch is scored on val, joins unless"
+            " shown worse than its parent there (stopped early when it is), and becomes the"
+            " best only when shown better than the seed (at 0.6) on val or, where val cannot"
+            " tell, on val and winner_examples further train examples; evidence: a child"
+            " joins the pool when the paired evidence on train shows it better than its"
+            " parent (more minibatches while undecided); or an AcceptanceKind of your own as"
             " 'module:attr'"
         ),
     )
