@@ -50,7 +50,9 @@ def gepa_inputs(**overrides: object) -> GepaPlanInputs:
 
 
 def test_gepa_plans_the_iterations_the_budget_pays_for() -> None:
-    settings = GepaSettings(minibatch_size=3, operator_every=3, operator_turns="schedule")
+    settings = GepaSettings(
+        acceptance="evidence", minibatch_size=3, operator_every=3, operator_turns="schedule"
+    )
     plan = make_gepa_plan(settings, gepa_inputs())
 
     assert plan.iteration_cost == 6  # parent and child on a minibatch of 3
@@ -80,7 +82,7 @@ def test_gepa_judges_children_on_what_the_separation_needs(budget: int) -> None:
     pays for."""
     inputs = gepa_inputs(n_train=60, n_val=40, budget_metric_calls=budget)
 
-    plan = make_gepa_plan(GepaSettings(), inputs)
+    plan = make_gepa_plan(GepaSettings(acceptance="evidence"), inputs)
 
     assert plan.evidence_examples == examples_for(0.2) == 55
     assert plan.separation is not None
@@ -89,6 +91,26 @@ def test_gepa_judges_children_on_what_the_separation_needs(budget: int) -> None:
     assert plan.iterations == (budget - 40 - 43) // 6 + 1  # while 3 + 40 calls are left
     if budget == 100:
         assert any("cannot judge one child" in note for note in plan.notes)
+
+
+@pytest.mark.parametrize("budget", [100, 200, 400])
+def test_two_stage_plans_children_judged_on_val_not_on_more_train(budget: int) -> None:
+    """The default rule decides a child on its minibatch alone and judges it on val: the
+    plan names no evidence examples, and counts the children the budget scores on all of
+    val (minibatch of 3 for both, then 40 val) and what 40 val examples separate."""
+    inputs = gepa_inputs(n_train=60, n_val=40, budget_metric_calls=budget)
+
+    plan = make_gepa_plan(GepaSettings(), inputs)
+
+    assert (plan.evidence_examples, plan.evidence_cost) == (3, 6)
+    assert "undecided child" not in plan.summary
+    assert plan.separation is not None
+    assert plan.separation.examples == 40
+    children = {100: 1, 200: 3, 400: 7}[budget]
+    assert plan.separation.candidates == (budget - 40) // (6 + 40) == children
+    assert f"separates about {plan.separation.candidates} child" in plan.summary
+    assert plan.iterations == (budget - 40 - 43) // 6 + 1  # the same tail stop as evidence's
+    assert not any("evidence examples" in note for note in plan.notes)
 
 
 def test_gepa_plan_under_thompson_turns_gives_the_operators_at_most_the_offered_turns() -> None:

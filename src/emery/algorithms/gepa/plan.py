@@ -20,6 +20,12 @@ k changes the count a little.
 The evidence examples default to what a 20-point difference needs for a typical pair
 (``algorithms.separation``, 55) rather than a fixed number of minibatches: the minibatch
 of 3 is what the reflection reads, not what a verdict can rest on.
+
+That is the ``evidence`` rule. Under a rule whose minibatch alone decides (no
+``further_evidence``: ``two_stage``, the default) no child is judged on more train
+examples; a child ahead on its minibatch is judged on val, so the plan counts the
+children the budget can score on all of val (``(budget - val) // (iteration + val)``)
+and what val separates.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import math
 from dataclasses import dataclass
 
 from emery.algorithms.base import SearchContext
+from emery.algorithms.gepa.acceptance import acceptance_rule
 from emery.algorithms.gepa.events import GepaPlanned
 from emery.algorithms.gepa.settings import GepaSettings
 from emery.algorithms.separation import TYPICAL, examples_for, separation
@@ -104,8 +111,13 @@ def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanne
     n_val, budget = inputs.n_val, inputs.budget_metric_calls
     minibatch = min(settings.minibatch_size, inputs.n_train)
     cost = (2 if settings.failure_share is None else 3) * minibatch
-    evidence = evidence_examples(settings, inputs.n_train)
-    judged = None if budget is None else max(0, budget - n_val) // (2 * evidence + n_val)
+    further = acceptance_rule(settings).further_evidence
+    if further:  # judged on train while undecided, up to the evidence examples
+        evidence = evidence_examples(settings, inputs.n_train)
+        judged_on, per_judged = evidence, 2 * evidence + n_val
+    else:  # the minibatch alone decides; the verdicts that remain are on val
+        evidence, judged_on, per_judged = minibatch, n_val, cost + n_val
+    judged = None if budget is None else max(0, budget - n_val) // per_judged
     iterations, unspent = None, None
     if budget is not None:
         iterations, unspent = affordable_iterations(
@@ -131,7 +143,7 @@ def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanne
         summary="",
         metric_calls=metric_calls,
         budget_metric_calls=budget,
-        notes=_notes(settings, inputs, cost, iterations, judged, unspent),
+        notes=_notes(settings, inputs, cost, iterations, judged, unspent, further),
         algorithm=inputs.algorithm,
         val_size=n_val,
         train_size=inputs.n_train,
@@ -154,7 +166,7 @@ def make_gepa_plan(settings: GepaSettings, inputs: GepaPlanInputs) -> GepaPlanne
         merge_cost=min(settings.merge_subsample, n_val) if merges else 0,
         evidence_examples=evidence,
         evidence_cost=2 * evidence,
-        separation=separation(evidence, judged),
+        separation=separation(judged_on, judged) if judged_on else None,
     )
     plan.summary = describe_gepa_plan(plan)
     return plan
@@ -176,12 +188,18 @@ def _notes(
     iterations: int | None,
     judged: int | None,
     unspent: int | None,
+    further: bool,
 ) -> list[str]:
     notes = []
-    if judged == 0 and iterations:
+    if judged == 0 and iterations and further:
         notes.append(
             "the budget cannot judge one child on all the evidence examples and score it on"
             " val: only a child shown better on fewer examples (a large difference) is kept"
+        )
+    elif judged == 0 and iterations:
+        notes.append(
+            "the budget cannot score one child on its minibatch and on all of val: no child"
+            " can join the pool"
         )
     if iterations is not None and inputs.n_val:
         notes.append(
