@@ -17,20 +17,21 @@ from emery.core.search_events import Evidence
 class GepaPlanned(PlanPayload):
     """A GEPA (or ``graph_gepa``) run's plan.
 
-    An iteration scores the parent and its child on one train minibatch
-    (``iteration_cost`` metric calls); an accepted child is then scored on all of val
-    (``acceptance_cost``); while the paired evidence is undecided and the child ahead, both
-    are scored on more minibatches, up to ``evidence_examples`` (``evidence_cost`` metric
-    calls). ``iterations`` is how many the budget pays for when every child is decided on
-    its first minibatch and none is accepted, a step starting only while the calls left pay
-    for a child's minibatch and all of val (capped by ``max_iterations``; None: no limit
-    on either), split by what proposes the child: the reflection LM, an LM-free edit
-    operator (prompt programs, every ``operator_every``-th iteration offered) or, in
-    ``graph_gepa``, a structural mutation (every ``structure_every``-th). The operators take
-    every offered turn under ``operator_turns = "schedule"``; under ``thompson`` (those
-    their record earns) ``operator_iterations`` is the most they take,
-    ``reflection_iterations`` the fewest reflections, and ``reflection_calls`` counts every
-    offered turn as a reflection; under a policy of one's own both are None (not known).
+    An iteration scores the parent and its child on one train minibatch (``iteration_cost``
+    metric calls); an accepted child is then scored on all of val (``acceptance_cost``);
+    under ``acceptance = "evidence"``, while the paired evidence is undecided and the child
+    ahead, both are scored on more minibatches, up to ``evidence_examples``
+    (``evidence_cost`` metric calls). ``iterations`` is how many the budget pays for when
+    every child is decided on its first minibatch and none is accepted, a step starting only
+    while the calls left pay for a child's minibatch and all of val (capped by
+    ``max_iterations``; None: no limit on either), split by what proposes the child: the
+    reflection LM, an LM-free edit operator (prompt programs, every ``operator_every``-th
+    iteration offered) or, in ``graph_gepa``, a structural mutation (every
+    ``structure_every``-th). The operators take every offered turn under ``operator_turns =
+    "schedule"``; under ``thompson`` (those their record earns) ``operator_iterations`` is
+    the most they take, ``reflection_iterations`` the fewest reflections, and
+    ``reflection_calls`` counts every offered turn as a reflection; under a policy of one's
+    own both are None (not known).
     ``unspent``: the metric calls those iterations leave (None: no metric-call limit, or
     an older plan).
     """
@@ -58,11 +59,13 @@ class GepaPlanned(PlanPayload):
     merges: int = 0
     merge_cost: int = 0
     evidence_examples: int | None = None
-    """The most train examples an undecided child is judged on (None: an older plan)."""
+    """The most train examples an undecided child is judged on: the minibatch where it
+    alone decides (``two_stage``; None: an older plan)."""
     evidence_cost: int | None = None
     """Metric calls of an iteration whose child is judged on all of them."""
     separation: Separation | None = None
-    """What the budget separates: children judged on ``evidence_examples`` and accepted."""
+    """What the budget separates: children judged on ``evidence_examples`` and accepted,
+    or, where the minibatch alone decides, children scored on all of val."""
 
     def planned_trials(self) -> int | None:
         return self.iterations
