@@ -113,6 +113,17 @@ def test_two_stage_plans_children_judged_on_val_not_on_more_train(budget: int) -
     assert not any("evidence examples" in note for note in plan.notes)
 
 
+def test_two_stage_plan_says_when_no_child_can_reach_val() -> None:
+    """45 calls after the seed's 40 val pay one iteration (the tail stop needs 43) but not
+    its child's 6 and all 40 of val."""
+    plan = make_gepa_plan(GepaSettings(), gepa_inputs(n_train=60, n_val=40, budget_metric_calls=85))
+
+    assert plan.iterations == 1
+    assert plan.separation is not None
+    assert plan.separation.candidates == 0
+    assert any("cannot score one child on its minibatch and on all of val" in n for n in plan.notes)
+
+
 def test_gepa_plan_under_thompson_turns_gives_the_operators_at_most_the_offered_turns() -> None:
     plan = make_gepa_plan(GepaSettings(minibatch_size=3), gepa_inputs())
 

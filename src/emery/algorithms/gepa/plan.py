@@ -191,15 +191,13 @@ def _notes(
     further: bool,
 ) -> list[str]:
     notes = []
-    if judged == 0 and iterations and further:
+    if judged == 0 and iterations:
         notes.append(
             "the budget cannot judge one child on all the evidence examples and score it on"
             " val: only a child shown better on fewer examples (a large difference) is kept"
-        )
-    elif judged == 0 and iterations:
-        notes.append(
-            "the budget cannot score one child on its minibatch and on all of val: no child"
-            " can join the pool"
+            if further
+            else "the budget cannot score one child on its minibatch and on all of val: no"
+            " child can join the pool"
         )
     if iterations is not None and inputs.n_val:
         notes.append(
